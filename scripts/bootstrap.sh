@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything AgentPay needs to build and test on Debian 12 (run as root).
+# Idempotent: re-running only installs what is missing.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+
+PACKAGES=(
+  # build
+  build-essential cmake ninja-build ccache pkg-config clang clang-format
+  # libraries
+  libboost-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
+  libssl-dev libpq-dev libsecp256k1-dev libcrypto++-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev python3 wrk nginx-light curl procps
+)
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}"
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# nginx-light's package starts a system nginx on port 80; the benchmark runs its own instance.
+if command -v systemctl >/dev/null 2>&1; then systemctl disable --now nginx >/dev/null 2>&1 || true; fi
+pkill -x nginx 2>/dev/null || true
+echo "bootstrap: packages ready"

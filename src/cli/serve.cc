@@ -1,0 +1,190 @@
+// See serve.h.
+#include "cli/serve.h"
+
+#include <sys/stat.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/seller.h"
+#include "cli/system_world.h"
+#include "gateway/gateway.h"
+#include "gateway/hashing.h"
+#include "http/server.h"
+#include "store/store.h"
+
+namespace agentpay {
+namespace {
+
+constexpr char kDemoDir[] = "./agentpay-data";
+constexpr int64_t kDemoPrice = 10000;            // 0.01 USDC
+constexpr int64_t kDemoFunding = 10'000'000;     // 10 USDC
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "agentpay serve: %s\n", message.c_str());
+  return 2;
+}
+
+Status WriteSecretFile(const std::string& path, const std::string& content) {
+  std::ofstream file(path, std::ios::trunc);
+  if (!file) return Status::Error("io_error", "cannot write " + path);
+  file << content << "\n";
+  file.close();
+  chmod(path.c_str(), 0600);
+  return Status::Ok();
+}
+
+// The demo account survives restarts: its id and API key live in agentpay-data/demo-account.json.
+Result<std::pair<std::string, std::string>> EnsureDemoAccount(Store& store, Clock& clock,
+                                                              Random& random) {
+  const std::string path = std::string(kDemoDir) + "/demo-account.json";
+  std::string account_id, api_key;
+  if (std::ifstream file(path); file) {
+    auto saved = nlohmann::json::parse(file, nullptr, false);
+    if (saved.is_object() && saved.value("account_id", "") != "" && saved.value("api_key", "") != "") {
+      account_id = saved["account_id"];
+      api_key = saved["api_key"];
+    }
+  }
+  if (account_id.empty()) {
+    account_id = NewAccountId(random);
+    api_key = NewApiKey(random);
+  }
+  Status status = store.Write([&](Transaction& tx) -> Status {
+    const int64_t now = clock.NowMs();
+    auto inserted = tx.InsertAccount({account_id, "demo", Sha256Hex(api_key), {}, now});
+    if (!inserted.ok()) return inserted.status();
+    auto deposit = tx.InsertDeposit({account_id, "demo-initial-funding", kDemoFunding, now});
+    if (!deposit.ok()) return deposit.status();
+    if (*deposit) {
+      auto moved = tx.Move(account_id, MoveKind::kDeposit, kDemoFunding, "", now);
+      if (!moved.ok()) return moved.status();
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  Status saved = WriteSecretFile(
+      path, nlohmann::json({{"account_id", account_id}, {"api_key", api_key}}).dump());
+  if (!saved.ok()) return saved;
+  return std::make_pair(account_id, api_key);
+}
+
+}  // namespace
+
+int RunServe(const CLI::App& command, ServeOptions& options) {
+  auto config = ResolveServeConfig(command, options);
+  if (!config.ok()) return Fail(config.status().message());
+  auto listen = ParseListenAddress(options.listen);
+  if (!listen.ok()) return Fail(listen.status().message());
+
+  // Signals are taken by sigwait below; every thread started from here on inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  SystemClock clock;
+  SystemRandom random;
+  std::unique_ptr<Seller> demo_seller;
+  std::unique_ptr<HttpServer> demo_seller_server;
+  if (options.demo) {
+    std::error_code ec;
+    std::filesystem::create_directories(kDemoDir, ec);
+    if (ec) return Fail(std::string("cannot create ") + kDemoDir + ": " + ec.message());
+    if (options.admin_token_file.empty()) {
+      std::string token_path = std::string(kDemoDir) + "/admin-token";
+      if (!std::filesystem::exists(token_path)) {
+        if (Status s = WriteSecretFile(token_path, "adm_" + RandomHex(random, 32)); !s.ok()) {
+          return Fail(s.message());
+        }
+      }
+      auto token = ReadSecretFile(token_path);
+      if (!token.ok()) return Fail(token.status().message());
+      config->admin_token = *token;
+      options.admin_token_file = token_path;
+    }
+    if (config->routes.empty()) {
+      demo_seller = std::make_unique<Seller>("ok");
+      auto started = HttpServer::Start("127.0.0.1", 0, ServerLimits{},
+                                       [seller = demo_seller.get()](const HttpRequest& request) {
+                                         return seller->Handle(request);
+                                       });
+      if (!started.ok()) return Fail(started.status().message());
+      demo_seller_server = std::move(*started);
+      RouteConfig route;
+      route.upstream_url = "http://127.0.0.1:" + std::to_string(demo_seller_server->port());
+      route.upstream = *ParseHttpUrl(route.upstream_url);
+      route.price = kDemoPrice;
+      route.timeout_ms = options.upstream_timeout_ms;
+      config->routes.push_back(route);
+    }
+  }
+
+  auto store = OpenStore(options.db);
+  if (!store.ok()) return Fail(store.status().message());
+  HttpUpstream upstream(config->max_upstream_response_bytes);
+  Gateway gateway(*config, **store, clock, random, upstream);
+  auto recovered = gateway.RecoverInterrupted();
+  if (!recovered.ok()) return Fail("crash recovery failed: " + recovered.status().message());
+  if (*recovered > 0) {
+    std::fprintf(stderr,
+                 "agentpay serve: recovered %d operation(s) interrupted mid-call: holds kept, "
+                 "fulfillment pending_retry\n",
+                 *recovered);
+  }
+
+  std::optional<std::pair<std::string, std::string>> demo_account;
+  if (options.demo) {
+    auto ensured = EnsureDemoAccount(**store, clock, random);
+    if (!ensured.ok()) return Fail("demo account: " + ensured.status().message());
+    demo_account = *ensured;
+  }
+
+  ServerLimits limits;
+  limits.max_body_bytes = config->max_body_bytes;
+  limits.workers = static_cast<size_t>(options.workers);
+  limits.max_connections = static_cast<size_t>(options.max_connections);
+  auto server = HttpServer::Start(listen->first, listen->second, limits,
+                                  [&gateway](const HttpRequest& request) {
+                                    return gateway.Handle(request);
+                                  });
+  if (!server.ok()) return Fail(server.status().message());
+  gateway.AttachServer(server->get());
+
+  const std::string base = "http://" + listen->first + ":" + std::to_string((*server)->port());
+  std::printf("agentpay gateway listening on %s (store %s)\n", base.c_str(), options.db.c_str());
+  for (const auto& route : config->routes) {
+    std::printf("  paid route %s -> %s at %lld atomic units\n", route.prefix.c_str(),
+                route.upstream_url.c_str(), static_cast<long long>(route.price));
+  }
+  if (demo_account) {
+    std::printf(
+        "\nDemo account %s, funded with %lld atomic units (10 USDC).\n"
+        "  API key:      %s\n"
+        "  admin token:  in %s\n"
+        "\nA paid request (run it twice: the second is a free replay):\n"
+        "  curl -i -H 'Authorization: Bearer %s' -H 'Idempotency-Key: demo-1' "
+        "-d '{\"query\":\"hello\"}' %s/hello\n"
+        "Then look at the account and the operation:\n"
+        "  curl -s -H 'Authorization: Bearer %s' %s/v1/account\n"
+        "  curl -s %s/v1/operations/<AgentPay-Operation-Id from the first answer>\n",
+        demo_account->first.c_str(), static_cast<long long>(kDemoFunding),
+        demo_account->second.c_str(), options.admin_token_file.c_str(),
+        demo_account->second.c_str(), base.c_str(), demo_account->second.c_str(), base.c_str(),
+        base.c_str());
+  }
+  std::fflush(stdout);
+
+  int received = 0;
+  sigwait(&signals, &received);
+  std::fprintf(stderr, "agentpay serve: stopping\n");
+  (*server)->Stop();
+  if (demo_seller_server) demo_seller_server->Stop();
+  return 0;
+}
+
+}  // namespace agentpay

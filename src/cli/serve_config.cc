@@ -1,0 +1,231 @@
+// See serve_config.h.
+#include "cli/serve_config.h"
+
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+#include <variant>
+
+#include "core/money.h"
+
+namespace agentpay {
+namespace {
+
+constexpr int64_t kMaxTimeoutMs = 3600 * 1000;
+constexpr int64_t kMaxBodyLimit = 64 * 1024 * 1024;
+
+struct Flag {
+  const char* name;  // the long flag without "--"; the TOML key is the same with '_' for '-'
+  std::variant<std::string*, int64_t*> target;
+  const char* help;
+};
+
+std::vector<Flag> Flags(ServeOptions& o) {
+  return {
+      {"listen", &o.listen, "HOST:PORT to listen on"},
+      {"db", &o.db, "store URL: sqlite:PATH"},
+      {"upstream", &o.upstream, "upstream URL of the single paid route \"/\""},
+      {"price", &o.price, "price of that route, in atomic units of the asset"},
+      {"upstream-timeout-ms", &o.upstream_timeout_ms, "upstream call timeout"},
+      {"admin-token-file", &o.admin_token_file, "file holding the admin API bearer token"},
+      {"hold-ttl-ms", &o.hold_ttl_ms, "how long a wallet hold lives"},
+      {"retention-ms", &o.retention_ms, "how long a completed key's result is kept"},
+      {"sweep-interval-ms", &o.sweep_interval_ms, "hold sweeper period"},
+      {"receipt-timeout-ms", &o.receipt_timeout_ms, "x402: wait for a receipt before 202"},
+      {"attach-wait-ms", &o.attach_wait_ms, "how long a duplicate waits for the one in flight"},
+      {"max-body-bytes", &o.max_body_bytes, "largest request body accepted (413 past it)"},
+      {"workers", &o.workers, "requests handled at once"},
+      {"max-connections", &o.max_connections, "open connections accepted (503 past it)"},
+      {"chain", &o.chain, "chain: devnet (built in)"},
+      {"log-format", &o.log_format, "json or text"},
+  };
+}
+
+std::string TomlKey(std::string name) {
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
+Status Invalid(const std::string& message) { return Status::Error("invalid_config", message); }
+
+Status CheckRange(const char* name, int64_t value, int64_t low, int64_t high) {
+  if (value < low || value > high) {
+    return Invalid(std::string("--") + name + " must be between " + std::to_string(low) + " and " +
+                   std::to_string(high) + ", got " + std::to_string(value));
+  }
+  return Status::Ok();
+}
+
+Result<int64_t> ParsePrice(const std::string& text, const std::string& where) {
+  auto price = ParseAmount(text);
+  if (!price || *price == 0) {
+    return Invalid(where + ": price must be a positive integer of atomic units, got '" + text + "'");
+  }
+  return *price;
+}
+
+Result<RouteConfig> MakeRoute(std::string prefix, const std::string& upstream,
+                              const std::string& price, int64_t timeout_ms, bool require_key,
+                              const std::string& settle, const std::string& where) {
+  RouteConfig route;
+  if (prefix.empty() || prefix[0] != '/') return Invalid(where + ": prefix must start with '/'");
+  while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
+  route.prefix = prefix;
+  auto endpoint = ParseHttpUrl(upstream);
+  if (!endpoint.ok()) return Invalid(where + ": " + endpoint.status().message());
+  route.upstream_url = upstream;
+  route.upstream = *endpoint;
+  auto parsed_price = ParsePrice(price, where);
+  if (!parsed_price.ok()) return parsed_price.status();
+  route.price = *parsed_price;
+  if (Status s = CheckRange("upstream-timeout-ms", timeout_ms, 1, kMaxTimeoutMs); !s.ok()) return s;
+  route.timeout_ms = timeout_ms;
+  route.require_idempotency_key = require_key;
+  if (settle == "before") {
+    route.settle = SettleTiming::kBefore;
+  } else if (settle == "after") {
+    route.settle = SettleTiming::kAfter;
+  } else {
+    return Invalid(where + ": settle must be \"before\" or \"after\"");
+  }
+  return route;
+}
+
+Result<std::vector<RouteConfig>> RoutesFromToml(const toml::array& tables, int64_t default_timeout) {
+  std::vector<RouteConfig> routes;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const toml::table* table = tables[i].as_table();
+    std::string where = "[[route]] #" + std::to_string(i + 1);
+    if (table == nullptr) return Invalid(where + " is not a table");
+    auto price_node = (*table)["price"];
+    std::string price = price_node.value<std::string>().value_or(
+        price_node.value<int64_t>() ? std::to_string(*price_node.value<int64_t>()) : "");
+    auto route = MakeRoute((*table)["prefix"].value_or(std::string("/")),
+                           (*table)["upstream"].value_or(std::string()), price,
+                           (*table)["timeout_ms"].value_or(default_timeout),
+                           (*table)["require_idempotency_key"].value_or(false),
+                           (*table)["settle"].value_or(std::string("before")), where);
+    if (!route.ok()) return route.status();
+    for (const auto& existing : routes) {
+      if (existing.prefix == route->prefix) return Invalid(where + ": duplicate prefix");
+    }
+    routes.push_back(std::move(*route));
+  }
+  return routes;
+}
+
+}  // namespace
+
+void AddServeFlags(CLI::App& command, ServeOptions& options) {
+  command.add_option("--config", options.config_file, "TOML file with any of these settings");
+  for (const Flag& flag : Flags(options)) {
+    std::visit([&](auto* target) { command.add_option(std::string("--") + flag.name, *target,
+                                                      flag.help)->capture_default_str(); },
+               flag.target);
+  }
+  command.add_flag("--demo", options.demo,
+                   "everything in process for a first look: data in ./agentpay-data, demo seller, "
+                   "funded demo account");
+}
+
+Result<std::string> ReadSecretFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return Invalid("cannot read " + path);
+  std::stringstream content;
+  content << file.rdbuf();
+  std::string secret = content.str();
+  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  if (secret.empty()) return Invalid(path + " is empty");
+  return secret;
+}
+
+Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& options) {
+  std::optional<toml::table> file;
+  if (!options.config_file.empty()) {
+    try {
+      file = toml::parse_file(options.config_file);
+    } catch (const toml::parse_error& error) {
+      return Invalid(options.config_file + ": " + std::string(error.description()));
+    }
+    for (const Flag& flag : Flags(options)) {
+      if (command.count(std::string("--") + flag.name) > 0) continue;
+      auto node = (*file)[TomlKey(flag.name)];
+      if (!node) continue;
+      bool ok = std::visit(
+          [&](auto* target) {
+            using T = std::remove_pointer_t<decltype(target)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              if (auto text = node.value<std::string>()) return (*target = *text, true);
+              if (auto number = node.value<int64_t>()) {
+                return (*target = std::to_string(*number), true);
+              }
+              return false;
+            } else {
+              if (auto number = node.value<int64_t>()) return (*target = *number, true);
+              return false;
+            }
+          },
+          flag.target);
+      if (!ok) return Invalid(options.config_file + ": '" + TomlKey(flag.name) + "' has the wrong type");
+    }
+  }
+
+  GatewayConfig config;
+  struct Range { const char* name; int64_t value, low, high; };
+  for (const Range& r : {Range{"upstream-timeout-ms", options.upstream_timeout_ms, 1, kMaxTimeoutMs},
+                         Range{"hold-ttl-ms", options.hold_ttl_ms, 1000, 30LL * 86400 * 1000},
+                         Range{"retention-ms", options.retention_ms, 0, 365LL * 86400 * 1000},
+                         Range{"sweep-interval-ms", options.sweep_interval_ms, 10, kMaxTimeoutMs},
+                         Range{"receipt-timeout-ms", options.receipt_timeout_ms, 1, kMaxTimeoutMs},
+                         Range{"attach-wait-ms", options.attach_wait_ms, 0, kMaxTimeoutMs},
+                         Range{"max-body-bytes", options.max_body_bytes, 1, kMaxBodyLimit},
+                         Range{"workers", options.workers, 1, 4096},
+                         Range{"max-connections", options.max_connections, 1, 1000000}}) {
+    if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
+  }
+  if (options.chain != "devnet") {
+    return Invalid("--chain " + options.chain +
+                   ": only the built-in devnet is available in this version");
+  }
+  if (options.log_format != "text" && options.log_format != "json") {
+    return Invalid("--log-format must be json or text");
+  }
+  config.hold_ttl_ms = options.hold_ttl_ms;
+  config.retention_ms = options.retention_ms;
+  config.sweep_interval_ms = options.sweep_interval_ms;
+  config.receipt_timeout_ms = options.receipt_timeout_ms;
+  config.attach_wait_ms = options.attach_wait_ms;
+  config.max_body_bytes = static_cast<uint64_t>(options.max_body_bytes);
+  if (!options.admin_token_file.empty()) {
+    auto token = ReadSecretFile(options.admin_token_file);
+    if (!token.ok()) return token.status();
+    config.admin_token = *token;
+  }
+
+  const toml::array* route_tables = file ? (*file)["route"].as_array() : nullptr;
+  if (route_tables != nullptr && !options.upstream.empty()) {
+    return Invalid("give either --upstream/--price or [[route]] tables, not both");
+  }
+  if (route_tables != nullptr) {
+    auto routes = RoutesFromToml(*route_tables, options.upstream_timeout_ms);
+    if (!routes.ok()) return routes.status();
+    config.routes = std::move(*routes);
+  } else if (!options.upstream.empty() || !options.price.empty()) {
+    if (options.upstream.empty() || options.price.empty()) {
+      return Invalid("--upstream and --price go together");
+    }
+    auto route = MakeRoute("/", options.upstream, options.price, options.upstream_timeout_ms,
+                           false, "before", "--upstream");
+    if (!route.ok()) return route.status();
+    config.routes.push_back(std::move(*route));
+  } else if (!options.demo) {
+    return Invalid("no paid route: give --upstream URL --price ATOMIC or [[route]] tables");
+  }
+  return config;
+}
+
+}  // namespace agentpay

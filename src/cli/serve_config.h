@@ -1,0 +1,44 @@
+// `agentpay serve` flags and their TOML file (--config): every flag can be set in the file, and a flag
+// given on the command line wins. Produces a validated GatewayConfig.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "core/result.h"
+#include "gateway/config.h"
+
+namespace agentpay {
+
+struct ServeOptions {
+  std::string config_file;
+  std::string listen = "127.0.0.1:8402";
+  std::string db = "sqlite:./agentpay-data/agentpay.db";
+  std::string upstream;
+  std::string price;
+  int64_t upstream_timeout_ms = 10000;
+  std::string admin_token_file;
+  int64_t hold_ttl_ms = 600000;
+  int64_t retention_ms = 86400000;
+  int64_t sweep_interval_ms = 1000;
+  int64_t receipt_timeout_ms = 5000;
+  int64_t attach_wait_ms = 5000;
+  int64_t max_body_bytes = 1048576;
+  int64_t workers = 64;
+  int64_t max_connections = 4096;
+  std::string chain = "devnet";
+  std::string log_format = "text";
+  bool demo = false;
+};
+
+void AddServeFlags(CLI::App& command, ServeOptions& options);
+
+// Fills options not given as flags from --config, then validates everything into a GatewayConfig.
+// Routes come from the file's [[route]] tables, else from --upstream/--price (route "/"); in demo
+// mode without either, the caller adds the in-process seller route.
+Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& options);
+
+// Reads a secret from a file (trailing whitespace removed); an empty file is an error.
+Result<std::string> ReadSecretFile(const std::string& path);
+
+}  // namespace agentpay

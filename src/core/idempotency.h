@@ -1,0 +1,58 @@
+// Idempotency records (CONTRACT §3): one record per (principal, key) names one business action.
+// The decision on a request's arrival is pure; the shell reserves keys with a unique constraint
+// (insert, never check-then-insert) and calls DecideArrival only when the insert found a record.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/operation.h"
+
+namespace agentpay {
+
+inline constexpr size_t kMaxIdempotencyKeyLength = 255;
+
+// 1–255 visible ASCII characters (0x21–0x7E).
+bool ValidIdempotencyKey(std::string_view key);
+
+struct KeyRecord {
+  std::string principal;
+  std::string key;
+  std::string operation_id;
+  std::string fingerprint;
+  int64_t created_ms = 0;
+  std::optional<int64_t> expires_ms;  // set when the operation becomes final: final + retention
+  bool operator==(const KeyRecord&) const = default;
+};
+
+enum class ArrivalOutcome {
+  kNew,       // no live record: start a new operation (forgetting an expired record first)
+  kReplay,    // same request, operation final: answer with the stored response
+  kMismatch,  // same key, different request: 422, nothing changes
+  kAttach,    // same request, an attempt is in flight: wait for it
+  kResume,    // same request, not final and nothing in flight (kept hold, crash): start the next attempt
+};
+std::string_view ArrivalOutcomeName(ArrivalOutcome outcome);
+
+struct Arrival {
+  ArrivalOutcome outcome;
+  bool forget_existing = false;  // the record is past its retention and must be deleted first
+};
+
+// Precondition: `op` is the record's operation when `record` is present.
+Arrival DecideArrival(const KeyRecord* record, const Operation* op, std::string_view fingerprint,
+                      int64_t now_ms);
+
+// The expiry of a key whose operation became final at `final_ms`.
+int64_t KeyExpiry(int64_t final_ms, int64_t retention_ms);
+
+// The canonical bytes hashed into a request fingerprint: method, path, query, content type and body,
+// each length-prefixed so that no two different requests share material. Payment and authorization
+// headers are deliberately not part of it.
+std::string FingerprintMaterial(std::string_view method, std::string_view path,
+                                std::string_view query, std::string_view content_type,
+                                std::string_view body);
+
+}  // namespace agentpay

@@ -1,0 +1,167 @@
+// Operation state names and transitions; see operation.h and docs/state-machine.md.
+#include "core/operation.h"
+
+#include <array>
+#include <utility>
+
+#include "core/check.h"
+
+namespace agentpay {
+namespace {
+
+template <typename E, size_t N>
+std::optional<E> ParseName(const std::array<std::pair<E, std::string_view>, N>& names,
+                           std::string_view text) {
+  for (const auto& [value, name] : names) {
+    if (name == text) return value;
+  }
+  return std::nullopt;
+}
+
+template <typename E, size_t N>
+std::string_view NameOf(const std::array<std::pair<E, std::string_view>, N>& names, E value) {
+  for (const auto& [candidate, name] : names) {
+    if (candidate == value) return name;
+  }
+  AGENTPAY_CHECK(false);
+}
+
+constexpr std::array<std::pair<Intent, std::string_view>, 2> kIntentNames{{
+    {Intent::kAccepted, "accepted"},
+    {Intent::kRejected, "rejected"},
+}};
+constexpr std::array<std::pair<Settlement, std::string_view>, 8> kSettlementNames{{
+    {Settlement::kNone, "none"},
+    {Settlement::kHeld, "held"},
+    {Settlement::kSubmitted, "submitted"},
+    {Settlement::kUnknown, "unknown"},
+    {Settlement::kSettled, "settled"},
+    {Settlement::kReleased, "released"},
+    {Settlement::kVoid, "void"},
+    {Settlement::kFailed, "failed"},
+}};
+constexpr std::array<std::pair<Fulfillment, std::string_view>, 5> kFulfillmentNames{{
+    {Fulfillment::kNotStarted, "not_started"},
+    {Fulfillment::kInProgress, "in_progress"},
+    {Fulfillment::kSucceeded, "succeeded"},
+    {Fulfillment::kPendingRetry, "pending_retry"},
+    {Fulfillment::kRejected, "rejected"},
+}};
+
+}  // namespace
+
+std::string_view IntentName(Intent value) { return NameOf(kIntentNames, value); }
+std::string_view SettlementName(Settlement value) { return NameOf(kSettlementNames, value); }
+std::string_view FulfillmentName(Fulfillment value) { return NameOf(kFulfillmentNames, value); }
+std::optional<Intent> ParseIntent(std::string_view text) { return ParseName(kIntentNames, text); }
+std::optional<Settlement> ParseSettlement(std::string_view text) {
+  return ParseName(kSettlementNames, text);
+}
+std::optional<Fulfillment> ParseFulfillment(std::string_view text) {
+  return ParseName(kFulfillmentNames, text);
+}
+
+bool IsFinal(const Operation& op) {
+  return op.fulfillment == Fulfillment::kSucceeded || op.fulfillment == Fulfillment::kRejected;
+}
+
+Operation NewWalletOperation(const WalletOperationParams& params, int64_t now_ms) {
+  AGENTPAY_CHECK(params.amount > 0);
+  Operation op;
+  op.id = params.id;
+  op.principal = params.principal;
+  op.idempotency_key = params.idempotency_key;
+  op.fingerprint = params.fingerprint;
+  op.route = params.route;
+  op.amount = params.amount;
+  op.intent = Intent::kAccepted;
+  op.settlement = Settlement::kHeld;
+  op.fulfillment = Fulfillment::kInProgress;
+  op.hold_expires_ms = now_ms + params.hold_ttl_ms;
+  op.lease_expires_ms = now_ms + params.lease_ms;
+  op.attempts = 1;
+  op.created_ms = now_ms;
+  op.updated_ms = now_ms;
+  return op;
+}
+
+Resumption ResumeWalletOperation(const Operation& op, int64_t now_ms, int64_t hold_ttl_ms,
+                                 int64_t lease_ms) {
+  AGENTPAY_CHECK(!IsFinal(op));
+  Resumption resumption{op, false};
+  Operation& next = resumption.next;
+  if (op.settlement != Settlement::kHeld) {
+    // The sweeper released the kept hold; the retry must hold the price again before calling.
+    resumption.needs_hold = true;
+    next.settlement = Settlement::kHeld;
+    next.hold_expires_ms = now_ms + hold_ttl_ms;
+  }
+  next.fulfillment = Fulfillment::kInProgress;
+  next.lease_expires_ms = now_ms + lease_ms;
+  next.attempts = op.attempts + 1;
+  next.updated_ms = now_ms;
+  return resumption;
+}
+
+Verdict ClassifyUpstream(const UpstreamOutcome& outcome) {
+  switch (outcome.kind) {
+    case UpstreamKind::kResponded:
+      if (outcome.status >= 500) return Verdict::kKeep;
+      if (outcome.status >= 400) return Verdict::kRelease;
+      return Verdict::kCapture;
+    case UpstreamKind::kTimeout:
+    case UpstreamKind::kFailed:
+      return Verdict::kKeep;
+  }
+  AGENTPAY_CHECK(false);
+}
+
+std::string_view VerdictName(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kCapture: return "capture";
+    case Verdict::kRelease: return "release";
+    case Verdict::kKeep: return "keep";
+  }
+  AGENTPAY_CHECK(false);
+}
+
+Completion CompleteWalletOperation(const Operation& op, const UpstreamOutcome& outcome,
+                                   int64_t now_ms) {
+  AGENTPAY_CHECK(op.fulfillment == Fulfillment::kInProgress);
+  AGENTPAY_CHECK(op.settlement == Settlement::kHeld);
+  Completion completion{ClassifyUpstream(outcome), op, std::nullopt};
+  Operation& next = completion.next;
+  next.updated_ms = now_ms;
+  next.lease_expires_ms = 0;
+  switch (completion.verdict) {
+    case Verdict::kCapture:
+      completion.move = MoveKind::kCapture;
+      next.settlement = Settlement::kSettled;
+      next.fulfillment = Fulfillment::kSucceeded;
+      next.hold_expires_ms.reset();
+      next.response = StoredResponse{outcome.status, outcome.content_type, outcome.body};
+      break;
+    case Verdict::kRelease:
+      completion.move = MoveKind::kRelease;
+      next.settlement = Settlement::kReleased;
+      next.fulfillment = Fulfillment::kRejected;
+      next.hold_expires_ms.reset();
+      next.response = StoredResponse{outcome.status, outcome.content_type, outcome.body};
+      break;
+    case Verdict::kKeep:
+      next.fulfillment = Fulfillment::kPendingRetry;
+      break;
+  }
+  return completion;
+}
+
+Operation RecoverInterrupted(const Operation& op, int64_t now_ms) {
+  AGENTPAY_CHECK(op.fulfillment == Fulfillment::kInProgress);
+  Operation next = op;
+  next.fulfillment = Fulfillment::kPendingRetry;
+  next.lease_expires_ms = 0;
+  next.updated_ms = now_ms;
+  return next;
+}
+
+}  // namespace agentpay

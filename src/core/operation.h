@@ -1,0 +1,116 @@
+// One paid operation and its three tracked states (CONTRACT §3): intent, settlement, fulfillment.
+// The transitions are pure functions from (operation, input, now) to the next operation; the shell
+// persists what they return, together with the ledger moves they name, in one transaction.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/wallet.h"
+
+namespace agentpay {
+
+enum class Intent { kAccepted, kRejected };
+enum class Settlement { kNone, kHeld, kSubmitted, kUnknown, kSettled, kReleased, kVoid, kFailed };
+enum class Fulfillment { kNotStarted, kInProgress, kSucceeded, kPendingRetry, kRejected };
+
+std::string_view IntentName(Intent value);
+std::string_view SettlementName(Settlement value);
+std::string_view FulfillmentName(Fulfillment value);
+std::optional<Intent> ParseIntent(std::string_view text);
+std::optional<Settlement> ParseSettlement(std::string_view text);
+std::optional<Fulfillment> ParseFulfillment(std::string_view text);
+
+// The answer the gateway gave once an operation finished; replayed verbatim for a retried key.
+struct StoredResponse {
+  int status = 0;
+  std::string content_type;
+  std::string body;
+  bool operator==(const StoredResponse&) const = default;
+};
+
+struct Operation {
+  std::string id;
+  std::string principal;        // "account:<id>" for the wallet, "payer:<address>" for x402
+  std::string idempotency_key;
+  std::string fingerprint;      // hex SHA-256 of the request (see fingerprint.h)
+  std::string route;            // the route prefix it was paid on
+  int64_t amount = 0;
+  Intent intent = Intent::kAccepted;
+  Settlement settlement = Settlement::kNone;
+  Fulfillment fulfillment = Fulfillment::kNotStarted;
+  std::optional<int64_t> hold_expires_ms;
+  int64_t lease_expires_ms = 0;  // while in_progress: after this, the attempt is presumed dead
+  int32_t attempts = 0;          // upstream calls started
+  std::optional<StoredResponse> response;  // set once fulfillment is final
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  bool operator==(const Operation&) const = default;
+};
+
+// Final fulfillment: the stored response is the answer for every later retry of the key.
+bool IsFinal(const Operation& op);
+
+struct WalletOperationParams {
+  std::string id, principal, idempotency_key, fingerprint, route;
+  int64_t amount = 0;
+  int64_t hold_ttl_ms = 0;
+  int64_t lease_ms = 0;
+};
+
+// A new wallet operation whose hold is placed and whose first upstream call starts now.
+Operation NewWalletOperation(const WalletOperationParams& params, int64_t now_ms);
+
+// A retry of a kept (or swept) operation: claims the next upstream attempt. `needs_hold` tells the
+// shell to place a new hold because the previous one was released by the sweeper.
+struct Resumption {
+  Operation next;
+  bool needs_hold = false;
+};
+Resumption ResumeWalletOperation(const Operation& op, int64_t now_ms, int64_t hold_ttl_ms,
+                                 int64_t lease_ms);
+
+// What the upstream did, as the gateway saw it.
+enum class UpstreamKind {
+  kResponded,  // a complete HTTP response
+  kTimeout,    // no complete answer within the route's timeout
+  kFailed,     // connection refused, reset, closed without an answer, or an unreadable response
+};
+struct UpstreamOutcome {
+  UpstreamKind kind = UpstreamKind::kFailed;
+  int status = 0;
+  std::string content_type;
+  std::string body;
+  std::string detail;
+};
+
+// Wallet rule (CONTRACT §4): capture on 2xx (and 1xx/3xx, a delivered answer), release on 4xx, keep
+// on 5xx, timeout or failure, where the upstream may have done the work.
+enum class Verdict { kCapture, kRelease, kKeep };
+Verdict ClassifyUpstream(const UpstreamOutcome& outcome);
+std::string_view VerdictName(Verdict verdict);
+
+struct Completion {
+  Verdict verdict;
+  Operation next;
+  std::optional<MoveKind> move;  // the ledger move to apply with the transition, if any
+};
+// Precondition: op.fulfillment == kInProgress and op.settlement == kHeld.
+Completion CompleteWalletOperation(const Operation& op, const UpstreamOutcome& outcome,
+                                   int64_t now_ms);
+
+// Crash recovery: an upstream call that was in progress when the gateway died may have been executed:
+// the hold is kept and the operation waits for a retry (fulfillment pending_retry).
+Operation RecoverInterrupted(const Operation& op, int64_t now_ms);
+
+struct TraceEvent {
+  std::string operation_id;
+  int64_t at_ms = 0;
+  std::string actor;  // "client", "gateway", "upstream", "ledger", "worker"
+  std::string kind;
+  std::string detail;
+};
+
+}  // namespace agentpay

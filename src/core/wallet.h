@@ -1,0 +1,49 @@
+// The platform wallet of one account: deposits, holds, captures and releases as pure moves on balances.
+// Invariants (CONTRACT §4): balance = deposited − captured, 0 ≤ held ≤ balance, available = balance − held.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace agentpay {
+
+struct Balances {
+  int64_t deposited = 0;
+  int64_t captured = 0;
+  int64_t held = 0;
+
+  int64_t balance() const { return deposited - captured; }
+  int64_t available() const { return balance() - held; }
+  bool Valid() const {
+    return deposited >= 0 && captured >= 0 && held >= 0 && captured <= deposited &&
+           held <= balance();
+  }
+  bool operator==(const Balances&) const = default;
+};
+
+enum class MoveKind { kDeposit, kHold, kCapture, kRelease };
+
+enum class MoveOutcome {
+  kOk,
+  kInvalidAmount,      // zero or negative
+  kInsufficientFunds,  // a hold larger than the available balance
+  kNotHeld,            // capture or release of more than is held
+  kOverflow,           // a deposit that would overflow int64
+};
+
+std::string_view MoveKindName(MoveKind kind);
+
+// The ledger accounts a move debits and credits (double entry). Wallet money sits in
+// "wallet:<account>" while available and in "hold:<account>" while held; captured money is the gateway's
+// "revenue"; deposits come from "external". Every move's postings sum to zero.
+struct Posting {
+  std::string_view debit_kind;   // "external", "wallet", "hold", "revenue"
+  std::string_view credit_kind;
+};
+Posting PostingFor(MoveKind kind);
+
+// Applies a move to balances. On success *balances is updated and stays Valid(); otherwise it is
+// unchanged. Precondition: balances->Valid().
+MoveOutcome ApplyMove(Balances* balances, MoveKind kind, int64_t amount);
+
+}  // namespace agentpay

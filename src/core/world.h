@@ -1,0 +1,35 @@
+// The world as the core sees it: time and randomness are injected by the shell (DESIGN rule 1), so
+// the same code runs under the real clock and under a simulator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace agentpay {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Wall-clock Unix time in milliseconds.
+  virtual int64_t NowMs() = 0;
+};
+
+class Random {
+ public:
+  virtual ~Random() = default;
+  // Fills out[0..size) with unpredictable bytes.
+  virtual void Fill(unsigned char* out, size_t size) = 0;
+};
+
+// Lower-case hex of `size` random bytes.
+std::string RandomHex(Random& random, size_t size);
+
+// Identifiers with at least 128 random bits, URL-safe (CONTRACT §1).
+std::string NewOperationId(Random& random);  // "op_" + 32 hex
+std::string NewAccountId(Random& random);    // "acct_" + 24 hex
+std::string NewApiKey(Random& random);       // "ak_" + 64 hex (256 bits)
+
+std::string ToHex(const unsigned char* data, size_t size);
+
+}  // namespace agentpay

@@ -1,0 +1,54 @@
+// The gateway's configuration, as validated values (the CLI builds it from flags and TOML).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "http/client.h"
+
+namespace agentpay {
+
+enum class SettleTiming { kBefore, kAfter };
+
+struct RouteConfig {
+  std::string prefix = "/";  // matches a path equal to it or below it ("/api" matches "/api/x")
+  std::string upstream_url;
+  Endpoint upstream;
+  int64_t price = 0;  // atomic units, > 0
+  int64_t timeout_ms = 10000;
+  bool require_idempotency_key = false;
+  SettleTiming settle = SettleTiming::kBefore;
+};
+
+// The asset and payee advertised in the 402 challenge (CONTRACT §3).
+struct ChainConfig {
+  int64_t chain_id = 1337;
+  std::string asset = "0xa6e0000000000000000000000000000000000402";
+  std::string asset_name = "USD Coin";
+  std::string asset_version = "2";
+  std::string pay_to = "0x9a7e000000000000000000000000000000000402";
+  int64_t max_timeout_seconds = 120;
+  std::string Network() const { return "eip155:" + std::to_string(chain_id); }
+  // x402 v1 names networks from a fixed list; chains without a v1 name keep the CAIP-2 form.
+  std::string V1Network() const;
+};
+
+struct GatewayConfig {
+  std::vector<RouteConfig> routes;
+  ChainConfig chain;
+  std::string admin_token;  // empty: the admin API answers 403
+  int64_t hold_ttl_ms = 600000;
+  int64_t retention_ms = 86400000;
+  int64_t sweep_interval_ms = 1000;
+  int64_t receipt_timeout_ms = 5000;
+  int64_t attach_wait_ms = 5000;
+  uint64_t max_body_bytes = 1048576;
+  uint64_t max_upstream_response_bytes = 8 * 1024 * 1024;
+};
+
+// Extra time an in-progress attempt keeps its claim beyond the upstream timeout before another
+// request for the same key may presume it dead and take over.
+inline constexpr int64_t kLeaseMarginMs = 5000;
+
+}  // namespace agentpay

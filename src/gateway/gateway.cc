@@ -1,0 +1,240 @@
+// Request routing, authentication, the 402 challenge, read-only views and crash recovery.
+// The wallet payment path is in wallet_path.cc, the admin API in admin_api.cc.
+#include "gateway/gateway.h"
+
+#include "core/check.h"
+#include "core/money.h"
+#include "gateway/gateway_internal.h"
+#include "gateway/hashing.h"
+#include "gateway/json_views.h"
+
+namespace agentpay {
+
+std::string ChainConfig::V1Network() const {
+  switch (chain_id) {
+    case 84532: return "base-sepolia";
+    case 8453: return "base";
+    default: return Network();
+  }
+}
+
+Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random,
+                 Upstream& upstream)
+    : config_(std::move(config)), store_(store), clock_(clock), random_(random),
+      upstream_(upstream) {
+  AGENTPAY_CHECK(!config_.routes.empty());
+  for (const auto& route : config_.routes) AGENTPAY_CHECK(route.price > 0);
+}
+
+HttpResponse Gateway::Handle(const HttpRequest& request) {
+  std::string_view path = request.Path();
+  if (path == "/healthz") {
+    Status status = store_.Read([](Transaction&) { return Status::Ok(); });
+    if (!status.ok()) return ProblemResponse(503, "store_unavailable", status.message());
+    return JsonResponse(200, R"({"status":"ok"})");
+  }
+  if (path == "/metrics") {
+    std::optional<ServerStats> server_stats;
+    if (server_ != nullptr) server_stats = server_->Stats();
+    HttpResponse response;
+    response.body = metrics_.Render(store_.Stats(), server_stats ? &*server_stats : nullptr);
+    response.SetHeader("Content-Type", "text/plain; version=0.0.4");
+    return response;
+  }
+  constexpr std::string_view kOperations = "/v1/operations/";
+  if (path.starts_with(kOperations)) {
+    if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+    std::string_view rest = path.substr(kOperations.size());
+    constexpr std::string_view kTrace = "/trace";
+    bool trace = rest.ends_with(kTrace);
+    if (trace) rest.remove_suffix(kTrace.size());
+    return GetOperation(rest, trace);
+  }
+  if (path == "/v1/account") {
+    if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+    return GetAccount(request);
+  }
+  if (path.starts_with("/admin/")) return HandleAdmin(request);
+  if (path.starts_with("/v1/")) return ProblemResponse(404, "not_found", "no such endpoint");
+  const RouteConfig* route = MatchRoute(path);
+  if (route == nullptr) return ProblemResponse(404, "not_found", "no paid route serves this path");
+  HttpResponse response = HandlePaid(request, *route);
+  metrics_.CountResponse(response.status);
+  return response;
+}
+
+const RouteConfig* Gateway::MatchRoute(std::string_view path) const {
+  const RouteConfig* best = nullptr;
+  for (const auto& route : config_.routes) {
+    std::string_view prefix = route.prefix;
+    bool matches = prefix == "/" || path == prefix ||
+                   (path.starts_with(prefix) && path.size() > prefix.size() &&
+                    path[prefix.size()] == '/');
+    if (matches && (best == nullptr || prefix.size() > best->prefix.size())) best = &route;
+  }
+  return best;
+}
+
+Result<std::optional<AccountRecord>> Gateway::Authenticate(const HttpRequest& request) {
+  auto header = request.Header("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!header || !header->starts_with(kBearer)) return std::optional<AccountRecord>();
+  std::string hash = Sha256Hex(header->substr(kBearer.size()));
+  std::optional<AccountRecord> account;
+  Status status = store_.Read([&](Transaction& tx) {
+    auto found = tx.FindAccountByKeyHash(hash);
+    if (!found.ok()) return found.status();
+    account = std::move(*found);
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return account;
+}
+
+HttpResponse Gateway::HandlePaid(const HttpRequest& request, const RouteConfig& route) {
+  bool has_wallet = request.Header("Authorization").has_value();
+  bool has_x402 = request.Header("PAYMENT-SIGNATURE") || request.Header("X-PAYMENT");
+  if (!has_wallet && !has_x402) return Challenge(request, route);
+  if (!has_wallet) {
+    return ProblemResponse(501, "x402_not_enabled",
+                           "x402 payments are not enabled on this gateway yet; pay with a wallet "
+                           "API key (Authorization: Bearer)");
+  }
+  auto account = Authenticate(request);
+  if (!account.ok()) return StoreProblem(account.status());
+  if (!account->has_value()) {
+    return ProblemResponse(401, "unauthorized", "unknown or malformed API key");
+  }
+
+  PaidRequest paid{request, route, **account, {}, {}};
+  auto key = request.Header("Idempotency-Key");
+  if (key) {
+    if (!ValidIdempotencyKey(*key)) {
+      return ProblemResponse(400, "invalid_idempotency_key",
+                             "Idempotency-Key must be 1-255 visible ASCII characters");
+    }
+    paid.key = std::string(*key);
+  } else if (route.require_idempotency_key) {
+    return ProblemResponse(400, "idempotency_key_required",
+                           "this route requires an Idempotency-Key header");
+  } else {
+    // Without a key every request is a new business action.
+    paid.key = "auto:" + RandomHex(random_, 16);
+  }
+  paid.fingerprint = Sha256Hex(FingerprintMaterial(
+      request.method, request.Path(), request.Query(),
+      request.Header("Content-Type").value_or(""), request.body));
+  return PayWithWallet(paid);
+}
+
+HttpResponse Gateway::Challenge(const HttpRequest& request, const RouteConfig& route) const {
+  const ChainConfig& chain = config_.chain;
+  std::string resource =
+      "http://" + std::string(request.Header("Host").value_or("localhost")) + request.target;
+  nlohmann::json extra = {{"name", chain.asset_name}, {"version", chain.asset_version}};
+  std::string description = "Paid route " + route.prefix;
+  nlohmann::json v2 = {
+      {"x402Version", 2},
+      {"error", "payment required"},
+      {"resource", {{"url", resource}, {"description", description}, {"mimeType", ""}}},
+      {"accepts",
+       {{{"scheme", "exact"},
+         {"network", chain.Network()},
+         {"amount", FormatAmount(route.price)},
+         {"asset", chain.asset},
+         {"payTo", chain.pay_to},
+         {"maxTimeoutSeconds", chain.max_timeout_seconds},
+         {"extra", extra}}}},
+  };
+  nlohmann::json body = {
+      {"type", "urn:agentpay:problem:payment_required"},
+      {"title", "Payment Required"},
+      {"status", 402},
+      {"code", "payment_required"},
+      {"detail", "pay with a wallet API key (Authorization: Bearer) or an x402 payment"},
+      {"x402Version", 1},
+      {"error", "payment required"},
+      {"accepts",
+       {{{"scheme", "exact"},
+         {"network", chain.V1Network()},
+         {"maxAmountRequired", FormatAmount(route.price)},
+         {"asset", chain.asset},
+         {"payTo", chain.pay_to},
+         {"resource", resource},
+         {"description", description},
+         {"mimeType", ""},
+         {"maxTimeoutSeconds", chain.max_timeout_seconds},
+         {"extra", extra}}}},
+  };
+  HttpResponse response;
+  response.status = 402;
+  response.body = DumpJson(body);
+  response.SetHeader("Content-Type", "application/problem+json");
+  response.SetHeader("PAYMENT-REQUIRED", Base64Encode(DumpJson(v2)));
+  return response;
+}
+
+HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {
+  std::optional<Operation> op;
+  std::vector<TraceEvent> events;
+  Status status = store_.Read([&](Transaction& tx) {
+    auto found = tx.FindOperation(id);
+    if (!found.ok()) return found.status();
+    op = std::move(*found);
+    if (op && trace) {
+      auto listed = tx.ListEvents(id);
+      if (!listed.ok()) return listed.status();
+      events = std::move(*listed);
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  if (!op) return ProblemResponse(404, "not_found", "no operation " + std::string(id));
+  return JsonResponse(200, DumpJson(trace ? TraceJson(events) : OperationJson(*op)));
+}
+
+HttpResponse Gateway::GetAccount(const HttpRequest& request) {
+  auto account = Authenticate(request);
+  if (!account.ok()) return StoreProblem(account.status());
+  if (!account->has_value()) {
+    return ProblemResponse(401, "unauthorized", "unknown or missing API key");
+  }
+  return JsonResponse(200, DumpJson(AccountJson(**account)));
+}
+
+Result<int> Gateway::RecoverInterrupted() {
+  int recovered = 0;
+  Status status = store_.Write([&](Transaction& tx) {
+    recovered = 0;
+    int64_t now = clock_.NowMs();
+    OperationFilter filter;
+    filter.fulfillment = Fulfillment::kInProgress;
+    filter.limit = 1000000;
+    auto ops = tx.ListOperations(filter);
+    if (!ops.ok()) return ops.status();
+    for (const Operation& op : *ops) {
+      Status updated = tx.UpdateOperation(::agentpay::RecoverInterrupted(op, now));
+      if (!updated.ok()) return updated;
+      updated = tx.AppendEvent({op.id, now, "gateway", "recovered",
+                                "the gateway restarted during attempt " +
+                                    std::to_string(op.attempts) +
+                                    "; hold kept, fulfillment pending_retry"});
+      if (!updated.ok()) return updated;
+      ++recovered;
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  metrics_.CountRecovered(static_cast<uint64_t>(recovered));
+  return recovered;
+}
+
+void Gateway::NotifyCompletion() {
+  {
+    std::lock_guard lock(completion_mutex_);
+    ++completions_;
+  }
+  completion_cv_.notify_all();
+}
+
+}  // namespace agentpay

@@ -1,0 +1,70 @@
+// See metrics.h.
+#include "gateway/metrics.h"
+
+#include "http/server.h"
+#include "store/store.h"
+
+namespace agentpay {
+namespace {
+void Counter(std::string& out, const std::string& name, const std::string& help, uint64_t value,
+             const std::string& labels = "", bool header = true, const char* type = "counter") {
+  if (header) out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + std::to_string(value) + "\n";
+}
+}  // namespace
+
+void Metrics::CountResponse(int status) {
+  size_t index = static_cast<size_t>(status / 100);
+  if (index < responses_by_class_.size()) ++responses_by_class_[index];
+}
+
+void Metrics::CountUpstream(int64_t latency_ms, bool answered) {
+  ++upstream_calls_;
+  if (!answered) ++upstream_unanswered_;
+  upstream_latency_ms_sum_ += static_cast<uint64_t>(latency_ms < 0 ? 0 : latency_ms);
+}
+
+std::string Metrics::Render(const StoreStats& store, const ServerStats* server) const {
+  std::string out;
+  for (size_t i = 1; i < responses_by_class_.size(); ++i) {
+    Counter(out, "agentpay_paid_responses_total", "Responses on paid routes by status class",
+            responses_by_class_[i].load(), "class=\"" + std::to_string(i) + "xx\"", i == 1);
+  }
+  for (size_t i = 0; i < arrivals_.size(); ++i) {
+    Counter(out, "agentpay_idempotency_arrivals_total",
+            "Paid requests by idempotency decision", arrivals_[i].load(),
+            "outcome=\"" + std::string(ArrivalOutcomeName(static_cast<ArrivalOutcome>(i))) + "\"",
+            i == 0);
+  }
+  for (size_t i = 0; i < verdicts_.size(); ++i) {
+    Counter(out, "agentpay_wallet_verdicts_total", "Holds captured, released or kept",
+            verdicts_[i].load(),
+            "verdict=\"" + std::string(VerdictName(static_cast<Verdict>(i))) + "\"", i == 0);
+  }
+  Counter(out, "agentpay_upstream_calls_total", "Upstream calls started", upstream_calls_.load());
+  Counter(out, "agentpay_upstream_unanswered_total", "Upstream calls without a complete answer",
+          upstream_unanswered_.load());
+  Counter(out, "agentpay_upstream_latency_ms_sum", "Total upstream call time in milliseconds",
+          upstream_latency_ms_sum_.load());
+  Counter(out, "agentpay_attach_timeouts_total", "Duplicates answered 202 after the attach wait",
+          attach_timeouts_.load());
+  Counter(out, "agentpay_recovered_operations_total",
+          "In-flight operations moved to pending_retry at start", recovered_.load());
+  Counter(out, "agentpay_store_commits_total", "Database commits", store.commits);
+  Counter(out, "agentpay_store_decisions_total", "Decisions committed (group commit shares commits)",
+          store.decisions);
+  Counter(out, "agentpay_store_rollbacks_total", "Decisions rolled back",
+          store.decisions_rolled_back);
+  Counter(out, "agentpay_store_write_queue", "Decisions waiting for the writer",
+          store.write_queue_depth, "", true, "gauge");
+  if (server != nullptr) {
+    Counter(out, "agentpay_http_requests_total", "HTTP requests read", server->requests);
+    Counter(out, "agentpay_http_rejected_total", "Requests refused at a limit (503)",
+            server->rejected_overload);
+    Counter(out, "agentpay_http_open_connections", "Open connections", server->open_connections,
+            "", true, "gauge");
+  }
+  return out;
+}
+
+}  // namespace agentpay

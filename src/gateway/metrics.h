@@ -1,0 +1,39 @@
+// Counters the gateway exports at /metrics (Prometheus text format). Lock-free increments on hot paths.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "core/idempotency.h"
+#include "core/operation.h"
+
+namespace agentpay {
+
+struct StoreStats;
+struct ServerStats;
+
+class Metrics {
+ public:
+  void CountResponse(int status);
+  void CountArrival(ArrivalOutcome outcome) { ++arrivals_[static_cast<size_t>(outcome)]; }
+  void CountVerdict(Verdict verdict) { ++verdicts_[static_cast<size_t>(verdict)]; }
+  void CountUpstream(int64_t latency_ms, bool answered);
+  void CountAttachTimeout() { ++attach_timeouts_; }
+  void CountRecovered(uint64_t count) { recovered_ += count; }
+
+  std::string Render(const StoreStats& store, const ServerStats* server) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, 6> responses_by_class_{};  // index = status / 100
+  std::array<std::atomic<uint64_t>, 5> arrivals_{};
+  std::array<std::atomic<uint64_t>, 3> verdicts_{};
+  std::atomic<uint64_t> upstream_calls_{0};
+  std::atomic<uint64_t> upstream_unanswered_{0};
+  std::atomic<uint64_t> upstream_latency_ms_sum_{0};
+  std::atomic<uint64_t> attach_timeouts_{0};
+  std::atomic<uint64_t> recovered_{0};
+};
+
+}  // namespace agentpay

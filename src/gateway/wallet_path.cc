@@ -1,0 +1,283 @@
+// The wallet payment path (CONTRACT §3–4): reserve the key and hold the price in one decision, call
+// the upstream, then capture, release or keep in a second decision. Replays and mismatches are
+// answered from a read snapshot without touching the writer.
+#include <chrono>
+
+#include "core/check.h"
+#include "gateway/gateway_internal.h"
+#include "gateway/json_views.h"
+
+namespace agentpay {
+namespace {
+
+HttpResponse WithOperation(HttpResponse response, const std::string& operation_id, bool replayed) {
+  response.SetHeader("AgentPay-Operation-Id", operation_id);
+  response.SetHeader("Idempotent-Replayed", replayed ? "true" : "false");
+  return response;
+}
+
+HttpResponse StoredAnswer(const Operation& op, bool replayed) {
+  AGENTPAY_CHECK(op.response.has_value());
+  HttpResponse response;
+  response.status = op.response->status;
+  response.body = op.response->body;
+  if (!op.response->content_type.empty()) {
+    response.SetHeader("Content-Type", op.response->content_type);
+  }
+  return WithOperation(std::move(response), op.id, replayed);
+}
+
+HttpResponse PendingAnswer(const Operation& op, int status, std::string_view code,
+                           const std::string& detail, bool replayed) {
+  HttpResponse response = ProblemResponse(status, code, detail, op.id);
+  response.SetHeader("Location", "/v1/operations/" + op.id);
+  if (status == 202) response.SetHeader("Retry-After", "1");
+  return WithOperation(std::move(response), op.id, replayed);
+}
+
+HttpResponse MismatchAnswer() {
+  return ProblemResponse(422, "idempotency_key_mismatch",
+                         "this Idempotency-Key was used for a different request (method, path, "
+                         "query, content type or body differ)");
+}
+
+}  // namespace
+
+HttpResponse StoreProblem(const Status& status) {
+  HttpResponse response = ProblemResponse(
+      503, status.code() == "store_overloaded" ? "limit_exceeded" : "store_unavailable",
+      "the decision was not recorded; retry with the same Idempotency-Key (" + status.message() +
+          ")");
+  response.SetHeader("Retry-After", "1");
+  return response;
+}
+
+HttpResponse Gateway::PayWithWallet(const PaidRequest& paid) {
+  // Fast path: a final operation never changes, so replays and mismatches need no write.
+  std::optional<KeyRecord> record;
+  std::optional<Operation> existing;
+  int64_t now = clock_.NowMs();
+  Status read = store_.Read([&](Transaction& tx) {
+    auto found = tx.FindKey(paid.principal(), paid.key);
+    if (!found.ok()) return found.status();
+    record = std::move(*found);
+    if (!record) return Status::Ok();
+    auto op = tx.FindOperation(record->operation_id);
+    if (!op.ok()) return op.status();
+    existing = std::move(*op);
+    return Status::Ok();
+  });
+  if (!read.ok()) return StoreProblem(read);
+  if (record && existing) {
+    Arrival arrival = DecideArrival(&*record, &*existing, paid.fingerprint, now);
+    if (arrival.outcome == ArrivalOutcome::kReplay) {
+      metrics_.CountArrival(arrival.outcome);
+      return StoredAnswer(*existing, true);
+    }
+    if (arrival.outcome == ArrivalOutcome::kMismatch) {
+      metrics_.CountArrival(arrival.outcome);
+      return MismatchAnswer();
+    }
+  }
+
+  auto begin = BeginWalletOperation(paid);
+  if (!begin.ok()) return StoreProblem(begin.status());
+  switch (begin->kind) {
+    case BeginKind::kReplay: return StoredAnswer(begin->op, true);
+    case BeginKind::kMismatch: return MismatchAnswer();
+    case BeginKind::kAttach: return AwaitInFlight(begin->op);
+    case BeginKind::kInsufficientFunds:
+      return ProblemResponse(402, "insufficient_funds",
+                             "the account's available balance is below the price of " +
+                                 std::to_string(paid.route.price));
+    case BeginKind::kProceed: return CallAndFinish(paid, begin->op);
+  }
+  AGENTPAY_CHECK(false);
+}
+
+Result<Gateway::Begin> Gateway::BeginWalletOperation(const PaidRequest& paid) {
+  Begin begin;
+  const std::string principal = paid.principal();
+  const int64_t lease_ms = paid.route.timeout_ms + kLeaseMarginMs;
+  Status status = store_.Write([&](Transaction& tx) -> Status {
+    const int64_t now = clock_.NowMs();
+    const std::string op_id = NewOperationId(random_);
+    KeyRecord reservation{principal, paid.key, op_id, paid.fingerprint, now, std::nullopt};
+    auto inserted = tx.InsertKey(reservation);
+    if (!inserted.ok()) return inserted.status();
+    if (!*inserted) {
+      auto record = tx.FindKey(principal, paid.key);
+      if (!record.ok()) return record.status();
+      AGENTPAY_CHECK(record->has_value());
+      auto op = tx.FindOperation((*record)->operation_id);
+      if (!op.ok()) return op.status();
+      if (!op->has_value()) {
+        return Status::Error("store_corrupt", "key without operation " + (*record)->operation_id);
+      }
+      Arrival arrival = DecideArrival(&**record, &**op, paid.fingerprint, now);
+      metrics_.CountArrival(arrival.outcome);
+      begin.op = **op;
+      switch (arrival.outcome) {
+        case ArrivalOutcome::kReplay: begin.kind = BeginKind::kReplay; return Status::Ok();
+        case ArrivalOutcome::kMismatch: begin.kind = BeginKind::kMismatch; return Status::Ok();
+        case ArrivalOutcome::kAttach: begin.kind = BeginKind::kAttach; return Status::Ok();
+        case ArrivalOutcome::kResume: {
+          Resumption resumption =
+              ResumeWalletOperation(**op, now, config_.hold_ttl_ms, lease_ms);
+          if (resumption.needs_hold) {
+            auto moved = tx.Move(paid.account.id, MoveKind::kHold, resumption.next.amount,
+                                 resumption.next.id, now);
+            if (!moved.ok()) return moved.status();
+            if (*moved != MoveOutcome::kOk) {
+              begin.kind = BeginKind::kInsufficientFunds;
+              return Rollback();
+            }
+          }
+          Status updated = tx.UpdateOperation(resumption.next);
+          if (!updated.ok()) return updated;
+          begin.kind = BeginKind::kProceed;
+          begin.op = resumption.next;
+          return tx.AppendEvent({resumption.next.id, now, "gateway",
+                                 "retry_resumed",
+                                 "attempt " + std::to_string(resumption.next.attempts) +
+                                     (resumption.needs_hold ? ", new hold placed" : ", hold reused")});
+        }
+        case ArrivalOutcome::kNew:
+          AGENTPAY_CHECK(arrival.forget_existing);
+          if (Status deleted = tx.DeleteKey(principal, paid.key); !deleted.ok()) return deleted;
+          inserted = tx.InsertKey(reservation);
+          if (!inserted.ok()) return inserted.status();
+          AGENTPAY_CHECK(*inserted);
+          break;
+      }
+    } else {
+      metrics_.CountArrival(ArrivalOutcome::kNew);
+    }
+    Operation op = NewWalletOperation({op_id, principal, paid.key, paid.fingerprint,
+                                       paid.route.prefix, paid.route.price, config_.hold_ttl_ms,
+                                       lease_ms},
+                                      now);
+    if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+    auto moved = tx.Move(paid.account.id, MoveKind::kHold, op.amount, op.id, now);
+    if (!moved.ok()) return moved.status();
+    if (*moved != MoveOutcome::kOk) {
+      begin.kind = BeginKind::kInsufficientFunds;
+      return Rollback();
+    }
+    if (Status s = tx.AppendEvent({op.id, now, "gateway", "hold_placed",
+                                   "held " + std::to_string(op.amount) + " for key " + paid.key});
+        !s.ok()) {
+      return s;
+    }
+    begin.kind = BeginKind::kProceed;
+    begin.op = std::move(op);
+    return Status::Ok();
+  });
+  if (!status.ok() && !IsRollback(status)) return status;
+  return begin;
+}
+
+HttpResponse Gateway::CallAndFinish(const PaidRequest& paid, const Operation& op) {
+  const auto started = std::chrono::steady_clock::now();
+  UpstreamOutcome outcome = upstream_.Call(paid.route, paid.request, op.id);
+  const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  metrics_.CountUpstream(elapsed.count(), outcome.kind == UpstreamKind::kResponded);
+
+  std::optional<Completion> completion;
+  Status status = store_.Write([&](Transaction& tx) -> Status {
+    completion.reset();
+    const int64_t now = clock_.NowMs();
+    auto current = tx.FindOperation(op.id);
+    if (!current.ok()) return current.status();
+    // Only the attempt that holds the claim may finish it; a later attempt took over otherwise.
+    if (!current->has_value() || (*current)->fulfillment != Fulfillment::kInProgress ||
+        (*current)->attempts != op.attempts) {
+      return Status::Ok();
+    }
+    completion = CompleteWalletOperation(**current, outcome, now);
+    if (completion->move) {
+      auto moved = tx.Move(paid.account.id, *completion->move, op.amount, op.id, now);
+      if (!moved.ok()) return moved.status();
+      AGENTPAY_CHECK(*moved == MoveOutcome::kOk);  // the hold is ours and covers the amount
+    }
+    if (Status s = tx.UpdateOperation(completion->next); !s.ok()) return s;
+    if (IsFinal(completion->next)) {
+      Status s = tx.SetKeyExpiry(op.principal, op.idempotency_key,
+                                 KeyExpiry(now, config_.retention_ms));
+      if (!s.ok()) return s;
+    }
+    std::string detail = outcome.kind == UpstreamKind::kResponded
+                             ? "upstream answered " + std::to_string(outcome.status)
+                             : "upstream " + outcome.detail;
+    if (Status s = tx.AppendEvent({op.id, now, "upstream", "upstream_result", detail}); !s.ok()) {
+      return s;
+    }
+    return tx.AppendEvent({op.id, now, "ledger", std::string(VerdictName(completion->verdict)),
+                           std::string(VerdictName(completion->verdict)) + " " +
+                               std::to_string(op.amount)});
+  });
+  NotifyCompletion();
+  if (!status.ok()) return StoreProblem(status);
+  if (!completion) {
+    return PendingAnswer(op, 202, "operation_in_progress",
+                         "a later attempt for this key took over; poll the operation", false);
+  }
+  metrics_.CountVerdict(completion->verdict);
+  switch (completion->verdict) {
+    case Verdict::kCapture:
+    case Verdict::kRelease:
+      return StoredAnswer(completion->next, false);
+    case Verdict::kKeep: {
+      bool timeout = outcome.kind == UpstreamKind::kTimeout;
+      std::string what = outcome.kind == UpstreamKind::kResponded
+                             ? "the upstream answered " + std::to_string(outcome.status)
+                             : "the upstream call failed (" + outcome.detail + ")";
+      return PendingAnswer(completion->next, timeout ? 504 : 502, "fulfillment_pending",
+                           what + "; the hold is kept and a retry with the same "
+                                  "Idempotency-Key is not charged again",
+                           false);
+    }
+  }
+  AGENTPAY_CHECK(false);
+}
+
+HttpResponse Gateway::AwaitInFlight(const Operation& op) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.attach_wait_ms);
+  for (;;) {
+    uint64_t seen = 0;
+    {
+      std::lock_guard lock(completion_mutex_);
+      seen = completions_;
+    }
+    std::optional<Operation> current;
+    Status status = store_.Read([&](Transaction& tx) {
+      auto found = tx.FindOperation(op.id);
+      if (!found.ok()) return found.status();
+      current = std::move(*found);
+      return Status::Ok();
+    });
+    if (!status.ok()) return StoreProblem(status);
+    AGENTPAY_CHECK(current.has_value());
+    if (IsFinal(*current)) return StoredAnswer(*current, true);
+    if (current->fulfillment == Fulfillment::kPendingRetry) {
+      return PendingAnswer(*current, 502, "fulfillment_pending",
+                           "the attempt in flight failed upstream; the hold is kept and a retry "
+                           "with the same Idempotency-Key is not charged again",
+                           true);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    // Re-read at least every 100 ms: the operation may finish in another gateway process.
+    std::unique_lock lock(completion_mutex_);
+    completion_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)),
+                              [&] { return completions_ != seen; });
+  }
+  metrics_.CountAttachTimeout();
+  return PendingAnswer(op, 202, "operation_in_progress",
+                       "the same request is still in flight; poll the operation or retry later",
+                       true);
+}
+
+}  // namespace agentpay

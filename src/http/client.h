@@ -1,0 +1,61 @@
+// A blocking HTTP/1.1 client for upstream calls and tools, with a whole-call deadline and a response
+// size limit. Each calling thread keeps its own idle keep-alive connections; a pooled connection the
+// peer already closed is discarded before use, and a request is never re-sent after it left.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "http/message.h"
+
+namespace agentpay {
+
+struct Endpoint {
+  std::string host;
+  uint16_t port = 80;
+  std::string base_path;  // without a trailing '/'; "" for the root
+  std::string HostHeader() const { return host + ":" + std::to_string(port); }
+};
+
+// Parses "http://HOST[:PORT][/PATH]". Only plain HTTP: TLS to the upstream belongs to a local proxy.
+Result<Endpoint> ParseHttpUrl(std::string_view url);
+
+struct ClientRequest {
+  std::string method = "GET";
+  std::string target = "/";
+  std::vector<HttpHeader> headers;
+  std::string body;
+};
+
+enum class ClientError {
+  kNone,
+  kConnect,   // could not connect: the request was never sent
+  kTimeout,   // the deadline passed after the request may have been sent
+  kClosed,    // the peer closed or reset the connection before a complete answer
+  kProtocol,  // the answer was not valid HTTP
+  kTooLarge,  // the answer's body exceeded the limit
+};
+std::string_view ClientErrorName(ClientError error);
+
+struct ClientResponse {
+  ClientError error = ClientError::kNone;
+  std::string detail;
+  int status = 0;
+  std::vector<HttpHeader> headers;
+  std::string body;
+  std::optional<std::string_view> Header(std::string_view name) const;
+};
+
+struct ClientOptions {
+  int64_t timeout_ms = 10000;
+  uint64_t max_response_bytes = 8 * 1024 * 1024;
+  bool keep_alive = true;
+};
+
+ClientResponse SendHttp(const Endpoint& endpoint, const ClientRequest& request,
+                        const ClientOptions& options);
+
+}  // namespace agentpay

@@ -1,0 +1,103 @@
+// Helpers over plain HTTP values; see message.h.
+#include "http/message.h"
+
+#include <nlohmann/json.hpp>
+
+namespace agentpay {
+
+bool HeaderNameEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+namespace {
+std::optional<std::string_view> FindHeader(const std::vector<HttpHeader>& headers,
+                                           std::string_view name) {
+  for (const auto& header : headers) {
+    if (HeaderNameEquals(header.name, name)) return std::string_view(header.value);
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::string_view> HttpRequest::Header(std::string_view name) const {
+  return FindHeader(headers, name);
+}
+
+std::string_view HttpRequest::Path() const {
+  std::string_view view(target);
+  return view.substr(0, view.find('?'));
+}
+
+std::string_view HttpRequest::Query() const {
+  std::string_view view(target);
+  auto mark = view.find('?');
+  return mark == std::string_view::npos ? std::string_view() : view.substr(mark + 1);
+}
+
+void HttpResponse::SetHeader(std::string_view name, std::string value) {
+  std::erase_if(headers, [&](const HttpHeader& header) { return HeaderNameEquals(header.name, name); });
+  headers.push_back({std::string(name), std::move(value)});
+}
+
+std::optional<std::string_view> HttpResponse::Header(std::string_view name) const {
+  return FindHeader(headers, name);
+}
+
+std::string_view StatusTitle(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 402: return "Payment Required";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Content Too Large";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Status";
+  }
+}
+
+HttpResponse ProblemResponse(int status, std::string_view code, std::string_view detail,
+                             std::string_view operation_id) {
+  nlohmann::json body = {
+      {"type", "urn:agentpay:problem:" + std::string(code)},
+      {"title", StatusTitle(status)},
+      {"status", status},
+      {"code", code},
+      {"detail", detail},
+  };
+  if (!operation_id.empty()) body["operation_id"] = operation_id;
+  HttpResponse response;
+  response.status = status;
+  response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  response.SetHeader("Content-Type", "application/problem+json");
+  return response;
+}
+
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse response;
+  response.status = status;
+  response.body = std::move(body);
+  response.SetHeader("Content-Type", "application/json");
+  return response;
+}
+
+}  // namespace agentpay

@@ -1,0 +1,58 @@
+// Plain HTTP request and response values. Handlers are functions from HttpRequest to HttpResponse,
+// testable without sockets; only server.cc and client.cc know Boost.Beast.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentpay {
+
+struct HttpHeader {
+  std::string name;
+  std::string value;
+};
+
+// Case-insensitive ASCII comparison, as HTTP header names require.
+bool HeaderNameEquals(std::string_view a, std::string_view b);
+
+struct HttpRequest {
+  std::string method;
+  std::string target;  // origin-form: path and optional "?query"
+  std::vector<HttpHeader> headers;
+  std::string body;
+  std::string remote_address;
+
+  // The first header with this name, if any.
+  std::optional<std::string_view> Header(std::string_view name) const;
+  std::string_view Path() const;
+  std::string_view Query() const;  // without the '?'
+};
+
+enum class Disposition {
+  kRespond,         // send the response
+  kDropConnection,  // close the connection without answering
+  kHang,            // never answer; keep the connection open until the peer gives up
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::vector<HttpHeader> headers;
+  std::string body;
+  Disposition disposition = Disposition::kRespond;
+
+  // Replaces any header with this name.
+  void SetHeader(std::string_view name, std::string value);
+  std::optional<std::string_view> Header(std::string_view name) const;
+};
+
+// An application/problem+json response (RFC 9457) with a stable `code` (CONTRACT §3).
+HttpResponse ProblemResponse(int status, std::string_view code, std::string_view detail,
+                             std::string_view operation_id = {});
+HttpResponse JsonResponse(int status, std::string body);
+
+// The reason phrase for a status code ("Payment Required").
+std::string_view StatusTitle(int status);
+
+}  // namespace agentpay

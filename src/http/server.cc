@@ -1,0 +1,275 @@
+// Boost.Beast listener and sessions (after Beast's advanced server example): a thin session that reads
+// one request at a time with limits and timeouts, hands it to the worker pool, and writes the answer.
+#include "http/server.h"
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <thread>
+
+#include "http/worker_pool.h"
+
+namespace agentpay {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct Shared {
+  ServerLimits limits;
+  Handler handler;
+  WorkerPool pool;
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> rejected{0};
+  std::atomic<uint64_t> connections{0};
+
+  Shared(const ServerLimits& l, Handler h)
+      : limits(l), handler(std::move(h)), pool(l.workers, l.max_queued_requests) {}
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, std::shared_ptr<Shared> shared)
+      : stream_(std::move(socket)), shared_(std::move(shared)) {
+    ++shared_->connections;
+    boost::system::error_code ec;
+    auto endpoint = stream_.socket().remote_endpoint(ec);
+    if (!ec) remote_ = endpoint.address().to_string();
+  }
+  ~Session() { --shared_->connections; }
+
+  void Start(bool over_limit) {
+    if (over_limit) {
+      ++shared_->rejected;
+      HttpResponse busy = ProblemResponse(503, "limit_exceeded", "too many open connections");
+      busy.SetHeader("Retry-After", "1");
+      Send(std::move(busy), /*keep_alive=*/false);
+      return;
+    }
+    ReadRequest();
+  }
+
+ private:
+  void ReadRequest() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(shared_->limits.max_header_bytes));
+    parser_->body_limit(shared_->limits.max_body_bytes);
+    stream_.expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      return Send(ProblemResponse(413, "limit_exceeded",
+                                  "request body larger than " +
+                                      std::to_string(shared_->limits.max_body_bytes) + " bytes"),
+                  false);
+    }
+    if (ec == http::error::header_limit) {
+      return Send(ProblemResponse(431, "limit_exceeded", "request headers too large"), false);
+    }
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+        ec == net::error::eof) {
+      return Close();
+    }
+    if (ec) {
+      // Only a parse error gets an answer: the peer may still be listening.
+      if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
+        return Send(ProblemResponse(400, "bad_request", "malformed HTTP request: " + ec.message()),
+                    false);
+      }
+      return Close();
+    }
+    auto message = parser_->release();
+    bool keep_alive = message.keep_alive();
+    auto request = std::make_shared<HttpRequest>();
+    request->method = std::string(message.method_string());
+    request->target = std::string(message.target());
+    for (const auto& field : message) {
+      request->headers.push_back({std::string(field.name_string()), std::string(field.value())});
+    }
+    request->body = std::move(message.body());
+    request->remote_address = remote_;
+    ++shared_->requests;
+    stream_.expires_never();
+    bool queued = shared_->pool.TrySubmit([self = shared_from_this(), request, keep_alive] {
+      HttpResponse response;
+      try {
+        response = self->shared_->handler(*request);
+      } catch (const std::exception& error) {
+        response = ProblemResponse(500, "internal_error", error.what());
+      }
+      net::post(self->stream_.get_executor(),
+                [self, keep_alive, response = std::move(response)]() mutable {
+                  self->Send(std::move(response), keep_alive);
+                });
+    });
+    if (!queued) {
+      ++shared_->rejected;
+      HttpResponse busy = ProblemResponse(503, "limit_exceeded", "the server is at capacity");
+      busy.SetHeader("Retry-After", "1");
+      Send(std::move(busy), keep_alive);
+    }
+  }
+
+  void Send(HttpResponse response, bool keep_alive) {
+    switch (response.disposition) {
+      case Disposition::kDropConnection:
+        return Close();
+      case Disposition::kHang:
+        return Hang();
+      case Disposition::kRespond:
+        break;
+    }
+    auto message = std::make_shared<http::response<http::string_body>>();
+    message->result(static_cast<unsigned>(response.status));
+    message->version(11);
+    for (auto& header : response.headers) message->insert(header.name, header.value);
+    if (!message->has_content_length() && response.status >= 200 && response.status != 204 &&
+        response.status != 304) {
+      message->body() = std::move(response.body);
+    }
+    message->keep_alive(keep_alive);
+    message->prepare_payload();
+    stream_.expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
+    http::async_write(stream_, *message,
+                      [self = shared_from_this(), message](beast::error_code ec, size_t) {
+                        if (ec || !message->keep_alive()) return self->Close();
+                        self->ReadRequest();
+                      });
+  }
+
+  // Holds the connection without answering until the peer closes it or the hang limit passes.
+  void Hang() {
+    stream_.expires_after(std::chrono::milliseconds(shared_->limits.hang_timeout_ms));
+    stream_.async_read_some(net::buffer(sink_), [self = shared_from_this()](beast::error_code ec,
+                                                                              size_t) {
+      if (ec) return self->Close();
+      self->Hang();
+    });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<Shared> shared_;
+  std::string remote_;
+  char sink_[512];
+};
+
+class BeastServer final : public HttpServer {
+ public:
+  BeastServer(const ServerLimits& limits, Handler handler)
+      : shared_(std::make_shared<Shared>(limits, std::move(handler))),
+        ioc_(static_cast<int>(limits.io_threads)),
+        acceptor_(net::make_strand(ioc_)) {}
+
+  ~BeastServer() override { Stop(); }
+
+  Status Listen(const std::string& host, uint16_t port) {
+    beast::error_code ec;
+    auto address = net::ip::make_address(host, ec);
+    if (ec) return Status::Error("invalid_config", "cannot listen on '" + host + "': not an IP");
+    tcp::endpoint endpoint(address, port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Status::Error("listen_failed", "cannot listen on " + host + ":" +
+                                                std::to_string(port) + ": " + ec.message());
+    }
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    for (size_t i = 0; i < shared_->limits.io_threads; ++i) {
+      threads_.emplace_back([this] { ioc_.run(); });
+    }
+    return Status::Ok();
+  }
+
+  uint16_t port() const override { return port_; }
+
+  ServerStats Stats() const override {
+    return ServerStats{shared_->requests.load(), shared_->rejected.load(),
+                       shared_->connections.load(), shared_->pool.Queued()};
+  }
+
+  void Stop() override {
+    if (stopped_.exchange(true)) return;
+    net::post(acceptor_.get_executor(), [this] {
+      beast::error_code ignored;
+      acceptor_.close(ignored);
+    });
+    ioc_.stop();
+    for (auto& thread : threads_) thread.join();
+    threads_.clear();
+    shared_->pool.Stop();
+  }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted) return;
+      if (!ec) {
+        bool over = shared_->connections.load() >= shared_->limits.max_connections;
+        std::make_shared<Session>(std::move(socket), shared_)->Start(over);
+      }
+      Accept();
+    });
+  }
+
+  std::shared_ptr<Shared> shared_;
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  std::vector<std::thread> threads_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, uint16_t port,
+                                                      const ServerLimits& limits,
+                                                      Handler handler) {
+  auto server = std::make_unique<BeastServer>(limits, std::move(handler));
+  Status status = server->Listen(host, port);
+  if (!status.ok()) return status;
+  return std::unique_ptr<HttpServer>(std::move(server));
+}
+
+Result<std::pair<std::string, uint16_t>> ParseListenAddress(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) {
+    return Status::Error("invalid_config", "expected HOST:PORT, got '" + address + "'");
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string port_text = address.substr(colon + 1);
+  int port = 0;
+  for (char c : port_text) {
+    if (c < '0' || c > '9' || port > 65535) {
+      return Status::Error("invalid_config", "bad port in '" + address + "'");
+    }
+    port = port * 10 + (c - '0');
+  }
+  if (port > 65535) return Status::Error("invalid_config", "bad port in '" + address + "'");
+  if (host == "localhost") host = "127.0.0.1";
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+}  // namespace agentpay

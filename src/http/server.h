@@ -1,0 +1,52 @@
+// The HTTP listener: Boost.Beast sessions on a few I/O threads, and a bounded pool of worker threads
+// that run the (blocking) handler. Every limit is named; past one the client gets 413/431/503 with a
+// problem body, never a crash.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "http/message.h"
+
+namespace agentpay {
+
+struct ServerLimits {
+  size_t io_threads = 2;
+  size_t workers = 64;                  // handlers running at once
+  size_t max_queued_requests = 4096;    // parsed requests waiting for a worker; past it: 503
+  size_t max_connections = 4096;        // open connections; past it: 503 and close
+  size_t max_header_bytes = 16 * 1024;  // past it: 431
+  uint64_t max_body_bytes = 1024 * 1024;  // past it: 413
+  int64_t read_timeout_ms = 30000;      // to receive one whole request once it started
+  int64_t idle_timeout_ms = 60000;      // keep-alive connections without a request
+  int64_t hang_timeout_ms = 600000;     // Disposition::kHang keeps a connection at most this long
+};
+
+struct ServerStats {
+  uint64_t requests = 0;
+  uint64_t rejected_overload = 0;
+  uint64_t open_connections = 0;
+  uint64_t queued_requests = 0;
+};
+
+using Handler = std::function<HttpResponse(const HttpRequest&)>;
+
+class HttpServer {
+ public:
+  virtual ~HttpServer() = default;
+  // Binds HOST:PORT (port 0 picks a free port) and starts serving. The handler runs on worker threads.
+  static Result<std::unique_ptr<HttpServer>> Start(const std::string& host, uint16_t port,
+                                                   const ServerLimits& limits, Handler handler);
+  virtual uint16_t port() const = 0;
+  virtual ServerStats Stats() const = 0;
+  // Stops accepting, closes connections and joins every thread. Idempotent.
+  virtual void Stop() = 0;
+};
+
+// Splits "HOST:PORT" (IPv6 as "[::1]:PORT"). Port 0 is allowed.
+Result<std::pair<std::string, uint16_t>> ParseListenAddress(const std::string& address);
+
+}  // namespace agentpay

@@ -1,0 +1,78 @@
+// The schema, as migrations; see schema.h and docs/wallet-ledger.md for what the tables mean.
+#include "store/schema.h"
+
+namespace agentpay {
+
+const std::vector<Migration>& Migrations() {
+  static const std::vector<Migration> kMigrations = {
+      {1, "accounts, deposits, ledger, operations, idempotency keys, trace", R"sql(
+CREATE TABLE accounts (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  api_key_hash TEXT NOT NULL UNIQUE,
+  deposited BIGINT NOT NULL DEFAULT 0 CHECK (deposited >= 0),
+  captured BIGINT NOT NULL DEFAULT 0 CHECK (captured >= 0 AND captured <= deposited),
+  held BIGINT NOT NULL DEFAULT 0 CHECK (held >= 0 AND held <= deposited - captured),
+  created_ms BIGINT NOT NULL
+);
+CREATE TABLE deposits (
+  account_id TEXT NOT NULL REFERENCES accounts(id),
+  reference TEXT NOT NULL,
+  amount BIGINT NOT NULL CHECK (amount > 0),
+  created_ms BIGINT NOT NULL,
+  PRIMARY KEY (account_id, reference)
+);
+CREATE TABLE ledger_entries (
+  id INTEGER PRIMARY KEY,
+  operation_id TEXT,
+  kind TEXT NOT NULL,
+  debit TEXT NOT NULL,
+  credit TEXT NOT NULL,
+  amount BIGINT NOT NULL CHECK (amount > 0),
+  at_ms BIGINT NOT NULL
+);
+CREATE INDEX ledger_entries_operation ON ledger_entries (operation_id);
+CREATE TABLE operations (
+  id TEXT PRIMARY KEY,
+  principal TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  route TEXT NOT NULL,
+  amount BIGINT NOT NULL,
+  intent TEXT NOT NULL,
+  settlement TEXT NOT NULL,
+  fulfillment TEXT NOT NULL,
+  hold_expires_ms BIGINT,
+  lease_expires_ms BIGINT NOT NULL,
+  attempts INTEGER NOT NULL,
+  response_status INTEGER,
+  response_content_type TEXT,
+  response_body BLOB,
+  created_ms BIGINT NOT NULL,
+  updated_ms BIGINT NOT NULL
+);
+CREATE INDEX operations_states ON operations (settlement, fulfillment);
+CREATE TABLE idempotency_keys (
+  principal TEXT NOT NULL,
+  key TEXT NOT NULL,
+  operation_id TEXT NOT NULL,  -- inserted before its operation: the key reservation comes first
+  fingerprint TEXT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  expires_ms BIGINT,
+  PRIMARY KEY (principal, key)
+);
+CREATE TABLE operation_events (
+  id INTEGER PRIMARY KEY,
+  operation_id TEXT NOT NULL,
+  at_ms BIGINT NOT NULL,
+  actor TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL
+);
+CREATE INDEX operation_events_operation ON operation_events (operation_id, id);
+)sql"},
+  };
+  return kMigrations;
+}
+
+}  // namespace agentpay

@@ -1,0 +1,116 @@
+// SQLite connection and statement helpers; see sqlite_db.h.
+#include "store/sqlite_db.h"
+
+namespace agentpay::sqlite {
+
+Statement::~Statement() {
+  if (stmt_ != nullptr) {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+}
+
+Statement& Statement::Bind(int index, int64_t value) {
+  sqlite3_bind_int64(stmt_, index, value);
+  return *this;
+}
+Statement& Statement::Bind(int index, std::string_view value) {
+  sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::BindBlob(int index, std::string_view value) {
+  sqlite3_bind_blob(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::BindNull(int index) {
+  sqlite3_bind_null(stmt_, index);
+  return *this;
+}
+Statement& Statement::Bind(int index, const std::optional<int64_t>& value) {
+  return value ? Bind(index, *value) : BindNull(index);
+}
+
+bool Statement::Step(Status* status) {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc != SQLITE_DONE) {
+    sqlite3* db = sqlite3_db_handle(stmt_);
+    std::string code = (rc & 0xff) == SQLITE_CONSTRAINT ? "store_constraint" : "store_error";
+    *status = Status::Error(code, sqlite3_errmsg(db));
+  }
+  return false;
+}
+
+Status Statement::Run() {
+  Status status;
+  while (Step(&status)) {
+  }
+  return status;
+}
+
+int64_t Statement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+std::optional<int64_t> Statement::OptionalInt(int column) const {
+  if (IsNull(column)) return std::nullopt;
+  return Int(column);
+}
+std::string Statement::Text(int column) const {
+  const void* data = sqlite3_column_blob(stmt_, column);
+  int size = sqlite3_column_bytes(stmt_, column);
+  if (data == nullptr) return {};
+  return std::string(static_cast<const char*>(data), static_cast<size_t>(size));
+}
+bool Statement::IsNull(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+
+Result<std::unique_ptr<Database>> Database::Open(const std::string& path, bool read_only) {
+  sqlite3* db = nullptr;
+  int flags = SQLITE_OPEN_NOMUTEX |
+              (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return Status::Error("store_unavailable", "cannot open " + path + ": " + message);
+  }
+  std::unique_ptr<Database> database(new Database(db));
+  sqlite3_busy_timeout(db, 5000);
+  sqlite3_extended_result_codes(db, 1);
+  return database;
+}
+
+Database::~Database() {
+  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+Status Database::Exec(const std::string& sql) {
+  char* error = nullptr;
+  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+  if (rc != SQLITE_OK) {
+    std::string message = error ? error : sqlite3_errstr(rc);
+    sqlite3_free(error);
+    return Status::Error("store_error", message);
+  }
+  return Status::Ok();
+}
+
+Result<Statement> Database::Prepare(const std::string& sql) {
+  auto found = cache_.find(sql);
+  if (found != cache_.end()) return Statement(found->second);
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) !=
+      SQLITE_OK) {
+    return LastError("prepare");
+  }
+  cache_.emplace(sql, stmt);
+  return Statement(stmt);
+}
+
+int64_t Database::Changes() const { return sqlite3_changes(db_); }
+
+Status Database::LastError(std::string_view context) const {
+  return Status::Error("store_error", std::string(context) + ": " + sqlite3_errmsg(db_));
+}
+
+}  // namespace agentpay::sqlite

@@ -1,0 +1,62 @@
+// A thin RAII layer over one SQLite connection: cached prepared statements, typed binding and
+// column access, and errors as Status values. Used only inside src/store.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/result.h"
+
+namespace agentpay::sqlite {
+
+class Statement {
+ public:
+  explicit Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  Statement(Statement&& other) noexcept : stmt_(other.stmt_) { other.stmt_ = nullptr; }
+  Statement(const Statement&) = delete;
+  ~Statement();  // resets the cached statement so it can be reused
+
+  Statement& Bind(int index, int64_t value);
+  Statement& Bind(int index, std::string_view value);
+  Statement& BindBlob(int index, std::string_view value);
+  Statement& BindNull(int index);
+  Statement& Bind(int index, const std::optional<int64_t>& value);
+
+  // Advances: true while a row is available, false when done; errors via *status.
+  bool Step(Status* status);
+  // Runs a statement that returns no rows.
+  Status Run();
+
+  int64_t Int(int column) const;
+  std::optional<int64_t> OptionalInt(int column) const;
+  std::string Text(int column) const;
+  bool IsNull(int column) const;
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
+class Database {
+ public:
+  static Result<std::unique_ptr<Database>> Open(const std::string& path, bool read_only);
+  ~Database();
+
+  Status Exec(const std::string& sql);
+  // A prepared statement from this connection's cache.
+  Result<Statement> Prepare(const std::string& sql);
+  int64_t Changes() const;
+  Status LastError(std::string_view context) const;
+
+ private:
+  explicit Database(sqlite3* db) : db_(db) {}
+  sqlite3* db_;
+  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+};
+
+}  // namespace agentpay::sqlite

@@ -1,0 +1,581 @@
+// The SQLite backend of Store: WAL, synchronous=FULL, versioned migrations, and one writer thread
+// that commits queued decisions together (group commit), each inside its own savepoint so that one
+// decision's rollback never touches another's.
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "core/check.h"
+#include "store/ledger.h"
+#include "store/schema.h"
+#include "store/sqlite_db.h"
+#include "store/store.h"
+
+namespace agentpay {
+namespace {
+
+using sqlite::Database;
+using sqlite::Statement;
+
+#define AGENTPAY_PREPARE(var, db, sql) \
+  auto var##_result = (db).Prepare(sql); \
+  if (!var##_result.ok()) return var##_result.status(); \
+  Statement& var = *var##_result
+
+constexpr char kOperationColumns[] =
+    "id, principal, idempotency_key, fingerprint, route, amount, intent, settlement, fulfillment, "
+    "hold_expires_ms, lease_expires_ms, attempts, response_status, response_content_type, "
+    "response_body, created_ms, updated_ms";
+
+Result<Operation> ReadOperation(const Statement& row) {
+  Operation op;
+  op.id = row.Text(0);
+  op.principal = row.Text(1);
+  op.idempotency_key = row.Text(2);
+  op.fingerprint = row.Text(3);
+  op.route = row.Text(4);
+  op.amount = row.Int(5);
+  auto intent = ParseIntent(row.Text(6));
+  auto settlement = ParseSettlement(row.Text(7));
+  auto fulfillment = ParseFulfillment(row.Text(8));
+  if (!intent || !settlement || !fulfillment) {
+    return Status::Error("store_corrupt", "operation " + op.id + " has an unknown state");
+  }
+  op.intent = *intent;
+  op.settlement = *settlement;
+  op.fulfillment = *fulfillment;
+  op.hold_expires_ms = row.OptionalInt(9);
+  op.lease_expires_ms = row.Int(10);
+  op.attempts = static_cast<int32_t>(row.Int(11));
+  if (!row.IsNull(12)) {
+    op.response = StoredResponse{static_cast<int>(row.Int(12)), row.Text(13), row.Text(14)};
+  }
+  op.created_ms = row.Int(15);
+  op.updated_ms = row.Int(16);
+  return op;
+}
+
+void BindOperation(Statement& stmt, const Operation& op) {
+  stmt.Bind(1, op.id).Bind(2, op.principal).Bind(3, op.idempotency_key).Bind(4, op.fingerprint);
+  stmt.Bind(5, op.route).Bind(6, op.amount).Bind(7, IntentName(op.intent));
+  stmt.Bind(8, SettlementName(op.settlement)).Bind(9, FulfillmentName(op.fulfillment));
+  stmt.Bind(10, op.hold_expires_ms).Bind(11, op.lease_expires_ms);
+  stmt.Bind(12, static_cast<int64_t>(op.attempts));
+  if (op.response) {
+    stmt.Bind(13, static_cast<int64_t>(op.response->status)).Bind(14, op.response->content_type);
+    stmt.BindBlob(15, op.response->body);
+  } else {
+    stmt.BindNull(13).BindNull(14).BindNull(15);
+  }
+  stmt.Bind(16, op.created_ms).Bind(17, op.updated_ms);
+}
+
+AccountRecord ReadAccount(const Statement& row) {
+  AccountRecord account;
+  account.id = row.Text(0);
+  account.name = row.Text(1);
+  account.api_key_hash = row.Text(2);
+  account.balances = Balances{row.Int(3), row.Int(4), row.Int(5)};
+  account.created_ms = row.Int(6);
+  return account;
+}
+
+constexpr char kAccountColumns[] =
+    "id, name, api_key_hash, deposited, captured, held, created_ms";
+
+class SqliteTransaction final : public Transaction {
+ public:
+  explicit SqliteTransaction(Database& db) : db_(db) {}
+
+  Result<bool> InsertKey(const KeyRecord& record) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "INSERT INTO idempotency_keys (principal, key, operation_id, fingerprint, "
+                     "created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                     "ON CONFLICT DO NOTHING");
+    stmt.Bind(1, record.principal).Bind(2, record.key).Bind(3, record.operation_id);
+    stmt.Bind(4, record.fingerprint).Bind(5, record.created_ms).Bind(6, record.expires_ms);
+    Status status = stmt.Run();
+    if (!status.ok()) return status;
+    return db_.Changes() == 1;
+  }
+
+  Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
+                                           std::string_view key) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "SELECT principal, key, operation_id, fingerprint, created_ms, expires_ms "
+                     "FROM idempotency_keys WHERE principal = ?1 AND key = ?2");
+    stmt.Bind(1, principal).Bind(2, key);
+    Status status;
+    if (!stmt.Step(&status)) {
+      if (!status.ok()) return status;
+      return std::optional<KeyRecord>();
+    }
+    return std::optional<KeyRecord>(KeyRecord{stmt.Text(0), stmt.Text(1), stmt.Text(2),
+                                              stmt.Text(3), stmt.Int(4), stmt.OptionalInt(5)});
+  }
+
+  Status DeleteKey(std::string_view principal, std::string_view key) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "DELETE FROM idempotency_keys WHERE principal = ?1 AND key = ?2");
+    return stmt.Bind(1, principal).Bind(2, key).Run();
+  }
+
+  Status SetKeyExpiry(std::string_view principal, std::string_view key,
+                      int64_t expires_ms) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "UPDATE idempotency_keys SET expires_ms = ?3 WHERE principal = ?1 AND key = ?2");
+    return stmt.Bind(1, principal).Bind(2, key).Bind(3, expires_ms).Run();
+  }
+
+  Status InsertOperation(const Operation& op) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("INSERT INTO operations (") + kOperationColumns +
+                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                         "?15, ?16, ?17)");
+    BindOperation(stmt, op);
+    return stmt.Run();
+  }
+
+  Status UpdateOperation(const Operation& op) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "UPDATE operations SET principal = ?2, idempotency_key = ?3, fingerprint = ?4, "
+                     "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
+                     "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
+                     "response_status = ?13, response_content_type = ?14, response_body = ?15, "
+                     "created_ms = ?16, updated_ms = ?17 WHERE id = ?1");
+    BindOperation(stmt, op);
+    Status status = stmt.Run();
+    if (status.ok() && db_.Changes() != 1) {
+      return Status::Error("store_not_found", "no operation " + op.id);
+    }
+    return status;
+  }
+
+  Result<std::optional<Operation>> FindOperation(std::string_view id) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("SELECT ") + kOperationColumns + " FROM operations WHERE id = ?1");
+    stmt.Bind(1, id);
+    Status status;
+    if (!stmt.Step(&status)) {
+      if (!status.ok()) return status;
+      return std::optional<Operation>();
+    }
+    auto op = ReadOperation(stmt);
+    if (!op.ok()) return op.status();
+    return std::optional<Operation>(std::move(*op));
+  }
+
+  Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("SELECT ") + kOperationColumns +
+                         " FROM operations WHERE (?1 IS NULL OR settlement = ?1) AND "
+                         "(?2 IS NULL OR fulfillment = ?2) ORDER BY created_ms DESC, id LIMIT ?3");
+    if (filter.settlement) stmt.Bind(1, SettlementName(*filter.settlement));
+    if (filter.fulfillment) stmt.Bind(2, FulfillmentName(*filter.fulfillment));
+    stmt.Bind(3, static_cast<int64_t>(filter.limit));
+    std::vector<Operation> ops;
+    Status status;
+    while (stmt.Step(&status)) {
+      auto op = ReadOperation(stmt);
+      if (!op.ok()) return op.status();
+      ops.push_back(std::move(*op));
+    }
+    if (!status.ok()) return status;
+    return ops;
+  }
+
+  Status AppendEvent(const TraceEvent& event) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "INSERT INTO operation_events (operation_id, at_ms, actor, kind, detail) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5)");
+    stmt.Bind(1, event.operation_id).Bind(2, event.at_ms).Bind(3, event.actor);
+    return stmt.Bind(4, event.kind).Bind(5, event.detail).Run();
+  }
+
+  Result<std::vector<TraceEvent>> ListEvents(std::string_view operation_id) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "SELECT operation_id, at_ms, actor, kind, detail FROM operation_events "
+                     "WHERE operation_id = ?1 ORDER BY id");
+    stmt.Bind(1, operation_id);
+    std::vector<TraceEvent> events;
+    Status status;
+    while (stmt.Step(&status)) {
+      events.push_back({stmt.Text(0), stmt.Int(1), stmt.Text(2), stmt.Text(3), stmt.Text(4)});
+    }
+    if (!status.ok()) return status;
+    return events;
+  }
+
+  Result<bool> InsertAccount(const AccountRecord& account) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("INSERT INTO accounts (") + kAccountColumns +
+                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING");
+    stmt.Bind(1, account.id).Bind(2, account.name).Bind(3, account.api_key_hash);
+    stmt.Bind(4, account.balances.deposited).Bind(5, account.balances.captured);
+    stmt.Bind(6, account.balances.held).Bind(7, account.created_ms);
+    Status status = stmt.Run();
+    if (!status.ok()) return status;
+    return db_.Changes() == 1;
+  }
+
+  Result<std::optional<AccountRecord>> FindAccount(std::string_view id) override {
+    return FindAccountWhere("id", id);
+  }
+  Result<std::optional<AccountRecord>> FindAccountByKeyHash(std::string_view hash) override {
+    return FindAccountWhere("api_key_hash", hash);
+  }
+
+  Result<std::vector<AccountRecord>> ListAccounts() override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("SELECT ") + kAccountColumns + " FROM accounts ORDER BY id");
+    std::vector<AccountRecord> accounts;
+    Status status;
+    while (stmt.Step(&status)) accounts.push_back(ReadAccount(stmt));
+    if (!status.ok()) return status;
+    return accounts;
+  }
+
+  Result<bool> InsertDeposit(const DepositRecord& deposit) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "INSERT INTO deposits (account_id, reference, amount, created_ms) "
+                     "VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING");
+    stmt.Bind(1, deposit.account_id).Bind(2, deposit.reference).Bind(3, deposit.amount);
+    Status status = stmt.Bind(4, deposit.created_ms).Run();
+    if (!status.ok()) return status;
+    return db_.Changes() == 1;
+  }
+
+  Result<std::optional<DepositRecord>> FindDeposit(std::string_view account_id,
+                                                   std::string_view reference) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "SELECT account_id, reference, amount, created_ms FROM deposits "
+                     "WHERE account_id = ?1 AND reference = ?2");
+    stmt.Bind(1, account_id).Bind(2, reference);
+    Status status;
+    if (!stmt.Step(&status)) {
+      if (!status.ok()) return status;
+      return std::optional<DepositRecord>();
+    }
+    return std::optional<DepositRecord>(
+        DepositRecord{stmt.Text(0), stmt.Text(1), stmt.Int(2), stmt.Int(3)});
+  }
+
+  Result<MoveOutcome> Move(std::string_view account_id, MoveKind kind, int64_t amount,
+                           std::string_view operation_id, int64_t at_ms) override {
+    auto account = FindAccount(account_id);
+    if (!account.ok()) return account.status();
+    if (!account->has_value()) {
+      return Status::Error("store_not_found", "no account " + std::string(account_id));
+    }
+    Balances balances = (*account)->balances;
+    MoveOutcome outcome = ApplyMove(&balances, kind, amount);
+    if (outcome != MoveOutcome::kOk) return outcome;
+    {
+      AGENTPAY_PREPARE(update, db_,
+                       "UPDATE accounts SET deposited = ?2, captured = ?3, held = ?4 WHERE id = ?1");
+      update.Bind(1, account_id).Bind(2, balances.deposited).Bind(3, balances.captured);
+      Status status = update.Bind(4, balances.held).Run();
+      if (!status.ok()) return status;
+    }
+    Posting posting = PostingFor(kind);
+    AGENTPAY_PREPARE(insert, db_,
+                     "INSERT INTO ledger_entries (operation_id, kind, debit, credit, amount, at_ms) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    if (operation_id.empty()) {
+      insert.BindNull(1);
+    } else {
+      insert.Bind(1, operation_id);
+    }
+    insert.Bind(2, MoveKindName(kind));
+    insert.Bind(3, LedgerAccountName(posting.debit_kind, account_id));
+    insert.Bind(4, LedgerAccountName(posting.credit_kind, account_id));
+    Status status = insert.Bind(5, amount).Bind(6, at_ms).Run();
+    if (!status.ok()) return status;
+    return MoveOutcome::kOk;
+  }
+
+  Result<LedgerAudit> Audit() override {
+    LedgerAudit audit;
+    auto accounts = ListAccounts();
+    if (!accounts.ok()) return accounts.status();
+    AGENTPAY_PREPARE(sums, db_,
+                     "SELECT account, kind, SUM(amount) FROM ("
+                     " SELECT credit AS account, kind, amount FROM ledger_entries"
+                     " UNION ALL SELECT debit, kind, -amount FROM ledger_entries"
+                     ") GROUP BY account, kind");
+    std::unordered_map<std::string, AccountAudit> by_account;
+    for (const auto& account : *accounts) {
+      by_account[account.id] = AccountAudit{account.id, account.balances, Balances{}};
+    }
+    Status status;
+    while (sums.Step(&status)) {
+      std::string account = sums.Text(0);
+      std::string kind = sums.Text(1);
+      int64_t net = sums.Int(2);
+      audit.postings_sum += net;
+      if (account == "external") audit.external_total += net;
+      if (account == "revenue") audit.revenue_total += net;
+      auto colon = account.find(':');
+      if (colon == std::string::npos) continue;
+      std::string prefix = account.substr(0, colon);
+      auto& entry = by_account[account.substr(colon + 1)];
+      entry.account_id = account.substr(colon + 1);
+      if (prefix == "wallet" && kind == "deposit") entry.from_ledger.deposited += net;
+      if (prefix == "hold" && kind == "capture") entry.from_ledger.captured -= net;
+      if (prefix == "hold") entry.from_ledger.held += net;
+    }
+    if (!status.ok()) return status;
+    for (auto& [id, entry] : by_account) audit.accounts.push_back(entry);
+    return audit;
+  }
+
+ private:
+  Result<std::optional<AccountRecord>> FindAccountWhere(const char* column,
+                                                        std::string_view value) {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("SELECT ") + kAccountColumns + " FROM accounts WHERE " + column +
+                         " = ?1");
+    stmt.Bind(1, value);
+    Status status;
+    if (!stmt.Step(&status)) {
+      if (!status.ok()) return status;
+      return std::optional<AccountRecord>();
+    }
+    return std::optional<AccountRecord>(ReadAccount(stmt));
+  }
+
+  Database& db_;
+};
+
+Status Migrate(Database& db) {
+  Status status = db.Exec(
+      "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+      "description TEXT NOT NULL)");
+  if (!status.ok()) return status;
+  int64_t current = 0;
+  {
+    AGENTPAY_PREPARE(stmt, db, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+    if (stmt.Step(&status)) current = stmt.Int(0);
+    if (!status.ok()) return status;
+  }
+  const auto& migrations = Migrations();
+  if (current > migrations.back().version) {
+    return Status::Error("store_too_new", "the database schema is version " +
+                                              std::to_string(current) + ", newer than this binary");
+  }
+  for (const auto& migration : migrations) {
+    if (migration.version <= current) continue;
+    if (!(status = db.Exec("BEGIN IMMEDIATE")).ok()) return status;
+    status = db.Exec(std::string(migration.sql));
+    if (status.ok()) {
+      AGENTPAY_PREPARE(record, db,
+                       "INSERT INTO schema_migrations (version, description) VALUES (?1, ?2)");
+      status = record.Bind(1, static_cast<int64_t>(migration.version))
+                   .Bind(2, migration.description)
+                   .Run();
+    }
+    if (!status.ok()) {
+      db.Exec("ROLLBACK");
+      return Status::Error(status.code(), "migration " + std::to_string(migration.version) +
+                                              ": " + status.message());
+    }
+    if (!(status = db.Exec("COMMIT")).ok()) return status;
+  }
+  return Status::Ok();
+}
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(std::string path, StoreOptions options, std::unique_ptr<Database> writer)
+      : path_(std::move(path)), options_(options), writer_db_(std::move(writer)) {
+    writer_thread_ = std::thread([this] { WriterLoop(); });
+  }
+
+  ~SqliteStore() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    work_ready_.notify_all();
+    writer_thread_.join();
+  }
+
+  Status Write(const TransactionFn& fn) override {
+    Job job{&fn, {}};
+    auto done = job.result.get_future();
+    {
+      std::lock_guard lock(mutex_);
+      if (queue_.size() >= options_.max_queued_writes) {
+        return Status::Error("store_overloaded", "too many decisions waiting for the store");
+      }
+      queue_.push_back(&job);
+    }
+    work_ready_.notify_one();
+    return done.get();
+  }
+
+  Status Read(const TransactionFn& fn) override {
+    auto db = AcquireReader();
+    if (!db.ok()) return db.status();
+    Status status = (*db)->Exec("BEGIN");
+    if (status.ok()) {
+      SqliteTransaction tx(**db);
+      status = RunGuarded(fn, tx);
+      (*db)->Exec("COMMIT");
+    }
+    ReleaseReader(std::move(*db));
+    return status;
+  }
+
+  StoreStats Stats() override {
+    std::lock_guard lock(mutex_);
+    StoreStats stats = stats_;
+    stats.write_queue_depth = queue_.size();
+    return stats;
+  }
+
+ private:
+  struct Job {
+    const TransactionFn* fn;
+    std::promise<Status> result;
+  };
+
+  static Status RunGuarded(const TransactionFn& fn, Transaction& tx) {
+    try {
+      return fn(tx);
+    } catch (const std::exception& error) {
+      return Status::Error("internal_error", error.what());
+    }
+  }
+
+  void WriterLoop() {
+    std::vector<Job*> batch;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        while (!queue_.empty() && batch.size() < options_.max_batch) {
+          batch.push_back(queue_.front());
+          queue_.pop_front();
+        }
+      }
+      CommitBatch(batch);
+      batch.clear();
+    }
+  }
+
+  // Runs each decision in its own savepoint inside one transaction, then commits once.
+  void CommitBatch(const std::vector<Job*>& batch) {
+    Database& db = *writer_db_;
+    std::vector<Status> results(batch.size());
+    Status begun = db.Exec("BEGIN IMMEDIATE");
+    if (!begun.ok()) {
+      for (Job* job : batch) job->result.set_value(begun);
+      return;
+    }
+    SqliteTransaction tx(db);
+    uint64_t rolled_back = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Status status = db.Exec("SAVEPOINT decision");
+      if (status.ok()) status = RunGuarded(*batch[i]->fn, tx);
+      if (!status.ok()) {
+        db.Exec("ROLLBACK TO decision");
+        ++rolled_back;
+      }
+      db.Exec("RELEASE decision");
+      results[i] = status;
+    }
+    Status committed = db.Exec("COMMIT");
+    if (!committed.ok()) {
+      db.Exec("ROLLBACK");
+      committed = Status::Error("store_unavailable", "commit failed: " + committed.message());
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (committed.ok()) {
+        ++stats_.commits;
+        stats_.decisions += batch.size() - rolled_back;
+      }
+      stats_.decisions_rolled_back += rolled_back;
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i]->result.set_value(results[i].ok() && !committed.ok() ? committed : results[i]);
+    }
+  }
+
+  Result<std::unique_ptr<Database>> AcquireReader() {
+    {
+      std::unique_lock lock(reader_mutex_);
+      reader_free_.wait(lock, [this] {
+        return !readers_.empty() || open_readers_ < options_.max_readers;
+      });
+      if (!readers_.empty()) {
+        auto db = std::move(readers_.back());
+        readers_.pop_back();
+        return db;
+      }
+      ++open_readers_;
+    }
+    auto db = Database::Open(path_, /*read_only=*/true);
+    if (!db.ok()) {
+      std::lock_guard lock(reader_mutex_);
+      --open_readers_;
+      reader_free_.notify_one();
+    }
+    return db;
+  }
+
+  void ReleaseReader(std::unique_ptr<Database> db) {
+    {
+      std::lock_guard lock(reader_mutex_);
+      readers_.push_back(std::move(db));
+    }
+    reader_free_.notify_one();
+  }
+
+  const std::string path_;
+  const StoreOptions options_;
+  std::unique_ptr<Database> writer_db_;
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::deque<Job*> queue_;
+  bool stopping_ = false;
+  StoreStats stats_;
+  std::thread writer_thread_;
+
+  std::mutex reader_mutex_;
+  std::condition_variable reader_free_;
+  std::vector<std::unique_ptr<Database>> readers_;
+  size_t open_readers_ = 0;
+};
+
+}  // namespace
+
+Status Rollback() { return Status::Error("rollback", "decision rolled back"); }
+bool IsRollback(const Status& status) { return status.code() == "rollback"; }
+
+Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options) {
+  const std::string prefix = "sqlite:";
+  if (url.rfind(prefix, 0) != 0) {
+    return Status::Error("invalid_config",
+                         "unsupported --db '" + url + "': expected sqlite:PATH");
+  }
+  std::string path = url.substr(prefix.size());
+  if (path.empty()) return Status::Error("invalid_config", "--db sqlite: needs a path");
+  auto db = Database::Open(path, /*read_only=*/false);
+  if (!db.ok()) return db.status();
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+                             "PRAGMA foreign_keys=ON"}) {
+    Status status = (*db)->Exec(pragma);
+    if (!status.ok()) return status;
+  }
+  Status migrated = Migrate(**db);
+  if (!migrated.ok()) return migrated;
+  return std::unique_ptr<Store>(new SqliteStore(path, options, std::move(*db)));
+}
+
+}  // namespace agentpay

@@ -1,0 +1,131 @@
+// The durable store: one interface, several backends (SQLite now, PostgreSQL next), one conformance
+// suite (tests/store). A decision is one call to Store::Write: its reads and writes commit together or
+// not at all, and Write returns only once the commit is durable (DESIGN rule 5).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/idempotency.h"
+#include "core/operation.h"
+#include "core/result.h"
+#include "core/wallet.h"
+
+namespace agentpay {
+
+struct AccountRecord {
+  std::string id;
+  std::string name;
+  std::string api_key_hash;  // hex SHA-256 of the API key; the key itself is never stored
+  Balances balances;
+  int64_t created_ms = 0;
+};
+
+struct DepositRecord {
+  std::string account_id;
+  std::string reference;
+  int64_t amount = 0;
+  int64_t created_ms = 0;
+};
+
+struct OperationFilter {
+  std::optional<Settlement> settlement;
+  std::optional<Fulfillment> fulfillment;
+  int limit = 100;
+};
+
+// Per-account figures recomputed from the ledger postings, beside the balances the store keeps.
+struct AccountAudit {
+  std::string account_id;
+  Balances stored;
+  Balances from_ledger;
+};
+struct LedgerAudit {
+  std::vector<AccountAudit> accounts;
+  int64_t external_total = 0;  // net of the "external" ledger account: minus all deposits
+  int64_t revenue_total = 0;   // net of "revenue": all captures
+  int64_t postings_sum = 0;    // debits minus credits over every posting: 0 in a double-entry ledger
+};
+
+// Everything one decision may read or write. Implementations run inside one database transaction.
+class Transaction {
+ public:
+  virtual ~Transaction() = default;
+
+  // Idempotency keys. InsertKey returns false (and changes nothing) when (principal, key) exists:
+  // the reservation is atomic through the primary key, never check-then-insert.
+  virtual Result<bool> InsertKey(const KeyRecord& record) = 0;
+  virtual Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
+                                                   std::string_view key) = 0;
+  virtual Status DeleteKey(std::string_view principal, std::string_view key) = 0;
+  virtual Status SetKeyExpiry(std::string_view principal, std::string_view key,
+                              int64_t expires_ms) = 0;
+
+  // Operations and their trace.
+  virtual Status InsertOperation(const Operation& op) = 0;
+  virtual Status UpdateOperation(const Operation& op) = 0;
+  virtual Result<std::optional<Operation>> FindOperation(std::string_view id) = 0;
+  virtual Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) = 0;
+  virtual Status AppendEvent(const TraceEvent& event) = 0;
+  virtual Result<std::vector<TraceEvent>> ListEvents(std::string_view operation_id) = 0;
+
+  // Accounts. InsertAccount returns false when the id or the API key hash exists.
+  virtual Result<bool> InsertAccount(const AccountRecord& account) = 0;
+  virtual Result<std::optional<AccountRecord>> FindAccount(std::string_view id) = 0;
+  virtual Result<std::optional<AccountRecord>> FindAccountByKeyHash(std::string_view hash) = 0;
+  virtual Result<std::vector<AccountRecord>> ListAccounts() = 0;
+
+  // Deposits, idempotent by (account, reference): InsertDeposit returns false when it exists.
+  virtual Result<bool> InsertDeposit(const DepositRecord& deposit) = 0;
+  virtual Result<std::optional<DepositRecord>> FindDeposit(std::string_view account_id,
+                                                           std::string_view reference) = 0;
+
+  // Money: applies a wallet move (core/wallet.h) to the account's balances and writes its two
+  // postings, or changes nothing and returns the refusing outcome.
+  virtual Result<MoveOutcome> Move(std::string_view account_id, MoveKind kind, int64_t amount,
+                                   std::string_view operation_id, int64_t at_ms) = 0;
+  virtual Result<LedgerAudit> Audit() = 0;
+};
+
+using TransactionFn = std::function<Status(Transaction&)>;
+
+struct StoreStats {
+  uint64_t commits = 0;           // database commits
+  uint64_t decisions = 0;         // Write calls committed (several may share one commit)
+  uint64_t decisions_rolled_back = 0;
+  uint64_t write_queue_depth = 0;
+};
+
+struct StoreOptions {
+  size_t max_queued_writes = 10000;  // past this, Write fails with "store_overloaded"
+  size_t max_batch = 256;            // decisions sharing one commit
+  size_t max_readers = 16;           // read connections
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  // Runs `fn` as one decision. If fn returns an error its writes are rolled back and that status is
+  // returned; otherwise Write returns once the commit is durable (or a store error if it failed).
+  // All writes go through here, so concurrent decisions can share a commit (group commit).
+  // `fn` must not block on anything but the transaction itself.
+  virtual Status Write(const TransactionFn& fn) = 0;
+  // Runs `fn` on a consistent read-only snapshot.
+  virtual Status Read(const TransactionFn& fn) = 0;
+  virtual StoreStats Stats() = 0;
+};
+
+// Opens (creating and migrating as needed) the store named by `url`: "sqlite:PATH".
+Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options = {});
+
+// The status a TransactionFn returns to roll its decision back when the outcome is a domain one
+// (insufficient funds, a lost race) rather than an error; the caller reads its own outcome.
+Status Rollback();
+bool IsRollback(const Status& status);
+
+}  // namespace agentpay
