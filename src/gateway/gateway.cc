@@ -59,6 +59,8 @@ HttpResponse Gateway::Handle(const HttpRequest& request) {
   const RouteConfig* route = MatchRoute(path);
   if (route == nullptr) return ProblemResponse(404, "not_found", "no paid route serves this path");
   HttpResponse response = HandlePaid(request, *route);
+  // Answers given before any operation existed (402 challenge, 401, 400) were not replayed either.
+  if (!response.Header("Idempotent-Replayed")) response.SetHeader("Idempotent-Replayed", "false");
   metrics_.CountResponse(response.status);
   return response;
 }

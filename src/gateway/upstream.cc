@@ -23,7 +23,7 @@ bool ForwardedHeader(std::string_view name) {
   return true;
 }
 
-UpstreamOutcome HttpUpstream::Call(const RouteConfig& route, const HttpRequest& request,
+ClientRequest BuildUpstreamRequest(const RouteConfig& route, const HttpRequest& request,
                                    const std::string& operation_id) {
   ClientRequest forward;
   forward.method = request.method;
@@ -33,7 +33,12 @@ UpstreamOutcome HttpUpstream::Call(const RouteConfig& route, const HttpRequest& 
   }
   forward.headers.push_back({"Idempotency-Key", UpstreamIdempotencyKey(operation_id)});
   forward.body = request.body;
+  return forward;
+}
 
+UpstreamOutcome HttpUpstream::Call(const RouteConfig& route, const HttpRequest& request,
+                                   const std::string& operation_id) {
+  ClientRequest forward = BuildUpstreamRequest(route, request, operation_id);
   ClientOptions options;
   options.timeout_ms = route.timeout_ms;
   options.max_response_bytes = max_response_bytes_;

@@ -3,6 +3,7 @@
 
 #include "core/operation.h"
 #include "gateway/config.h"
+#include "http/client.h"
 #include "http/message.h"
 
 namespace agentpay {
@@ -28,6 +29,11 @@ class HttpUpstream final : public Upstream {
 
 // The idempotency key the gateway sends upstream for an operation: stable across its retries.
 std::string UpstreamIdempotencyKey(const std::string& operation_id);
+
+// The request sent upstream: the client's method, target (under the upstream's base path), body and
+// forwarded headers, plus the gateway's own Idempotency-Key for the operation.
+ClientRequest BuildUpstreamRequest(const RouteConfig& route, const HttpRequest& request,
+                                   const std::string& operation_id);
 
 // Whether a client header is forwarded upstream (not hop-by-hop, not a credential or payment).
 bool ForwardedHeader(std::string_view name);

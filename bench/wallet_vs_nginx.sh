@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# Paid wallet requests per second through the AgentPay gateway, as a ratio against nginx proxy_pass
+# to the same demo seller, measured with the same wrk settings in the same run; the same for replays
+# of completed Idempotency-Keys. See bench/README.md.
+#
+# Usage: bench/wallet_vs_nginx.sh
+#   BENCH_DURATION=10s      wrk -d for every scenario
+#   BENCH_CONNECTIONS=32    wrk -c for every scenario
+#   BENCH_THREADS=1         wrk -t for every scenario
+#   BENCH_REPLAY_KEYS=100   completed keys the replay scenario cycles through
+#   BENCH_FLOOR=0.30        minimum paid/nginx ratio
+#   AGENTPAY_BIN=build/agentpay, NGINX_BIN=/usr/sbin/nginx, WRK_BIN=/usr/bin/wrk
+#   BENCH_TMPDIR=$TMPDIR    where the temp dir (SQLite database included) is created
+#   BENCH_KEEP_TMP=1        keep the temp dir (logs, database) for inspection
+#   BENCH_VERBOSE=1         also print wrk's own output
+# Exit status: 0 pass; 1 paid ratio below the floor, a money check failed, or a scenario had errors
+# (non-2xx, socket errors, wrong replay flag); 2 the benchmark could not be set up.
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$BENCH_DIR/.." && pwd)
+AGENTPAY_BIN=${AGENTPAY_BIN:-$ROOT/build/agentpay}
+NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
+WRK_BIN=${WRK_BIN:-/usr/bin/wrk}
+DURATION=${BENCH_DURATION:-10s}
+CONNECTIONS=${BENCH_CONNECTIONS:-32}
+THREADS=${BENCH_THREADS:-1}
+REPLAY_KEYS=${BENCH_REPLAY_KEYS:-100}
+FLOOR=${BENCH_FLOOR:-0.30}
+PRICE=1
+REQ_PATH=/bench
+REQ_BODY='{"query":"bench"}'
+LUA=$BENCH_DIR/wrk/bench.lua
+
+die() { echo "wallet_vs_nginx: $*" >&2; exit 2; }
+log() { echo "# $*" >&2; }
+
+for tool in "$AGENTPAY_BIN" "$NGINX_BIN" "$WRK_BIN"; do
+  [[ -x $tool ]] || die "$tool not found or not executable (build: ninja -C $ROOT/build agentpay)"
+done
+for tool in curl python3 awk; do
+  command -v "$tool" >/dev/null || die "$tool is required"
+done
+[[ $CONNECTIONS =~ ^[0-9]+$ && $CONNECTIONS -ge 1 ]] || die "BENCH_CONNECTIONS must be a positive integer"
+[[ $THREADS =~ ^[0-9]+$ && $THREADS -ge 1 && $THREADS -le $CONNECTIONS ]] ||
+  die "BENCH_THREADS must be between 1 and BENCH_CONNECTIONS"
+[[ $REPLAY_KEYS =~ ^[0-9]+$ && $REPLAY_KEYS -ge 1 ]] || die "BENCH_REPLAY_KEYS must be a positive integer"
+
+TMP=$(mktemp -d "${BENCH_TMPDIR:-${TMPDIR:-/tmp}}/agentpay-bench.XXXXXX")
+PIDS=()
+cleanup() {
+  local status=$?
+  local pid
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  if [[ ${BENCH_KEEP_TMP:-0} == 1 ]]; then
+    log "kept $TMP"
+  else
+    rm -rf "$TMP"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- helpers -------------------------------------------------------------------------------------
+
+# wait_listening LOG PID NAME: waits for "listening on http://HOST:PORT" in LOG, prints PORT.
+wait_listening() {
+  local logfile=$1 pid=$2 name=$3 line
+  for _ in $(seq 200); do
+    line=$(grep -m1 -o 'listening on http://[0-9.]*:[0-9]*' "$logfile" 2>/dev/null || true)
+    if [[ -n $line ]]; then echo "${line##*:}"; return 0; fi
+    kill -0 "$pid" 2>/dev/null || { cat "$logfile" >&2; die "$name exited before listening"; }
+    sleep 0.05
+  done
+  cat "$logfile" >&2
+  die "$name did not print 'listening on' within 10 s"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# json_field FIELD < JSON
+json_field() {
+  python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
+}
+
+# metric NAME_WITH_LABELS < metrics text (0 when absent)
+metric() {
+  awk -v n="$1" '$1 == n { v = $2 } END { print (v == "" ? 0 : v) }'
+}
+
+cpu_ticks() {  # user+system clock ticks of a process and all its threads
+  local pid total=0 t
+  for pid in "$@"; do
+    t=$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)
+    total=$((total + t))
+  done
+  echo "$total"
+}
+CLK_TCK=$(getconf CLK_TCK)
+
+# result_field NAME FILE: a k=v field of the BENCH_RESULT line
+result_field() {
+  grep -m1 '^BENCH_RESULT ' "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'
+}
+
+# run_wrk NAME URL MODE KEY_PREFIX [PID...]: runs wrk, stores results in $TMP/wrk-NAME.out and
+# prints nothing; PIDs are the server-side processes whose CPU time is reported.
+run_wrk() {
+  local name=$1 url=$2 mode=$3 prefix=$4
+  shift 4
+  local out=$TMP/wrk-$name.out before_srv before_seller t0 t1
+  before_srv=$(cpu_ticks "$@")
+  before_seller=$(cpu_ticks "$SELLER_PID")
+  log "wrk $name: -t$THREADS -c$CONNECTIONS -d$DURATION POST $url$REQ_PATH ($mode keys)"
+  local TIMEFORMAT='%U %S'
+  {
+    time BENCH_MODE=$mode BENCH_API_KEY=$API_KEY BENCH_KEY_PREFIX=$prefix \
+      BENCH_REPLAY_KEYS=$REPLAY_KEYS BENCH_PATH=$REQ_PATH BENCH_BODY=$REQ_BODY \
+      "$WRK_BIN" -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 10s -s "$LUA" "$url" \
+      >"$out" 2>&1
+  } 2>"$TMP/wrk-$name.time" || { cat "$out" >&2; die "wrk failed for $name"; }
+  grep -q '^BENCH_RESULT ' "$out" || { cat "$out" >&2; die "wrk printed no BENCH_RESULT for $name"; }
+  [[ ${BENCH_VERBOSE:-0} == 1 ]] && sed 's/^/#   /' "$out" >&2
+  local wrk_cpu srv_cpu seller_cpu
+  wrk_cpu=$(awk '{ printf "%.1f", $1 + $2 }' "$TMP/wrk-$name.time")
+  srv_cpu=$(awk -v a="$before_srv" -v b="$(cpu_ticks "$@")" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) / hz }')
+  seller_cpu=$(awk -v a="$before_seller" -v b="$(cpu_ticks "$SELLER_PID")" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) / hz }')
+  echo "$wrk_cpu $srv_cpu $seller_cpu" >"$TMP/cpu-$name"
+}
+
+# --- 1. the demo seller --------------------------------------------------------------------------
+"$AGENTPAY_BIN" seller --listen 127.0.0.1:0 >"$TMP/seller.log" 2>&1 &
+SELLER_PID=$!
+PIDS+=("$SELLER_PID")
+SELLER_PORT=$(wait_listening "$TMP/seller.log" "$SELLER_PID" seller)
+SELLER=http://127.0.0.1:$SELLER_PORT
+log "seller   $SELLER (pid $SELLER_PID)"
+seller_executed() { curl -sf "$SELLER/_seller/stats" | json_field executed; }
+
+# --- 2. nginx proxy_pass to the seller -----------------------------------------------------------
+NGINX_DIR=$TMP/nginx
+mkdir -p "$NGINX_DIR"
+chmod 711 "$TMP"
+chmod 755 "$NGINX_DIR"
+NGINX_PID=
+for attempt in 1 2 3; do
+  NGINX_PORT=$(free_port)
+  sed -e "s|@TMP@|$NGINX_DIR|g" -e "s|@LISTEN_PORT@|$NGINX_PORT|g" -e "s|@SELLER_PORT@|$SELLER_PORT|g" \
+    "$BENCH_DIR/nginx.conf.template" >"$NGINX_DIR/nginx.conf"
+  "$NGINX_BIN" -p "$NGINX_DIR" -c "$NGINX_DIR/nginx.conf" -e "$NGINX_DIR/error.log" -g 'daemon off;' \
+    >"$NGINX_DIR/stdout.log" 2>&1 &
+  NGINX_PID=$!
+  up=0
+  for _ in $(seq 100); do
+    kill -0 "$NGINX_PID" 2>/dev/null || break
+    if curl -sf -o /dev/null -X POST -d "$REQ_BODY" "http://127.0.0.1:$NGINX_PORT$REQ_PATH"; then
+      up=1
+      break
+    fi
+    sleep 0.05
+  done
+  if ((up)); then PIDS+=("$NGINX_PID"); break; fi
+  kill -TERM "$NGINX_PID" 2>/dev/null || true
+  wait "$NGINX_PID" 2>/dev/null || true
+  NGINX_PID=
+  log "nginx attempt $attempt failed: $(tail -n 3 "$NGINX_DIR/error.log" "$NGINX_DIR/stdout.log" 2>/dev/null | tr '\n' ' ')"
+done
+[[ -n $NGINX_PID ]] || die "nginx did not start"
+NGINX=http://127.0.0.1:$NGINX_PORT
+nginx_pids() { echo "$NGINX_PID" $(ps -o pid= --ppid "$NGINX_PID" 2>/dev/null); }
+log "nginx    $NGINX (master pid $NGINX_PID, $("$NGINX_BIN" -v 2>&1 | sed 's/.*version: //'))"
+
+# --- 3. the gateway ------------------------------------------------------------------------------
+ADMIN_TOKEN=adm_$(python3 -c 'import secrets; print(secrets.token_hex(24))')
+(umask 077 && echo "$ADMIN_TOKEN" >"$TMP/token")
+"$AGENTPAY_BIN" serve --listen 127.0.0.1:0 --db "sqlite:$TMP/agentpay.db" --upstream "$SELLER" \
+  --price "$PRICE" --admin-token-file "$TMP/token" >"$TMP/gateway.log" 2>&1 &
+GATEWAY_PID=$!
+PIDS+=("$GATEWAY_PID")
+GATEWAY_PORT=$(wait_listening "$TMP/gateway.log" "$GATEWAY_PID" gateway)
+GATEWAY=http://127.0.0.1:$GATEWAY_PORT
+FS_TYPE=$(stat -f -c %T "$TMP")
+log "gateway  $GATEWAY (pid $GATEWAY_PID, database $TMP/agentpay.db on $FS_TYPE)"
+if [[ $FS_TYPE == tmpfs || $FS_TYPE == ramfs ]]; then
+  log "WARNING: the database is on $FS_TYPE, where fsync is free: synchronous=FULL costs nothing here"
+fi
+
+admin() {  # admin METHOD PATH BODY
+  curl -sf -X "$1" -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
+    -d "$3" "$GATEWAY$2"
+}
+ACCOUNT_JSON=$(admin POST /admin/v1/accounts '{"name":"bench"}') || die "cannot create the account"
+ACCOUNT_ID=$(json_field account_id <<<"$ACCOUNT_JSON")
+API_KEY=$(json_field api_key <<<"$ACCOUNT_JSON")
+admin POST "/admin/v1/accounts/$ACCOUNT_ID/deposits" '{"amount":"1000000000000","reference":"bench"}' \
+  >/dev/null || die "cannot fund the account"
+log "account  $ACCOUNT_ID funded with 1000000000000 atomic units, price $PRICE"
+
+account_field() { curl -sf -H "Authorization: Bearer $API_KEY" "$GATEWAY/v1/account" | json_field "$1"; }
+gateway_metrics() { curl -sf "$GATEWAY/metrics"; }
+
+# Waits until no hold is open and `captured` has stopped moving: requests wrk sent just before it
+# stopped are finished by the gateway after wrk has gone.
+quiesce() {
+  local last=-1 now held
+  for _ in $(seq 150); do
+    held=$(account_field held)
+    now=$(account_field captured)
+    if [[ $held == 0 && $now == "$last" ]]; then return 0; fi
+    last=$now
+    sleep 0.2
+  done
+  die "the gateway did not settle within 30 s (held $held)"
+}
+
+RUN_ID=$(python3 -c 'import secrets; print(secrets.token_hex(6))')
+FAILURES=()
+
+# --- 4a. nginx baseline (before) -----------------------------------------------------------------
+run_wrk nginx1 "$NGINX" unique "nginx-$RUN_ID" $(nginx_pids)
+
+# --- 4b. paid requests, unique keys --------------------------------------------------------------
+quiesce
+M0=$(gateway_metrics)
+CAPTURED0=$(account_field captured)
+EXECUTED0=$(seller_executed)
+# One metrics sample in the middle of the run, for the write queue depth under load.
+(sleep "$(awk -v d="$DURATION" 'BEGIN { s = d + 0; if (d ~ /m$/) s *= 60; print s / 2 }')" &&
+  gateway_metrics >"$TMP/metrics-mid-paid" 2>/dev/null) &
+MID_PID=$!
+run_wrk paid "$GATEWAY" unique "paid-$RUN_ID" "$GATEWAY_PID"
+wait "$MID_PID" 2>/dev/null || true
+quiesce
+M1=$(gateway_metrics)
+CAPTURED1=$(account_field captured)
+EXECUTED1=$(seller_executed)
+HELD1=$(account_field held)
+
+OUT=$TMP/wrk-paid.out
+P_2XX=$(result_field ok2xx "$OUT")
+P_FRESH=$(result_field fresh "$OUT")
+P_REPLAYED=$(result_field replayed "$OUT")
+delta() { echo $(( $(metric "$1" <<<"$M1") - $(metric "$1" <<<"$M0") )); }
+GW_2XX=$(delta 'agentpay_paid_responses_total{class="2xx"}')
+GW_CAPTURES=$(delta 'agentpay_wallet_verdicts_total{verdict="capture"}')
+COMMITS=$(delta agentpay_store_commits_total)
+DECISIONS=$(delta agentpay_store_decisions_total)
+ROLLBACKS=$(delta agentpay_store_rollbacks_total)
+CAPTURED_DELTA=$((CAPTURED1 - CAPTURED0))
+EXECUTED_DELTA=$((EXECUTED1 - EXECUTED0))
+IN_FLIGHT=$((GW_2XX - P_2XX))
+
+PAID_MONEY=ok
+money_fail() { PAID_MONEY=FAIL; FAILURES+=("money check (paid): $*"); }
+((CAPTURED_DELTA == GW_2XX * PRICE)) ||
+  money_fail "captured +$CAPTURED_DELTA but the gateway sent $GW_2XX 2xx paid responses x price $PRICE"
+((IN_FLIGHT >= 0 && IN_FLIGHT <= CONNECTIONS)) ||
+  money_fail "wrk received $P_2XX 2xx but the gateway sent $GW_2XX (difference must be 0..$CONNECTIONS, the requests in flight when wrk stopped)"
+((GW_CAPTURES == GW_2XX)) || money_fail "$GW_CAPTURES captures for $GW_2XX 2xx paid responses"
+((EXECUTED_DELTA == GW_CAPTURES)) ||
+  money_fail "the seller executed $EXECUTED_DELTA requests for $GW_CAPTURES captures"
+[[ $HELD1 == 0 ]] || money_fail "$HELD1 still held after the run"
+((P_REPLAYED == 0 && P_FRESH == P_2XX)) ||
+  FAILURES+=("paid: $P_REPLAYED responses to unique keys said Idempotent-Replayed: true, $P_FRESH said false (of $P_2XX 2xx)")
+
+# --- 4c. replays of completed keys ---------------------------------------------------------------
+log "paying for $REPLAY_KEYS keys with curl, one at a time"
+REPLAY_PREFIX=replay-$RUN_ID
+for ((i = 0; i < REPLAY_KEYS; i++)); do
+  code=$(curl -s -o /dev/null -D "$TMP/replay-setup.headers" -w '%{http_code}' -X POST \
+    -H 'Content-Type: application/json' -H "Authorization: Bearer $API_KEY" \
+    -H "Idempotency-Key: $REPLAY_PREFIX-r-$i" --data-binary "$REQ_BODY" "$GATEWAY$REQ_PATH")
+  [[ $code == 2* ]] || die "paying for replay key $i answered $code"
+  grep -qi '^Idempotent-Replayed: false' "$TMP/replay-setup.headers" ||
+    die "paying for replay key $i was not a fresh payment"
+done
+quiesce
+CAPTURED2=$(account_field captured)
+((CAPTURED2 - CAPTURED1 == REPLAY_KEYS * PRICE)) ||
+  FAILURES+=("money check (replay setup): captured +$((CAPTURED2 - CAPTURED1)) for $REPLAY_KEYS keys x price $PRICE")
+EXECUTED2=$(seller_executed)
+M2=$(gateway_metrics)
+run_wrk replay "$GATEWAY" replay "$REPLAY_PREFIX" "$GATEWAY_PID"
+quiesce
+M3=$(gateway_metrics)
+CAPTURED3=$(account_field captured)
+EXECUTED3=$(seller_executed)
+OUT=$TMP/wrk-replay.out
+R_TOTAL=$(result_field requests "$OUT")
+R_REPLAYED=$(result_field replayed "$OUT")
+REPLAY_MONEY=ok
+((CAPTURED3 == CAPTURED2)) || { REPLAY_MONEY=FAIL; FAILURES+=("money check (replay): captured moved by $((CAPTURED3 - CAPTURED2)) during replays"); }
+((EXECUTED3 == EXECUTED2)) || { REPLAY_MONEY=FAIL; FAILURES+=("money check (replay): the seller executed $((EXECUTED3 - EXECUTED2)) requests during replays"); }
+((R_REPLAYED == R_TOTAL)) || FAILURES+=("replay: only $R_REPLAYED of $R_TOTAL responses said Idempotent-Replayed: true")
+R_COMMITS=$(( $(metric agentpay_store_commits_total <<<"$M3") - $(metric agentpay_store_commits_total <<<"$M2") ))
+
+# --- 4d. nginx baseline (after) ------------------------------------------------------------------
+run_wrk nginx2 "$NGINX" unique "nginx2-$RUN_ID" $(nginx_pids)
+
+# --- 5. report -----------------------------------------------------------------------------------
+rate() {  # 2xx responses per second of a scenario
+  awk -v n="$(result_field ok2xx "$TMP/wrk-$1.out")" -v us="$(result_field duration_us "$TMP/wrk-$1.out")" \
+    'BEGIN { printf "%.1f", n * 1e6 / us }'
+}
+NGINX_RATE=$(awk -v a="$(rate nginx1)" -v b="$(rate nginx2)" 'BEGIN { printf "%.1f", (a + b) / 2 }')
+ratio() { awk -v a="$1" -v b="$NGINX_RATE" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+
+echo
+echo "AgentPay wallet vs nginx proxy_pass: wrk -t$THREADS -c$CONNECTIONS -d$DURATION, POST $REQ_PATH ${#REQ_BODY}-byte JSON, price $PRICE, $(nproc) CPUs shared by wrk, server and seller"
+echo "gateway $AGENTPAY_BIN ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet -- src 2>/dev/null || echo ', src has uncommitted changes')), SQLite WAL synchronous=FULL on $FS_TYPE"
+echo
+printf '%-22s %12s %9s %8s %8s %8s %8s  %s\n' scenario 'requests/s' 'vs nginx' non-2xx sock-err 'p50 ms' 'p99 ms' 'CPU s: wrk/server/seller'
+row() {  # row LABEL NAME
+  local f=$TMP/wrk-$2.out r errs
+  r=$(rate "$2")
+  errs=$(( $(result_field sock_connect "$f") + $(result_field sock_read "$f") + $(result_field sock_write "$f") + $(result_field sock_timeout "$f") ))
+  printf '%-22s %12s %9s %8s %8s %8s %8s  %s\n' "$1" "$r" "$(ratio "$r")x" "$(result_field non2xx "$f")" "$errs" \
+    "$(awk -v u="$(result_field lat_p50_us "$f")" 'BEGIN { printf "%.2f", u / 1000 }')" \
+    "$(awk -v u="$(result_field lat_p99_us "$f")" 'BEGIN { printf "%.2f", u / 1000 }')" \
+    "$(tr ' ' '/' <"$TMP/cpu-$2")"
+  if (( $(result_field non2xx "$f") > 0 || errs > 0 )); then
+    FAILURES+=("$1: $(result_field non2xx "$f") non-2xx responses (by status: $(result_field statuses "$f")), $errs socket errors")
+  fi
+}
+row 'nginx -> seller (1st)' nginx1
+row 'nginx -> seller (2nd)' nginx2
+printf '%-22s %12s %9s\n' 'nginx baseline (mean)' "$NGINX_RATE" '1.00x'
+row 'gateway paid' paid
+row 'gateway replay' replay
+echo
+echo "money check (paid):   $PAID_MONEY: captured +$CAPTURED_DELTA = $GW_2XX 2xx paid responses x price $PRICE; seller executed $EXECUTED_DELTA; held $HELD1 after the run (wrk read $P_2XX of those 2xx; $IN_FLIGHT were in flight when wrk stopped)"
+echo "money check (replay): $REPLAY_MONEY: captured +$((CAPTURED3 - CAPTURED2)), seller executed +$((EXECUTED3 - EXECUTED2)) over $R_TOTAL replays ($R_REPLAYED marked Idempotent-Replayed: true) of $REPLAY_KEYS keys"
+MID_QUEUE='?'
+[[ -s $TMP/metrics-mid-paid ]] && MID_QUEUE=$(metric agentpay_store_write_queue <"$TMP/metrics-mid-paid")
+echo "group commit (paid):  $DECISIONS decisions in $COMMITS commits ($(awk -v d="$DECISIONS" -v c="$COMMITS" 'BEGIN { printf "%.2f", (c > 0 ? d / c : 0) }') decisions/commit), $ROLLBACKS rolled back; write queue mid-run $MID_QUEUE; replay run: $R_COMMITS commits"
+echo
+PAID_RATIO=$(ratio "$(rate paid)")
+echo "paid/nginx = $PAID_RATIO (floor $FLOOR)"
+echo "replay/nginx = $(ratio "$(rate replay)")"
+awk -v r="$PAID_RATIO" -v f="$FLOOR" 'BEGIN { exit !(r + 0 < f + 0) }' &&
+  FAILURES+=("paid/nginx $PAID_RATIO is below the floor $FLOOR")
+
+if ((${#FAILURES[@]})); then
+  echo
+  for f in "${FAILURES[@]}"; do echo "FAIL: $f"; done
+  exit 1
+fi
+echo "PASS"

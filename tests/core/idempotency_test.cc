@@ -1,0 +1,79 @@
+// Arrival decisions for a key: new, replay, mismatch, attach, resume, forget after retention.
+#include <string_view>
+using namespace std::string_view_literals;
+#include "core/idempotency.h"
+
+#include <gtest/gtest.h>
+
+namespace agentpay {
+namespace {
+
+struct Fixture {
+  Operation op = NewWalletOperation({"op_1", "account:a", "k", "fp", "/", 10, 60000, 15000}, 1000);
+  KeyRecord record{"account:a", "k", "op_1", "fp", 1000, std::nullopt};
+};
+
+TEST(Idempotency, KeyValidation) {
+  EXPECT_TRUE(ValidIdempotencyKey("a"));
+  EXPECT_TRUE(ValidIdempotencyKey("task-7/step:3_!~"));
+  EXPECT_TRUE(ValidIdempotencyKey(std::string(255, 'x')));
+  EXPECT_FALSE(ValidIdempotencyKey(""));
+  EXPECT_FALSE(ValidIdempotencyKey(std::string(256, 'x')));
+  EXPECT_FALSE(ValidIdempotencyKey("has space"));
+  EXPECT_FALSE(ValidIdempotencyKey("tab\t"));
+  EXPECT_FALSE(ValidIdempotencyKey("nul\0x"sv));
+  EXPECT_FALSE(ValidIdempotencyKey("caf\xc3\xa9"));
+  EXPECT_FALSE(ValidIdempotencyKey("del\x7f"));
+}
+
+TEST(Idempotency, NoRecordIsNew) {
+  Arrival arrival = DecideArrival(nullptr, nullptr, "fp", 5);
+  EXPECT_EQ(arrival.outcome, ArrivalOutcome::kNew);
+  EXPECT_FALSE(arrival.forget_existing);
+}
+
+TEST(Idempotency, InFlightWithLiveLeaseAttaches) {
+  Fixture f;
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 2000).outcome, ArrivalOutcome::kAttach);
+  // At the lease's expiry the attempt is presumed dead and the next request resumes.
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 16000).outcome, ArrivalOutcome::kResume);
+}
+
+TEST(Idempotency, DifferentRequestIsAMismatchWhateverTheState) {
+  Fixture f;
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "other", 2000).outcome, ArrivalOutcome::kMismatch);
+  f.op.fulfillment = Fulfillment::kSucceeded;
+  f.op.response = StoredResponse{200, "", ""};
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "other", 2000).outcome, ArrivalOutcome::kMismatch);
+}
+
+TEST(Idempotency, FinalReplaysUntilRetentionThenForgets) {
+  Fixture f;
+  f.op.fulfillment = Fulfillment::kRejected;
+  f.op.response = StoredResponse{400, "", ""};
+  f.record.expires_ms = KeyExpiry(3000, 500);
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 3499).outcome, ArrivalOutcome::kReplay);
+  Arrival late = DecideArrival(&f.record, &f.op, "fp", 3500);
+  EXPECT_EQ(late.outcome, ArrivalOutcome::kNew);
+  EXPECT_TRUE(late.forget_existing);
+  // Forgotten means forgotten: a different request with the old key is new too, not a mismatch.
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "other", 3500).outcome, ArrivalOutcome::kNew);
+}
+
+TEST(Idempotency, KeptOperationResumes) {
+  Fixture f;
+  f.op.fulfillment = Fulfillment::kPendingRetry;
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 2000).outcome, ArrivalOutcome::kResume);
+}
+
+TEST(Idempotency, FingerprintMaterialSeparatesFields) {
+  // Moving bytes between fields must change the material.
+  EXPECT_NE(FingerprintMaterial("POST", "/a", "b=1", "", "x"),
+            FingerprintMaterial("POST", "/a?b=1", "", "", "x"));
+  EXPECT_NE(FingerprintMaterial("POST", "/a", "", "text/plain", ""),
+            FingerprintMaterial("POST", "/a", "", "", "text/plain"));
+  EXPECT_EQ(FingerprintMaterial("GET", "/", "", "", ""), FingerprintMaterial("GET", "/", "", "", ""));
+}
+
+}  // namespace
+}  // namespace agentpay

@@ -1,0 +1,470 @@
+// The gateway pipeline without sockets: Gateway::Handle on a real SQLite store with an injected
+// clock, randomness and a scripted upstream. Every test ends with a ledger audit.
+#include "gateway/gateway.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "gateway/hashing.h"
+
+namespace agentpay {
+namespace {
+
+class ManualClock final : public Clock {
+ public:
+  int64_t NowMs() override { return now_.load(); }
+  void Advance(int64_t ms) { now_ += ms; }
+
+ private:
+  std::atomic<int64_t> now_{1'700'000'000'000};
+};
+
+class CountingRandom final : public Random {
+ public:
+  void Fill(unsigned char* out, size_t size) override {
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < size; ++i) out[i] = static_cast<unsigned char>(counter_ >> (8 * (i % 8)));
+    ++counter_;
+  }
+
+ private:
+  std::mutex mutex_;
+  uint64_t counter_ = 1;
+};
+
+// Answers from a script; an entry may block until Release() so tests can overlap requests.
+class ScriptedUpstream final : public Upstream {
+ public:
+  UpstreamOutcome Call(const RouteConfig&, const HttpRequest&,
+                       const std::string& operation_id) override {
+    std::unique_lock lock(mutex_);
+    ++calls_;
+    last_operation_ = operation_id;
+    if (block_) {
+      ++blocked_;
+      blocked_cv_.notify_all();
+      release_cv_.wait(lock, [&] { return !block_; });
+    }
+    UpstreamOutcome outcome;
+    if (script_.empty()) {
+      outcome.kind = UpstreamKind::kResponded;
+      outcome.status = 200;
+      outcome.content_type = "application/json";
+      outcome.body = R"({"ok":true})";
+    } else {
+      outcome = script_.front();
+      script_.pop_front();
+    }
+    return outcome;
+  }
+  void Push(UpstreamKind kind, int status = 0) {
+    std::lock_guard lock(mutex_);
+    UpstreamOutcome outcome;
+    outcome.kind = kind;
+    outcome.status = status;
+    outcome.body = "status " + std::to_string(status);
+    script_.push_back(outcome);
+  }
+  void Block() {
+    std::lock_guard lock(mutex_);
+    block_ = true;
+  }
+  void WaitBlocked(int count) {
+    std::unique_lock lock(mutex_);
+    blocked_cv_.wait(lock, [&] { return blocked_ >= count; });
+  }
+  void Release() {
+    {
+      std::lock_guard lock(mutex_);
+      block_ = false;
+    }
+    release_cv_.notify_all();
+  }
+  int calls() {
+    std::lock_guard lock(mutex_);
+    return calls_;
+  }
+  std::string last_operation() {
+    std::lock_guard lock(mutex_);
+    return last_operation_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable release_cv_, blocked_cv_;
+  std::deque<UpstreamOutcome> script_;
+  bool block_ = false;
+  int blocked_ = 0;
+  int calls_ = 0;
+  std::string last_operation_;
+};
+
+constexpr int64_t kPrice = 250;
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("agentpay-gw-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    auto store = OpenStore("sqlite:" + (dir_ / "gw.db").string());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    MakeGateway(GatewayConfig{});
+  }
+
+  void MakeGateway(GatewayConfig config) {
+    RouteConfig route;
+    route.prefix = "/";
+    route.upstream_url = "http://127.0.0.1:9";
+    route.upstream = *ParseHttpUrl(route.upstream_url);
+    route.price = kPrice;
+    route.timeout_ms = 1000;
+    config.routes = {route};
+    config.admin_token = "admin-secret";
+    config.attach_wait_ms = attach_wait_ms_;
+    gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, upstream_);
+  }
+
+  void TearDown() override {
+    if (store_) ExpectConserved();
+    gateway_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  HttpResponse Admin(const std::string& method, const std::string& target, const std::string& body) {
+    HttpRequest request;
+    request.method = method;
+    request.target = target;
+    request.headers = {{"Authorization", "Bearer admin-secret"}};
+    request.body = body;
+    return gateway_->Handle(request);
+  }
+
+  // Creates an account funded with `amount`; returns {id, api key}.
+  std::pair<std::string, std::string> Account(int64_t amount) {
+    auto created = nlohmann::json::parse(Admin("POST", "/admin/v1/accounts", R"({"name":"t"})").body);
+    std::string id = created["account_id"];
+    HttpResponse deposit =
+        Admin("POST", "/admin/v1/accounts/" + id + "/deposits",
+              nlohmann::json({{"amount", std::to_string(amount)}, {"reference", "seed"}}).dump());
+    EXPECT_EQ(deposit.status, 201) << deposit.body;
+    return {id, created["api_key"]};
+  }
+
+  HttpResponse Pay(const std::string& api_key, const std::string& key, const std::string& body) {
+    HttpRequest request;
+    request.method = "POST";
+    request.target = "/work";
+    request.headers = {{"Authorization", "Bearer " + api_key}, {"Content-Type", "application/json"}};
+    if (!key.empty()) request.headers.push_back({"Idempotency-Key", key});
+    request.body = body;
+    return gateway_->Handle(request);
+  }
+
+  Balances BalancesOf(const std::string& account_id) {
+    Balances balances;
+    EXPECT_TRUE(store_->Read([&](Transaction& tx) {
+      auto account = tx.FindAccount(account_id);
+      if (!account.ok()) return account.status();
+      balances = (*account)->balances;
+      return Status::Ok();
+    }).ok());
+    return balances;
+  }
+
+  Operation OperationOf(const HttpResponse& response) {
+    std::string id(response.Header("AgentPay-Operation-Id").value_or(""));
+    Operation op;
+    EXPECT_TRUE(store_->Read([&](Transaction& tx) {
+      auto found = tx.FindOperation(id);
+      if (!found.ok()) return found.status();
+      if (!found->has_value()) return Status::Error("missing", id);
+      op = **found;
+      return Status::Ok();
+    }).ok()) << id;
+    return op;
+  }
+
+  void ExpectConserved() {
+    LedgerAudit audit;
+    ASSERT_TRUE(store_->Read([&](Transaction& tx) {
+      auto result = tx.Audit();
+      if (!result.ok()) return result.status();
+      audit = *result;
+      return Status::Ok();
+    }).ok());
+    EXPECT_EQ(audit.postings_sum, 0);
+    int64_t balances = 0;
+    for (const auto& account : audit.accounts) {
+      EXPECT_TRUE(account.stored.Valid()) << account.account_id;
+      EXPECT_EQ(account.stored, account.from_ledger) << account.account_id;
+      balances += account.stored.balance();
+    }
+    EXPECT_EQ(balances + audit.revenue_total, -audit.external_total);
+  }
+
+  std::filesystem::path dir_;
+  ManualClock clock_;
+  CountingRandom random_;
+  ScriptedUpstream upstream_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Gateway> gateway_;
+  int64_t attach_wait_ms_ = 5000;
+};
+
+TEST_F(GatewayTest, CaptureThenReplay) {
+  auto [id, key] = Account(1000);
+  HttpResponse first = Pay(key, "k1", "{}");
+  EXPECT_EQ(first.status, 200);
+  EXPECT_EQ(first.Header("Idempotent-Replayed"), "false");
+  HttpResponse again = Pay(key, "k1", "{}");
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(again.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+  EXPECT_EQ(upstream_.last_operation(), first.Header("AgentPay-Operation-Id"));
+}
+
+TEST(UpstreamRequest, ReplacesCredentialsAndKeyWithTheOperationsOwn) {
+  RouteConfig route;
+  route.upstream = *ParseHttpUrl("http://127.0.0.1:9/base");
+  HttpRequest request;
+  request.method = "PUT";
+  request.target = "/work?x=1";
+  request.body = "payload";
+  request.headers = {{"Authorization", "Bearer ak_secret"}, {"Idempotency-Key", "client-key"},
+                     {"PAYMENT-SIGNATURE", "sig"}, {"X-PAYMENT", "v1"}, {"Connection", "close"},
+                     {"Host", "gateway"}, {"Content-Length", "7"}, {"X-Custom", "kept"},
+                     {"Content-Type", "text/plain"}};
+  ClientRequest forward = BuildUpstreamRequest(route, request, "op_abc");
+  EXPECT_EQ(forward.method, "PUT");
+  EXPECT_EQ(forward.target, "/base/work?x=1");
+  EXPECT_EQ(forward.body, "payload");
+  std::vector<std::string> names;
+  std::string key;
+  for (const auto& header : forward.headers) {
+    names.push_back(header.name);
+    if (header.name == "Idempotency-Key") key = header.value;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"X-Custom", "Content-Type", "Idempotency-Key"}));
+  EXPECT_EQ(key, "agentpay-op_abc");
+}
+
+TEST_F(GatewayTest, MismatchChangesNothing) {
+  auto [id, key] = Account(1000);
+  ASSERT_EQ(Pay(key, "k1", "{\"a\":1}").status, 200);
+  HttpResponse other = Pay(key, "k1", "{\"a\":2}");
+  EXPECT_EQ(other.status, 422);
+  EXPECT_EQ(nlohmann::json::parse(other.body)["code"], "idempotency_key_mismatch");
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+  EXPECT_EQ(upstream_.calls(), 1);
+}
+
+TEST_F(GatewayTest, InsufficientFundsReservesNothing) {
+  auto [id, key] = Account(100);
+  HttpResponse poor = Pay(key, "k1", "{}");
+  EXPECT_EQ(poor.status, 402);
+  EXPECT_EQ(nlohmann::json::parse(poor.body)["code"], "insufficient_funds");
+  EXPECT_EQ(upstream_.calls(), 0);
+  // The key was not reserved: after a deposit the same key is a fresh, successful payment.
+  ASSERT_EQ(Admin("POST", "/admin/v1/accounts/" + id + "/deposits",
+                  R"({"amount":"500","reference":"top-up"})").status, 201);
+  EXPECT_EQ(Pay(key, "k1", "{}").status, 200);
+  EXPECT_EQ(BalancesOf(id), (Balances{600, kPrice, 0}));
+}
+
+TEST_F(GatewayTest, KeepThenResumeCapturesOnce) {
+  auto [id, key] = Account(1000);
+  upstream_.Push(UpstreamKind::kResponded, 503);
+  HttpResponse failed = Pay(key, "k1", "{}");
+  EXPECT_EQ(failed.status, 502);
+  EXPECT_EQ(nlohmann::json::parse(failed.body)["code"], "fulfillment_pending");
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, kPrice}));
+  upstream_.Push(UpstreamKind::kTimeout);
+  EXPECT_EQ(Pay(key, "k1", "{}").status, 504);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, kPrice}));
+  HttpResponse done = Pay(key, "k1", "{}");
+  EXPECT_EQ(done.status, 200);
+  EXPECT_EQ(done.Header("AgentPay-Operation-Id"), failed.Header("AgentPay-Operation-Id"));
+  EXPECT_EQ(OperationOf(done).attempts, 3);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+  EXPECT_EQ(upstream_.calls(), 3);
+}
+
+TEST_F(GatewayTest, RefusalReleasesAndIsReplayed) {
+  auto [id, key] = Account(1000);
+  upstream_.Push(UpstreamKind::kResponded, 400);
+  HttpResponse refused = Pay(key, "k1", "{}");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));
+  HttpResponse again = Pay(key, "k1", "{}");
+  EXPECT_EQ(again.status, 400);
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(upstream_.calls(), 1);
+}
+
+TEST_F(GatewayTest, DuplicateAttachesToTheAttemptInFlight) {
+  auto [id, key] = Account(1000);
+  upstream_.Block();
+  auto first = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
+  upstream_.WaitBlocked(1);
+  auto second = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  upstream_.Release();
+  HttpResponse a = first.get(), b = second.get();
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(b.status, 200);
+  EXPECT_EQ(a.Header("Idempotent-Replayed"), "false");
+  EXPECT_EQ(b.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+}
+
+TEST_F(GatewayTest, AttachWaitEndsIn202WithLocation) {
+  attach_wait_ms_ = 50;
+  MakeGateway(GatewayConfig{});
+  auto [id, key] = Account(1000);
+  upstream_.Block();
+  auto first = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
+  upstream_.WaitBlocked(1);
+  HttpResponse waiting = Pay(key, "k1", "{}");
+  EXPECT_EQ(waiting.status, 202);
+  EXPECT_EQ(nlohmann::json::parse(waiting.body)["code"], "operation_in_progress");
+  EXPECT_EQ(waiting.Header("Location"),
+            "/v1/operations/" + std::string(*waiting.Header("AgentPay-Operation-Id")));
+  EXPECT_TRUE(waiting.Header("Retry-After").has_value());
+  upstream_.Release();
+  EXPECT_EQ(first.get().status, 200);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+}
+
+// An expired lease only matters when another request takes over; alone, the slow attempt finishes.
+TEST_F(GatewayTest, ExpiredLeaseWithoutTakeoverStillCompletes) {
+  auto [id, key] = Account(1000);
+  upstream_.Block();
+  auto stalled = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
+  upstream_.WaitBlocked(1);
+  clock_.Advance(1000 + kLeaseMarginMs);  // the route timeout plus the margin
+  upstream_.Release();
+  HttpResponse stalled_answer = stalled.get();
+  EXPECT_EQ(stalled_answer.status, 200);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+  EXPECT_EQ(Pay(key, "k1", "{}").Header("Idempotent-Replayed"), "true");
+}
+
+TEST_F(GatewayTest, TakeoverAfterLeaseExpiryThenStaleFinishChangesNothing) {
+  auto [id, key] = Account(1000);
+  upstream_.Block();
+  auto stalled = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
+  upstream_.WaitBlocked(1);
+  clock_.Advance(1000 + kLeaseMarginMs + 1);
+  // The retry finds the lease expired, resumes (attempt 2) and blocks in the upstream too.
+  auto retry = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
+  upstream_.WaitBlocked(2);
+  upstream_.Release();
+  HttpResponse a = stalled.get(), b = retry.get();
+  // Exactly one of them captured; the other learned that the operation was taken over or replayed.
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+  EXPECT_TRUE(a.status == 202 || b.status == 202) << a.status << " " << b.status;
+  EXPECT_EQ(upstream_.calls(), 2);
+}
+
+TEST_F(GatewayTest, ForgottenKeyIsANewAction) {
+  GatewayConfig config;
+  config.retention_ms = 1000;
+  MakeGateway(config);
+  auto [id, key] = Account(1000);
+  HttpResponse first = Pay(key, "k1", "{}");
+  ASSERT_EQ(first.status, 200);
+  clock_.Advance(999);
+  EXPECT_EQ(Pay(key, "k1", "{}").Header("Idempotent-Replayed"), "true");
+  clock_.Advance(1);
+  HttpResponse late = Pay(key, "k1", "{}");
+  EXPECT_EQ(late.status, 200);
+  EXPECT_EQ(late.Header("Idempotent-Replayed"), "false");
+  EXPECT_NE(late.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 2 * kPrice, 0}));
+}
+
+TEST_F(GatewayTest, KeysAreScopedByAccount) {
+  auto [a_id, a_key] = Account(1000);
+  auto [b_id, b_key] = Account(1000);
+  EXPECT_EQ(Pay(a_key, "shared", "{\"who\":\"a\"}").status, 200);
+  EXPECT_EQ(Pay(b_key, "shared", "{\"who\":\"b\"}").status, 200);
+  EXPECT_EQ(BalancesOf(a_id), (Balances{1000, kPrice, 0}));
+  EXPECT_EQ(BalancesOf(b_id), (Balances{1000, kPrice, 0}));
+}
+
+TEST_F(GatewayTest, RecoveryKeepsTheHoldOfAnInterruptedCall) {
+  auto [id, key] = Account(1000);
+  upstream_.Block();
+  auto interrupted = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
+  upstream_.WaitBlocked(1);
+  // A second gateway on the same store plays the restarted process.
+  Gateway restarted(gateway_->config(), *store_, clock_, random_, upstream_);
+  auto recovered = restarted.RecoverInterrupted();
+  ASSERT_TRUE(recovered.ok());
+  EXPECT_EQ(*recovered, 1);
+  upstream_.Release();
+  // The old attempt lost its claim to the recovery: its answer is not applied.
+  EXPECT_EQ(interrupted.get().status, 202);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, kPrice}));
+  HttpResponse retry = Pay(key, "k1", "{}");
+  EXPECT_EQ(retry.status, 200);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+}
+
+TEST_F(GatewayTest, RequestValidation) {
+  auto [id, key] = Account(1000);
+  HttpRequest bare;
+  bare.method = "GET";
+  bare.target = "/work";
+  HttpResponse challenge = gateway_->Handle(bare);
+  EXPECT_EQ(challenge.status, 402);
+  EXPECT_TRUE(challenge.Header("PAYMENT-REQUIRED").has_value());
+  EXPECT_EQ(Pay("ak_wrong", "k", "{}").status, 401);
+  EXPECT_EQ(Pay(key, std::string(256, 'x'), "{}").status, 400);
+  EXPECT_EQ(Pay(key, "bad key", "{}").status, 400);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));
+  EXPECT_EQ(upstream_.calls(), 0);
+}
+
+TEST_F(GatewayTest, DepositsAreIdempotentByReference) {
+  auto [id, key] = Account(1000);
+  std::string path = "/admin/v1/accounts/" + id + "/deposits";
+  EXPECT_EQ(Admin("POST", path, R"({"amount":"5","reference":"r"})").status, 201);
+  HttpResponse replay = Admin("POST", path, R"({"amount":"5","reference":"r"})");
+  EXPECT_EQ(replay.status, 200);
+  EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(Admin("POST", path, R"({"amount":"6","reference":"r"})").status, 422);
+  for (const char* bad : {R"({"amount":5,"reference":"x"})", R"({"amount":"-5","reference":"x"})",
+                          R"({"amount":"0","reference":"x"})", R"({"amount":"5"})", "[]", "{",
+                          R"({"amount":"99999999999999999999","reference":"x"})"}) {
+    EXPECT_EQ(Admin("POST", path, bad).status, 400) << bad;
+  }
+  EXPECT_EQ(Admin("POST", path, R"({"amount":"9223372036854775807","reference":"big"})").status,
+            422);
+  EXPECT_EQ(Admin("POST", "/admin/v1/accounts/acct_none/deposits",
+                  R"({"amount":"5","reference":"r"})").status, 404);
+  EXPECT_EQ(BalancesOf(id), (Balances{1005, 0, 0}));
+  HttpRequest no_token;
+  no_token.method = "GET";
+  no_token.target = "/admin/v1/accounts/" + id;
+  EXPECT_EQ(gateway_->Handle(no_token).status, 401);
+}
+
+}  // namespace
+}  // namespace agentpay

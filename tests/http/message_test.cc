@@ -1,0 +1,82 @@
+// Plain HTTP values and address parsing.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "http/client.h"
+#include "http/message.h"
+#include "http/server.h"
+
+namespace agentpay {
+namespace {
+
+TEST(HttpMessage, HeadersAreCaseInsensitive) {
+  HttpRequest request;
+  request.headers = {{"idempotency-key", "a"}, {"Idempotency-Key", "b"}};
+  EXPECT_EQ(request.Header("IDEMPOTENCY-KEY"), "a");
+  EXPECT_FALSE(request.Header("Authorization").has_value());
+  HttpResponse response;
+  response.SetHeader("X-A", "1");
+  response.SetHeader("x-a", "2");
+  ASSERT_EQ(response.headers.size(), 1u);
+  EXPECT_EQ(response.Header("X-A"), "2");
+}
+
+TEST(HttpMessage, PathAndQuery) {
+  HttpRequest request;
+  request.target = "/a/b?x=1&y=2";
+  EXPECT_EQ(request.Path(), "/a/b");
+  EXPECT_EQ(request.Query(), "x=1&y=2");
+  request.target = "/plain";
+  EXPECT_EQ(request.Query(), "");
+}
+
+TEST(HttpMessage, ProblemJsonShape) {
+  HttpResponse response = ProblemResponse(422, "idempotency_key_mismatch", "differs", "op_9");
+  EXPECT_EQ(response.status, 422);
+  EXPECT_EQ(response.Header("Content-Type"), "application/problem+json");
+  auto body = nlohmann::json::parse(response.body);
+  EXPECT_EQ(body["code"], "idempotency_key_mismatch");
+  EXPECT_EQ(body["status"], 422);
+  EXPECT_EQ(body["title"], "Unprocessable Content");
+  EXPECT_EQ(body["detail"], "differs");
+  EXPECT_EQ(body["operation_id"], "op_9");
+  EXPECT_EQ(body["type"], "urn:agentpay:problem:idempotency_key_mismatch");
+}
+
+TEST(HttpMessage, ProblemJsonSurvivesInvalidUtf8) {
+  HttpResponse response = ProblemResponse(400, "bad_request", "bad \xff\xfe bytes");
+  EXPECT_NO_THROW(nlohmann::json::parse(response.body));
+}
+
+TEST(HttpUrl, Parses) {
+  auto endpoint = ParseHttpUrl("http://127.0.0.1:9000/base/");
+  ASSERT_TRUE(endpoint.ok());
+  EXPECT_EQ(endpoint->host, "127.0.0.1");
+  EXPECT_EQ(endpoint->port, 9000);
+  EXPECT_EQ(endpoint->base_path, "/base");
+  auto bare = ParseHttpUrl("http://example.test");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->port, 80);
+  EXPECT_EQ(bare->base_path, "");
+  for (const char* bad : {"https://x", "ftp://x", "http://", "http://x:0", "http://x:70000",
+                          "http://x:12a", "x:80"}) {
+    EXPECT_FALSE(ParseHttpUrl(bad).ok()) << bad;
+  }
+}
+
+TEST(ListenAddress, Parses) {
+  auto address = ParseListenAddress("127.0.0.1:8402");
+  ASSERT_TRUE(address.ok());
+  EXPECT_EQ(address->first, "127.0.0.1");
+  EXPECT_EQ(address->second, 8402);
+  auto v6 = ParseListenAddress("[::1]:0");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->first, "::1");
+  for (const char* bad : {"8402", "host:", "h:99999", "h:-1"}) {
+    EXPECT_FALSE(ParseListenAddress(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace agentpay

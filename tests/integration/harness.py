@@ -1,0 +1,702 @@
+"""Black-box harness for the AgentPay wallet gateway integration tests.
+
+Starts real `agentpay seller` and `agentpay serve` processes on loopback, talks to them over HTTP with
+http.client (or raw sockets), and checks the money invariants of CONTRACT.md section 4 against both the
+HTTP API and the SQLite file (opened read-only).
+
+Stdlib only. Every wait has a timeout; every process started here is killed by its owner (tearDown /
+cleanup) and, as a last resort, by an atexit hook, so no orphans are left behind.
+"""
+
+import atexit
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_BINARY = os.path.join(REPO_ROOT, "build", "agentpay")
+
+PRICE = 1000
+ADMIN_TOKEN = "it-admin-token-0123456789abcdef"
+READY_TIMEOUT_S = 15.0
+HTTP_TIMEOUT_S = 20.0
+
+_binary = os.environ.get("AGENTPAY_BIN", DEFAULT_BINARY)
+
+
+def set_binary(path):
+    global _binary
+    _binary = os.path.abspath(path)
+
+
+def binary():
+    return _binary
+
+
+# ----------------------------------------------------------------------------------------------
+# processes
+
+_live_processes = set()
+_live_lock = threading.Lock()
+
+
+def _kill_all_live():
+    with _live_lock:
+        procs = list(_live_processes)
+    for proc in procs:
+        try:
+            proc.kill9()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+atexit.register(_kill_all_live)
+
+
+def _die_with_parent():
+    """In the child, before exec: ask Linux to SIGKILL it if the test runner dies (e.g. killed by a ctest
+    timeout), so a crashed run leaves no orphans. Best effort; a no-op elsewhere."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def free_port():
+    """A port that was free a moment ago (bind port 0, read it, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+class ProcessError(RuntimeError):
+    pass
+
+
+class ManagedProcess:
+    """One child process whose combined stdout/stderr is captured line by line (and to a log file)."""
+
+    def __init__(self, name, argv, log_path):
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.popen = None
+        self._lines = []
+        self._cond = threading.Condition()
+        self._reader = None
+
+    # -- lifecycle
+
+    def start(self, ready_text="listening on", port=None, timeout=READY_TIMEOUT_S):
+        self._lines = []
+        log = open(self.log_path, "ab")
+        log.write(("$ " + " ".join(self.argv) + "\n").encode())
+        log.flush()
+        self.popen = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent)
+        with _live_lock:
+            _live_processes.add(self)
+        self._reader = threading.Thread(target=self._read, args=(self.popen, log), daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not any(ready_text in line for line in self._lines):
+                if self.popen.poll() is not None and not self._reader.is_alive():
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 0.1))
+            ready = any(ready_text in line for line in self._lines)
+        if not ready:
+            output = self.output()
+            self.kill9()
+            raise ProcessError("%s did not print %r within %.0fs (exit code %s). Output:\n%s" % (
+                self.name, ready_text, timeout, self.popen.returncode, output))
+        if port is not None and not wait_port(port, timeout=5):
+            output = self.output()
+            self.kill9()
+            raise ProcessError("%s printed %r but port %d does not accept connections. Output:\n%s" % (
+                self.name, ready_text, port, output))
+        return self
+
+    def _read(self, popen, log):
+        try:
+            for raw in iter(popen.stdout.readline, b""):
+                log.write(raw)
+                log.flush()
+                with self._cond:
+                    self._lines.append(raw.decode("utf-8", "replace"))
+                    self._cond.notify_all()
+        finally:
+            log.close()
+            with self._cond:
+                self._cond.notify_all()
+
+    def alive(self):
+        return self.popen is not None and self.popen.poll() is None
+
+    def output(self):
+        with self._cond:
+            return "".join(self._lines)
+
+    def _reap(self, timeout):
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        try:
+            self.popen.stdout.close()
+        except Exception:  # noqa: BLE001
+            pass
+        with _live_lock:
+            _live_processes.discard(self)
+        return True
+
+    def kill9(self):
+        """SIGKILL by pid and reap."""
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
+            try:
+                os.kill(self.popen.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._reap(timeout=10)
+
+    def stop(self, grace_s=5.0):
+        """SIGTERM, then SIGKILL after grace_s."""
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
+            try:
+                os.kill(self.popen.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            if self._reap(timeout=grace_s):
+                return
+        self.kill9()
+
+
+class Seller(ManagedProcess):
+    def __init__(self, workdir, fault=None):
+        self.port = free_port()
+        argv = [binary(), "seller", "--listen", "127.0.0.1:%d" % self.port]
+        if fault:
+            argv += ["--fault", fault]
+        super().__init__("seller", argv, os.path.join(workdir, "seller.log"))
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def start(self, **kw):
+        return super().start(port=self.port, **kw)
+
+    def executed(self):
+        r = http_request(self.port, "GET", "/_seller/stats")
+        if r.status != 200:
+            raise AssertionError("seller stats answered %d: %r" % (r.status, r.body))
+        return int(r.json()["executed"])
+
+
+class Account:
+    def __init__(self, account_id, api_key, name):
+        self.id = account_id
+        self.api_key = api_key
+        self.name = name
+
+    def __repr__(self):
+        return "Account(%s)" % self.id
+
+
+class Gateway(ManagedProcess):
+    """`agentpay serve` with one paid route `/` forwarding to the seller, on a SQLite file in workdir."""
+
+    def __init__(self, workdir, upstream_url, price=PRICE, extra_args=()):
+        self.workdir = workdir
+        self.port = free_port()
+        self.db_path = os.path.join(workdir, "agentpay.db")
+        self.token_file = os.path.join(workdir, "admin-token")
+        with open(self.token_file, "w") as f:
+            f.write(ADMIN_TOKEN + "\n")
+        self.upstream_url = upstream_url
+        self.price = price
+        self.extra_args = list(extra_args)
+        self.accounts = {}  # account id -> Account (api keys the harness knows)
+        super().__init__("gateway", self._argv(), os.path.join(workdir, "gateway.log"))
+
+    def _argv(self):
+        return [binary(), "serve",
+                "--listen", "127.0.0.1:%d" % self.port,
+                "--db", "sqlite:" + self.db_path,
+                "--upstream", self.upstream_url,
+                "--price", str(self.price),
+                "--admin-token-file", self.token_file] + self.extra_args
+
+    def start(self, **kw):
+        return super().start(port=self.port, **kw)
+
+    def restart_after_crash(self, extra_args=None):
+        """Start again on the same DB file and port (the previous process must be dead)."""
+        assert not self.alive(), "restart_after_crash: the old gateway is still running"
+        if extra_args is not None:
+            self.extra_args = list(extra_args)
+        self.argv = self._argv()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                return self.start()
+            except ProcessError:
+                # The same port can be briefly unavailable right after a SIGKILL; retry a few times.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    # -- HTTP helpers
+
+    def request(self, method, path, body=None, headers=None, timeout=HTTP_TIMEOUT_S):
+        return http_request(self.port, method, path, body=body, headers=headers, timeout=timeout)
+
+    def admin(self, method, path, body=None, timeout=HTTP_TIMEOUT_S):
+        headers = {"Authorization": "Bearer " + ADMIN_TOKEN}
+        return self.request(method, path, body=body, headers=headers, timeout=timeout)
+
+    def healthz(self):
+        return self.request("GET", "/healthz", timeout=5)
+
+    def create_account(self, name, deposit=None, reference=None):
+        r = self.admin("POST", "/admin/v1/accounts", {"name": name})
+        if r.status != 201:
+            raise AssertionError("create account %r: expected 201, got %d %r" % (name, r.status, r.body))
+        data = r.json()
+        acct = Account(data["account_id"], data["api_key"], name)
+        self.accounts[acct.id] = acct
+        if deposit is not None:
+            r = self.deposit(acct, deposit, reference or ("initial-" + name))
+            if r.status != 201:
+                raise AssertionError("deposit for %r: expected 201, got %d %r" % (name, r.status, r.body))
+        return acct
+
+    def deposit(self, acct, amount, reference):
+        return self.admin("POST", "/admin/v1/accounts/%s/deposits" % acct.id,
+                          {"amount": str(amount), "reference": reference})
+
+    def account(self, acct):
+        """GET /v1/account with the account's API key, as a dict of ints (account_id kept as str)."""
+        r = self.request("GET", "/v1/account", headers={"Authorization": "Bearer " + acct.api_key})
+        if r.status != 200:
+            raise AssertionError("GET /v1/account for %s: expected 200, got %d %r" % (acct.id, r.status, r.body))
+        return money_fields(r.json())
+
+    def admin_account(self, account_id):
+        r = self.admin("GET", "/admin/v1/accounts/%s" % account_id)
+        if r.status != 200:
+            raise AssertionError("GET /admin/v1/accounts/%s: expected 200, got %d %r" % (
+                account_id, r.status, r.body))
+        return money_fields(r.json())
+
+    def pay(self, acct, key, body=b'{"task":"summarize","n":1}', fault=None, method="POST", path="/work",
+            content_type="application/json", headers=None, timeout=HTTP_TIMEOUT_S):
+        """A paid wallet request. key=None sends no Idempotency-Key header."""
+        h = {}
+        if acct is not None:
+            h["Authorization"] = "Bearer " + (acct if isinstance(acct, str) else acct.api_key)
+        if key is not None:
+            h["Idempotency-Key"] = key
+        if fault is not None:
+            h["X-Seller-Fault"] = fault
+        if content_type is not None and body is not None:
+            h["Content-Type"] = content_type
+        if headers:
+            h.update(headers)
+        return self.request(method, path, body=body, headers=h, timeout=timeout)
+
+    def operation(self, op_id):
+        r = self.request("GET", "/v1/operations/%s" % op_id)
+        if r.status != 200:
+            raise AssertionError("GET /v1/operations/%s: expected 200, got %d %r" % (op_id, r.status, r.body))
+        return r.json()
+
+    def trace(self, op_id):
+        r = self.request("GET", "/v1/operations/%s/trace" % op_id)
+        if r.status != 200:
+            raise AssertionError("GET trace of %s: expected 200, got %d %r" % (op_id, r.status, r.body))
+        return r.json()
+
+    def admin_operations(self, **query):
+        qs = "&".join("%s=%s" % (k, v) for k, v in query.items())
+        r = self.admin("GET", "/admin/v1/operations" + ("?" + qs if qs else ""))
+        if r.status != 200:
+            raise AssertionError("GET /admin/v1/operations: expected 200, got %d %r" % (r.status, r.body))
+        return r.json()["operations"]
+
+    def full_state(self):
+        """Everything a money-neutral request must leave unchanged: every account (admin view and, where
+        the key is known, the wallet view), and the ledger/operation row counts in the DB."""
+        state = {}
+        with open_db(self.db_path) as db:
+            ids = [row[0] for row in db.execute("SELECT id FROM accounts ORDER BY id")]
+            state["ledger_rows"] = db.execute("SELECT COUNT(*) FROM ledger_entries").fetchone()[0]
+            state["operations"] = db.execute("SELECT COUNT(*) FROM operations").fetchone()[0]
+            state["idempotency_keys"] = db.execute("SELECT COUNT(*) FROM idempotency_keys").fetchone()[0]
+        for account_id in ids:
+            state["admin:" + account_id] = self.admin_account(account_id)
+            if account_id in self.accounts:
+                state["wallet:" + account_id] = self.account(self.accounts[account_id])
+        return state
+
+
+_DECIMAL = re.compile(r"^(0|[1-9][0-9]*)$")
+MONEY_FIELDS = ("balance", "held", "available", "deposited", "captured")
+
+
+def money_fields(doc):
+    """The money fields of an account document, parsed strictly: decimal strings of non-negative ints."""
+    out = {"account_id": doc.get("account_id")}
+    for field in MONEY_FIELDS:
+        value = doc.get(field)
+        if not isinstance(value, str) or not _DECIMAL.match(value):
+            raise AssertionError("account field %r must be a decimal string of atomic units, got %r in %r" % (
+                field, value, doc))
+        out[field] = int(value)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# HTTP
+
+class Response:
+    def __init__(self, status, reason, headers, body):
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # list of (name, value)
+        self.body = body
+
+    def header(self, name):
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return None
+
+    def header_all(self, name):
+        name = name.lower()
+        return [v for k, v in self.headers if k.lower() == name]
+
+    def json(self):
+        try:
+            return json.loads(self.body)
+        except ValueError as e:
+            raise AssertionError("response body is not JSON (%s): %r" % (e, self.body[:500]))
+
+    @property
+    def replayed(self):
+        return self.header("Idempotent-Replayed")
+
+    @property
+    def operation_id(self):
+        return self.header("AgentPay-Operation-Id")
+
+    def __repr__(self):
+        return "<Response %d %s headers=%r body=%r>" % (self.status, self.reason, self.headers, self.body[:300])
+
+
+def http_request(port, method, path, body=None, headers=None, timeout=HTTP_TIMEOUT_S):
+    """One request on a fresh connection. body may be bytes, str or a JSON-able dict/list."""
+    headers = dict(headers or {})
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    elif isinstance(body, str):
+        body = body.encode()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        return Response(resp.status, resp.reason, resp.getheaders(), data)
+    finally:
+        conn.close()
+
+
+def raw_exchange(port, data, timeout=5.0, half_close=True):
+    """Send raw bytes, optionally half-close, and read until the server closes.
+
+    Returns (bytes received, closed_by_server). Raises AssertionError if the server neither answers nor
+    closes within timeout."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    received = b""
+    try:
+        try:
+            s.sendall(data)
+            if half_close:
+                s.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            # The server may answer (e.g. 431) and close before we finish sending.
+            pass
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                return received, True
+            except socket.timeout:
+                raise AssertionError("server neither answered nor closed within %.1fs after %r (got %r)" % (
+                    timeout, data[:80], received[:200]))
+            if not chunk:
+                return received, True
+            received += chunk
+    finally:
+        s.close()
+
+
+def parse_status(raw):
+    """Status code of the first response in raw bytes, or None."""
+    if not raw.startswith(b"HTTP/1."):
+        return None
+    try:
+        return int(raw.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+# ----------------------------------------------------------------------------------------------
+# invariants
+
+def open_db(path):
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=10)
+    return db
+
+
+LEDGER_SHAPES = {
+    # kind: (debit kind, credit kind); per-account names are "<kind>:<account id>"
+    "deposit": ("external", "wallet"),
+    "hold": ("wallet", "hold"),
+    "capture": ("hold", "revenue"),
+    "release": ("hold", "wallet"),
+}
+
+
+def _ledger_name(kind, account_id):
+    return kind + ":" + account_id if kind in ("wallet", "hold") else kind
+
+
+def collect_invariant_violations(gateway):
+    """Checks CONTRACT.md section 4 on the gateway's DB file and, if it is running, its HTTP API.
+    Returns a list of human-readable violations (empty = all good)."""
+    errors = []
+    with open_db(gateway.db_path) as db:
+        db.execute("BEGIN")  # one consistent snapshot
+        accounts = db.execute("SELECT id, deposited, captured, held FROM accounts ORDER BY id").fetchall()
+        ledger = db.execute(
+            "SELECT id, operation_id, kind, debit, credit, amount FROM ledger_entries ORDER BY id").fetchall()
+        deposits = dict(db.execute("SELECT account_id, SUM(amount) FROM deposits GROUP BY account_id"))
+        operations = db.execute(
+            "SELECT id, principal, amount, settlement, fulfillment FROM operations").fetchall()
+        db.execute("COMMIT")
+
+    # -- ledger postings: shape and balance
+    net = {}  # ledger account name -> credits - debits
+    total_debit = total_credit = 0
+    per_op = {}  # operation id -> {kind: [amounts]}
+    for row_id, op_id, kind, debit, credit, amount in ledger:
+        if not isinstance(amount, int) or amount <= 0:
+            errors.append("ledger row %d (%s): amount must be a positive integer, got %r" % (row_id, kind, amount))
+            continue
+        shape = LEDGER_SHAPES.get(kind)
+        if shape is None:
+            errors.append("ledger row %d: unknown kind %r (%s -> %s)" % (row_id, kind, debit, credit))
+        else:
+            account_id = None
+            for name in (debit, credit):
+                if ":" in name:
+                    account_id = name.split(":", 1)[1]
+            expected = (_ledger_name(shape[0], account_id or "?"), _ledger_name(shape[1], account_id or "?"))
+            if (debit, credit) != expected:
+                errors.append("ledger row %d: %s posting must be %s -> %s, got %s -> %s" % (
+                    row_id, kind, expected[0], expected[1], debit, credit))
+        if kind == "deposit" and op_id is not None:
+            errors.append("ledger row %d: deposit posting has operation_id %r" % (row_id, op_id))
+        if kind in ("hold", "capture", "release"):
+            if not op_id:
+                errors.append("ledger row %d: %s posting without operation_id" % (row_id, kind))
+            else:
+                per_op.setdefault(op_id, {}).setdefault(kind, []).append(amount)
+        net[debit] = net.get(debit, 0) - amount
+        net[credit] = net.get(credit, 0) + amount
+        total_debit += amount
+        total_credit += amount
+    if total_debit != total_credit or sum(net.values()) != 0:
+        errors.append("ledger: debits %d != credits %d (net sum %d)" % (total_debit, total_credit, sum(net.values())))
+
+    # -- per account: table vs ledger vs API
+    sum_balance = sum_deposited = 0
+    account_ids = set()
+    for account_id, deposited, captured, held in accounts:
+        account_ids.add(account_id)
+        balance = deposited - captured
+        sum_balance += balance
+        sum_deposited += deposited
+        where = "account %s (table: deposited=%d captured=%d held=%d)" % (account_id, deposited, captured, held)
+        if captured < 0 or captured > deposited:
+            errors.append("%s: need 0 <= captured <= deposited" % where)
+        if not (0 <= held <= balance):
+            errors.append("%s: need 0 <= held <= balance=%d" % (where, balance))
+        l_deposited = sum(a for (_, _, k, d, c, a) in ledger if k == "deposit" and c == "wallet:" + account_id)
+        l_captured = sum(a for (_, _, k, d, c, a) in ledger if k == "capture" and d == "hold:" + account_id)
+        l_held = net.get("hold:" + account_id, 0)
+        l_available = net.get("wallet:" + account_id, 0)
+        if l_deposited != deposited:
+            errors.append("%s: deposited != sum of deposit postings (%d)" % (where, l_deposited))
+        if l_captured != captured:
+            errors.append("%s: captured != sum of capture postings (%d)" % (where, l_captured))
+        if l_held != held:
+            errors.append("%s: held != net of 'hold:%s' postings (%d)" % (where, account_id, l_held))
+        if l_available != balance - held:
+            errors.append("%s: available (balance-held=%d) != net of 'wallet:%s' postings (%d)" % (
+                where, balance - held, account_id, l_available))
+        if deposits.get(account_id, 0) != deposited:
+            errors.append("%s: deposited != sum of the deposits table (%d)" % (where, deposits.get(account_id, 0)))
+        expected_api = {"account_id": account_id, "balance": balance, "held": held,
+                        "available": balance - held, "deposited": deposited, "captured": captured}
+        if gateway.alive():
+            views = [("admin GET /admin/v1/accounts/%s" % account_id, lambda: gateway.admin_account(account_id))]
+            if account_id in gateway.accounts:
+                acct = gateway.accounts[account_id]
+                views.append(("GET /v1/account", lambda: gateway.account(acct)))
+            for label, fetch in views:
+                try:
+                    got = fetch()
+                except (AssertionError, OSError, http.client.HTTPException) as e:
+                    errors.append("%s: %s failed: %s" % (where, label, e))
+                    continue
+                if got != expected_api:
+                    errors.append("%s: %s = %r, expected %r" % (where, label, got, expected_api))
+                if got["balance"] != got["deposited"] - got["captured"]:
+                    errors.append("%s: %s balance != deposited - captured: %r" % (where, label, got))
+                if got["available"] != got["balance"] - got["held"]:
+                    errors.append("%s: %s available != balance - held: %r" % (where, label, got))
+                if not (0 <= got["held"] <= got["balance"]):
+                    errors.append("%s: %s need 0 <= held <= balance: %r" % (where, label, got))
+    if not gateway.alive():
+        errors.append("gateway process is not running (exit code %s): API views not checked" % (
+            gateway.popen.returncode if gateway.popen else None))
+
+    for name in net:
+        if name.startswith(("wallet:", "hold:")) and name.split(":", 1)[1] not in account_ids:
+            errors.append("ledger account %r has postings but no accounts row" % name)
+
+    # -- conservation: balances + revenue == deposits
+    revenue = net.get("revenue", 0)
+    external = net.get("external", 0)
+    if sum_balance + revenue != sum_deposited:
+        errors.append("money not conserved: sum(balances)=%d + revenue=%d = %d != sum(deposits)=%d" % (
+            sum_balance, revenue, sum_balance + revenue, sum_deposited))
+    if -external != sum_deposited:
+        errors.append("net of 'external' (%d) != -sum(deposits) (%d)" % (external, sum_deposited))
+
+    # -- per operation: at most one charge, ledger consistent with settlement
+    ops = {op[0]: op for op in operations}
+    for op_id, postings in per_op.items():
+        if op_id not in ops:
+            errors.append("ledger has postings for unknown operation %s: %r" % (op_id, postings))
+    for op_id, principal, amount, settlement, fulfillment in operations:
+        p = per_op.get(op_id, {})
+        holds, captures, releases = sum(p.get("hold", [])), sum(p.get("capture", [])), sum(p.get("release", []))
+        outstanding = holds - captures - releases
+        where = "operation %s (%s, amount %d, settlement=%s, fulfillment=%s, postings=%r)" % (
+            op_id, principal, amount, settlement, fulfillment, p)
+        if len(p.get("capture", [])) > 1 or captures > amount:
+            errors.append("%s: charged more than once" % where)
+        if outstanding < 0:
+            errors.append("%s: more captured/released than held" % where)
+        if settlement == "held" and outstanding != amount:
+            errors.append("%s: settlement held but outstanding hold is %d" % (where, outstanding))
+        if settlement == "settled" and (captures != amount or outstanding != 0):
+            errors.append("%s: settled must be exactly one capture of the amount and no outstanding hold" % where)
+        if settlement in ("none", "released", "void", "failed") and (captures != 0 or outstanding != 0):
+            errors.append("%s: settlement %s must leave no capture and no outstanding hold" % (where, settlement))
+    return errors
+
+
+def assert_invariants(testcase, gateway):
+    errors = collect_invariant_violations(gateway)
+    if errors:
+        testcase.fail("money invariants violated (db %s):\n  - %s" % (gateway.db_path, "\n  - ".join(errors)))
+
+
+# ----------------------------------------------------------------------------------------------
+# base test case
+
+class GatewayTestCase(unittest.TestCase):
+    """Each test gets its own temp dir, seller and gateway; the invariants are checked after every test."""
+
+    seller_fault = None
+    gateway_args = ()
+
+    def setUp(self):
+        self.workdir = tempfile.mkdtemp(prefix="agentpay-it-")
+        if not os.environ.get("AGENTPAY_IT_KEEP"):
+            self.addCleanup(shutil.rmtree, self.workdir, ignore_errors=True)
+        self.seller = Seller(self.workdir, fault=self.seller_fault)
+        self.addCleanup(self.seller.kill9)
+        self.seller.start()
+        self.gw = Gateway(self.workdir, self.seller.url, extra_args=self.gateway_args)
+        self.addCleanup(self.gw.stop)
+        self.gw.start()
+
+    def tearDown(self):
+        try:
+            assert_invariants(self, self.gw)
+        except AssertionError as e:
+            raise AssertionError("%s\n--- gateway output (tail) ---\n%s" % (e, self.gw.output()[-3000:])) from None
+
+    # -- assertion helpers
+
+    def assertProblem(self, resp, status, code, msg=None):
+        ctx = "%s%r" % ((msg + ": ") if msg else "", resp)
+        self.assertEqual(resp.status, status, ctx)
+        ctype = resp.header("Content-Type") or ""
+        self.assertTrue(ctype.startswith("application/problem+json"),
+                        "problem responses must be application/problem+json, got %r: %s" % (ctype, ctx))
+        doc = resp.json()
+        self.assertEqual(doc.get("code"), code, ctx)
+        self.assertEqual(doc.get("status"), status, ctx)
+        for field in ("type", "title", "detail"):
+            self.assertIn(field, doc, ctx)
+        return doc
+
+    def assertAccount(self, acct, **expected):
+        got = self.gw.account(acct)
+        sub = {k: got[k] for k in expected}
+        self.assertEqual(sub, expected, "account %s state %r" % (acct.id, got))
+        return got
+
+    def assertExecuted(self, n, msg=None):
+        self.assertEqual(self.seller.executed(), n, msg or "seller executed count")

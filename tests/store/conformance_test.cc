@@ -1,0 +1,335 @@
+// The store conformance suite: every backend must pass these unchanged. Backends are listed in
+// Backends(); a PostgreSQL backend joins when AGENTPAY_TEST_POSTGRES_URL names a server.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "store/store.h"
+
+namespace agentpay {
+namespace {
+
+struct Backend {
+  std::string name;
+  // Returns a store URL for a fresh, empty database.
+  std::function<std::string(const std::string& test_name)> fresh_url;
+};
+
+void PrintTo(const Backend& backend, std::ostream* out) { *out << backend.name; }
+
+std::vector<Backend> Backends() {
+  std::vector<Backend> backends;
+  backends.push_back({"sqlite", [](const std::string& test_name) {
+                        auto dir = std::filesystem::temp_directory_path() /
+                                   ("agentpay-store-" + std::to_string(::getpid()));
+                        std::filesystem::create_directories(dir);
+                        auto path = dir / (test_name + ".db");
+                        for (const char* suffix : {"", "-wal", "-shm"}) {
+                          std::filesystem::remove(path.string() + suffix);
+                        }
+                        return "sqlite:" + path.string();
+                      }});
+  return backends;
+}
+
+class StoreConformance : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (char& c : name) {
+      if (c == '/') c = '_';
+    }
+    url_ = GetParam().fresh_url(name);
+    auto store = OpenStore(url_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+  }
+
+  void TearDown() override {
+    if (store_) ExpectConserved();
+  }
+
+  Status Write(const TransactionFn& fn) { return store_->Write(fn); }
+  Status Read(const TransactionFn& fn) { return store_->Read(fn); }
+
+  void AddAccount(const std::string& id, int64_t deposit) {
+    ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+      auto inserted = tx.InsertAccount({id, "n-" + id, "hash-" + id, {}, 1});
+      if (!inserted.ok()) return inserted.status();
+      if (!*inserted) return Status::Error("test", "exists");
+      if (deposit > 0) {
+        auto moved = tx.Move(id, MoveKind::kDeposit, deposit, "", 1);
+        if (!moved.ok()) return moved.status();
+        if (*moved != MoveOutcome::kOk) return Status::Error("test", "deposit refused");
+      }
+      return Status::Ok();
+    }).ok());
+  }
+
+  Balances BalancesOf(const std::string& id) {
+    Balances balances;
+    EXPECT_TRUE(Read([&](Transaction& tx) -> Status {
+      auto account = tx.FindAccount(id);
+      if (!account.ok()) return account.status();
+      if (!account->has_value()) return Status::Error("test", "no account");
+      balances = (*account)->balances;
+      return Status::Ok();
+    }).ok());
+    return balances;
+  }
+
+  LedgerAudit Audit() {
+    LedgerAudit audit;
+    EXPECT_TRUE(Read([&](Transaction& tx) -> Status {
+      auto result = tx.Audit();
+      if (!result.ok()) return result.status();
+      audit = *result;
+      return Status::Ok();
+    }).ok());
+    return audit;
+  }
+
+  void ExpectConserved() {
+    LedgerAudit audit = Audit();
+    EXPECT_EQ(audit.postings_sum, 0);
+    int64_t balances = 0;
+    for (const auto& account : audit.accounts) {
+      EXPECT_TRUE(account.stored.Valid()) << account.account_id;
+      EXPECT_EQ(account.stored, account.from_ledger) << account.account_id;
+      balances += account.stored.balance();
+    }
+    EXPECT_EQ(balances + audit.revenue_total, -audit.external_total);
+  }
+
+  static Operation SampleOperation(const std::string& id) {
+    Operation op = NewWalletOperation({id, "account:a", "key-" + id, "fp", "/r", 7, 1000, 500}, 10);
+    return op;
+  }
+
+  std::string url_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(StoreConformance, KeyReservationIsAtomic) {
+  KeyRecord record{"account:a", "k", "op_1", "fp", 5, std::nullopt};
+  std::atomic<int> winners{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      KeyRecord mine = record;
+      mine.operation_id = "op_" + std::to_string(i);
+      Status status = Write([&](Transaction& tx) -> Status {
+        auto inserted = tx.InsertKey(mine);
+        if (!inserted.ok()) return inserted.status();
+        if (*inserted) ++winners;
+        return Status::Ok();
+      });
+      EXPECT_TRUE(status.ok()) << status.ToString();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(winners.load(), 1);
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    auto found = tx.FindKey("account:a", "k");
+    if (!found.ok()) return found.status();
+    EXPECT_TRUE(found->has_value());
+    auto other_principal = tx.FindKey("account:b", "k");
+    if (!other_principal.ok()) return other_principal.status();
+    EXPECT_FALSE(other_principal->has_value());
+    return Status::Ok();
+  }).ok());
+}
+
+TEST_P(StoreConformance, KeyExpiryAndDeletion) {
+  KeyRecord record{"account:a", "k", "op_1", "fp", 5, std::nullopt};
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    if (auto s = tx.InsertKey(record); !s.ok()) return s.status();
+    return tx.SetKeyExpiry("account:a", "k", 99);
+  }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    auto found = tx.FindKey("account:a", "k");
+    EXPECT_EQ((*found)->expires_ms, 99);
+    EXPECT_EQ((*found)->operation_id, "op_1");
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.DeleteKey("account:a", "k"); }).ok());
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto inserted = tx.InsertKey(record);
+    EXPECT_TRUE(inserted.ok() && *inserted);
+    return Status::Ok();
+  }).ok());
+}
+
+TEST_P(StoreConformance, OperationsRoundTrip) {
+  Operation op = SampleOperation("op_rt");
+  op.response = StoredResponse{201, "application/json", std::string("bin\0ary\xff", 8)};
+  op.settlement = Settlement::kSettled;
+  op.fulfillment = Fulfillment::kSucceeded;
+  op.hold_expires_ms.reset();
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.InsertOperation(op); }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    auto found = tx.FindOperation("op_rt");
+    EXPECT_TRUE(found.ok() && found->has_value());
+    EXPECT_EQ(**found, op);
+    auto missing = tx.FindOperation("op_none");
+    EXPECT_FALSE(missing->has_value());
+    return Status::Ok();
+  }).ok());
+  op.fulfillment = Fulfillment::kPendingRetry;
+  op.response.reset();
+  op.attempts = 4;
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.UpdateOperation(op); }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    EXPECT_EQ(**tx.FindOperation("op_rt"), op);
+    return Status::Ok();
+  }).ok());
+  Operation ghost = SampleOperation("op_ghost");
+  EXPECT_FALSE(Write([&](Transaction& tx) { return tx.UpdateOperation(ghost); }).ok());
+  // Inserting the same id twice is a constraint error, not a silent overwrite.
+  EXPECT_FALSE(Write([&](Transaction& tx) { return tx.InsertOperation(op); }).ok());
+}
+
+TEST_P(StoreConformance, ListOperationsFilters) {
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    for (int i = 0; i < 5; ++i) {
+      Operation op = SampleOperation("op_" + std::to_string(i));
+      op.created_ms = 100 + i;
+      if (i % 2 == 0) op.fulfillment = Fulfillment::kPendingRetry;
+      if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    OperationFilter filter;
+    filter.fulfillment = Fulfillment::kPendingRetry;
+    auto pending = tx.ListOperations(filter);
+    EXPECT_EQ(pending->size(), 3u);
+    EXPECT_EQ((*pending)[0].id, "op_4");  // newest first
+    filter.limit = 1;
+    EXPECT_EQ(tx.ListOperations(filter)->size(), 1u);
+    OperationFilter settled;
+    settled.settlement = Settlement::kSettled;
+    EXPECT_TRUE(tx.ListOperations(settled)->empty());
+    EXPECT_EQ(tx.ListOperations(OperationFilter{})->size(), 5u);
+    return Status::Ok();
+  }).ok());
+}
+
+TEST_P(StoreConformance, EventsKeepTheirOrder) {
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    for (int i = 0; i < 3; ++i) {
+      if (Status s = tx.AppendEvent({"op_e", 50 - i, "gateway", "k" + std::to_string(i), "d"});
+          !s.ok()) {
+        return s;
+      }
+    }
+    return tx.AppendEvent({"op_other", 1, "gateway", "x", ""});
+  }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    auto events = tx.ListEvents("op_e");
+    EXPECT_EQ(events->size(), 3u);
+    EXPECT_EQ((*events)[0].kind, "k0");
+    EXPECT_EQ((*events)[2].kind, "k2");
+    return Status::Ok();
+  }).ok());
+}
+
+TEST_P(StoreConformance, AccountsAndDeposits) {
+  AddAccount("acct_a", 0);
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto duplicate = tx.InsertAccount({"acct_a", "x", "other-hash", {}, 1});
+    EXPECT_FALSE(*duplicate);
+    auto same_hash = tx.InsertAccount({"acct_b", "x", "hash-acct_a", {}, 1});
+    EXPECT_FALSE(*same_hash);
+    auto first = tx.InsertDeposit({"acct_a", "ref", 10, 2});
+    EXPECT_TRUE(*first);
+    auto again = tx.InsertDeposit({"acct_a", "ref", 11, 3});
+    EXPECT_FALSE(*again);
+    auto found = tx.FindDeposit("acct_a", "ref");
+    EXPECT_EQ((*found)->amount, 10);
+    auto by_hash = tx.FindAccountByKeyHash("hash-acct_a");
+    EXPECT_EQ((*by_hash)->id, "acct_a");
+    EXPECT_FALSE(tx.FindAccountByKeyHash("nope")->has_value());
+    EXPECT_EQ(tx.ListAccounts()->size(), 1u);
+    return Status::Ok();
+  }).ok());
+}
+
+TEST_P(StoreConformance, MovesPostDoubleEntryAndRefuseOverdraft) {
+  AddAccount("acct_m", 1000);
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    EXPECT_EQ(*tx.Move("acct_m", MoveKind::kHold, 600, "op_1", 2), MoveOutcome::kOk);
+    EXPECT_EQ(*tx.Move("acct_m", MoveKind::kHold, 401, "op_2", 2), MoveOutcome::kInsufficientFunds);
+    EXPECT_EQ(*tx.Move("acct_m", MoveKind::kCapture, 200, "op_1", 3), MoveOutcome::kOk);
+    EXPECT_EQ(*tx.Move("acct_m", MoveKind::kRelease, 400, "op_1", 3), MoveOutcome::kOk);
+    EXPECT_EQ(*tx.Move("acct_m", MoveKind::kRelease, 1, "op_1", 3), MoveOutcome::kNotHeld);
+    EXPECT_FALSE(tx.Move("acct_missing", MoveKind::kHold, 1, "", 3).ok());
+    return Status::Ok();
+  }).ok());
+  EXPECT_EQ(BalancesOf("acct_m"), (Balances{1000, 200, 0}));
+  LedgerAudit audit = Audit();
+  EXPECT_EQ(audit.external_total, -1000);
+  EXPECT_EQ(audit.revenue_total, 200);
+}
+
+TEST_P(StoreConformance, FailedDecisionRollsBackOnlyItself) {
+  AddAccount("acct_r", 100);
+  std::vector<std::thread> threads;
+  std::atomic<int> committed{0};
+  for (int i = 0; i < 40; ++i) {
+    threads.emplace_back([&, i] {
+      Status status = Write([&](Transaction& tx) -> Status {
+        auto moved = tx.Move("acct_r", MoveKind::kHold, 1, "op_" + std::to_string(i), 5);
+        if (!moved.ok()) return moved.status();
+        if (Status s = tx.AppendEvent({"op_" + std::to_string(i), 5, "t", "hold", ""}); !s.ok()) {
+          return s;
+        }
+        // Every odd decision changes its mind after writing: none of its writes may survive.
+        if (i % 2 == 1) return Rollback();
+        return Status::Ok();
+      });
+      if (status.ok()) ++committed;
+      if (i % 2 == 1) {
+        EXPECT_TRUE(IsRollback(status));
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(committed.load(), 20);
+  EXPECT_EQ(BalancesOf("acct_r"), (Balances{100, 0, 20}));
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    for (int i = 0; i < 40; ++i) {
+      auto events = tx.ListEvents("op_" + std::to_string(i));
+      EXPECT_EQ(events->size(), i % 2 == 0 ? 1u : 0u) << i;
+    }
+    return Status::Ok();
+  }).ok());
+}
+
+TEST_P(StoreConformance, DataSurvivesReopen) {
+  AddAccount("acct_d", 77);
+  store_.reset();
+  auto reopened = OpenStore(url_);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(*reopened);
+  EXPECT_EQ(BalancesOf("acct_d"), (Balances{77, 0, 0}));
+}
+
+TEST_P(StoreConformance, ReadsDoNotWrite) {
+  AddAccount("acct_ro", 5);
+  Status status = Read([&](Transaction& tx) -> Status {
+    auto moved = tx.Move("acct_ro", MoveKind::kHold, 1, "", 1);
+    return moved.ok() ? Status::Ok() : moved.status();
+  });
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(BalancesOf("acct_ro"), (Balances{5, 0, 0}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance, ::testing::ValuesIn(Backends()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace agentpay
