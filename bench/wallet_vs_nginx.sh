@@ -340,7 +340,9 @@ echo "money check (paid):   $PAID_MONEY: captured +$CAPTURED_DELTA = $GW_2XX 2xx
 echo "money check (replay): $REPLAY_MONEY: captured +$((CAPTURED3 - CAPTURED2)), seller executed +$((EXECUTED3 - EXECUTED2)) over $R_TOTAL replays ($R_REPLAYED marked Idempotent-Replayed: true) of $REPLAY_KEYS keys"
 MID_QUEUE='?'
 [[ -s $TMP/metrics-mid-paid ]] && MID_QUEUE=$(metric agentpay_store_write_queue <"$TMP/metrics-mid-paid")
-echo "group commit (paid):  $DECISIONS decisions in $COMMITS commits ($(awk -v d="$DECISIONS" -v c="$COMMITS" 'BEGIN { printf "%.2f", (c > 0 ? d / c : 0) }') decisions/commit), $ROLLBACKS rolled back; write queue mid-run $MID_QUEUE; replay run: $R_COMMITS commits"
+P_US=$(result_field duration_us "$TMP/wrk-paid.out")
+echo "group commit (paid):  $DECISIONS decisions in $COMMITS commits: $(awk -v d="$DECISIONS" -v c="$COMMITS" -v us="$P_US" \
+  'BEGIN { printf "%.1f decisions/commit, %.0f commits/s, %.2f ms/commit", (c > 0 ? d / c : 0), c * 1e6 / us, (c > 0 ? us / c / 1000 : 0) }'); $ROLLBACKS rolled back; write queue mid-run $MID_QUEUE; replay run: $R_COMMITS commits"
 echo
 PAID_RATIO=$(ratio "$(rate paid)")
 echo "paid/nginx = $PAID_RATIO (floor $FLOOR)"

@@ -144,6 +144,7 @@ ClientResponse SendHttp(const Endpoint& endpoint, const ClientRequest& request,
 
   http::response_parser<http::string_body> parser;
   parser.body_limit(options.max_response_bytes);
+  if (request.method == "HEAD") parser.skip(true);  // a HEAD answer has no body to read
 
   auto read_response = [&] {
     http::async_read(*connection.stream, connection.buffer, parser,

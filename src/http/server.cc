@@ -60,33 +60,58 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<uint32_t>(shared_->limits.max_header_bytes));
     parser_->body_limit(shared_->limits.max_body_bytes);
     stream_.expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
+    // The header first: a body over the limit is refused before it is read, and a client that
+    // sent "Expect: 100-continue" (curl does for bodies over 1 KiB) gets its go-ahead at once.
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->OnHeader(ec);
+                            });
+  }
+
+  // Answers a read error: limits and malformed requests get a problem, anything else closes.
+  bool ReadFailed(beast::error_code ec) {
+    if (!ec) return false;
+    if (ec == http::error::body_limit) {
+      Send(ProblemResponse(413, "limit_exceeded",
+                           "request body larger than " +
+                               std::to_string(shared_->limits.max_body_bytes) + " bytes"),
+           false);
+    } else if (ec == http::error::header_limit) {
+      Send(ProblemResponse(431, "limit_exceeded", "request headers too large"), false);
+    } else if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
+               ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      // Only a parse error gets an answer: the peer may still be listening.
+      Send(ProblemResponse(400, "bad_request", "malformed HTTP request: " + ec.message()), false);
+    } else {
+      Close();
+    }
+    return true;
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ReadFailed(ec)) return;
+    auto expect = parser_->get()[http::field::expect];
+    if (!parser_->is_done() && expect.size() == 12 &&
+        HeaderNameEquals(std::string_view(expect.data(), expect.size()), "100-continue")) {
+      auto go_ahead = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
+                                                                         11);
+      http::async_write(stream_, *go_ahead,
+                        [self = shared_from_this(), go_ahead](beast::error_code write_ec, size_t) {
+                          if (write_ec) return self->Close();
+                          self->ReadBody();
+                        });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
-    if (ec == http::error::body_limit) {
-      return Send(ProblemResponse(413, "limit_exceeded",
-                                  "request body larger than " +
-                                      std::to_string(shared_->limits.max_body_bytes) + " bytes"),
-                  false);
-    }
-    if (ec == http::error::header_limit) {
-      return Send(ProblemResponse(431, "limit_exceeded", "request headers too large"), false);
-    }
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == net::error::operation_aborted || ec == net::error::connection_reset ||
-        ec == net::error::eof) {
-      return Close();
-    }
-    if (ec) {
-      // Only a parse error gets an answer: the peer may still be listening.
-      if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
-        return Send(ProblemResponse(400, "bad_request", "malformed HTTP request: " + ec.message()),
-                    false);
-      }
-      return Close();
-    }
+    if (ReadFailed(ec)) return;
     auto message = parser_->release();
     bool keep_alive = message.keep_alive();
     auto request = std::make_shared<HttpRequest>();
