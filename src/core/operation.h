@@ -35,7 +35,7 @@ struct Operation {
   std::string id;
   std::string principal;        // "account:<id>" for the wallet, "payer:<address>" for x402
   std::string idempotency_key;
-  std::string fingerprint;      // hex SHA-256 of the request (see fingerprint.h)
+  std::string fingerprint;      // hex SHA-256 of the request (see FingerprintMaterial in idempotency.h)
   std::string route;            // the route prefix it was paid on
   int64_t amount = 0;
   Intent intent = Intent::kAccepted;

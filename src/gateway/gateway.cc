@@ -55,7 +55,11 @@ HttpResponse Gateway::Handle(const HttpRequest& request) {
     return GetAccount(request);
   }
   if (path.starts_with("/admin/")) return HandleAdmin(request);
-  if (path.starts_with("/v1/")) return ProblemResponse(404, "not_found", "no such endpoint");
+  if (path.starts_with("/v1/") || path.starts_with("/console/") || path == "/console" ||
+      path.starts_with("/inspector/") || path == "/inspector") {
+    // Reserved for the gateway's own pages and API, never forwarded to a paid route.
+    return ProblemResponse(404, "not_found", "no such endpoint");
+  }
   const RouteConfig* route = MatchRoute(path);
   if (route == nullptr) return ProblemResponse(404, "not_found", "no paid route serves this path");
   HttpResponse response = HandlePaid(request, *route);

@@ -35,10 +35,12 @@ HttpResponse PendingAnswer(const Operation& op, int status, std::string_view cod
   return WithOperation(std::move(response), op.id, replayed);
 }
 
-HttpResponse MismatchAnswer() {
-  return ProblemResponse(422, "idempotency_key_mismatch",
-                         "this Idempotency-Key was used for a different request (method, path, "
-                         "query, content type or body differ)");
+HttpResponse MismatchAnswer(const Operation& op) {
+  return WithOperation(ProblemResponse(422, "idempotency_key_mismatch",
+                                       "this Idempotency-Key was used for a different request "
+                                       "(method, path, query, content type or body differ)",
+                                       op.id),
+                       op.id, false);
 }
 
 }  // namespace
@@ -76,7 +78,7 @@ HttpResponse Gateway::PayWithWallet(const PaidRequest& paid) {
     }
     if (arrival.outcome == ArrivalOutcome::kMismatch) {
       metrics_.CountArrival(arrival.outcome);
-      return MismatchAnswer();
+      return MismatchAnswer(*existing);
     }
   }
 
@@ -84,7 +86,7 @@ HttpResponse Gateway::PayWithWallet(const PaidRequest& paid) {
   if (!begin.ok()) return StoreProblem(begin.status());
   switch (begin->kind) {
     case BeginKind::kReplay: return StoredAnswer(begin->op, true);
-    case BeginKind::kMismatch: return MismatchAnswer();
+    case BeginKind::kMismatch: return MismatchAnswer(begin->op);
     case BeginKind::kAttach: return AwaitInFlight(begin->op);
     case BeginKind::kInsufficientFunds:
       return ProblemResponse(402, "insufficient_funds",
@@ -218,7 +220,17 @@ HttpResponse Gateway::CallAndFinish(const PaidRequest& paid, const Operation& op
                                std::to_string(op.amount)});
   });
   NotifyCompletion();
-  if (!status.ok()) return StoreProblem(status);
+  if (!status.ok()) {
+    HttpResponse response = ProblemResponse(
+        503, "store_unavailable",
+        "the upstream was called but its outcome could not be recorded (" + status.message() +
+            "); the hold stays until a retry with the same Idempotency-Key completes it, "
+            "without a second charge",
+        op.id);
+    response.SetHeader("Retry-After", "1");
+    response.SetHeader("Location", "/v1/operations/" + op.id);
+    return WithOperation(std::move(response), op.id, false);
+  }
   if (!completion) {
     return PendingAnswer(op, 202, "operation_in_progress",
                          "a later attempt for this key took over; poll the operation", false);

@@ -59,7 +59,8 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(shared_->limits.max_header_bytes));
     parser_->body_limit(shared_->limits.max_body_bytes);
-    stream_.expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
+    // A keep-alive connection may sit idle this long; the body then gets read_timeout_ms.
+    stream_.expires_after(std::chrono::milliseconds(shared_->limits.idle_timeout_ms));
     // The header first: a body over the limit is refused before it is read, and a client that
     // sent "Expect: 100-continue" (curl does for bodies over 1 KiB) gets its go-ahead at once.
     http::async_read_header(stream_, buffer_, *parser_,
@@ -106,6 +107,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void ReadBody() {
+    stream_.expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }

@@ -20,8 +20,8 @@ struct ServerLimits {
   size_t max_connections = 4096;        // open connections; past it: 503 and close
   size_t max_header_bytes = 16 * 1024;  // past it: 431
   uint64_t max_body_bytes = 1024 * 1024;  // past it: 413
-  int64_t read_timeout_ms = 30000;      // to receive one whole request once it started
-  int64_t idle_timeout_ms = 60000;      // keep-alive connections without a request
+  int64_t read_timeout_ms = 30000;      // to receive a body once its header arrived; to write
+  int64_t idle_timeout_ms = 60000;      // to receive a whole header (idle keep-alive included)
   int64_t hang_timeout_ms = 600000;     // Disposition::kHang keeps a connection at most this long
 };
 

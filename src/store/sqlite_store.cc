@@ -314,7 +314,6 @@ class SqliteTransaction final : public Transaction {
       std::string account = sums.Text(0);
       std::string kind = sums.Text(1);
       int64_t net = sums.Int(2);
-      audit.postings_sum += net;
       if (account == "external") audit.external_total += net;
       if (account == "revenue") audit.revenue_total += net;
       auto colon = account.find(':');
@@ -325,6 +324,7 @@ class SqliteTransaction final : public Transaction {
       if (prefix == "wallet" && kind == "deposit") entry.from_ledger.deposited += net;
       if (prefix == "hold" && kind == "capture") entry.from_ledger.captured -= net;
       if (prefix == "hold") entry.from_ledger.held += net;
+      if (prefix == "wallet") entry.wallet_net += net;
     }
     if (!status.ok()) return status;
     for (auto& [id, entry] : by_account) audit.accounts.push_back(entry);

@@ -43,13 +43,13 @@ struct OperationFilter {
 struct AccountAudit {
   std::string account_id;
   Balances stored;
-  Balances from_ledger;
+  Balances from_ledger;  // deposited and captured from the postings' kinds, held = net of hold:<id>
+  int64_t wallet_net = 0;  // net of wallet:<id>: must equal stored.available()
 };
 struct LedgerAudit {
   std::vector<AccountAudit> accounts;
   int64_t external_total = 0;  // net of the "external" ledger account: minus all deposits
   int64_t revenue_total = 0;   // net of "revenue": all captures
-  int64_t postings_sum = 0;    // debits minus credits over every posting: 0 in a double-entry ledger
 };
 
 // Everything one decision may read or write. Implementations run inside one database transaction.
