@@ -57,7 +57,7 @@ cleanup() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
-  if [[ ${BENCH_KEEP_TMP:-0} == 1 ]]; then
+  if [[ ${BENCH_KEEP_TMP:-0} == 1 || -e $TMP/.keep ]]; then
     log "kept $TMP"
   else
     rm -rf "$TMP"
@@ -91,6 +91,45 @@ json_field() {
   python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }
 
+# get_field URL FIELD [CURL ARGS...]: GETs URL and prints FIELD of its JSON body; on any failure
+# says what failed (status, body, which processes are still alive) and stops.
+get_field() {
+  local url=$1 field=$2 body code
+  shift 2
+  body=$(curl -s -m 10 -w '\n%{http_code}' "$@" "$url") || true
+  code=${body##*$'\n'}
+  body=${body%$'\n'*}
+  if [[ $code == 2* ]] && json_field "$field" <<<"$body" 2>/dev/null; then return 0; fi
+  echo "wallet_vs_nginx: GET $url answered '${code:-nothing}': ${body:0:300}" >&2
+  check_alive
+  die "GET $url failed"
+}
+
+# check_alive: stops with the log tail of any started process that has exited.
+check_alive() {
+  local name pid dead=0 status
+  for name in seller nginx gateway; do
+    case $name in
+      seller) pid=${SELLER_PID:-} ;; nginx) pid=${NGINX_PID:-} ;; gateway) pid=${GATEWAY_PID:-} ;;
+    esac
+    [[ -z $pid ]] && continue
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid" 2>/dev/null && status=0 || status=$?
+      ((status == 127)) && status='unknown (not our child in this subshell)'
+      echo "wallet_vs_nginx: the $name (pid $pid) exited, status $status; its log ends with:" >&2
+      case $name in
+        seller) tail -n 20 "$TMP/seller.log" >&2 ;; nginx) tail -n 20 "$TMP/nginx/error.log" >&2 ;;
+        gateway) tail -n 20 "$TMP/gateway.log" >&2 ;;
+      esac
+      dead=1
+    fi
+  done
+  if ((dead)); then
+    touch "$TMP/.keep"
+    die "a process under test died (temp dir kept: $TMP)"
+  fi
+}
+
 # metric NAME_WITH_LABELS < metrics text (0 when absent)
 metric() {
   awk -v n="$1" '$1 == n { v = $2 } END { print (v == "" ? 0 : v) }'
@@ -116,7 +155,7 @@ result_field() {
 run_wrk() {
   local name=$1 url=$2 mode=$3 prefix=$4
   shift 4
-  local out=$TMP/wrk-$name.out before_srv before_seller t0 t1
+  local out=$TMP/wrk-$name.out before_srv before_seller
   before_srv=$(cpu_ticks "$@")
   before_seller=$(cpu_ticks "$SELLER_PID")
   log "wrk $name: -t$THREADS -c$CONNECTIONS -d$DURATION POST $url$REQ_PATH ($mode keys)"
@@ -127,6 +166,7 @@ run_wrk() {
       "$WRK_BIN" -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 10s -s "$LUA" "$url" \
       >"$out" 2>&1
   } 2>"$TMP/wrk-$name.time" || { cat "$out" >&2; die "wrk failed for $name"; }
+  check_alive
   grep -q '^BENCH_RESULT ' "$out" || { cat "$out" >&2; die "wrk printed no BENCH_RESULT for $name"; }
   [[ ${BENCH_VERBOSE:-0} == 1 ]] && sed 's/^/#   /' "$out" >&2
   local wrk_cpu srv_cpu seller_cpu
@@ -136,6 +176,13 @@ run_wrk() {
   echo "$wrk_cpu $srv_cpu $seller_cpu" >"$TMP/cpu-$name"
 }
 
+# Run a private copy: a rebuild of build/agentpay during the run must not change what is measured.
+cp "$AGENTPAY_BIN" "$TMP/agentpay"
+BIN_INFO="$AGENTPAY_BIN, built $(date -r "$AGENTPAY_BIN" '+%F %T')"
+AGENTPAY_BIN=$TMP/agentpay
+"$AGENTPAY_BIN" --help >/dev/null 2>&1 || die "$AGENTPAY_BIN does not run (copied mid-build?)"
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+
 # --- 1. the demo seller --------------------------------------------------------------------------
 "$AGENTPAY_BIN" seller --listen 127.0.0.1:0 >"$TMP/seller.log" 2>&1 &
 SELLER_PID=$!
@@ -143,7 +190,7 @@ PIDS+=("$SELLER_PID")
 SELLER_PORT=$(wait_listening "$TMP/seller.log" "$SELLER_PID" seller)
 SELLER=http://127.0.0.1:$SELLER_PORT
 log "seller   $SELLER (pid $SELLER_PID)"
-seller_executed() { curl -sf "$SELLER/_seller/stats" | json_field executed; }
+seller_executed() { get_field "$SELLER/_seller/stats" executed; }
 
 # --- 2. nginx proxy_pass to the seller -----------------------------------------------------------
 NGINX_DIR=$TMP/nginx
@@ -175,7 +222,8 @@ for attempt in 1 2 3; do
 done
 [[ -n $NGINX_PID ]] || die "nginx did not start"
 NGINX=http://127.0.0.1:$NGINX_PORT
-nginx_pids() { echo "$NGINX_PID" $(ps -o pid= --ppid "$NGINX_PID" 2>/dev/null); }
+# The master and its worker(s), one pid a line, for the CPU column.
+nginx_pids() { echo "$NGINX_PID"; ps -o pid= --ppid "$NGINX_PID" 2>/dev/null | tr -d " "; }
 log "nginx    $NGINX (master pid $NGINX_PID, $("$NGINX_BIN" -v 2>&1 | sed 's/.*version: //'))"
 
 # --- 3. the gateway ------------------------------------------------------------------------------
@@ -204,8 +252,8 @@ admin POST "/admin/v1/accounts/$ACCOUNT_ID/deposits" '{"amount":"1000000000000",
   >/dev/null || die "cannot fund the account"
 log "account  $ACCOUNT_ID funded with 1000000000000 atomic units, price $PRICE"
 
-account_field() { curl -sf -H "Authorization: Bearer $API_KEY" "$GATEWAY/v1/account" | json_field "$1"; }
-gateway_metrics() { curl -sf "$GATEWAY/metrics"; }
+account_field() { get_field "$GATEWAY/v1/account" "$1" -H "Authorization: Bearer $API_KEY"; }
+gateway_metrics() { curl -sf -m 10 "$GATEWAY/metrics" || { check_alive; die "GET $GATEWAY/metrics failed"; }; }
 
 # Waits until no hold is open and `captured` has stopped moving: requests wrk sent just before it
 # stopped are finished by the gateway after wrk has gone.
@@ -225,7 +273,8 @@ RUN_ID=$(python3 -c 'import secrets; print(secrets.token_hex(6))')
 FAILURES=()
 
 # --- 4a. nginx baseline (before) -----------------------------------------------------------------
-run_wrk nginx1 "$NGINX" unique "nginx-$RUN_ID" $(nginx_pids)
+mapfile -t NGINX_PIDS < <(nginx_pids)
+run_wrk nginx1 "$NGINX" unique "nginx-$RUN_ID" "${NGINX_PIDS[@]}"
 
 # --- 4b. paid requests, unique keys --------------------------------------------------------------
 quiesce
@@ -303,7 +352,7 @@ REPLAY_MONEY=ok
 R_COMMITS=$(( $(metric agentpay_store_commits_total <<<"$M3") - $(metric agentpay_store_commits_total <<<"$M2") ))
 
 # --- 4d. nginx baseline (after) ------------------------------------------------------------------
-run_wrk nginx2 "$NGINX" unique "nginx2-$RUN_ID" $(nginx_pids)
+run_wrk nginx2 "$NGINX" unique "nginx2-$RUN_ID" "${NGINX_PIDS[@]}"
 
 # --- 5. report -----------------------------------------------------------------------------------
 rate() {  # 2xx responses per second of a scenario
@@ -315,7 +364,8 @@ ratio() { awk -v a="$1" -v b="$NGINX_RATE" 'BEGIN { printf "%.2f", (b > 0 ? a / 
 
 echo
 echo "AgentPay wallet vs nginx proxy_pass: wrk -t$THREADS -c$CONNECTIONS -d$DURATION, POST $REQ_PATH ${#REQ_BODY}-byte JSON, price $PRICE, $(nproc) CPUs shared by wrk, server and seller"
-echo "gateway $AGENTPAY_BIN ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet -- src 2>/dev/null || echo ', src has uncommitted changes')), SQLite WAL synchronous=FULL on $FS_TYPE"
+echo "gateway $BIN_INFO (tree at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo ' + uncommitted src changes')), SQLite WAL synchronous=FULL on $FS_TYPE"
+echo "load average before/after: $LOAD_BEFORE / $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews every row)"
 echo
 printf '%-22s %12s %9s %8s %8s %8s %8s  %s\n' scenario 'requests/s' 'vs nginx' non-2xx sock-err 'p50 ms' 'p99 ms' 'CPU s: wrk/server/seller'
 row() {  # row LABEL NAME

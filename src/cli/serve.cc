@@ -15,6 +15,8 @@
 #include "gateway/hashing.h"
 #include "http/server.h"
 #include "store/store.h"
+#include "workers/hold_sweeper.h"
+#include "workers/periodic.h"
 
 namespace agentpay {
 namespace {
@@ -154,6 +156,21 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
                                   });
   if (!server.ok()) return Fail(server.status().message());
   gateway.AttachServer(server->get());
+  constexpr int kSweepBatch = 500;
+  PeriodicWorker sweeper(config->sweep_interval_ms, [&] {
+    auto report = SweepExpiredHolds(**store, clock, random, kSweepBatch);
+    gateway.metrics().CountSweep(report.ok() ? report->released : 0,
+                                 report.ok() ? report->alerts : 0, !report.ok());
+    if (!report.ok()) {
+      std::fprintf(stderr, "agentpay serve: hold sweeper: %s\n",
+                   report.status().ToString().c_str());
+    } else if (report->released > 0) {
+      std::fprintf(stderr,
+                   "agentpay serve: hold sweeper released %d expired hold(s) and raised %d "
+                   "alert(s)\n",
+                   report->released, report->alerts);
+    }
+  });
 
   const std::string base = "http://" + listen->first + ":" + std::to_string((*server)->port());
   std::printf("agentpay gateway listening on %s (store %s)\n", base.c_str(), options.db.c_str());

@@ -155,6 +155,38 @@ Completion CompleteWalletOperation(const Operation& op, const UpstreamOutcome& o
   return completion;
 }
 
+std::optional<HoldExpiry> ExpireHold(const Operation& op, int64_t now_ms) {
+  if (op.settlement != Settlement::kHeld || !op.hold_expires_ms || now_ms < *op.hold_expires_ms ||
+      IsFinal(op)) {
+    return std::nullopt;
+  }
+  // A live attempt will capture, release or keep on its own; its claim outlives the hold.
+  if (op.fulfillment == Fulfillment::kInProgress && op.lease_expires_ms > now_ms) {
+    return std::nullopt;
+  }
+  HoldExpiry expiry{op, ""};
+  Operation& next = expiry.next;
+  expiry.reason = op.fulfillment == Fulfillment::kInProgress
+                      ? "the hold expired while attempt " + std::to_string(op.attempts) +
+                            " was presumed dead (its claim lapsed mid-call)"
+                      : "the hold expired after " + std::to_string(op.attempts) +
+                            " upstream attempt(s) without a final answer (5xx, timeout, dropped "
+                            "connection or crash)";
+  expiry.reason += "; the upstream may have done the work";
+  next.settlement = Settlement::kReleased;
+  next.fulfillment = Fulfillment::kPendingRetry;
+  next.hold_expires_ms.reset();
+  next.lease_expires_ms = 0;
+  next.updated_ms = now_ms;
+  return expiry;
+}
+
+std::optional<std::string> WalletAccountOf(std::string_view principal) {
+  constexpr std::string_view kPrefix = "account:";
+  if (!principal.starts_with(kPrefix) || principal.size() == kPrefix.size()) return std::nullopt;
+  return std::string(principal.substr(kPrefix.size()));
+}
+
 Operation RecoverInterrupted(const Operation& op, int64_t now_ms) {
   AGENTPAY_CHECK(op.fulfillment == Fulfillment::kInProgress);
   Operation next = op;

@@ -105,6 +105,30 @@ Completion CompleteWalletOperation(const Operation& op, const UpstreamOutcome& o
 // the hold is kept and the operation waits for a retry (fulfillment pending_retry).
 Operation RecoverInterrupted(const Operation& op, int64_t now_ms);
 
+// Hold expiry (CONTRACT §4): once an unfinished operation's hold passes its expiry and no attempt
+// holds a live claim, the hold is released. The upstream may have done the work (a 5xx, a timeout,
+// a crash mid-call), so every such release raises an alert for the admin. A later retry with the
+// same key places a new hold (ResumeWalletOperation). Returns nullopt when nothing is to be done.
+struct HoldExpiry {
+  Operation next;
+  std::string reason;  // for the alert
+};
+std::optional<HoldExpiry> ExpireHold(const Operation& op, int64_t now_ms);
+
+// The wallet account id of a principal "account:<id>", or nullopt for other principals.
+std::optional<std::string> WalletAccountOf(std::string_view principal);
+
+struct Alert {
+  std::string id;
+  std::string operation_id;
+  std::string kind;  // "hold_expired_after_possible_work"
+  std::string detail;
+  int64_t created_ms = 0;
+  std::optional<int64_t> resolved_ms;
+  std::string resolution;
+  bool operator==(const Alert&) const = default;
+};
+
 struct TraceEvent {
   std::string operation_id;
   int64_t at_ms = 0;

@@ -69,6 +69,10 @@ HttpResponse Gateway::HandleAdmin(const HttpRequest& request) {
     if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
     return ListOperations(request);
   }
+  if (path == "/admin/v1/alerts") {
+    if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+    return ListAlerts(request);
+  }
   return ProblemResponse(404, "not_found", "no such admin endpoint");
 }
 
@@ -179,6 +183,31 @@ HttpResponse Gateway::AdminGetAccount(std::string_view account_id) {
   return JsonResponse(200, DumpJson(AccountJson(*account)));
 }
 
+// The `limit` query parameter: default 100, 1..kMaxListLimit.
+static std::optional<int> ListLimit(std::string_view query) {
+  auto value = QueryParam(query, "limit");
+  if (!value || value->empty()) return 100;
+  auto limit = ParseAmount(*value);
+  if (!limit || *limit < 1 || *limit > kMaxListLimit) return std::nullopt;
+  return static_cast<int>(*limit);
+}
+
+HttpResponse Gateway::ListAlerts(const HttpRequest& request) {
+  auto limit = ListLimit(request.Query());
+  if (!limit) return BadJson("limit must be an integer from 1 to 1000");
+  std::vector<Alert> alerts;
+  Status status = store_.Read([&](Transaction& tx) {
+    auto listed = tx.ListAlerts(*limit);
+    if (!listed.ok()) return listed.status();
+    alerts = std::move(*listed);
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& alert : alerts) list.push_back(AlertJson(alert));
+  return JsonResponse(200, DumpJson({{"alerts", list}}));
+}
+
 HttpResponse Gateway::ListOperations(const HttpRequest& request) {
   OperationFilter filter;
   std::string_view query = request.Query();
@@ -190,13 +219,9 @@ HttpResponse Gateway::ListOperations(const HttpRequest& request) {
     filter.fulfillment = ParseFulfillment(*value);
     if (!filter.fulfillment) return BadJson("unknown fulfillment state");
   }
-  if (auto value = QueryParam(query, "limit"); value && !value->empty()) {
-    auto limit = ParseAmount(*value);
-    if (!limit || *limit < 1 || *limit > kMaxListLimit) {
-      return BadJson("limit must be an integer from 1 to 1000");
-    }
-    filter.limit = static_cast<int>(*limit);
-  }
+  auto limit = ListLimit(query);
+  if (!limit) return BadJson("limit must be an integer from 1 to 1000");
+  filter.limit = *limit;
   std::vector<Operation> ops;
   Status status = store_.Read([&](Transaction& tx) {
     auto listed = tx.ListOperations(filter);

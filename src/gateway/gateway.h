@@ -32,6 +32,7 @@ class Gateway {
   void AttachServer(const HttpServer* server) { server_ = server; }
 
   const GatewayConfig& config() const { return config_; }
+  Metrics& metrics() { return metrics_; }
 
  private:
   struct PaidRequest;
@@ -52,6 +53,7 @@ class Gateway {
   HttpResponse Deposit(const HttpRequest& request, std::string_view account_id);
   HttpResponse AdminGetAccount(std::string_view account_id);
   HttpResponse ListOperations(const HttpRequest& request);
+  HttpResponse ListAlerts(const HttpRequest& request);
 
   Result<std::optional<AccountRecord>> Authenticate(const HttpRequest& request);
   const RouteConfig* MatchRoute(std::string_view path) const;

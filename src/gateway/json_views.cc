@@ -52,4 +52,18 @@ nlohmann::json AccountJson(const AccountRecord& account) {
   };
 }
 
+nlohmann::json AlertJson(const Alert& alert) {
+  nlohmann::json json = {{"id", alert.id},
+                         {"operation_id", alert.operation_id},
+                         {"kind", alert.kind},
+                         {"detail", alert.detail},
+                         {"created_ms", alert.created_ms},
+                         {"resolved", alert.resolved_ms.has_value()}};
+  if (alert.resolved_ms) {
+    json["resolved_ms"] = *alert.resolved_ms;
+    json["resolution"] = alert.resolution;
+  }
+  return json;
+}
+
 }  // namespace agentpay

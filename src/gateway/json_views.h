@@ -15,5 +15,6 @@ std::string DumpJson(const nlohmann::json& value);
 nlohmann::json OperationJson(const Operation& op);
 nlohmann::json TraceJson(const std::vector<TraceEvent>& events);
 nlohmann::json AccountJson(const AccountRecord& account);
+nlohmann::json AlertJson(const Alert& alert);
 
 }  // namespace agentpay

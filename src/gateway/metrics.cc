@@ -50,6 +50,12 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
           attach_timeouts_.load());
   Counter(out, "agentpay_recovered_operations_total",
           "In-flight operations moved to pending_retry at start", recovered_.load());
+  Counter(out, "agentpay_sweeper_runs_total", "Hold sweeper passes", sweeps_.load());
+  Counter(out, "agentpay_sweeper_failures_total", "Hold sweeper passes that failed",
+          sweep_failures_.load());
+  Counter(out, "agentpay_holds_expired_total", "Expired holds released by the sweeper",
+          holds_expired_.load());
+  Counter(out, "agentpay_alerts_raised_total", "Alerts raised for the admin", alerts_raised_.load());
   Counter(out, "agentpay_store_commits_total", "Database commits", store.commits);
   Counter(out, "agentpay_store_decisions_total", "Decisions committed (group commit shares commits)",
           store.decisions);

@@ -22,6 +22,12 @@ class Metrics {
   void CountUpstream(int64_t latency_ms, bool answered);
   void CountAttachTimeout() { ++attach_timeouts_; }
   void CountRecovered(uint64_t count) { recovered_ += count; }
+  void CountSweep(uint64_t released, uint64_t alerts, bool failed) {
+    ++sweeps_;
+    holds_expired_ += released;
+    alerts_raised_ += alerts;
+    if (failed) ++sweep_failures_;
+  }
 
   std::string Render(const StoreStats& store, const ServerStats* server) const;
 
@@ -34,6 +40,10 @@ class Metrics {
   std::atomic<uint64_t> upstream_latency_ms_sum_{0};
   std::atomic<uint64_t> attach_timeouts_{0};
   std::atomic<uint64_t> recovered_{0};
+  std::atomic<uint64_t> sweeps_{0};
+  std::atomic<uint64_t> holds_expired_{0};
+  std::atomic<uint64_t> alerts_raised_{0};
+  std::atomic<uint64_t> sweep_failures_{0};
 };
 
 }  // namespace agentpay

@@ -4,13 +4,36 @@
 #include <array>
 #include <chrono>
 
+#include "gateway/hashing.h"
 #include "http/client.h"
 
 namespace agentpay {
 
 std::string UpstreamIdempotencyKey(const std::string& operation_id) {
-  return "agentpay-" + operation_id;
+  // A one-way derivation: stable across the operation's retries, but it does not reveal the
+  // operation id, which is the capability to read the operation's status and payer.
+  return "agentpay-" + Sha256Hex("agentpay-upstream-key:" + operation_id).substr(0, 48);
 }
+
+namespace {
+// Headers a client nominated as hop-by-hop in its Connection header (RFC 9110 §7.6.1).
+bool NominatedByConnection(const HttpRequest& request, std::string_view name) {
+  for (const auto& header : request.headers) {
+    if (!HeaderNameEquals(header.name, "Connection")) continue;
+    std::string_view list = header.value;
+    while (!list.empty()) {
+      auto comma = list.find(',');
+      std::string_view token = list.substr(0, comma);
+      while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
+      while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+      if (HeaderNameEquals(token, name)) return true;
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+  }
+  return false;
+}
+}  // namespace
 
 bool ForwardedHeader(std::string_view name) {
   static constexpr std::array<std::string_view, 16> kDropped = {
@@ -29,7 +52,9 @@ ClientRequest BuildUpstreamRequest(const RouteConfig& route, const HttpRequest& 
   forward.method = request.method;
   forward.target = route.upstream.base_path + request.target;
   for (const auto& header : request.headers) {
-    if (ForwardedHeader(header.name)) forward.headers.push_back(header);
+    if (ForwardedHeader(header.name) && !NominatedByConnection(request, header.name)) {
+      forward.headers.push_back(header);
+    }
   }
   forward.headers.push_back({"Idempotency-Key", UpstreamIdempotencyKey(operation_id)});
   forward.body = request.body;

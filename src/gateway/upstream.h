@@ -27,7 +27,8 @@ class HttpUpstream final : public Upstream {
   uint64_t max_response_bytes_;
 };
 
-// The idempotency key the gateway sends upstream for an operation: stable across its retries.
+// The idempotency key the gateway sends upstream for an operation: stable across its retries,
+// and not the operation id itself.
 std::string UpstreamIdempotencyKey(const std::string& operation_id);
 
 // The request sent upstream: the client's method, target (under the upstream's base path), body and

@@ -71,6 +71,19 @@ CREATE TABLE operation_events (
 );
 CREATE INDEX operation_events_operation ON operation_events (operation_id, id);
 )sql"},
+      {2, "alerts; index of hold expiries for the sweeper", R"sql(
+CREATE TABLE alerts (
+  id TEXT PRIMARY KEY,
+  operation_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  resolved_ms BIGINT,
+  resolution TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX alerts_created ON alerts (created_ms);
+CREATE INDEX operations_hold_expiry ON operations (settlement, hold_expires_ms);
+)sql"},
   };
   return kMigrations;
 }

@@ -186,6 +186,46 @@ class SqliteTransaction final : public Transaction {
     return ops;
   }
 
+  Result<std::vector<Operation>> ListExpiredHolds(int64_t now_ms, int limit) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("SELECT ") + kOperationColumns +
+                         " FROM operations WHERE settlement = 'held' AND hold_expires_ms <= ?1 "
+                         "ORDER BY hold_expires_ms, id LIMIT ?2");
+    stmt.Bind(1, now_ms).Bind(2, static_cast<int64_t>(limit));
+    std::vector<Operation> ops;
+    Status status;
+    while (stmt.Step(&status)) {
+      auto op = ReadOperation(stmt);
+      if (!op.ok()) return op.status();
+      ops.push_back(std::move(*op));
+    }
+    if (!status.ok()) return status;
+    return ops;
+  }
+
+  Status InsertAlert(const Alert& alert) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "INSERT INTO alerts (id, operation_id, kind, detail, created_ms, resolved_ms, "
+                     "resolution) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    stmt.Bind(1, alert.id).Bind(2, alert.operation_id).Bind(3, alert.kind).Bind(4, alert.detail);
+    return stmt.Bind(5, alert.created_ms).Bind(6, alert.resolved_ms).Bind(7, alert.resolution).Run();
+  }
+
+  Result<std::vector<Alert>> ListAlerts(int limit) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "SELECT id, operation_id, kind, detail, created_ms, resolved_ms, resolution "
+                     "FROM alerts ORDER BY created_ms DESC, id LIMIT ?1");
+    stmt.Bind(1, static_cast<int64_t>(limit));
+    std::vector<Alert> alerts;
+    Status status;
+    while (stmt.Step(&status)) {
+      alerts.push_back({stmt.Text(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4),
+                        stmt.OptionalInt(5), stmt.Text(6)});
+    }
+    if (!status.ok()) return status;
+    return alerts;
+  }
+
   Status AppendEvent(const TraceEvent& event) override {
     AGENTPAY_PREPARE(stmt, db_,
                      "INSERT INTO operation_events (operation_id, at_ms, actor, kind, detail) "

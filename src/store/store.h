@@ -71,8 +71,14 @@ class Transaction {
   virtual Status UpdateOperation(const Operation& op) = 0;
   virtual Result<std::optional<Operation>> FindOperation(std::string_view id) = 0;
   virtual Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) = 0;
+  // Operations whose hold expired at or before now_ms, oldest expiry first.
+  virtual Result<std::vector<Operation>> ListExpiredHolds(int64_t now_ms, int limit) = 0;
   virtual Status AppendEvent(const TraceEvent& event) = 0;
   virtual Result<std::vector<TraceEvent>> ListEvents(std::string_view operation_id) = 0;
+
+  // Alerts for the admin, newest first.
+  virtual Status InsertAlert(const Alert& alert) = 0;
+  virtual Result<std::vector<Alert>> ListAlerts(int limit) = 0;
 
   // Accounts. InsertAccount returns false when the id or the API key hash exists.
   virtual Result<bool> InsertAccount(const AccountRecord& account) = 0;

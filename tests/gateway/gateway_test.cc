@@ -248,7 +248,8 @@ TEST(UpstreamRequest, ReplacesCredentialsAndKeyWithTheOperationsOwn) {
   request.headers = {{"Authorization", "Bearer ak_secret"}, {"Idempotency-Key", "client-key"},
                      {"PAYMENT-SIGNATURE", "sig"}, {"X-PAYMENT", "v1"}, {"Connection", "close"},
                      {"Host", "gateway"}, {"Content-Length", "7"}, {"X-Custom", "kept"},
-                     {"Content-Type", "text/plain"}};
+                     {"Content-Type", "text/plain"}, {"Connection", "keep-alive, X-Hop"},
+                     {"X-Hop", "secret"}};
   ClientRequest forward = BuildUpstreamRequest(route, request, "op_abc");
   EXPECT_EQ(forward.method, "PUT");
   EXPECT_EQ(forward.target, "/base/work?x=1");
@@ -260,7 +261,10 @@ TEST(UpstreamRequest, ReplacesCredentialsAndKeyWithTheOperationsOwn) {
     if (header.name == "Idempotency-Key") key = header.value;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"X-Custom", "Content-Type", "Idempotency-Key"}));
-  EXPECT_EQ(key, "agentpay-op_abc");
+  EXPECT_EQ(key, UpstreamIdempotencyKey("op_abc"));
+  EXPECT_EQ(key.find("op_abc"), std::string::npos);
+  EXPECT_EQ(UpstreamIdempotencyKey("op_abc"), UpstreamIdempotencyKey("op_abc"));
+  EXPECT_NE(UpstreamIdempotencyKey("op_abc"), UpstreamIdempotencyKey("op_abd"));
 }
 
 TEST_F(GatewayTest, MismatchChangesNothing) {

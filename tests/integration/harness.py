@@ -62,6 +62,18 @@ def _kill_all_live():
 
 atexit.register(_kill_all_live)
 
+_workdirs = set()
+
+
+def emergency_shutdown(signum=None, frame=None):
+    """SIGTERM handler (e.g. a ctest timeout): kill every child now, remove temp dirs, exit 128+signum.
+    A plain sys.exit() would be swallowed by unittest as a test error and the run would go on."""
+    _kill_all_live()
+    if not os.environ.get("AGENTPAY_IT_KEEP"):
+        for d in list(_workdirs):
+            shutil.rmtree(d, ignore_errors=True)
+    os._exit(128 + (signum or signal.SIGTERM))
+
 
 def _die_with_parent():
     """In the child, before exec: ask Linux to SIGKILL it if the test runner dies (e.g. killed by a ctest
@@ -518,7 +530,9 @@ def collect_invariant_violations(gateway=None, db_path=None):
         accounts = db.execute("SELECT id, deposited, captured, held FROM accounts ORDER BY id").fetchall()
         ledger = db.execute(
             "SELECT id, operation_id, kind, debit, credit, amount FROM ledger_entries ORDER BY id").fetchall()
-        deposits = dict(db.execute("SELECT account_id, SUM(amount) FROM deposits GROUP BY account_id"))
+        deposits = {}
+        for account_id, amount in db.execute("SELECT account_id, amount FROM deposits"):
+            deposits[account_id] = deposits.get(account_id, 0) + amount  # Python ints: no SUM overflow
         operations = db.execute(
             "SELECT id, principal, amount, settlement, fulfillment FROM operations").fetchall()
         db.execute("COMMIT")
@@ -664,14 +678,21 @@ class GatewayTestCase(unittest.TestCase):
 
     def setUp(self):
         self.workdir = tempfile.mkdtemp(prefix="agentpay-it-")
+        _workdirs.add(self.workdir)
         if not os.environ.get("AGENTPAY_IT_KEEP"):
             self.addCleanup(shutil.rmtree, self.workdir, ignore_errors=True)
+        self.addCleanup(_workdirs.discard, self.workdir)
+        upstream_url = self.start_upstream()
+        self.gw = Gateway(self.workdir, upstream_url, extra_args=self.gateway_args)
+        self.addCleanup(self.gw.stop)
+        self.gw.start()
+
+    def start_upstream(self):
+        """Start the upstream and return its URL. Default: `agentpay seller`."""
         self.seller = Seller(self.workdir, fault=self.seller_fault)
         self.addCleanup(self.seller.kill9)
         self.seller.start()
-        self.gw = Gateway(self.workdir, self.seller.url, extra_args=self.gateway_args)
-        self.addCleanup(self.gw.stop)
-        self.gw.start()
+        return self.seller.url
 
     def tearDown(self):
         try:
