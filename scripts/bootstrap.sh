@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang clang-format
   # libraries
   libboost-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
-  libssl-dev libpq-dev libsecp256k1-dev libcrypto++-dev
+  libssl-dev libpq-dev libsecp256k1-dev libcrypto++-dev libjemalloc-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev python3 wrk nginx-light curl procps
 )
@@ -23,6 +23,14 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Node.js runs the chain test tools (Anvil, solc-js, the official x402 clients); machines of this
+# kind ship node 20 + npm 11, a bare Debian 12 gets Debian's.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "bootstrap: installing nodejs npm"
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+bash "$(dirname "$0")/../tests/chain_env/install.sh"
 # nginx-light's package starts a system nginx on port 80; the benchmark runs its own instance.
 if command -v systemctl >/dev/null 2>&1; then systemctl disable --now nginx >/dev/null 2>&1 || true; fi
 pkill -x nginx 2>/dev/null || true

@@ -1,6 +1,7 @@
 // Operation state names and transitions; see operation.h and docs/state-machine.md.
 #include "core/operation.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -185,6 +186,29 @@ std::optional<std::string> WalletAccountOf(std::string_view principal) {
   constexpr std::string_view kPrefix = "account:";
   if (!principal.starts_with(kPrefix) || principal.size() == kPrefix.size()) return std::nullopt;
   return std::string(principal.substr(kPrefix.size()));
+}
+
+std::vector<TraceEvent> BuildTrace(const Operation& op, const std::vector<PostingRecord>& postings,
+                                   const std::vector<TraceEvent>& events) {
+  std::vector<TraceEvent> trace;
+  trace.push_back({op.id, op.created_ms, "client", "request",
+                   "key " + op.idempotency_key + ", " + std::to_string(op.amount) + " on route " +
+                       op.route});
+  for (const auto& posting : postings) {
+    trace.push_back({op.id, posting.at_ms, "ledger", posting.kind,
+                     posting.kind + " " + std::to_string(posting.amount) + ": " + posting.debit +
+                         " -> " + posting.credit});
+  }
+  trace.insert(trace.end(), events.begin(), events.end());
+  if (op.response) {
+    trace.push_back({op.id, op.updated_ms, "upstream", "response",
+                     "answered " + std::to_string(op.response->status) + "; fulfillment " +
+                         std::string(FulfillmentName(op.fulfillment))});
+  }
+  // Stable: at equal times the order above (arrival, postings, events, answer) is kept.
+  std::stable_sort(trace.begin(), trace.end(),
+                   [](const TraceEvent& a, const TraceEvent& b) { return a.at_ms < b.at_ms; });
+  return trace;
 }
 
 Operation RecoverInterrupted(const Operation& op, int64_t now_ms) {

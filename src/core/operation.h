@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/wallet.h"
 
@@ -136,5 +137,11 @@ struct TraceEvent {
   std::string kind;
   std::string detail;
 };
+
+// The payment trace of an operation, oldest first: its arrival, every ledger posting, the events
+// recorded on unusual transitions (kept holds, resumptions, recovery, expiry) and its final answer.
+// The common path writes no event rows: postings and the operation already tell it.
+std::vector<TraceEvent> BuildTrace(const Operation& op, const std::vector<PostingRecord>& postings,
+                                   const std::vector<TraceEvent>& events);
 
 }  // namespace agentpay

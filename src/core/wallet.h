@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace agentpay {
@@ -41,6 +42,16 @@ struct Posting {
   std::string_view credit_kind;
 };
 Posting PostingFor(MoveKind kind);
+
+// One stored posting, as the ledger keeps it.
+struct PostingRecord {
+  std::string operation_id;
+  std::string kind;  // MoveKindName
+  std::string debit;
+  std::string credit;
+  int64_t amount = 0;
+  int64_t at_ms = 0;
+};
 
 // Applies a move to balances. On success *balances is updated and stays Valid(); otherwise it is
 // unchanged. Precondition: balances->Valid().

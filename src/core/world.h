@@ -26,7 +26,9 @@ class Random {
 std::string RandomHex(Random& random, size_t size);
 
 // Identifiers with at least 128 random bits, URL-safe (CONTRACT §1).
-std::string NewOperationId(Random& random);  // "op_" + 32 hex
+// "op_" + 12 hex digits of the creation time + 32 random hex digits: unguessable, and ordered by
+// time so that new rows append to the store's indexes instead of landing on random pages.
+std::string NewOperationId(Random& random, int64_t now_ms);
 std::string NewAccountId(Random& random);    // "acct_" + 24 hex
 std::string NewApiKey(Random& random);       // "ak_" + 64 hex (256 bits)
 

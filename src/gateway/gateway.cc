@@ -81,20 +81,30 @@ const RouteConfig* Gateway::MatchRoute(std::string_view path) const {
   return best;
 }
 
-Result<std::optional<AccountRecord>> Gateway::Authenticate(const HttpRequest& request) {
+Result<std::optional<std::string>> Gateway::Authenticate(const HttpRequest& request) {
   auto header = request.Header("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
-  if (!header || !header->starts_with(kBearer)) return std::optional<AccountRecord>();
+  if (!header || !header->starts_with(kBearer)) return std::optional<std::string>();
   std::string hash = Sha256Hex(header->substr(kBearer.size()));
-  std::optional<AccountRecord> account;
+  {
+    std::lock_guard lock(key_cache_mutex_);
+    auto cached = account_by_key_hash_.find(hash);
+    if (cached != account_by_key_hash_.end()) return std::optional<std::string>(cached->second);
+  }
+  std::optional<std::string> account_id;
   Status status = store_.Read([&](Transaction& tx) {
     auto found = tx.FindAccountByKeyHash(hash);
     if (!found.ok()) return found.status();
-    account = std::move(*found);
+    if (found->has_value()) account_id = (*found)->id;
     return Status::Ok();
   });
   if (!status.ok()) return status;
-  return account;
+  if (account_id) {
+    std::lock_guard lock(key_cache_mutex_);
+    if (account_by_key_hash_.size() >= kMaxCachedKeys) account_by_key_hash_.clear();
+    account_by_key_hash_.emplace(hash, *account_id);
+  }
+  return account_id;
 }
 
 HttpResponse Gateway::HandlePaid(const HttpRequest& request, const RouteConfig& route) {
@@ -183,6 +193,7 @@ HttpResponse Gateway::Challenge(const HttpRequest& request, const RouteConfig& r
 HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {
   std::optional<Operation> op;
   std::vector<TraceEvent> events;
+  std::vector<PostingRecord> postings;
   Status status = store_.Read([&](Transaction& tx) {
     auto found = tx.FindOperation(id);
     if (!found.ok()) return found.status();
@@ -191,21 +202,25 @@ HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {
       auto listed = tx.ListEvents(id);
       if (!listed.ok()) return listed.status();
       events = std::move(*listed);
+      auto posted = tx.ListPostings(id);
+      if (!posted.ok()) return posted.status();
+      postings = std::move(*posted);
     }
     return Status::Ok();
   });
   if (!status.ok()) return StoreProblem(status);
   if (!op) return ProblemResponse(404, "not_found", "no operation " + std::string(id));
-  return JsonResponse(200, DumpJson(trace ? TraceJson(events) : OperationJson(*op)));
+  if (!trace) return JsonResponse(200, DumpJson(OperationJson(*op)));
+  return JsonResponse(200, DumpJson(TraceJson(BuildTrace(*op, postings, events))));
 }
 
 HttpResponse Gateway::GetAccount(const HttpRequest& request) {
-  auto account = Authenticate(request);
-  if (!account.ok()) return StoreProblem(account.status());
-  if (!account->has_value()) {
+  auto account_id = Authenticate(request);
+  if (!account_id.ok()) return StoreProblem(account_id.status());
+  if (!account_id->has_value()) {
     return ProblemResponse(401, "unauthorized", "unknown or missing API key");
   }
-  return JsonResponse(200, DumpJson(AccountJson(**account)));
+  return AdminGetAccount(**account_id);
 }
 
 Result<int> Gateway::RecoverInterrupted() {

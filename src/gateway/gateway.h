@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "core/world.h"
 #include "gateway/config.h"
@@ -55,7 +56,9 @@ class Gateway {
   HttpResponse ListOperations(const HttpRequest& request);
   HttpResponse ListAlerts(const HttpRequest& request);
 
-  Result<std::optional<AccountRecord>> Authenticate(const HttpRequest& request);
+  // The account id behind the request's bearer API key, if any. Remembered per key hash: an
+  // account's id and key never change, so only the first request of a key reads the store.
+  Result<std::optional<std::string>> Authenticate(const HttpRequest& request);
   const RouteConfig* MatchRoute(std::string_view path) const;
   void NotifyCompletion();
 
@@ -65,6 +68,9 @@ class Gateway {
   Random& random_;
   Upstream& upstream_;
   Metrics metrics_;
+  static constexpr size_t kMaxCachedKeys = 100000;
+  std::mutex key_cache_mutex_;
+  std::unordered_map<std::string, std::string> account_by_key_hash_;
   const HttpServer* server_ = nullptr;
 
   // Duplicates attached to an in-flight operation wait here; any completion wakes them to re-read.

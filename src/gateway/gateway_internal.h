@@ -8,10 +8,10 @@ namespace agentpay {
 struct Gateway::PaidRequest {
   const HttpRequest& request;
   const RouteConfig& route;
-  AccountRecord account;
+  std::string account_id;
   std::string key;
   std::string fingerprint;
-  std::string principal() const { return "account:" + account.id; }
+  std::string principal() const { return "account:" + account_id; }
 };
 
 struct Gateway::Begin {

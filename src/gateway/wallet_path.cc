@@ -103,7 +103,7 @@ Result<Gateway::Begin> Gateway::BeginWalletOperation(const PaidRequest& paid) {
   const int64_t lease_ms = paid.route.timeout_ms + kLeaseMarginMs;
   Status status = store_.Write([&](Transaction& tx) -> Status {
     const int64_t now = clock_.NowMs();
-    const std::string op_id = NewOperationId(random_);
+    const std::string op_id = NewOperationId(random_, now);
     KeyRecord reservation{principal, paid.key, op_id, paid.fingerprint, now, std::nullopt};
     auto inserted = tx.InsertKey(reservation);
     if (!inserted.ok()) return inserted.status();
@@ -127,7 +127,7 @@ Result<Gateway::Begin> Gateway::BeginWalletOperation(const PaidRequest& paid) {
           Resumption resumption =
               ResumeWalletOperation(**op, now, config_.hold_ttl_ms, lease_ms);
           if (resumption.needs_hold) {
-            auto moved = tx.Move(paid.account.id, MoveKind::kHold, resumption.next.amount,
+            auto moved = tx.Move(paid.account_id, MoveKind::kHold, resumption.next.amount,
                                  resumption.next.id, now);
             if (!moved.ok()) return moved.status();
             if (*moved != MoveOutcome::kOk) {
@@ -160,16 +160,11 @@ Result<Gateway::Begin> Gateway::BeginWalletOperation(const PaidRequest& paid) {
                                        lease_ms},
                                       now);
     if (Status s = tx.InsertOperation(op); !s.ok()) return s;
-    auto moved = tx.Move(paid.account.id, MoveKind::kHold, op.amount, op.id, now);
+    auto moved = tx.Move(paid.account_id, MoveKind::kHold, op.amount, op.id, now);
     if (!moved.ok()) return moved.status();
     if (*moved != MoveOutcome::kOk) {
       begin.kind = BeginKind::kInsufficientFunds;
       return Rollback();
-    }
-    if (Status s = tx.AppendEvent({op.id, now, "gateway", "hold_placed",
-                                   "held " + std::to_string(op.amount) + " for key " + paid.key});
-        !s.ok()) {
-      return s;
     }
     begin.kind = BeginKind::kProceed;
     begin.op = std::move(op);
@@ -199,7 +194,7 @@ HttpResponse Gateway::CallAndFinish(const PaidRequest& paid, const Operation& op
     }
     completion = CompleteWalletOperation(**current, outcome, now);
     if (completion->move) {
-      auto moved = tx.Move(paid.account.id, *completion->move, op.amount, op.id, now);
+      auto moved = tx.Move(paid.account_id, *completion->move, op.amount, op.id, now);
       if (!moved.ok()) return moved.status();
       AGENTPAY_CHECK(*moved == MoveOutcome::kOk);  // the hold is ours and covers the amount
     }
@@ -209,15 +204,12 @@ HttpResponse Gateway::CallAndFinish(const PaidRequest& paid, const Operation& op
                                  KeyExpiry(now, config_.retention_ms));
       if (!s.ok()) return s;
     }
+    if (completion->verdict != Verdict::kKeep) return Status::Ok();  // postings tell the rest
     std::string detail = outcome.kind == UpstreamKind::kResponded
                              ? "upstream answered " + std::to_string(outcome.status)
                              : "upstream " + outcome.detail;
-    if (Status s = tx.AppendEvent({op.id, now, "upstream", "upstream_result", detail}); !s.ok()) {
-      return s;
-    }
-    return tx.AppendEvent({op.id, now, "ledger", std::string(VerdictName(completion->verdict)),
-                           std::string(VerdictName(completion->verdict)) + " " +
-                               std::to_string(op.amount)});
+    return tx.AppendEvent({op.id, now, "upstream", "hold_kept",
+                           detail + "; hold kept after attempt " + std::to_string(op.attempts)});
   });
   NotifyCompletion();
   if (!status.ok()) {

@@ -51,7 +51,9 @@ CREATE TABLE operations (
   created_ms BIGINT NOT NULL,
   updated_ms BIGINT NOT NULL
 );
-CREATE INDEX operations_states ON operations (settlement, fulfillment);
+-- Partial indexes: an operation sits in them only while unfinished, so they stay small and hot.
+CREATE INDEX operations_in_progress ON operations (id) WHERE fulfillment = 'in_progress';
+CREATE INDEX operations_held ON operations (hold_expires_ms) WHERE settlement = 'held';
 CREATE TABLE idempotency_keys (
   principal TEXT NOT NULL,
   key TEXT NOT NULL,
@@ -60,7 +62,7 @@ CREATE TABLE idempotency_keys (
   created_ms BIGINT NOT NULL,
   expires_ms BIGINT,
   PRIMARY KEY (principal, key)
-);
+) WITHOUT ROWID;
 CREATE TABLE operation_events (
   id INTEGER PRIMARY KEY,
   operation_id TEXT NOT NULL,
@@ -71,7 +73,7 @@ CREATE TABLE operation_events (
 );
 CREATE INDEX operation_events_operation ON operation_events (operation_id, id);
 )sql"},
-      {2, "alerts; index of hold expiries for the sweeper", R"sql(
+      {2, "alerts", R"sql(
 CREATE TABLE alerts (
   id TEXT PRIMARY KEY,
   operation_id TEXT NOT NULL,
@@ -82,7 +84,6 @@ CREATE TABLE alerts (
   resolution TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX alerts_created ON alerts (created_ms);
-CREATE INDEX operations_hold_expiry ON operations (settlement, hold_expires_ms);
 )sql"},
   };
   return kMigrations;

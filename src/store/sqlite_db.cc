@@ -95,6 +95,12 @@ Status Database::Exec(const std::string& sql) {
   return Status::Ok();
 }
 
+Status Database::Run(const std::string& sql) {
+  auto stmt = Prepare(sql);
+  if (!stmt.ok()) return stmt.status();
+  return stmt->Run();
+}
+
 Result<Statement> Database::Prepare(const std::string& sql) {
   auto found = cache_.find(sql);
   if (found != cache_.end()) return Statement(found->second);

@@ -48,6 +48,8 @@ class Database {
   ~Database();
 
   Status Exec(const std::string& sql);
+  // Runs one cached statement (BEGIN, COMMIT, SAVEPOINT…): parsed once per connection.
+  Status Run(const std::string& sql);
   // A prepared statement from this connection's cache.
   Result<Statement> Prepare(const std::string& sql);
   int64_t Changes() const;

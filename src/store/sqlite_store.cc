@@ -171,7 +171,7 @@ class SqliteTransaction final : public Transaction {
     AGENTPAY_PREPARE(stmt, db_,
                      std::string("SELECT ") + kOperationColumns +
                          " FROM operations WHERE (?1 IS NULL OR settlement = ?1) AND "
-                         "(?2 IS NULL OR fulfillment = ?2) ORDER BY created_ms DESC, id LIMIT ?3");
+                         "(?2 IS NULL OR fulfillment = ?2) ORDER BY id DESC LIMIT ?3");
     if (filter.settlement) stmt.Bind(1, SettlementName(*filter.settlement));
     if (filter.fulfillment) stmt.Bind(2, FulfillmentName(*filter.fulfillment));
     stmt.Bind(3, static_cast<int64_t>(filter.limit));
@@ -304,12 +304,18 @@ class SqliteTransaction final : public Transaction {
 
   Result<MoveOutcome> Move(std::string_view account_id, MoveKind kind, int64_t amount,
                            std::string_view operation_id, int64_t at_ms) override {
-    auto account = FindAccount(account_id);
-    if (!account.ok()) return account.status();
-    if (!account->has_value()) {
-      return Status::Error("store_not_found", "no account " + std::string(account_id));
+    Balances balances;
+    {
+      AGENTPAY_PREPARE(read, db_,
+                       "SELECT deposited, captured, held FROM accounts WHERE id = ?1");
+      read.Bind(1, account_id);
+      Status status;
+      if (!read.Step(&status)) {
+        if (!status.ok()) return status;
+        return Status::Error("store_not_found", "no account " + std::string(account_id));
+      }
+      balances = Balances{read.Int(0), read.Int(1), read.Int(2)};
     }
-    Balances balances = (*account)->balances;
     MoveOutcome outcome = ApplyMove(&balances, kind, amount);
     if (outcome != MoveOutcome::kOk) return outcome;
     {
@@ -334,6 +340,21 @@ class SqliteTransaction final : public Transaction {
     Status status = insert.Bind(5, amount).Bind(6, at_ms).Run();
     if (!status.ok()) return status;
     return MoveOutcome::kOk;
+  }
+
+  Result<std::vector<PostingRecord>> ListPostings(std::string_view operation_id) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "SELECT operation_id, kind, debit, credit, amount, at_ms FROM ledger_entries "
+                     "WHERE operation_id = ?1 ORDER BY id");
+    stmt.Bind(1, operation_id);
+    std::vector<PostingRecord> postings;
+    Status status;
+    while (stmt.Step(&status)) {
+      postings.push_back(
+          {stmt.Text(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4), stmt.Int(5)});
+    }
+    if (!status.ok()) return status;
+    return postings;
   }
 
   Result<LedgerAudit> Audit() override {
@@ -431,6 +452,7 @@ class SqliteStore final : public Store {
   SqliteStore(std::string path, StoreOptions options, std::unique_ptr<Database> writer)
       : path_(std::move(path)), options_(options), writer_db_(std::move(writer)) {
     writer_thread_ = std::thread([this] { WriterLoop(); });
+    notifier_thread_ = std::thread([this] { NotifierLoop(); });
   }
 
   ~SqliteStore() override {
@@ -440,6 +462,12 @@ class SqliteStore final : public Store {
     }
     work_ready_.notify_all();
     writer_thread_.join();
+    {
+      std::lock_guard lock(notify_mutex_);
+      notifier_stopping_ = true;
+    }
+    notify_ready_.notify_all();
+    notifier_thread_.join();
   }
 
   Status Write(const TransactionFn& fn) override {
@@ -459,11 +487,11 @@ class SqliteStore final : public Store {
   Status Read(const TransactionFn& fn) override {
     auto db = AcquireReader();
     if (!db.ok()) return db.status();
-    Status status = (*db)->Exec("BEGIN");
+    Status status = (*db)->Run("BEGIN");
     if (status.ok()) {
       SqliteTransaction tx(**db);
       status = RunGuarded(fn, tx);
-      (*db)->Exec("COMMIT");
+      (*db)->Run("COMMIT");
     }
     ReleaseReader(std::move(*db));
     return status;
@@ -511,7 +539,7 @@ class SqliteStore final : public Store {
   void CommitBatch(const std::vector<Job*>& batch) {
     Database& db = *writer_db_;
     std::vector<Status> results(batch.size());
-    Status begun = db.Exec("BEGIN IMMEDIATE");
+    Status begun = db.Run("BEGIN IMMEDIATE");
     if (!begun.ok()) {
       for (Job* job : batch) job->result.set_value(begun);
       return;
@@ -519,18 +547,18 @@ class SqliteStore final : public Store {
     SqliteTransaction tx(db);
     uint64_t rolled_back = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
-      Status status = db.Exec("SAVEPOINT decision");
+      Status status = db.Run("SAVEPOINT decision");
       if (status.ok()) status = RunGuarded(*batch[i]->fn, tx);
       if (!status.ok()) {
-        db.Exec("ROLLBACK TO decision");
+        db.Run("ROLLBACK TO decision");
         ++rolled_back;
       }
-      db.Exec("RELEASE decision");
+      db.Run("RELEASE decision");
       results[i] = status;
     }
-    Status committed = db.Exec("COMMIT");
+    Status committed = db.Run("COMMIT");
     if (!committed.ok()) {
-      db.Exec("ROLLBACK");
+      db.Run("ROLLBACK");
       committed = Status::Error("store_unavailable", "commit failed: " + committed.message());
     }
     {
@@ -541,8 +569,29 @@ class SqliteStore final : public Store {
       }
       stats_.decisions_rolled_back += rolled_back;
     }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      batch[i]->result.set_value(results[i].ok() && !committed.ok() ? committed : results[i]);
+    {
+      std::lock_guard lock(notify_mutex_);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        to_notify_.emplace_back(batch[i], results[i].ok() && !committed.ok() ? committed : results[i]);
+      }
+    }
+    notify_ready_.notify_one();
+  }
+
+  // Waking each decision's caller costs a system call per caller; done here, off the writer's
+  // path, the next batch starts as soon as the commit is durable (measured: a quarter of the
+  // writer's time per commit went to wake-ups).
+  void NotifierLoop() {
+    std::vector<std::pair<Job*, Status>> ready;
+    for (;;) {
+      {
+        std::unique_lock lock(notify_mutex_);
+        notify_ready_.wait(lock, [this] { return notifier_stopping_ || !to_notify_.empty(); });
+        if (to_notify_.empty()) return;
+        ready.swap(to_notify_);
+      }
+      for (auto& [job, status] : ready) job->result.set_value(std::move(status));
+      ready.clear();
     }
   }
 
@@ -587,6 +636,12 @@ class SqliteStore final : public Store {
   StoreStats stats_;
   std::thread writer_thread_;
 
+  std::mutex notify_mutex_;
+  std::condition_variable notify_ready_;
+  std::vector<std::pair<Job*, Status>> to_notify_;
+  bool notifier_stopping_ = false;
+  std::thread notifier_thread_;
+
   std::mutex reader_mutex_;
   std::condition_variable reader_free_;
   std::vector<std::unique_ptr<Database>> readers_;
@@ -599,6 +654,12 @@ Status Rollback() { return Status::Error("rollback", "decision rolled back"); }
 bool IsRollback(const Status& status) { return status.code() == "rollback"; }
 
 Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options) {
+  // SQLite's memory statistics take a global mutex on every allocation; nothing reads them.
+  static const bool configured = [] {
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    return true;
+  }();
+  (void)configured;
   const std::string prefix = "sqlite:";
   if (url.rfind(prefix, 0) != 0) {
     return Status::Error("invalid_config",
@@ -608,8 +669,12 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
   if (path.empty()) return Status::Error("invalid_config", "--db sqlite: needs a path");
   auto db = Database::Open(path, /*read_only=*/false);
   if (!db.ok()) return db.status();
+  // synchronous=FULL: an acknowledged commit survives power loss (NOTES: NORMAL can lose it).
+  // temp_store=MEMORY keeps each decision's savepoint journal off the disk; a larger cache keeps
+  // the hot index pages resident.
   for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
-                             "PRAGMA foreign_keys=ON"}) {
+                             "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY",
+                             "PRAGMA cache_size=-65536"}) {
     Status status = (*db)->Exec(pragma);
     if (!status.ok()) return status;
   }

@@ -95,6 +95,7 @@ class Transaction {
   // postings, or changes nothing and returns the refusing outcome.
   virtual Result<MoveOutcome> Move(std::string_view account_id, MoveKind kind, int64_t amount,
                                    std::string_view operation_id, int64_t at_ms) = 0;
+  virtual Result<std::vector<PostingRecord>> ListPostings(std::string_view operation_id) = 0;
   virtual Result<LedgerAudit> Audit() = 0;
 };
 

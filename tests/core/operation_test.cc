@@ -125,3 +125,49 @@ TEST(Operation, StateNamesRoundTrip) {
 
 }  // namespace
 }  // namespace agentpay
+
+namespace agentpay {
+namespace {
+
+TEST(HoldExpiry, ReleasesOnlyUnfinishedHoldsWithoutALiveAttempt) {
+  Operation kept = CompleteWalletOperation(Fresh(1000), Answered(500), 2000).next;
+  ASSERT_EQ(kept.hold_expires_ms, 61000);
+  EXPECT_FALSE(ExpireHold(kept, 60999).has_value());
+  auto expired = ExpireHold(kept, 61000);
+  ASSERT_TRUE(expired.has_value());
+  EXPECT_EQ(expired->next.settlement, Settlement::kReleased);
+  EXPECT_EQ(expired->next.fulfillment, Fulfillment::kPendingRetry);
+  EXPECT_FALSE(expired->next.hold_expires_ms.has_value());
+  EXPECT_NE(expired->reason.find("may have done the work"), std::string::npos);
+
+  // A live attempt keeps its hold past the expiry; a dead one (lease lapsed) does not.
+  Operation in_flight = Fresh(1000);  // lease until 16000, hold until 61000
+  in_flight.lease_expires_ms = 70000;
+  EXPECT_FALSE(ExpireHold(in_flight, 61000).has_value());
+  in_flight.lease_expires_ms = 16000;
+  EXPECT_TRUE(ExpireHold(in_flight, 61000).has_value());
+
+  Operation captured = CompleteWalletOperation(Fresh(1000), Answered(200), 2000).next;
+  EXPECT_FALSE(ExpireHold(captured, 99999999).has_value());
+}
+
+TEST(Principal, WalletAccountOf) {
+  EXPECT_EQ(WalletAccountOf("account:acct_1"), "acct_1");
+  EXPECT_FALSE(WalletAccountOf("account:").has_value());
+  EXPECT_FALSE(WalletAccountOf("payer:0xabc").has_value());
+}
+
+TEST(Trace, MergesArrivalPostingsEventsAndAnswerInTimeOrder) {
+  Operation op = CompleteWalletOperation(Fresh(1000), Answered(200), 3000).next;
+  std::vector<PostingRecord> postings = {{"op_1", "hold", "wallet:a", "hold:a", 250, 1000},
+                                         {"op_1", "capture", "hold:a", "revenue", 250, 3000}};
+  std::vector<TraceEvent> events = {{"op_1", 2000, "upstream", "hold_kept", "upstream answered 503"}};
+  auto trace = BuildTrace(op, postings, events);
+  std::vector<std::string> kinds;
+  for (const auto& event : trace) kinds.push_back(event.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"request", "hold", "hold_kept", "capture", "response"}));
+  for (size_t i = 1; i < trace.size(); ++i) EXPECT_LE(trace[i - 1].at_ms, trace[i].at_ms);
+}
+
+}  // namespace
+}  // namespace agentpay

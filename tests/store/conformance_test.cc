@@ -328,6 +328,46 @@ TEST_P(StoreConformance, ReadsDoNotWrite) {
   EXPECT_EQ(BalancesOf("acct_ro"), (Balances{5, 0, 0}));
 }
 
+TEST_P(StoreConformance, ExpiredHoldsAlertsAndPostings) {
+  AddAccount("acct_h", 100);
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    for (int i = 0; i < 3; ++i) {
+      Operation op = SampleOperation("op_h" + std::to_string(i));
+      op.hold_expires_ms = 1000 + i;
+      if (i == 2) op.settlement = Settlement::kSettled;  // not held: never listed
+      if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+    }
+    if (auto moved = tx.Move("acct_h", MoveKind::kHold, 5, "op_h0", 7); !moved.ok()) {
+      return moved.status();
+    }
+    return tx.InsertAlert({"alert_1", "op_h0", "hold_expired_after_possible_work", "d", 50,
+                           std::nullopt, ""});
+  }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    auto expired = tx.ListExpiredHolds(1000, 10);
+    EXPECT_EQ(expired->size(), 1u);
+    auto more = tx.ListExpiredHolds(5000, 10);
+    EXPECT_EQ(more->size(), 2u);
+    EXPECT_EQ((*more)[0].id, "op_h0");  // oldest expiry first
+    EXPECT_EQ(tx.ListExpiredHolds(5000, 1)->size(), 1u);
+    auto alerts = tx.ListAlerts(10);
+    EXPECT_EQ(alerts->size(), 1u);
+    EXPECT_EQ((*alerts)[0].operation_id, "op_h0");
+    EXPECT_FALSE((*alerts)[0].resolved_ms.has_value());
+    auto postings = tx.ListPostings("op_h0");
+    EXPECT_EQ(postings->size(), 1u);
+    EXPECT_EQ((*postings)[0].kind, "hold");
+    EXPECT_EQ((*postings)[0].debit, "wallet:acct_h");
+    EXPECT_EQ((*postings)[0].credit, "hold:acct_h");
+    EXPECT_EQ((*postings)[0].amount, 5);
+    return Status::Ok();
+  }).ok());
+  // Duplicate alert ids are refused.
+  EXPECT_FALSE(Write([&](Transaction& tx) {
+    return tx.InsertAlert({"alert_1", "op_h1", "k", "d", 51, std::nullopt, ""});
+  }).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance, ::testing::ValuesIn(Backends()),
                          [](const auto& info) { return info.param.name; });
 
