@@ -150,10 +150,11 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   limits.max_body_bytes = config->max_body_bytes;
   limits.workers = static_cast<size_t>(options.workers);
   limits.max_connections = static_cast<size_t>(options.max_connections);
-  auto server = HttpServer::Start(listen->first, listen->second, limits,
-                                  [&gateway](const HttpRequest& request) {
-                                    return gateway.Handle(request);
-                                  });
+  auto server = HttpServer::StartAsync(
+      listen->first, listen->second, limits,
+      [&gateway](std::shared_ptr<const HttpRequest> request, Respond respond) {
+        gateway.HandleAsync(std::move(request), std::move(respond));
+      });
   if (!server.ok()) return Fail(server.status().message());
   gateway.AttachServer(server->get());
   constexpr int kSweepBatch = 500;
@@ -200,6 +201,16 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   sigwait(&signals, &received);
   std::fprintf(stderr, "agentpay serve: stopping\n");
   (*server)->Stop();
+  // Paid requests in flight finish their decisions (their answers can no longer be sent): a
+  // stopped gateway leaves holds kept or captured, never half-written.
+  int64_t max_timeout_ms = 0;
+  for (const auto& route : config->routes) {
+    max_timeout_ms = std::max(max_timeout_ms, route.timeout_ms);
+  }
+  if (int64_t left = gateway.Drain(max_timeout_ms + kLeaseMarginMs); left > 0) {
+    std::fprintf(stderr, "agentpay serve: %lld paid request(s) still in flight at exit\n",
+                 static_cast<long long>(left));
+  }
   if (demo_seller_server) demo_seller_server->Stop();
   return 0;
 }

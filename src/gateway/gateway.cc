@@ -2,6 +2,8 @@
 // The wallet payment path is in wallet_path.cc, the admin API in admin_api.cc.
 #include "gateway/gateway.h"
 
+#include <future>
+
 #include "core/check.h"
 #include "core/money.h"
 #include "gateway/gateway_internal.h"
@@ -9,6 +11,11 @@
 #include "gateway/json_views.h"
 
 namespace agentpay {
+
+namespace {
+constexpr size_t kBlockingThreads = 16;
+constexpr size_t kMaxBlockingQueue = 4096;
+}  // namespace
 
 std::string ChainConfig::V1Network() const {
   switch (chain_id) {
@@ -21,12 +28,37 @@ std::string ChainConfig::V1Network() const {
 Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random,
                  Upstream& upstream)
     : config_(std::move(config)), store_(store), clock_(clock), random_(random),
-      upstream_(upstream) {
+      upstream_(upstream), blocking_pool_(kBlockingThreads, kMaxBlockingQueue) {
   AGENTPAY_CHECK(!config_.routes.empty());
   for (const auto& route : config_.routes) AGENTPAY_CHECK(route.price > 0);
 }
 
 HttpResponse Gateway::Handle(const HttpRequest& request) {
+  std::promise<HttpResponse> answer;
+  auto future = answer.get_future();
+  HandleAsync(std::make_shared<HttpRequest>(request),
+              [&answer](HttpResponse response) { answer.set_value(std::move(response)); });
+  return future.get();
+}
+
+void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond respond) {
+  std::string_view path = request->Path();
+  bool reserved = path == "/healthz" || path == "/metrics" || path.starts_with("/v1/") ||
+                  path.starts_with("/admin/") || path.starts_with("/console/") ||
+                  path == "/console" || path.starts_with("/inspector/") || path == "/inspector";
+  const RouteConfig* route = reserved ? nullptr : MatchRoute(path);
+  if (route != nullptr) return HandlePaid(std::move(request), *route, std::move(respond));
+  bool queued = blocking_pool_.TrySubmit([this, request, respond] {
+    respond(HandleBlocking(*request));
+  });
+  if (!queued) {
+    HttpResponse busy = ProblemResponse(503, "limit_exceeded", "the gateway is at capacity");
+    busy.SetHeader("Retry-After", "1");
+    respond(std::move(busy));
+  }
+}
+
+HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
   std::string_view path = request.Path();
   if (path == "/healthz") {
     Status status = store_.Read([](Transaction&) { return Status::Ok(); });
@@ -55,18 +87,11 @@ HttpResponse Gateway::Handle(const HttpRequest& request) {
     return GetAccount(request);
   }
   if (path.starts_with("/admin/")) return HandleAdmin(request);
-  if (path.starts_with("/v1/") || path.starts_with("/console/") || path == "/console" ||
-      path.starts_with("/inspector/") || path == "/inspector") {
+  if (path.starts_with("/v1/") || path.starts_with("/console") || path.starts_with("/inspector")) {
     // Reserved for the gateway's own pages and API, never forwarded to a paid route.
     return ProblemResponse(404, "not_found", "no such endpoint");
   }
-  const RouteConfig* route = MatchRoute(path);
-  if (route == nullptr) return ProblemResponse(404, "not_found", "no paid route serves this path");
-  HttpResponse response = HandlePaid(request, *route);
-  // Answers given before any operation existed (402 challenge, 401, 400) were not replayed either.
-  if (!response.Header("Idempotent-Replayed")) response.SetHeader("Idempotent-Replayed", "false");
-  metrics_.CountResponse(response.status);
-  return response;
+  return ProblemResponse(404, "not_found", "no paid route serves this path");
 }
 
 const RouteConfig* Gateway::MatchRoute(std::string_view path) const {
@@ -107,40 +132,60 @@ Result<std::optional<std::string>> Gateway::Authenticate(const HttpRequest& requ
   return account_id;
 }
 
-HttpResponse Gateway::HandlePaid(const HttpRequest& request, const RouteConfig& route) {
-  bool has_wallet = request.Header("Authorization").has_value();
-  bool has_x402 = request.Header("PAYMENT-SIGNATURE") || request.Header("X-PAYMENT");
-  if (!has_wallet && !has_x402) return Challenge(request, route);
+void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
+                         Respond respond) {
+  // Every answer on a paid route is counted and says whether it was replayed; answers given before
+  // any operation existed (402 challenge, 401, 400) were not.
+  {
+    std::lock_guard lock(completion_mutex_);
+    ++paid_in_flight_;
+  }
+  Respond answer = [this, respond = std::move(respond)](HttpResponse response) {
+    if (!response.Header("Idempotent-Replayed")) response.SetHeader("Idempotent-Replayed", "false");
+    metrics_.CountResponse(response.status);
+    respond(std::move(response));
+    {
+      std::lock_guard lock(completion_mutex_);
+      --paid_in_flight_;
+    }
+    completion_cv_.notify_all();
+  };
+  bool has_wallet = request->Header("Authorization").has_value();
+  bool has_x402 = request->Header("PAYMENT-SIGNATURE") || request->Header("X-PAYMENT");
+  if (!has_wallet && !has_x402) return answer(Challenge(*request, route));
   if (!has_wallet) {
-    return ProblemResponse(501, "x402_not_enabled",
-                           "x402 payments are not enabled on this gateway yet; pay with a wallet "
-                           "API key (Authorization: Bearer)");
+    return answer(ProblemResponse(501, "x402_not_enabled",
+                                  "x402 payments are not enabled on this gateway yet; pay with a "
+                                  "wallet API key (Authorization: Bearer)"));
   }
-  auto account = Authenticate(request);
-  if (!account.ok()) return StoreProblem(account.status());
+  auto account = Authenticate(*request);
+  if (!account.ok()) return answer(StoreProblem(account.status()));
   if (!account->has_value()) {
-    return ProblemResponse(401, "unauthorized", "unknown or malformed API key");
+    return answer(ProblemResponse(401, "unauthorized", "unknown or malformed API key"));
   }
-
-  PaidRequest paid{request, route, **account, {}, {}};
-  auto key = request.Header("Idempotency-Key");
+  auto paid = std::make_shared<PaidRequest>();
+  paid->request = request;
+  paid->route = &route;
+  paid->respond = std::move(answer);
+  paid->account_id = **account;
+  auto key = request->Header("Idempotency-Key");
   if (key) {
     if (!ValidIdempotencyKey(*key)) {
-      return ProblemResponse(400, "invalid_idempotency_key",
-                             "Idempotency-Key must be 1-255 visible ASCII characters");
+      return paid->respond(ProblemResponse(
+          400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 visible ASCII characters"));
     }
-    paid.key = std::string(*key);
+    paid->key = std::string(*key);
   } else if (route.require_idempotency_key) {
-    return ProblemResponse(400, "idempotency_key_required",
-                           "this route requires an Idempotency-Key header");
+    return paid->respond(ProblemResponse(400, "idempotency_key_required",
+                                         "this route requires an Idempotency-Key header"));
   } else {
     // Without a key every request is a new business action.
-    paid.key = "auto:" + RandomHex(random_, 16);
+    paid->key = "auto:" + RandomHex(random_, 16);
   }
-  paid.fingerprint = Sha256Hex(FingerprintMaterial(
-      request.method, request.Path(), request.Query(),
-      request.Header("Content-Type").value_or(""), request.body));
-  return PayWithWallet(paid);
+  paid->fingerprint = Sha256Hex(FingerprintMaterial(
+      request->method, request->Path(), request->Query(),
+      request->Header("Content-Type").value_or(""), request->body));
+  PayWithWallet(std::move(paid));
 }
 
 HttpResponse Gateway::Challenge(const HttpRequest& request, const RouteConfig& route) const {
@@ -248,6 +293,13 @@ Result<int> Gateway::RecoverInterrupted() {
   if (!status.ok()) return status;
   metrics_.CountRecovered(static_cast<uint64_t>(recovered));
   return recovered;
+}
+
+int64_t Gateway::Drain(int64_t timeout_ms) {
+  std::unique_lock lock(completion_mutex_);
+  completion_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                          [this] { return paid_in_flight_ == 0; });
+  return paid_in_flight_;
 }
 
 void Gateway::NotifyCompletion() {

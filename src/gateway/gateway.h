@@ -14,6 +14,7 @@
 #include "gateway/upstream.h"
 #include "http/message.h"
 #include "http/server.h"
+#include "http/worker_pool.h"
 #include "store/store.h"
 
 namespace agentpay {
@@ -23,11 +24,21 @@ class Gateway {
   // Preconditions: config.routes is non-empty and valid; the referenced objects outlive the gateway.
   Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Upstream& upstream);
 
+  // Answers through `respond`, from any thread. Paid requests run as a non-blocking pipeline
+  // (store decisions and upstream calls complete asynchronously); everything else runs on the
+  // gateway's own blocking pool. Call it from an I/O thread.
+  void HandleAsync(std::shared_ptr<const HttpRequest> request, Respond respond);
+  // HandleAsync, waiting for the answer (tests, tools). Never call it from a store callback.
   HttpResponse Handle(const HttpRequest& request);
 
   // Crash recovery, before the listener accepts traffic: every upstream call that was in progress
   // when a previous process died becomes pending_retry with its hold kept. Returns how many.
   Result<int> RecoverInterrupted();
+
+  // Waits until every paid request in flight has been answered, at most `timeout_ms`; returns
+  // how many are still in flight. Call it after the listener stopped, before destruction: store
+  // and upstream callbacks must not outlive the gateway.
+  int64_t Drain(int64_t timeout_ms);
 
   // Lets /metrics include the listener's counters (optional).
   void AttachServer(const HttpServer* server) { server_ = server; }
@@ -40,10 +51,17 @@ class Gateway {
   enum class BeginKind { kProceed, kReplay, kMismatch, kAttach, kInsufficientFunds };
   struct Begin;
 
-  HttpResponse HandlePaid(const HttpRequest& request, const RouteConfig& route);
-  HttpResponse PayWithWallet(const PaidRequest& paid);
-  Result<Begin> BeginWalletOperation(const PaidRequest& paid);
-  HttpResponse CallAndFinish(const PaidRequest& paid, const Operation& op);
+  HttpResponse HandleBlocking(const HttpRequest& request);
+  void HandlePaid(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
+                  Respond respond);
+  void PayWithWallet(std::shared_ptr<PaidRequest> paid);
+  // The two decisions of a paid request, each run as one store transaction.
+  Status DecideBegin(Transaction& tx, PaidRequest& paid);
+  Status DecideFinish(Transaction& tx, PaidRequest& paid, const UpstreamOutcome& outcome);
+  void OnBegun(std::shared_ptr<PaidRequest> paid, Status status);
+  void OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamOutcome outcome);
+  HttpResponse FinishAnswer(const PaidRequest& paid, const UpstreamOutcome& outcome,
+                            const Status& status);
   HttpResponse AwaitInFlight(const Operation& op);
   HttpResponse Challenge(const HttpRequest& request, const RouteConfig& route) const;
 
@@ -68,6 +86,7 @@ class Gateway {
   Random& random_;
   Upstream& upstream_;
   Metrics metrics_;
+  WorkerPool blocking_pool_;  // admin, views, attached duplicates: everything that may block
   static constexpr size_t kMaxCachedKeys = 100000;
   std::mutex key_cache_mutex_;
   std::unordered_map<std::string, std::string> account_by_key_hash_;
@@ -77,6 +96,7 @@ class Gateway {
   std::mutex completion_mutex_;
   std::condition_variable completion_cv_;
   uint64_t completions_ = 0;
+  int64_t paid_in_flight_ = 0;  // guarded by completion_mutex_
 };
 
 }  // namespace agentpay

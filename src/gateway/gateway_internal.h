@@ -1,22 +1,30 @@
 // Definitions shared by the gateway's translation units; not part of its interface.
 #pragma once
 
+#include <chrono>
+#include <optional>
+
 #include "gateway/gateway.h"
 
 namespace agentpay {
 
-struct Gateway::PaidRequest {
-  const HttpRequest& request;
-  const RouteConfig& route;
-  std::string account_id;
-  std::string key;
-  std::string fingerprint;
-  std::string principal() const { return "account:" + account_id; }
-};
-
 struct Gateway::Begin {
   BeginKind kind = BeginKind::kProceed;
   Operation op;  // the operation as committed (proceed) or as found (replay, attach)
+};
+
+// One paid request on its way through the pipeline; shared by the pipeline's callbacks.
+struct Gateway::PaidRequest {
+  std::shared_ptr<const HttpRequest> request;
+  const RouteConfig* route = nullptr;
+  Respond respond;
+  std::string account_id;
+  std::string key;
+  std::string fingerprint;
+  Begin begin;
+  std::optional<Completion> completion;
+  std::chrono::steady_clock::time_point upstream_started;
+  std::string principal() const { return "account:" + account_id; }
 };
 
 // A store failure as an HTTP answer: overload is 503 with Retry-After, anything else 503 too: the

@@ -61,14 +61,7 @@ ClientRequest BuildUpstreamRequest(const RouteConfig& route, const HttpRequest& 
   return forward;
 }
 
-UpstreamOutcome HttpUpstream::Call(const RouteConfig& route, const HttpRequest& request,
-                                   const std::string& operation_id) {
-  ClientRequest forward = BuildUpstreamRequest(route, request, operation_id);
-  ClientOptions options;
-  options.timeout_ms = route.timeout_ms;
-  options.max_response_bytes = max_response_bytes_;
-  ClientResponse response = SendHttp(route.upstream, forward, options);
-
+UpstreamOutcome ToUpstreamOutcome(ClientResponse response) {
   UpstreamOutcome outcome;
   switch (response.error) {
     case ClientError::kNone:
@@ -89,6 +82,17 @@ UpstreamOutcome HttpUpstream::Call(const RouteConfig& route, const HttpRequest& 
   }
   outcome.detail = std::string(ClientErrorName(response.error)) + ": " + response.detail;
   return outcome;
+}
+
+void HttpUpstream::CallAsync(const RouteConfig& route, std::shared_ptr<const HttpRequest> request,
+                             const std::string& operation_id, UpstreamDone done) {
+  ClientOptions options;
+  options.timeout_ms = route.timeout_ms;
+  options.max_response_bytes = max_response_bytes_;
+  client_.Send(route.upstream, BuildUpstreamRequest(route, *request, operation_id), options,
+               [done = std::move(done)](ClientResponse response) {
+                 done(ToUpstreamOutcome(std::move(response)));
+               });
 }
 
 }  // namespace agentpay

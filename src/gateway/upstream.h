@@ -1,6 +1,9 @@
 // The paid upstream as the gateway sees it: an interface, so the simulator can replace the network.
 #pragma once
 
+#include <functional>
+#include <memory>
+
 #include "core/operation.h"
 #include "gateway/config.h"
 #include "http/client.h"
@@ -8,24 +11,30 @@
 
 namespace agentpay {
 
+using UpstreamDone = std::function<void(UpstreamOutcome)>;
+
 class Upstream {
  public:
   virtual ~Upstream() = default;
-  // Forwards `request` to the route's upstream for operation `operation_id` and reports what happened.
-  // Blocks for at most the route's timeout.
-  virtual UpstreamOutcome Call(const RouteConfig& route, const HttpRequest& request,
-                               const std::string& operation_id) = 0;
+  // Forwards `request` to the route's upstream for operation `operation_id`; `done` reports what
+  // happened, from any thread, within the route's timeout. Must not block the caller.
+  virtual void CallAsync(const RouteConfig& route, std::shared_ptr<const HttpRequest> request,
+                         const std::string& operation_id, UpstreamDone done) = 0;
 };
 
 class HttpUpstream final : public Upstream {
  public:
   explicit HttpUpstream(uint64_t max_response_bytes) : max_response_bytes_(max_response_bytes) {}
-  UpstreamOutcome Call(const RouteConfig& route, const HttpRequest& request,
-                       const std::string& operation_id) override;
+  void CallAsync(const RouteConfig& route, std::shared_ptr<const HttpRequest> request,
+                 const std::string& operation_id, UpstreamDone done) override;
 
  private:
   uint64_t max_response_bytes_;
+  AsyncHttpClient client_;
 };
+
+// What the gateway makes of a client answer (or failure) from the upstream.
+UpstreamOutcome ToUpstreamOutcome(ClientResponse response);
 
 // The idempotency key the gateway sends upstream for an operation: stable across its retries,
 // and not the operation id itself.

@@ -1,6 +1,7 @@
 // The wallet payment path (CONTRACT §3–4): reserve the key and hold the price in one decision, call
 // the upstream, then capture, release or keep in a second decision. Replays and mismatches are
-// answered from a read snapshot without touching the writer.
+// answered from a read snapshot without touching the writer. Nothing here blocks a thread: each
+// step continues in the callback of the store decision or upstream call before it.
 #include <chrono>
 
 #include "core/check.h"
@@ -54,13 +55,13 @@ HttpResponse StoreProblem(const Status& status) {
   return response;
 }
 
-HttpResponse Gateway::PayWithWallet(const PaidRequest& paid) {
+void Gateway::PayWithWallet(std::shared_ptr<PaidRequest> paid) {
   // Fast path: a final operation never changes, so replays and mismatches need no write.
   std::optional<KeyRecord> record;
   std::optional<Operation> existing;
   int64_t now = clock_.NowMs();
   Status read = store_.Read([&](Transaction& tx) {
-    auto found = tx.FindKey(paid.principal(), paid.key);
+    auto found = tx.FindKey(paid->principal(), paid->key);
     if (!found.ok()) return found.status();
     record = std::move(*found);
     if (!record) return Status::Ok();
@@ -69,39 +70,61 @@ HttpResponse Gateway::PayWithWallet(const PaidRequest& paid) {
     existing = std::move(*op);
     return Status::Ok();
   });
-  if (!read.ok()) return StoreProblem(read);
+  if (!read.ok()) return paid->respond(StoreProblem(read));
   if (record && existing) {
-    Arrival arrival = DecideArrival(&*record, &*existing, paid.fingerprint, now);
+    Arrival arrival = DecideArrival(&*record, &*existing, paid->fingerprint, now);
     if (arrival.outcome == ArrivalOutcome::kReplay) {
       metrics_.CountArrival(arrival.outcome);
-      return StoredAnswer(*existing, true);
+      return paid->respond(StoredAnswer(*existing, true));
     }
     if (arrival.outcome == ArrivalOutcome::kMismatch) {
       metrics_.CountArrival(arrival.outcome);
-      return MismatchAnswer(*existing);
+      return paid->respond(MismatchAnswer(*existing));
     }
   }
+  store_.WriteAsync([this, paid](Transaction& tx) { return DecideBegin(tx, *paid); },
+                    [this, paid](Status status) { OnBegun(paid, std::move(status)); });
+}
 
-  auto begin = BeginWalletOperation(paid);
-  if (!begin.ok()) return StoreProblem(begin.status());
-  switch (begin->kind) {
-    case BeginKind::kReplay: return StoredAnswer(begin->op, true);
-    case BeginKind::kMismatch: return MismatchAnswer(begin->op);
-    case BeginKind::kAttach: return AwaitInFlight(begin->op);
+void Gateway::OnBegun(std::shared_ptr<PaidRequest> paid, Status status) {
+  if (!status.ok() && !IsRollback(status)) return paid->respond(StoreProblem(status));
+  const Begin& begin = paid->begin;
+  switch (begin.kind) {
+    case BeginKind::kReplay: return paid->respond(StoredAnswer(begin.op, true));
+    case BeginKind::kMismatch: return paid->respond(MismatchAnswer(begin.op));
+    case BeginKind::kAttach: {
+      // Waiting for the attempt in flight blocks: it runs on the blocking pool.
+      bool queued = blocking_pool_.TrySubmit(
+          [this, paid] { paid->respond(AwaitInFlight(paid->begin.op)); });
+      if (!queued) {
+        paid->respond(PendingAnswer(begin.op, 202, "operation_in_progress",
+                                    "the same request is still in flight; poll the operation",
+                                    true));
+      }
+      return;
+    }
     case BeginKind::kInsufficientFunds:
-      return ProblemResponse(402, "insufficient_funds",
-                             "the account's available balance is below the price of " +
-                                 std::to_string(paid.route.price));
-    case BeginKind::kProceed: return CallAndFinish(paid, begin->op);
+      return paid->respond(ProblemResponse(
+          402, "insufficient_funds",
+          "the account's available balance is below the price of " +
+              std::to_string(paid->route->price)));
+    case BeginKind::kProceed:
+      paid->upstream_started = std::chrono::steady_clock::now();
+      upstream_.CallAsync(*paid->route, paid->request, begin.op.id,
+                          [this, paid](UpstreamOutcome outcome) {
+                            OnUpstreamAnswered(paid, std::move(outcome));
+                          });
+      return;
   }
   AGENTPAY_CHECK(false);
 }
 
-Result<Gateway::Begin> Gateway::BeginWalletOperation(const PaidRequest& paid) {
-  Begin begin;
+Status Gateway::DecideBegin(Transaction& tx, PaidRequest& paid) {
+  Begin& begin = paid.begin;
+  begin = Begin{};
   const std::string principal = paid.principal();
-  const int64_t lease_ms = paid.route.timeout_ms + kLeaseMarginMs;
-  Status status = store_.Write([&](Transaction& tx) -> Status {
+  const int64_t lease_ms = paid.route->timeout_ms + kLeaseMarginMs;
+  {
     const int64_t now = clock_.NowMs();
     const std::string op_id = NewOperationId(random_, now);
     KeyRecord reservation{principal, paid.key, op_id, paid.fingerprint, now, std::nullopt};
@@ -156,7 +179,7 @@ Result<Gateway::Begin> Gateway::BeginWalletOperation(const PaidRequest& paid) {
       metrics_.CountArrival(ArrivalOutcome::kNew);
     }
     Operation op = NewWalletOperation({op_id, principal, paid.key, paid.fingerprint,
-                                       paid.route.prefix, paid.route.price, config_.hold_ttl_ms,
+                                       paid.route->prefix, paid.route->price, config_.hold_ttl_ms,
                                        lease_ms},
                                       now);
     if (Status s = tx.InsertOperation(op); !s.ok()) return s;
@@ -169,49 +192,60 @@ Result<Gateway::Begin> Gateway::BeginWalletOperation(const PaidRequest& paid) {
     begin.kind = BeginKind::kProceed;
     begin.op = std::move(op);
     return Status::Ok();
-  });
-  if (!status.ok() && !IsRollback(status)) return status;
-  return begin;
+  }
 }
 
-HttpResponse Gateway::CallAndFinish(const PaidRequest& paid, const Operation& op) {
-  const auto started = std::chrono::steady_clock::now();
-  UpstreamOutcome outcome = upstream_.Call(paid.route, paid.request, op.id);
+void Gateway::OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamOutcome outcome) {
   const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - started);
+      std::chrono::steady_clock::now() - paid->upstream_started);
   metrics_.CountUpstream(elapsed.count(), outcome.kind == UpstreamKind::kResponded);
+  auto shared_outcome = std::make_shared<UpstreamOutcome>(std::move(outcome));
+  store_.WriteAsync(
+      [this, paid, shared_outcome](Transaction& tx) {
+        return DecideFinish(tx, *paid, *shared_outcome);
+      },
+      [this, paid, shared_outcome](Status status) {
+        NotifyCompletion();
+        paid->respond(FinishAnswer(*paid, *shared_outcome, status));
+      });
+}
 
-  std::optional<Completion> completion;
-  Status status = store_.Write([&](Transaction& tx) -> Status {
-    completion.reset();
-    const int64_t now = clock_.NowMs();
-    auto current = tx.FindOperation(op.id);
-    if (!current.ok()) return current.status();
-    // Only the attempt that holds the claim may finish it; a later attempt took over otherwise.
-    if (!current->has_value() || (*current)->fulfillment != Fulfillment::kInProgress ||
-        (*current)->attempts != op.attempts) {
-      return Status::Ok();
-    }
-    completion = CompleteWalletOperation(**current, outcome, now);
-    if (completion->move) {
-      auto moved = tx.Move(paid.account_id, *completion->move, op.amount, op.id, now);
-      if (!moved.ok()) return moved.status();
-      AGENTPAY_CHECK(*moved == MoveOutcome::kOk);  // the hold is ours and covers the amount
-    }
-    if (Status s = tx.UpdateOperation(completion->next); !s.ok()) return s;
-    if (IsFinal(completion->next)) {
-      Status s = tx.SetKeyExpiry(op.principal, op.idempotency_key,
-                                 KeyExpiry(now, config_.retention_ms));
-      if (!s.ok()) return s;
-    }
-    if (completion->verdict != Verdict::kKeep) return Status::Ok();  // postings tell the rest
-    std::string detail = outcome.kind == UpstreamKind::kResponded
-                             ? "upstream answered " + std::to_string(outcome.status)
-                             : "upstream " + outcome.detail;
-    return tx.AppendEvent({op.id, now, "upstream", "hold_kept",
-                           detail + "; hold kept after attempt " + std::to_string(op.attempts)});
-  });
-  NotifyCompletion();
+Status Gateway::DecideFinish(Transaction& tx, PaidRequest& paid, const UpstreamOutcome& outcome) {
+  const Operation& op = paid.begin.op;
+  std::optional<Completion>& completion = paid.completion;
+  completion.reset();
+  const int64_t now = clock_.NowMs();
+  auto current = tx.FindOperation(op.id);
+  if (!current.ok()) return current.status();
+  // Only the attempt that holds the claim may finish it; a later attempt took over otherwise.
+  if (!current->has_value() || (*current)->fulfillment != Fulfillment::kInProgress ||
+      (*current)->attempts != op.attempts) {
+    return Status::Ok();
+  }
+  completion.emplace(CompleteWalletOperation(**current, outcome, now));
+  if (completion->move) {
+    auto moved = tx.Move(paid.account_id, *completion->move, op.amount, op.id, now);
+    if (!moved.ok()) return moved.status();
+    AGENTPAY_CHECK(*moved == MoveOutcome::kOk);  // the hold is ours and covers the amount
+  }
+  if (Status s = tx.UpdateOperation(completion->next); !s.ok()) return s;
+  if (IsFinal(completion->next)) {
+    Status s = tx.SetKeyExpiry(op.principal, op.idempotency_key,
+                               KeyExpiry(now, config_.retention_ms));
+    if (!s.ok()) return s;
+  }
+  if (completion->verdict != Verdict::kKeep) return Status::Ok();  // postings tell the rest
+  std::string detail = outcome.kind == UpstreamKind::kResponded
+                           ? "upstream answered " + std::to_string(outcome.status)
+                           : "upstream " + outcome.detail;
+  return tx.AppendEvent({op.id, now, "upstream", "hold_kept",
+                         detail + "; hold kept after attempt " + std::to_string(op.attempts)});
+}
+
+HttpResponse Gateway::FinishAnswer(const PaidRequest& paid, const UpstreamOutcome& outcome,
+                                   const Status& status) {
+  const Operation& op = paid.begin.op;
+  const std::optional<Completion>& completion = paid.completion;
   if (!status.ok()) {
     HttpResponse response = ProblemResponse(
         503, "store_unavailable",

@@ -8,8 +8,12 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 #include <map>
 #include <memory>
+#include <optional>
+#include <thread>
 
 namespace agentpay {
 namespace {
@@ -55,6 +59,41 @@ ClientError Classify(const beast::error_code& ec, bool connected) {
     return ClientError::kClosed;
   }
   return ClientError::kProtocol;
+}
+
+http::request<http::string_body> BuildMessage(const Endpoint& endpoint, const ClientRequest& request,
+                                              bool keep_alive) {
+  http::request<http::string_body> message;
+  message.method_string(request.method);
+  message.target(request.target);
+  message.version(11);
+  for (const auto& header : request.headers) message.insert(header.name, header.value);
+  message.set(http::field::host, endpoint.HostHeader());
+  message.body() = request.body;
+  message.keep_alive(keep_alive);
+  message.prepare_payload();
+  return message;
+}
+
+// Takes an idle connection to the endpoint that the peer has not closed, if there is one.
+std::optional<Connection> TakeIdle(std::vector<Connection>& idle) {
+  while (!idle.empty()) {
+    Connection candidate = std::move(idle.back());
+    idle.pop_back();
+    if (StillOpen(candidate)) return candidate;
+  }
+  return std::nullopt;
+}
+
+ClientResponse Finish(http::response_parser<http::string_body>& parser) {
+  ClientResponse response;
+  auto& reply = parser.get();
+  response.status = static_cast<int>(reply.result_int());
+  for (const auto& field : reply) {
+    response.headers.push_back({std::string(field.name_string()), std::string(field.value())});
+  }
+  response.body = std::move(reply.body());
+  return response;
 }
 
 }  // namespace
@@ -112,102 +151,139 @@ Result<Endpoint> ParseHttpUrl(std::string_view url) {
   return endpoint;
 }
 
-ClientResponse SendHttp(const Endpoint& endpoint, const ClientRequest& request,
-                        const ClientOptions& options) {
-  ThreadState& state = State();
-  const std::string pool_key = endpoint.HostHeader();
-  const auto deadline = std::chrono::milliseconds(options.timeout_ms);
-  ClientResponse response;
+namespace {
 
-  Connection connection;
-  auto& idle = state.idle[pool_key];
-  while (!idle.empty()) {
-    Connection candidate = std::move(idle.back());
-    idle.pop_back();
-    if (StillOpen(candidate)) {
-      connection = std::move(candidate);
-      break;
-    }
+using IdlePool = std::map<std::string, std::vector<Connection>>;
+
+// One request/response exchange on an io_context: reuses or opens a connection, writes, reads,
+// and reports through `done` (on the io_context's thread). The connection goes back to `pool`
+// when the answer allows keep-alive. Never re-sends a request once it left.
+class Exchange : public std::enable_shared_from_this<Exchange> {
+ public:
+  using Done = std::function<void(ClientResponse)>;
+  Exchange(net::io_context& ioc, IdlePool& pool, const Endpoint& endpoint,
+           const ClientRequest& request, const ClientOptions& options, Done done)
+      : ioc_(ioc), pool_(pool), endpoint_(endpoint), options_(options), done_(std::move(done)),
+        message_(BuildMessage(endpoint, request, options.keep_alive)) {
+    parser_.body_limit(options.max_response_bytes);
+    if (request.method == "HEAD") parser_.skip(true);  // a HEAD answer has no body to read
   }
-  bool connected = connection.stream != nullptr;
-  beast::error_code result;
 
-  http::request<http::string_body> message;
-  message.method_string(request.method);
-  message.target(request.target);
-  message.version(11);
-  for (const auto& header : request.headers) message.insert(header.name, header.value);
-  message.set(http::field::host, endpoint.HostHeader());
-  message.body() = request.body;
-  message.keep_alive(options.keep_alive);
-  message.prepare_payload();
-
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(options.max_response_bytes);
-  if (request.method == "HEAD") parser.skip(true);  // a HEAD answer has no body to read
-
-  auto read_response = [&] {
-    http::async_read(*connection.stream, connection.buffer, parser,
-                     [&](beast::error_code ec, size_t) { result = ec; });
-  };
-  auto write_request = [&] {
-    http::async_write(*connection.stream, message, [&](beast::error_code ec, size_t) {
-      if (ec) {
-        result = ec;
-        return;
-      }
-      read_response();
-    });
-  };
-
-  if (!connected) {
-    connection.stream = std::make_unique<beast::tcp_stream>(state.ioc);
-    connection.stream->expires_after(deadline);
+  void Start() {
+    const auto deadline = std::chrono::milliseconds(options_.timeout_ms);
+    if (auto idle = TakeIdle(pool_[endpoint_.HostHeader()])) {
+      connection_ = std::move(*idle);
+      connected_ = true;
+      connection_.stream->expires_after(deadline);
+      return Write();
+    }
+    connection_.stream = std::make_unique<beast::tcp_stream>(ioc_);
+    connection_.stream->expires_after(deadline);
     beast::error_code ec;
-    auto address = net::ip::make_address(endpoint.host, ec);
+    auto address = net::ip::make_address(endpoint_.host, ec);
     if (ec) {
-      tcp::resolver resolver(state.ioc);
-      auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
+      tcp::resolver resolver(ioc_);
+      auto results = resolver.resolve(endpoint_.host, std::to_string(endpoint_.port), ec);
       if (ec || results.empty()) {
+        ClientResponse response;
         response.error = ClientError::kConnect;
-        response.detail = "cannot resolve " + endpoint.host;
-        return response;
+        response.detail = "cannot resolve " + endpoint_.host;
+        return done_(std::move(response));
       }
       address = results.begin()->endpoint().address();
     }
-    connection.stream->async_connect(tcp::endpoint(address, endpoint.port),
-                                     [&](beast::error_code connect_error) {
-                                       if (connect_error) {
-                                         result = connect_error;
-                                         return;
-                                       }
-                                       connected = true;
-                                       write_request();
-                                     });
-  } else {
-    connection.stream->expires_after(deadline);
-    write_request();
+    connection_.stream->async_connect(
+        tcp::endpoint(address, endpoint_.port),
+        [self = shared_from_this()](beast::error_code ec) {
+          if (ec) return self->Fail(ec);
+          self->connected_ = true;
+          self->Write();
+        });
   }
+
+ private:
+  void Write() {
+    http::async_write(*connection_.stream, message_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        if (ec) return self->Fail(ec);
+                        self->Read();
+                      });
+  }
+
+  void Read() {
+    http::async_read(*connection_.stream, connection_.buffer, parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->Fail(ec);
+                       self->Succeed();
+                     });
+  }
+
+  void Fail(beast::error_code ec) {
+    ClientResponse response;
+    response.error = Classify(ec, connected_);
+    response.detail = ec.message();
+    done_(std::move(response));
+  }
+
+  void Succeed() {
+    bool reusable = parser_.get().keep_alive() && options_.keep_alive;
+    ClientResponse response = Finish(parser_);
+    auto& idle = pool_[endpoint_.HostHeader()];
+    if (reusable && idle.size() < kMaxIdlePerEndpoint) {
+      connection_.stream->expires_never();
+      idle.push_back(std::move(connection_));
+    }
+    done_(std::move(response));
+  }
+
+  net::io_context& ioc_;
+  IdlePool& pool_;
+  Endpoint endpoint_;
+  ClientOptions options_;
+  Done done_;
+  http::request<http::string_body> message_;
+  http::response_parser<http::string_body> parser_;
+  Connection connection_;
+  bool connected_ = false;
+};
+
+}  // namespace
+
+ClientResponse SendHttp(const Endpoint& endpoint, const ClientRequest& request,
+                        const ClientOptions& options) {
+  ThreadState& state = State();
+  ClientResponse response;
+  std::make_shared<Exchange>(state.ioc, state.idle, endpoint, request, options,
+                             [&response](ClientResponse answer) { response = std::move(answer); })
+      ->Start();
   state.ioc.restart();
   state.ioc.run();
-
-  if (result) {
-    response.error = Classify(result, connected);
-    response.detail = result.message();
-    return response;
-  }
-  auto& reply = parser.get();
-  response.status = static_cast<int>(reply.result_int());
-  for (const auto& field : reply) {
-    response.headers.push_back({std::string(field.name_string()), std::string(field.value())});
-  }
-  bool reusable = reply.keep_alive() && options.keep_alive;
-  response.body = std::move(reply.body());
-  if (reusable && idle.size() < kMaxIdlePerEndpoint) {
-    connection.stream->expires_never();
-    idle.push_back(std::move(connection));
-  }
   return response;
+}
+
+struct AsyncHttpClient::Impl {
+  net::io_context ioc{1};
+  net::executor_work_guard<net::io_context::executor_type> work = net::make_work_guard(ioc);
+  IdlePool idle;  // touched only on the client's thread
+  std::thread thread{[this] { ioc.run(); }};
+};
+
+AsyncHttpClient::AsyncHttpClient() : impl_(std::make_unique<Impl>()) {}
+
+AsyncHttpClient::~AsyncHttpClient() {
+  impl_->work.reset();
+  impl_->ioc.stop();
+  impl_->thread.join();
+}
+
+void AsyncHttpClient::Send(const Endpoint& endpoint, ClientRequest request,
+                           const ClientOptions& options, Done done) {
+  Impl* impl = impl_.get();
+  net::post(impl->ioc, [impl, endpoint, request = std::move(request), options,
+                        done = std::move(done)]() mutable {
+    std::make_shared<Exchange>(impl->ioc, impl->idle, endpoint, request, options, std::move(done))
+        ->Start();
+  });
 }
 
 }  // namespace agentpay

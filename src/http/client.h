@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,5 +59,24 @@ struct ClientOptions {
 
 ClientResponse SendHttp(const Endpoint& endpoint, const ClientRequest& request,
                         const ClientOptions& options);
+
+// The same exchange without blocking: calls run on the client's own I/O thread, which keeps the
+// idle keep-alive connections, and `done` runs on that thread (it must not block). Destruction
+// stops the thread; calls still in flight are abandoned without calling `done`.
+class AsyncHttpClient {
+ public:
+  using Done = std::function<void(ClientResponse)>;
+  AsyncHttpClient();
+  ~AsyncHttpClient();
+  AsyncHttpClient(const AsyncHttpClient&) = delete;
+  AsyncHttpClient& operator=(const AsyncHttpClient&) = delete;
+
+  void Send(const Endpoint& endpoint, ClientRequest request, const ClientOptions& options,
+            Done done);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace agentpay

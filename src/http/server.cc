@@ -22,15 +22,20 @@ using tcp = net::ip::tcp;
 
 struct Shared {
   ServerLimits limits;
-  Handler handler;
-  WorkerPool pool;
+  AsyncHandler handler;
+  std::unique_ptr<WorkerPool> pool;  // for a blocking handler only
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> rejected{0};
   std::atomic<uint64_t> connections{0};
 
-  Shared(const ServerLimits& l, Handler h)
-      : limits(l), handler(std::move(h)), pool(l.workers, l.max_queued_requests) {}
+  Shared(const ServerLimits& l, AsyncHandler h) : limits(l), handler(std::move(h)) {}
 };
+
+HttpResponse Overloaded() {
+  HttpResponse busy = ProblemResponse(503, "limit_exceeded", "the server is at capacity");
+  busy.SetHeader("Retry-After", "1");
+  return busy;
+}
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -126,23 +131,16 @@ class Session : public std::enable_shared_from_this<Session> {
     request->remote_address = remote_;
     ++shared_->requests;
     stream_.expires_never();
-    bool queued = shared_->pool.TrySubmit([self = shared_from_this(), request, keep_alive] {
-      HttpResponse response;
-      try {
-        response = self->shared_->handler(*request);
-      } catch (const std::exception& error) {
-        response = ProblemResponse(500, "internal_error", error.what());
-      }
+    Respond respond = [self = shared_from_this(), keep_alive](HttpResponse response) {
       net::post(self->stream_.get_executor(),
                 [self, keep_alive, response = std::move(response)]() mutable {
                   self->Send(std::move(response), keep_alive);
                 });
-    });
-    if (!queued) {
-      ++shared_->rejected;
-      HttpResponse busy = ProblemResponse(503, "limit_exceeded", "the server is at capacity");
-      busy.SetHeader("Retry-After", "1");
-      Send(std::move(busy), keep_alive);
+    };
+    try {
+      shared_->handler(std::move(request), std::move(respond));
+    } catch (const std::exception& error) {
+      Send(ProblemResponse(500, "internal_error", error.what()), false);
     }
   }
 
@@ -199,9 +197,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
 class BeastServer final : public HttpServer {
  public:
-  BeastServer(const ServerLimits& limits, Handler handler)
-      : shared_(std::make_shared<Shared>(limits, std::move(handler))),
-        ioc_(static_cast<int>(limits.io_threads)),
+  BeastServer(std::shared_ptr<Shared> shared)
+      : shared_(std::move(shared)),
+        ioc_(static_cast<int>(shared_->limits.io_threads)),
         acceptor_(net::make_strand(ioc_)) {}
 
   ~BeastServer() override { Stop(); }
@@ -231,7 +229,7 @@ class BeastServer final : public HttpServer {
 
   ServerStats Stats() const override {
     return ServerStats{shared_->requests.load(), shared_->rejected.load(),
-                       shared_->connections.load(), shared_->pool.Queued()};
+                       shared_->connections.load(), shared_->pool ? shared_->pool->Queued() : 0};
   }
 
   void Stop() override {
@@ -243,7 +241,7 @@ class BeastServer final : public HttpServer {
     ioc_.stop();
     for (auto& thread : threads_) thread.join();
     threads_.clear();
-    shared_->pool.Stop();
+    if (shared_->pool) shared_->pool->Stop();
   }
 
  private:
@@ -268,10 +266,39 @@ class BeastServer final : public HttpServer {
 
 }  // namespace
 
+Result<std::unique_ptr<HttpServer>> HttpServer::StartAsync(const std::string& host, uint16_t port,
+                                                           const ServerLimits& limits,
+                                                           AsyncHandler handler) {
+  auto server = std::make_unique<BeastServer>(std::make_shared<Shared>(limits, std::move(handler)));
+  Status status = server->Listen(host, port);
+  if (!status.ok()) return status;
+  return std::unique_ptr<HttpServer>(std::move(server));
+}
+
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, uint16_t port,
                                                       const ServerLimits& limits,
                                                       Handler handler) {
-  auto server = std::make_unique<BeastServer>(limits, std::move(handler));
+  auto shared = std::make_shared<Shared>(limits, nullptr);
+  shared->pool = std::make_unique<WorkerPool>(limits.workers, limits.max_queued_requests);
+  WorkerPool* pool = shared->pool.get();
+  Shared* raw = shared.get();
+  shared->handler = [pool, raw, handler = std::move(handler)](
+                        std::shared_ptr<const HttpRequest> request, Respond respond) {
+    auto run = [handler, request, respond] {
+      HttpResponse response;
+      try {
+        response = handler(*request);
+      } catch (const std::exception& error) {
+        response = ProblemResponse(500, "internal_error", error.what());
+      }
+      respond(std::move(response));
+    };
+    if (!pool->TrySubmit(std::move(run))) {
+      ++raw->rejected;
+      respond(Overloaded());
+    }
+  };
+  auto server = std::make_unique<BeastServer>(std::move(shared));
   Status status = server->Listen(host, port);
   if (!status.ok()) return status;
   return std::unique_ptr<HttpServer>(std::move(server));

@@ -32,7 +32,13 @@ struct ServerStats {
   uint64_t queued_requests = 0;
 };
 
+// A blocking handler: the server runs it on its worker pool.
 using Handler = std::function<HttpResponse(const HttpRequest&)>;
+// The answer to one request; callable from any thread, exactly once.
+using Respond = std::function<void(HttpResponse)>;
+// A non-blocking handler: called on an I/O thread, it must return quickly and answer through
+// `respond` later, from any thread. Blocking work belongs on a pool of its own.
+using AsyncHandler = std::function<void(std::shared_ptr<const HttpRequest>, Respond)>;
 
 class HttpServer {
  public:
@@ -40,6 +46,10 @@ class HttpServer {
   // Binds HOST:PORT (port 0 picks a free port) and starts serving. The handler runs on worker threads.
   static Result<std::unique_ptr<HttpServer>> Start(const std::string& host, uint16_t port,
                                                    const ServerLimits& limits, Handler handler);
+  // The same with a non-blocking handler; limits.workers is unused.
+  static Result<std::unique_ptr<HttpServer>> StartAsync(const std::string& host, uint16_t port,
+                                                        const ServerLimits& limits,
+                                                        AsyncHandler handler);
   virtual uint16_t port() const = 0;
   virtual ServerStats Stats() const = 0;
   // Stops accepting, closes connections and joins every thread. Idempotent.

@@ -100,6 +100,7 @@ class Transaction {
 };
 
 using TransactionFn = std::function<Status(Transaction&)>;
+using WriteDone = std::function<void(Status)>;
 
 struct StoreStats {
   uint64_t commits = 0;           // database commits
@@ -117,11 +118,14 @@ struct StoreOptions {
 class Store {
  public:
   virtual ~Store() = default;
-  // Runs `fn` as one decision. If fn returns an error its writes are rolled back and that status is
-  // returned; otherwise Write returns once the commit is durable (or a store error if it failed).
-  // All writes go through here, so concurrent decisions can share a commit (group commit).
-  // `fn` must not block on anything but the transaction itself.
-  virtual Status Write(const TransactionFn& fn) = 0;
+  // Runs `fn` as one decision on the store's writer, then calls `done` with its outcome: if fn
+  // returned an error its writes were rolled back and that status is passed on; otherwise `done`
+  // runs once the commit is durable (or with a store error if the commit failed). All writes go
+  // through here, so concurrent decisions share commits (group commit). `fn` must not block on
+  // anything but the transaction; `done` runs on a store thread and must not block either.
+  virtual void WriteAsync(TransactionFn fn, WriteDone done) = 0;
+  // WriteAsync, waiting for `done`. Never call it from a `done` callback.
+  Status Write(TransactionFn fn);
   // Runs `fn` on a consistent read-only snapshot.
   virtual Status Read(const TransactionFn& fn) = 0;
   virtual StoreStats Stats() = 0;
@@ -133,6 +137,7 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
 // The status a TransactionFn returns to roll its decision back when the outcome is a domain one
 // (insufficient funds, a lost race) rather than an error; the caller reads its own outcome.
 Status Rollback();
+
 bool IsRollback(const Status& status);
 
 }  // namespace agentpay

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/hashing.h"
+#include "http/worker_pool.h"
 
 namespace agentpay {
 namespace {
@@ -39,11 +40,16 @@ class CountingRandom final : public Random {
   uint64_t counter_ = 1;
 };
 
-// Answers from a script; an entry may block until Release() so tests can overlap requests.
+// Answers from a script; an entry may block until Release() so tests can overlap requests. Calls
+// run on the upstream's own threads, as a network call would.
 class ScriptedUpstream final : public Upstream {
  public:
-  UpstreamOutcome Call(const RouteConfig&, const HttpRequest&,
-                       const std::string& operation_id) override {
+  void CallAsync(const RouteConfig&, std::shared_ptr<const HttpRequest>,
+                 const std::string& operation_id, UpstreamDone done) override {
+    ASSERT_TRUE(pool_.TrySubmit([this, operation_id, done] { done(Call(operation_id)); }));
+  }
+
+  UpstreamOutcome Call(const std::string& operation_id) {
     std::unique_lock lock(mutex_);
     ++calls_;
     last_operation_ = operation_id;
@@ -104,6 +110,7 @@ class ScriptedUpstream final : public Upstream {
   int blocked_ = 0;
   int calls_ = 0;
   std::string last_operation_;
+  WorkerPool pool_{8, 64};  // last member: joined first, while the script is still alive
 };
 
 constexpr int64_t kPrice = 250;
