@@ -28,7 +28,7 @@ Arrival DecideArrival(const KeyRecord* record, const Operation* op, std::string_
                       int64_t now_ms) {
   if (record == nullptr) return {ArrivalOutcome::kNew, false};
   AGENTPAY_CHECK(op != nullptr && op->id == record->operation_id);
-  if (record->expires_ms && now_ms >= *record->expires_ms) {
+  if (op->retained_until_ms && now_ms >= *op->retained_until_ms) {
     // Past retention the key is forgotten: whatever arrives is a new action.
     return {ArrivalOutcome::kNew, true};
   }
@@ -40,7 +40,7 @@ Arrival DecideArrival(const KeyRecord* record, const Operation* op, std::string_
   return {ArrivalOutcome::kResume, false};
 }
 
-int64_t KeyExpiry(int64_t final_ms, int64_t retention_ms) { return final_ms + retention_ms; }
+int64_t RetainedUntil(int64_t final_ms, int64_t retention_ms) { return final_ms + retention_ms; }
 
 std::string FingerprintMaterial(std::string_view method, std::string_view path,
                                 std::string_view query, std::string_view content_type,

@@ -23,7 +23,6 @@ struct KeyRecord {
   std::string operation_id;
   std::string fingerprint;
   int64_t created_ms = 0;
-  std::optional<int64_t> expires_ms;  // set when the operation becomes final: final + retention
   bool operator==(const KeyRecord&) const = default;
 };
 
@@ -45,8 +44,8 @@ struct Arrival {
 Arrival DecideArrival(const KeyRecord* record, const Operation* op, std::string_view fingerprint,
                       int64_t now_ms);
 
-// The expiry of a key whose operation became final at `final_ms`.
-int64_t KeyExpiry(int64_t final_ms, int64_t retention_ms);
+// Until when a result that became final at `final_ms` is kept (and its key remembered).
+int64_t RetainedUntil(int64_t final_ms, int64_t retention_ms);
 
 // The canonical bytes hashed into a request fingerprint: method, path, query, content type and body,
 // each length-prefixed so that no two different requests share material. Payment and authorization

@@ -127,7 +127,7 @@ std::string_view VerdictName(Verdict verdict) {
 }
 
 Completion CompleteWalletOperation(const Operation& op, const UpstreamOutcome& outcome,
-                                   int64_t now_ms) {
+                                   int64_t now_ms, int64_t retention_ms) {
   AGENTPAY_CHECK(op.fulfillment == Fulfillment::kInProgress);
   AGENTPAY_CHECK(op.settlement == Settlement::kHeld);
   Completion completion{ClassifyUpstream(outcome), op, std::nullopt};
@@ -153,6 +153,7 @@ Completion CompleteWalletOperation(const Operation& op, const UpstreamOutcome& o
       next.fulfillment = Fulfillment::kPendingRetry;
       break;
   }
+  if (IsFinal(next)) next.retained_until_ms = now_ms + retention_ms;
   return completion;
 }
 

@@ -46,6 +46,8 @@ struct Operation {
   int64_t lease_expires_ms = 0;  // while in_progress: after this, the attempt is presumed dead
   int32_t attempts = 0;          // upstream calls started
   std::optional<StoredResponse> response;  // set once fulfillment is final
+  // Set once final: the stored result (and the key's memory of it) lasts until then.
+  std::optional<int64_t> retained_until_ms;
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
   bool operator==(const Operation&) const = default;
@@ -100,7 +102,7 @@ struct Completion {
 };
 // Precondition: op.fulfillment == kInProgress and op.settlement == kHeld.
 Completion CompleteWalletOperation(const Operation& op, const UpstreamOutcome& outcome,
-                                   int64_t now_ms);
+                                   int64_t now_ms, int64_t retention_ms);
 
 // Crash recovery: an upstream call that was in progress when the gateway died may have been executed:
 // the hold is kept and the operation waits for a retry (fulfillment pending_retry).

@@ -127,7 +127,7 @@ Status Gateway::DecideBegin(Transaction& tx, PaidRequest& paid) {
   {
     const int64_t now = clock_.NowMs();
     const std::string op_id = NewOperationId(random_, now);
-    KeyRecord reservation{principal, paid.key, op_id, paid.fingerprint, now, std::nullopt};
+    KeyRecord reservation{principal, paid.key, op_id, paid.fingerprint, now};
     auto inserted = tx.InsertKey(reservation);
     if (!inserted.ok()) return inserted.status();
     if (!*inserted) {
@@ -222,18 +222,13 @@ Status Gateway::DecideFinish(Transaction& tx, PaidRequest& paid, const UpstreamO
       (*current)->attempts != op.attempts) {
     return Status::Ok();
   }
-  completion.emplace(CompleteWalletOperation(**current, outcome, now));
+  completion.emplace(CompleteWalletOperation(**current, outcome, now, config_.retention_ms));
   if (completion->move) {
     auto moved = tx.Move(paid.account_id, *completion->move, op.amount, op.id, now);
     if (!moved.ok()) return moved.status();
     AGENTPAY_CHECK(*moved == MoveOutcome::kOk);  // the hold is ours and covers the amount
   }
   if (Status s = tx.UpdateOperation(completion->next); !s.ok()) return s;
-  if (IsFinal(completion->next)) {
-    Status s = tx.SetKeyExpiry(op.principal, op.idempotency_key,
-                               KeyExpiry(now, config_.retention_ms));
-    if (!s.ok()) return s;
-  }
   if (completion->verdict != Verdict::kKeep) return Status::Ok();  // postings tell the rest
   std::string detail = outcome.kind == UpstreamKind::kResponded
                            ? "upstream answered " + std::to_string(outcome.status)

@@ -48,6 +48,7 @@ CREATE TABLE operations (
   response_status INTEGER,
   response_content_type TEXT,
   response_body BLOB,
+  retained_until_ms BIGINT,
   created_ms BIGINT NOT NULL,
   updated_ms BIGINT NOT NULL
 );
@@ -60,7 +61,6 @@ CREATE TABLE idempotency_keys (
   operation_id TEXT NOT NULL,  -- inserted before its operation: the key reservation comes first
   fingerprint TEXT NOT NULL,
   created_ms BIGINT NOT NULL,
-  expires_ms BIGINT,
   PRIMARY KEY (principal, key)
 ) WITHOUT ROWID;
 CREATE TABLE operation_events (

@@ -53,6 +53,7 @@ class Database {
   // A prepared statement from this connection's cache.
   Result<Statement> Prepare(const std::string& sql);
   int64_t Changes() const;
+  sqlite3* handle() const { return db_; }
   Status LastError(std::string_view context) const;
 
  private:

@@ -63,8 +63,6 @@ class Transaction {
   virtual Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
                                                    std::string_view key) = 0;
   virtual Status DeleteKey(std::string_view principal, std::string_view key) = 0;
-  virtual Status SetKeyExpiry(std::string_view principal, std::string_view key,
-                              int64_t expires_ms) = 0;
 
   // Operations and their trace.
   virtual Status InsertOperation(const Operation& op) = 0;

@@ -10,7 +10,7 @@ namespace {
 
 struct Fixture {
   Operation op = NewWalletOperation({"op_1", "account:a", "k", "fp", "/", 10, 60000, 15000}, 1000);
-  KeyRecord record{"account:a", "k", "op_1", "fp", 1000, std::nullopt};
+  KeyRecord record{"account:a", "k", "op_1", "fp", 1000};
 };
 
 TEST(Idempotency, KeyValidation) {
@@ -51,7 +51,7 @@ TEST(Idempotency, FinalReplaysUntilRetentionThenForgets) {
   Fixture f;
   f.op.fulfillment = Fulfillment::kRejected;
   f.op.response = StoredResponse{400, "", ""};
-  f.record.expires_ms = KeyExpiry(3000, 500);
+  f.op.retained_until_ms = RetainedUntil(3000, 500);
   EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 3499).outcome, ArrivalOutcome::kReplay);
   Arrival late = DecideArrival(&f.record, &f.op, "fp", 3500);
   EXPECT_EQ(late.outcome, ArrivalOutcome::kNew);

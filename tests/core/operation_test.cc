@@ -48,7 +48,7 @@ TEST(Operation, ClassifiesUpstreamAnswers) {
 }
 
 TEST(Operation, CaptureStoresTheAnswer) {
-  Completion c = CompleteWalletOperation(Fresh(), Answered(200), 2000);
+  Completion c = CompleteWalletOperation(Fresh(), Answered(200), 2000, 86400000);
   EXPECT_EQ(c.verdict, Verdict::kCapture);
   EXPECT_EQ(c.move, MoveKind::kCapture);
   EXPECT_EQ(c.next.settlement, Settlement::kSettled);
@@ -59,10 +59,11 @@ TEST(Operation, CaptureStoresTheAnswer) {
   EXPECT_FALSE(c.next.hold_expires_ms.has_value());
   EXPECT_TRUE(IsFinal(c.next));
   EXPECT_EQ(c.next.updated_ms, 2000);
+  EXPECT_EQ(c.next.retained_until_ms, 2000 + 86400000);
 }
 
 TEST(Operation, ReleaseOnRefusal) {
-  Completion c = CompleteWalletOperation(Fresh(), Answered(404), 2000);
+  Completion c = CompleteWalletOperation(Fresh(), Answered(404), 2000, 86400000);
   EXPECT_EQ(c.move, MoveKind::kRelease);
   EXPECT_EQ(c.next.settlement, Settlement::kReleased);
   EXPECT_EQ(c.next.fulfillment, Fulfillment::kRejected);
@@ -71,12 +72,13 @@ TEST(Operation, ReleaseOnRefusal) {
 }
 
 TEST(Operation, KeepOnServerErrorThenResumeReusesTheHold) {
-  Completion kept = CompleteWalletOperation(Fresh(), Answered(502), 2000);
+  Completion kept = CompleteWalletOperation(Fresh(), Answered(502), 2000, 86400000);
   EXPECT_EQ(kept.verdict, Verdict::kKeep);
   EXPECT_FALSE(kept.move.has_value());
   EXPECT_EQ(kept.next.settlement, Settlement::kHeld);
   EXPECT_EQ(kept.next.fulfillment, Fulfillment::kPendingRetry);
   EXPECT_FALSE(kept.next.response.has_value());
+  EXPECT_FALSE(kept.next.retained_until_ms.has_value());
   EXPECT_FALSE(IsFinal(kept.next));
 
   Resumption resumed = ResumeWalletOperation(kept.next, 3000, 60000, 15000);
@@ -86,12 +88,12 @@ TEST(Operation, KeepOnServerErrorThenResumeReusesTheHold) {
   EXPECT_EQ(resumed.next.hold_expires_ms, kept.next.hold_expires_ms);  // the same hold
   EXPECT_EQ(resumed.next.lease_expires_ms, 18000);
 
-  Completion done = CompleteWalletOperation(resumed.next, Answered(200), 4000);
+  Completion done = CompleteWalletOperation(resumed.next, Answered(200), 4000, 86400000);
   EXPECT_EQ(done.move, MoveKind::kCapture);
 }
 
 TEST(Operation, ResumeAfterTheHoldWasReleasedNeedsANewHold) {
-  Operation swept = CompleteWalletOperation(Fresh(), Answered(500), 2000).next;
+  Operation swept = CompleteWalletOperation(Fresh(), Answered(500), 2000, 86400000).next;
   swept.settlement = Settlement::kReleased;  // as the hold sweeper leaves it
   swept.hold_expires_ms.reset();
   Resumption resumed = ResumeWalletOperation(swept, 5000, 60000, 15000);
@@ -130,7 +132,7 @@ namespace agentpay {
 namespace {
 
 TEST(HoldExpiry, ReleasesOnlyUnfinishedHoldsWithoutALiveAttempt) {
-  Operation kept = CompleteWalletOperation(Fresh(1000), Answered(500), 2000).next;
+  Operation kept = CompleteWalletOperation(Fresh(1000), Answered(500), 2000, 86400000).next;
   ASSERT_EQ(kept.hold_expires_ms, 61000);
   EXPECT_FALSE(ExpireHold(kept, 60999).has_value());
   auto expired = ExpireHold(kept, 61000);
@@ -147,7 +149,7 @@ TEST(HoldExpiry, ReleasesOnlyUnfinishedHoldsWithoutALiveAttempt) {
   in_flight.lease_expires_ms = 16000;
   EXPECT_TRUE(ExpireHold(in_flight, 61000).has_value());
 
-  Operation captured = CompleteWalletOperation(Fresh(1000), Answered(200), 2000).next;
+  Operation captured = CompleteWalletOperation(Fresh(1000), Answered(200), 2000, 86400000).next;
   EXPECT_FALSE(ExpireHold(captured, 99999999).has_value());
 }
 
@@ -158,7 +160,7 @@ TEST(Principal, WalletAccountOf) {
 }
 
 TEST(Trace, MergesArrivalPostingsEventsAndAnswerInTimeOrder) {
-  Operation op = CompleteWalletOperation(Fresh(1000), Answered(200), 3000).next;
+  Operation op = CompleteWalletOperation(Fresh(1000), Answered(200), 3000, 86400000).next;
   std::vector<PostingRecord> postings = {{"op_1", "hold", "wallet:a", "hold:a", 250, 1000},
                                          {"op_1", "capture", "hold:a", "revenue", 250, 3000}};
   std::vector<TraceEvent> events = {{"op_1", 2000, "upstream", "hold_kept", "upstream answered 503"}};
