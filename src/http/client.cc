@@ -210,7 +210,21 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
                       });
   }
 
+  // The header first: Beast 1.74 does not apply body_limit when a header and its whole body
+  // arrive in one read, so the announced length is checked here before the body is read.
   void Read() {
+    http::async_read_header(*connection_.stream, connection_.buffer, parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->Fail(ec);
+                              auto length = self->parser_.content_length();
+                              if (length && *length > self->options_.max_response_bytes) {
+                                return self->Fail(http::error::body_limit);
+                              }
+                              self->ReadBody();
+                            });
+  }
+
+  void ReadBody() {
     http::async_read(*connection_.stream, connection_.buffer, parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
                        if (ec) return self->Fail(ec);

@@ -234,13 +234,13 @@ class BeastServer final : public HttpServer {
 
   void Stop() override {
     if (stopped_.exchange(true)) return;
-    net::post(acceptor_.get_executor(), [this] {
-      beast::error_code ignored;
-      acceptor_.close(ignored);
-    });
     ioc_.stop();
     for (auto& thread : threads_) thread.join();
     threads_.clear();
+    // With no I/O thread left the acceptor can be closed here; a close posted to the stopped
+    // io_context would never run and the port would keep accepting connections into the backlog.
+    beast::error_code ignored;
+    acceptor_.close(ignored);
     if (shared_->pool) shared_->pool->Stop();
   }
 
