@@ -1,0 +1,103 @@
+// The reference facilitator's pre-chain checks for `exact` EIP-3009 payments, made pure: time and
+// chain id come in as arguments, so tests and the simulator can replay any moment.
+#include "x402/verify.h"
+
+#include "chain/eip712.h"
+#include "chain/secp256k1.h"
+
+namespace agentpay::x402 {
+namespace {
+
+constexpr std::string_view kExact = "exact";
+
+// The v2 echo names the asset the client chose; it must be ours (an echo that is not an address
+// fails too). A payload without an echo (v1, or built by hand) has nothing to compare.
+bool EchoedAssetMatches(const PaymentPayload& payload, const Requirements& requirements) {
+  if (!payload.accepted || !payload.accepted->is_object()) return true;
+  const auto it = payload.accepted->find("asset");
+  if (it == payload.accepted->end() || !it->is_string()) return true;
+  const Result<Address> asset = chain::ParseAddress(it->get_ref<const std::string&>());
+  return asset.ok() && *asset == requirements.asset;
+}
+
+bool SignedByFrom(const PaymentPayload& payload, const Requirements& requirements) {
+  const Result<Address> signer =
+      chain::RecoverSigner(AuthorizationDigest(payload, requirements), payload.signature);
+  return signer.ok() && *signer == payload.authorization.from;
+}
+
+}  // namespace
+
+std::string_view ReasonCode(Failure failure, Version version) {
+  switch (failure) {
+    case Failure::kNone:
+      return "";
+    case Failure::kUnsupportedScheme:
+      return "invalid_exact_evm_scheme";
+    case Failure::kMissingDomain:
+      return "invalid_exact_evm_missing_eip712_domain";
+    case Failure::kNetworkMismatch:
+      return "invalid_exact_evm_network_mismatch";
+    case Failure::kInvalidSignature:
+      return "invalid_exact_evm_signature";
+    case Failure::kRecipientMismatch:
+      return "invalid_exact_evm_recipient_mismatch";
+    case Failure::kValidBeforeTooSoon:
+      return "invalid_exact_evm_payload_authorization_valid_before";
+    case Failure::kValidAfterInFuture:
+      return "invalid_exact_evm_payload_authorization_valid_after";
+    case Failure::kValueMismatch:
+      return version == Version::kV1 ? "invalid_exact_evm_authorization_value"
+                                     : "invalid_exact_evm_payload_authorization_value_mismatch";
+    case Failure::kAssetMismatch:
+      return "invalid_exact_evm_asset_mismatch";
+    case Failure::kTokenNameMismatch:
+      return "invalid_exact_evm_token_name_mismatch";
+    case Failure::kTokenVersionMismatch:
+      return "invalid_exact_evm_token_version_mismatch";
+    case Failure::kNonceAlreadyUsed:
+      return "invalid_exact_evm_nonce_already_used";
+    case Failure::kInsufficientBalance:
+      return "invalid_exact_evm_insufficient_balance";
+  }
+  AGENTPAY_CHECK(false && "unknown Failure");
+  return "";
+}
+
+chain::Hash32 AuthorizationDigest(const PaymentPayload& payload, const Requirements& requirements) {
+  const chain::Hash32 domain =
+      chain::DomainSeparator(requirements.asset_name, requirements.asset_version,
+                             requirements.chain_id, requirements.asset);
+  return chain::Eip3009Digest(domain, payload.authorization);
+}
+
+Failure VerifyExact(const PaymentPayload& payload, const Requirements& requirements,
+                    int64_t now_seconds, int64_t valid_before_buffer_seconds) {
+  AGENTPAY_CHECK(now_seconds >= 0 && valid_before_buffer_seconds >= 0);
+  if (payload.scheme != kExact || requirements.scheme != kExact) {
+    return Failure::kUnsupportedScheme;
+  }
+  if (requirements.asset_name.empty() || requirements.asset_version.empty()) {
+    return Failure::kMissingDomain;
+  }
+  if (!payload.chain_id || *payload.chain_id != requirements.chain_id) {
+    return Failure::kNetworkMismatch;
+  }
+  if (!SignedByFrom(payload, requirements)) return Failure::kInvalidSignature;
+  const TransferAuthorization& authorization = payload.authorization;
+  if (authorization.to != requirements.pay_to) return Failure::kRecipientMismatch;
+  // Both are below 2^63, so their sum fits in 64 unsigned bits.
+  const U256 earliest_valid_before(static_cast<uint64_t>(now_seconds) +
+                                   static_cast<uint64_t>(valid_before_buffer_seconds));
+  if (authorization.valid_before < earliest_valid_before) return Failure::kValidBeforeTooSoon;
+  if (authorization.valid_after > U256(static_cast<uint64_t>(now_seconds))) {
+    return Failure::kValidAfterInFuture;
+  }
+  if (authorization.value != requirements.amount) return Failure::kValueMismatch;
+  if (payload.version == Version::kV2 && !EchoedAssetMatches(payload, requirements)) {
+    return Failure::kAssetMismatch;
+  }
+  return Failure::kNone;
+}
+
+}  // namespace agentpay::x402

@@ -1,0 +1,53 @@
+// Verification of an x402 `exact` EVM payment against what the gateway asked for, without the
+// chain: the checks of the reference facilitator (@x402/evm 2.27 verifyEIP3009), in its order, as a
+// pure function of the payload, the requirements and the time. Nonce state and balance need the
+// chain and are the settlement code's job; their reason codes are here so all codes live together.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "chain/bytes.h"
+#include "x402/wire.h"
+
+namespace agentpay::x402 {
+
+enum class Failure {
+  kNone,
+  kUnsupportedScheme,   // payload or requirement scheme is not "exact"
+  kMissingDomain,       // requirement lacks the EIP-712 name or version (our configuration)
+  kNetworkMismatch,     // payload network unknown or another chain
+  kInvalidSignature,    // not signed by `from` under our domain (incl. high s, bad v)
+  kRecipientMismatch,   // authorization.to != payTo
+  kValidBeforeTooSoon,  // validBefore < now + buffer (expired or about to)
+  kValidAfterInFuture,  // validAfter > now
+  kValueMismatch,       // value != amount (exact, not "at least")
+  kAssetMismatch,       // the v2 `accepted` echo names another asset
+  // Found by the settlement code on chain, never by VerifyExact:
+  kTokenNameMismatch,     // the token's EIP-712 name differs from asset_name
+  kTokenVersionMismatch,  // the token's EIP-712 version differs from asset_version
+  kNonceAlreadyUsed,      // authorizationState(from, nonce) is true
+  kInsufficientBalance,   // from holds less than value
+};
+
+// The x402 reason string (errorReason / invalidReason / problem `code`), as @x402/evm 2.27 spells
+// it; "" for kNone. The v1 facilitator names a value mismatch differently, hence `version`.
+// kAssetMismatch has no reference string (the reference server answers "No matching payment
+// requirements" before verifying); it is AgentPay's "invalid_exact_evm_asset_mismatch".
+std::string_view ReasonCode(Failure failure, Version version = Version::kV2);
+
+// The reference facilitator's margin for block time: validBefore must be at least this far ahead.
+inline constexpr int64_t kDefaultValidBeforeBufferSeconds = 6;
+
+// The EIP-3009 digest `from` must have signed: domain (asset_name, asset_version, chain_id, asset)
+// of the requirements, message = payload.authorization.
+chain::Hash32 AuthorizationDigest(const PaymentPayload& payload, const Requirements& requirements);
+
+// The first failed check, in the reference order: scheme, domain present, network, signature,
+// recipient, validBefore ≥ now + buffer, validAfter ≤ now, value == amount, then (v2) the echoed
+// accepted.asset. kNone when all pass. Preconditions: now_seconds ≥ 0, buffer ≥ 0.
+Failure VerifyExact(const PaymentPayload& payload, const Requirements& requirements,
+                    int64_t now_seconds,
+                    int64_t valid_before_buffer_seconds = kDefaultValidBeforeBufferSeconds);
+
+}  // namespace agentpay::x402
