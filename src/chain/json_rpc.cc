@@ -1,0 +1,221 @@
+// JsonRpcClient: maps SendHttp's outcomes onto the four rpc_* codes and validates the JSON-RPC
+// envelope (version, id, exactly one of result/error) without letting a parse exception escape.
+#include "chain/json_rpc.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace agentpay::chain {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<uint8_t, 4> kErrorStringSelector = {0x08, 0xc3, 0x79, 0xa0};
+// Hex of revert data shown in a Status message is cut here; the detail keeps all of it.
+constexpr size_t kMaxDataHexInMessage = 300;
+
+std::string Cut(std::string_view text, size_t limit) {
+  if (text.size() <= limit) return std::string(text);
+  return std::string(text.substr(0, limit)) + "…";
+}
+
+// True when no array/object in body nests deeper than max_depth. Checked before parsing so that
+// a hostile node cannot make us build (and later destroy) an absurdly deep tree.
+bool DepthWithin(std::string_view body, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+// A 32-byte ABI word that must hold a small offset or length; nullopt when it does not fit.
+std::optional<size_t> SmallWord(std::span<const uint8_t> data, size_t at) {
+  if (at > data.size() || data.size() - at < 32) return std::nullopt;
+  uint64_t value = 0;
+  for (size_t i = 0; i < 32; ++i) {
+    if (i < 24 && data[at + i] != 0) return std::nullopt;
+    if (i >= 24) value = (value << 8) | data[at + i];
+  }
+  if (value > data.size()) return std::nullopt;
+  return static_cast<size_t>(value);
+}
+
+Status TransportError(const ClientResponse& response, std::string_view method) {
+  const std::string where = std::string(method) + ": ";
+  switch (response.error) {
+    case ClientError::kConnect:
+      return Status::Error(std::string(kRpcUnreachable),
+                           where + "cannot connect (request not sent): " + response.detail);
+    case ClientError::kTimeout:
+      return Status::Error(std::string(kRpcTimeout),
+                           where +
+                               "no answer before the deadline; the node may have received "
+                               "the request: " +
+                               response.detail);
+    case ClientError::kClosed:
+      return Status::Error(std::string(kRpcTimeout),
+                           where +
+                               "connection closed before a complete answer; the node may "
+                               "have received the request: " +
+                               response.detail);
+    case ClientError::kProtocol:
+    case ClientError::kTooLarge:
+      return Status::Error(std::string(kRpcMalformed),
+                           where + "unusable HTTP answer (" +
+                               std::string(ClientErrorName(response.error)) +
+                               "): " + response.detail);
+    case ClientError::kNone:
+      break;
+  }
+  return Status::Ok();
+}
+
+// Reads "data" of an error object: a hex string, or (some nodes) an object with a "data" string.
+std::optional<Bytes> ErrorData(const json& error) {
+  auto data = error.find("data");
+  if (data == error.end()) return std::nullopt;
+  const json* text = &*data;
+  if (data->is_object()) {
+    auto inner = data->find("data");
+    if (inner == data->end()) return std::nullopt;
+    text = &*inner;
+  }
+  if (!text->is_string()) return std::nullopt;
+  Result<Bytes> bytes = ParseHex(text->get_ref<const std::string&>());
+  if (!bytes.ok()) return std::nullopt;
+  return std::move(*bytes);
+}
+
+Status ErrorObjectStatus(const json& error, std::string_view method, RpcErrorDetail* out) {
+  auto code = error.find("code");
+  auto message = error.find("message");
+  if (!error.is_object() || code == error.end() || !code->is_number_integer() ||
+      message == error.end() || !message->is_string()) {
+    return Status::Error(std::string(kRpcMalformed),
+                         std::string(method) + ": error member is not a JSON-RPC error object");
+  }
+  RpcErrorDetail detail;
+  detail.code = code->get<int64_t>();
+  detail.message = Cut(message->get_ref<const std::string&>(), kMaxRpcMessageBytes);
+  detail.data = ErrorData(error);
+  if (detail.data) detail.revert_reason = DecodeRevertReason(*detail.data);
+  std::string text = std::string(method) + ": " + detail.message;
+  if (detail.revert_reason && detail.message.find(*detail.revert_reason) == std::string::npos) {
+    text += ": " + Cut(*detail.revert_reason, kMaxRpcMessageBytes);
+  }
+  text += " (rpc code " + std::to_string(detail.code);
+  if (detail.data) text += ", data " + Cut(Hex(*detail.data), kMaxDataHexInMessage);
+  text += ")";
+  if (out != nullptr) *out = std::move(detail);
+  return Status::Error(std::string(kRpcError), text);
+}
+
+Result<json> ParseEnvelope(const ClientResponse& response, uint64_t id, std::string_view method,
+                           RpcErrorDetail* detail) {
+  const std::string where = std::string(method) + ": ";
+  if (!DepthWithin(response.body, kMaxRpcJsonDepth)) {
+    return Status::Error(std::string(kRpcMalformed), where + "answer nests too deeply");
+  }
+  json envelope = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  const bool parsed = !envelope.is_discarded() && envelope.is_object();
+  auto error = parsed ? envelope.find("error") : envelope.end();
+  if (parsed && error != envelope.end() && !error->is_null()) {
+    return ErrorObjectStatus(*error, method, detail);  // also for non-200 answers that carry one
+  }
+  if (response.status != 200) {
+    return Status::Error(std::string(kRpcMalformed), where + "HTTP " +
+                                                         std::to_string(response.status) + ": " +
+                                                         Cut(response.body, kMaxRpcMessageBytes));
+  }
+  if (!parsed) {
+    return Status::Error(std::string(kRpcMalformed), where + "answer is not a JSON object");
+  }
+  auto version = envelope.find("jsonrpc");
+  auto answer_id = envelope.find("id");
+  auto result = envelope.find("result");
+  if (version == envelope.end() || *version != "2.0") {
+    return Status::Error(std::string(kRpcMalformed), where + "answer is not JSON-RPC 2.0");
+  }
+  if (answer_id == envelope.end() || !answer_id->is_number_unsigned() ||
+      answer_id->get<uint64_t>() != id) {
+    return Status::Error(std::string(kRpcMalformed),
+                         where + "answer id does not match the request");
+  }
+  if (result == envelope.end()) {
+    return Status::Error(std::string(kRpcMalformed), where + "answer has neither result nor error");
+  }
+  return std::move(*result);
+}
+
+}  // namespace
+
+std::optional<std::string> DecodeRevertReason(std::span<const uint8_t> data) {
+  if (data.size() < 4 ||
+      !std::equal(kErrorStringSelector.begin(), kErrorStringSelector.end(), data.begin())) {
+    return std::nullopt;
+  }
+  std::span<const uint8_t> body = data.subspan(4);
+  std::optional<size_t> offset = SmallWord(body, 0);
+  if (!offset) return std::nullopt;
+  std::optional<size_t> length = SmallWord(body, *offset);
+  if (!length || body.size() - *offset - 32 < *length) return std::nullopt;
+  const auto* start = body.data() + *offset + 32;
+  return std::string(reinterpret_cast<const char*>(start), *length);
+}
+
+JsonRpcClient::JsonRpcClient(Endpoint endpoint, int64_t timeout_ms, uint64_t max_response_bytes)
+    : endpoint_(std::move(endpoint)),
+      timeout_ms_(timeout_ms),
+      max_response_bytes_(max_response_bytes) {
+  AGENTPAY_CHECK(timeout_ms > 0);
+}
+
+Result<json> JsonRpcClient::Call(std::string_view method, json params,
+                                 RpcErrorDetail* error_detail) {
+  AGENTPAY_CHECK(params.is_array());
+  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  json envelope = {{"jsonrpc", "2.0"},
+                   {"id", id},
+                   {"method", std::string(method)},
+                   {"params", std::move(params)}};
+  ClientRequest request;
+  request.method = "POST";
+  request.target = endpoint_.base_path.empty() ? "/" : endpoint_.base_path;
+  request.headers = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
+  request.body = envelope.dump(-1, ' ', false, json::error_handler_t::replace);
+  ClientOptions options;
+  options.timeout_ms = timeout_ms_;
+  options.max_response_bytes = max_response_bytes_;
+  ClientResponse response = SendHttp(endpoint_, request, options);
+  if (response.error != ClientError::kNone) return TransportError(response, method);
+  // Boost.Beast 1.74 skips body_limit when the header and the body arrive in one read (its eager
+  // parse overwrites the error), so the limit is checked here again.
+  if (response.body.size() > max_response_bytes_) {
+    return Status::Error(std::string(kRpcMalformed), std::string(method) + ": answer larger than " +
+                                                         std::to_string(max_response_bytes_) +
+                                                         " bytes");
+  }
+  return ParseEnvelope(response, id, method, error_detail);
+}
+
+}  // namespace agentpay::chain

@@ -1,0 +1,76 @@
+// A JSON-RPC 2.0 client over blocking HTTP for EVM nodes. Its error codes keep apart what a
+// payment system must never confuse: "the request was never sent" and "it may have been received".
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "chain/bytes.h"
+#include "core/result.h"
+#include "http/client.h"
+
+namespace agentpay::chain {
+
+// Stable error codes of JsonRpcClient::Call (and of everything built on it):
+//   rpc_unreachable  the connection failed: the request was never sent, retrying is safe.
+//   rpc_timeout      the request was (or may have been) sent but no complete answer arrived: the
+//                    deadline passed or the connection dropped. The node MAY HAVE ACTED on it (a
+//                    transaction may be in its pool): reconcile, do not assume failure.
+//   rpc_error        the node answered with a JSON-RPC error object (code, message, data kept).
+//   rpc_malformed    an answer arrived but is not a usable JSON-RPC response (bad HTTP status,
+//                    bad JSON, wrong id, too large, a result of the wrong shape). Treat as unknown.
+inline constexpr std::string_view kRpcUnreachable = "rpc_unreachable";
+inline constexpr std::string_view kRpcTimeout = "rpc_timeout";
+inline constexpr std::string_view kRpcError = "rpc_error";
+inline constexpr std::string_view kRpcMalformed = "rpc_malformed";
+
+// Answers above this are refused (rpc_malformed): far above any receipt or block header we read.
+inline constexpr uint64_t kDefaultMaxRpcResponseBytes = 4 * 1024 * 1024;
+// Deeper JSON nesting is refused before parsing; EVM answers nest a few levels at most.
+inline constexpr int kMaxRpcJsonDepth = 64;
+// Node-supplied text copied into Status messages is cut to this many bytes.
+inline constexpr size_t kMaxRpcMessageBytes = 512;
+
+// The JSON-RPC error object of an rpc_error, for callers that need more than the Status message.
+struct RpcErrorDetail {
+  int64_t code = 0;
+  std::string message;                       // as the node sent it (cut to kMaxRpcMessageBytes)
+  std::optional<Bytes> data;                 // revert data when the node sent hex data
+  std::optional<std::string> revert_reason;  // decoded Error(string), when data is one
+};
+
+// Decodes Solidity's Error(string) revert data (selector 0x08c379a0); nullopt for anything else.
+std::optional<std::string> DecodeRevertReason(std::span<const uint8_t> data);
+
+// Thread-safe: calls from several threads may overlap (SendHttp keeps per-thread connections).
+class JsonRpcClient {
+ public:
+  // Precondition: timeout_ms > 0. The timeout covers connect, send and the whole answer.
+  JsonRpcClient(Endpoint endpoint, int64_t timeout_ms,
+                uint64_t max_response_bytes = kDefaultMaxRpcResponseBytes);
+  JsonRpcClient(const JsonRpcClient&) = delete;
+  JsonRpcClient& operator=(const JsonRpcClient&) = delete;
+
+  // Sends {"jsonrpc":"2.0","id":N,"method":…,"params":…} and returns the "result" member (which
+  // may be null). Precondition: params is an array. On rpc_error the message reads
+  // "<method>: <node message>[: <revert reason>] (rpc code <code>[, data 0x…])", and
+  // error_detail, when given, receives the error object.
+  Result<nlohmann::json> Call(std::string_view method, nlohmann::json params,
+                              RpcErrorDetail* error_detail = nullptr);
+
+  const Endpoint& endpoint() const { return endpoint_; }
+  int64_t timeout_ms() const { return timeout_ms_; }
+
+ private:
+  Endpoint endpoint_;
+  int64_t timeout_ms_;
+  uint64_t max_response_bytes_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace agentpay::chain

@@ -1,0 +1,54 @@
+// Chain over a node's JSON-RPC API (Anvil, geth, a provider behind a local TLS proxy). Every
+// quantity and hex string in an answer is parsed strictly; anything off-shape is rpc_malformed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "chain/chain.h"
+#include "chain/json_rpc.h"
+#include "http/client.h"
+
+namespace agentpay::chain {
+
+// A receipt with more logs than this is refused (rpc_malformed): a transferWithAuthorization
+// emits two.
+inline constexpr size_t kMaxReceiptLogs = 1024;
+
+class RpcChain final : public Chain {
+ public:
+  // Precondition: timeout_ms > 0; it bounds each RPC call, not a whole method.
+  RpcChain(Endpoint endpoint, int64_t timeout_ms);
+
+  Result<uint64_t> ChainId() override;
+  Result<bool> AuthorizationState(const Address& token, const Address& from,
+                                  const Hash32& nonce) override;
+  Result<U256> BalanceOf(const Address& token, const Address& owner) override;
+  Result<Bytes> Call(const Address& to, const Bytes& data) override;
+  Result<uint64_t> EstimateGas(const Address& from, const Address& to, const Bytes& data) override;
+  // Base fee of the latest block; tip from eth_maxPriorityFeePerGas, or, when the node refuses
+  // that method (rpc_error), eth_gasPrice minus the base fee (at least zero).
+  Result<FeeData> Fees() override;
+  Result<uint64_t> PendingNonce(const Address& account) override;
+  // "already known"/"already imported" → kTxAlreadyKnown. "nonce too low" → kTxAlreadyKnown when
+  // the node knows this transaction's hash, else the node's rpc_error.
+  Result<Hash32> SendRawTransaction(const Bytes& raw) override;
+  Result<std::optional<Receipt>> GetReceipt(const Hash32& transaction_hash) override;
+  Result<std::optional<TxInfo>> GetTransaction(const Hash32& transaction_hash) override;
+  Result<uint64_t> BlockNumber() override;
+  Result<int64_t> LatestBlockTimestamp() override;
+
+  // For node-specific calls (anvil_*, evm_mine in tests; txpool_status in diagnostics).
+  JsonRpcClient& rpc() { return client_; }
+
+ private:
+  Result<nlohmann::json> LatestBlock();
+  Result<U256> PriorityFee(const U256& base_fee);
+  // The outcome of an eth_sendRawTransaction the node refused with `detail`.
+  Result<Hash32> RefusedSend(const Hash32& hash, const RpcErrorDetail& detail,
+                             const Status& refusal);
+
+  JsonRpcClient client_;
+};
+
+}  // namespace agentpay::chain
