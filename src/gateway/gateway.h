@@ -57,6 +57,8 @@ class Gateway {
   void PayWithWallet(std::shared_ptr<PaidRequest> paid);
   // The two decisions of a paid request, each run as one store transaction.
   Status DecideBegin(Transaction& tx, PaidRequest& paid);
+  Status DecideExistingKey(Transaction& tx, PaidRequest& paid, int64_t now, int64_t lease_ms,
+                           bool* start_new);
   Status DecideFinish(Transaction& tx, PaidRequest& paid, const UpstreamOutcome& outcome);
   void OnBegun(std::shared_ptr<PaidRequest> paid, Status status);
   void OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamOutcome outcome);

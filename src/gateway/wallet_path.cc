@@ -124,75 +124,79 @@ Status Gateway::DecideBegin(Transaction& tx, PaidRequest& paid) {
   begin = Begin{};
   const std::string principal = paid.principal();
   const int64_t lease_ms = paid.route->timeout_ms + kLeaseMarginMs;
-  {
-    const int64_t now = clock_.NowMs();
-    const std::string op_id = NewOperationId(random_, now);
-    KeyRecord reservation{principal, paid.key, op_id, paid.fingerprint, now};
-    auto inserted = tx.InsertKey(reservation);
+  const int64_t now = clock_.NowMs();
+  const std::string op_id = NewOperationId(random_, now);
+  KeyRecord reservation{principal, paid.key, op_id, paid.fingerprint, now};
+  auto inserted = tx.InsertKey(reservation);
+  if (!inserted.ok()) return inserted.status();
+  if (*inserted) {
+    metrics_.CountArrival(ArrivalOutcome::kNew);
+  } else {
+    bool start_new = false;
+    Status decided = DecideExistingKey(tx, paid, now, lease_ms, &start_new);
+    if (!start_new) return decided;
+    // The key was past its retention: forgotten, then reserved again for a new operation.
+    if (Status deleted = tx.DeleteKey(principal, paid.key); !deleted.ok()) return deleted;
+    inserted = tx.InsertKey(reservation);
     if (!inserted.ok()) return inserted.status();
-    if (!*inserted) {
-      auto record = tx.FindKey(principal, paid.key);
-      if (!record.ok()) return record.status();
-      AGENTPAY_CHECK(record->has_value());
-      auto op = tx.FindOperation((*record)->operation_id);
-      if (!op.ok()) return op.status();
-      if (!op->has_value()) {
-        return Status::Error("store_corrupt", "key without operation " + (*record)->operation_id);
-      }
-      Arrival arrival = DecideArrival(&**record, &**op, paid.fingerprint, now);
-      metrics_.CountArrival(arrival.outcome);
-      begin.op = **op;
-      switch (arrival.outcome) {
-        case ArrivalOutcome::kReplay: begin.kind = BeginKind::kReplay; return Status::Ok();
-        case ArrivalOutcome::kMismatch: begin.kind = BeginKind::kMismatch; return Status::Ok();
-        case ArrivalOutcome::kAttach: begin.kind = BeginKind::kAttach; return Status::Ok();
-        case ArrivalOutcome::kResume: {
-          Resumption resumption =
-              ResumeWalletOperation(**op, now, config_.hold_ttl_ms, lease_ms);
-          if (resumption.needs_hold) {
-            auto moved = tx.Move(paid.account_id, MoveKind::kHold, resumption.next.amount,
-                                 resumption.next.id, now);
-            if (!moved.ok()) return moved.status();
-            if (*moved != MoveOutcome::kOk) {
-              begin.kind = BeginKind::kInsufficientFunds;
-              return Rollback();
-            }
-          }
-          Status updated = tx.UpdateOperation(resumption.next);
-          if (!updated.ok()) return updated;
-          begin.kind = BeginKind::kProceed;
-          begin.op = resumption.next;
-          return tx.AppendEvent({resumption.next.id, now, "gateway",
-                                 "retry_resumed",
-                                 "attempt " + std::to_string(resumption.next.attempts) +
-                                     (resumption.needs_hold ? ", new hold placed" : ", hold reused")});
-        }
-        case ArrivalOutcome::kNew:
-          AGENTPAY_CHECK(arrival.forget_existing);
-          if (Status deleted = tx.DeleteKey(principal, paid.key); !deleted.ok()) return deleted;
-          inserted = tx.InsertKey(reservation);
-          if (!inserted.ok()) return inserted.status();
-          AGENTPAY_CHECK(*inserted);
-          break;
-      }
-    } else {
-      metrics_.CountArrival(ArrivalOutcome::kNew);
-    }
-    Operation op = NewWalletOperation({op_id, principal, paid.key, paid.fingerprint,
-                                       paid.route->prefix, paid.route->price, config_.hold_ttl_ms,
-                                       lease_ms},
-                                      now);
-    if (Status s = tx.InsertOperation(op); !s.ok()) return s;
-    auto moved = tx.Move(paid.account_id, MoveKind::kHold, op.amount, op.id, now);
+    AGENTPAY_CHECK(*inserted);
+  }
+  Operation op = NewWalletOperation({op_id, principal, paid.key, paid.fingerprint,
+                                     paid.route->prefix, paid.route->price, config_.hold_ttl_ms,
+                                     lease_ms},
+                                    now);
+  if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+  auto moved = tx.Move(paid.account_id, MoveKind::kHold, op.amount, op.id, now);
+  if (!moved.ok()) return moved.status();
+  if (*moved != MoveOutcome::kOk) {
+    begin.kind = BeginKind::kInsufficientFunds;
+    return Rollback();
+  }
+  begin.kind = BeginKind::kProceed;
+  begin.op = std::move(op);
+  return Status::Ok();
+}
+
+Status Gateway::DecideExistingKey(Transaction& tx, PaidRequest& paid, int64_t now,
+                                  int64_t lease_ms, bool* start_new) {
+  Begin& begin = paid.begin;
+  auto record = tx.FindKey(paid.principal(), paid.key);
+  if (!record.ok()) return record.status();
+  AGENTPAY_CHECK(record->has_value());
+  auto op = tx.FindOperation((*record)->operation_id);
+  if (!op.ok()) return op.status();
+  if (!op->has_value()) {
+    return Status::Error("store_corrupt", "key without operation " + (*record)->operation_id);
+  }
+  Arrival arrival = DecideArrival(&**record, &**op, paid.fingerprint, now);
+  metrics_.CountArrival(arrival.outcome);
+  begin.op = **op;
+  switch (arrival.outcome) {
+    case ArrivalOutcome::kReplay: begin.kind = BeginKind::kReplay; return Status::Ok();
+    case ArrivalOutcome::kMismatch: begin.kind = BeginKind::kMismatch; return Status::Ok();
+    case ArrivalOutcome::kAttach: begin.kind = BeginKind::kAttach; return Status::Ok();
+    case ArrivalOutcome::kNew:
+      AGENTPAY_CHECK(arrival.forget_existing);
+      *start_new = true;
+      return Status::Ok();
+    case ArrivalOutcome::kResume: break;
+  }
+  Resumption resumption = ResumeWalletOperation(**op, now, config_.hold_ttl_ms, lease_ms);
+  if (resumption.needs_hold) {
+    auto moved = tx.Move(paid.account_id, MoveKind::kHold, resumption.next.amount,
+                         resumption.next.id, now);
     if (!moved.ok()) return moved.status();
     if (*moved != MoveOutcome::kOk) {
       begin.kind = BeginKind::kInsufficientFunds;
       return Rollback();
     }
-    begin.kind = BeginKind::kProceed;
-    begin.op = std::move(op);
-    return Status::Ok();
   }
+  if (Status s = tx.UpdateOperation(resumption.next); !s.ok()) return s;
+  begin.kind = BeginKind::kProceed;
+  begin.op = resumption.next;
+  return tx.AppendEvent({resumption.next.id, now, "gateway", "retry_resumed",
+                         "attempt " + std::to_string(resumption.next.attempts) +
+                             (resumption.needs_hold ? ", new hold placed" : ", hold reused")});
 }
 
 void Gateway::OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamOutcome outcome) {
