@@ -148,7 +148,6 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
 
   ServerLimits limits;
   limits.max_body_bytes = config->max_body_bytes;
-  limits.workers = static_cast<size_t>(options.workers);
   limits.max_connections = static_cast<size_t>(options.max_connections);
   auto server = HttpServer::StartAsync(
       listen->first, listen->second, limits,
@@ -203,7 +202,8 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   (*server)->Stop();
   // Paid requests in flight finish their decisions (their answers can no longer be sent): a
   // stopped gateway leaves holds kept or captured, never half-written.
-  int64_t max_timeout_ms = 0;
+  // The longest a paid request can still take: an upstream call, or a duplicate's attach wait.
+  int64_t max_timeout_ms = config->attach_wait_ms;
   for (const auto& route : config->routes) {
     max_timeout_ms = std::max(max_timeout_ms, route.timeout_ms);
   }

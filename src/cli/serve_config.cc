@@ -34,7 +34,7 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"receipt-timeout-ms", &o.receipt_timeout_ms, "x402: wait for a receipt before 202"},
       {"attach-wait-ms", &o.attach_wait_ms, "how long a duplicate waits for the one in flight"},
       {"max-body-bytes", &o.max_body_bytes, "largest request body accepted (413 past it)"},
-      {"workers", &o.workers, "requests handled at once"},
+      {"workers", &o.workers, "threads for admin calls, views and attached duplicates"},
       {"max-connections", &o.max_connections, "open connections accepted (503 past it)"},
       {"chain", &o.chain, "chain: devnet (built in)"},
       {"log-format", &o.log_format, "json or text"},
@@ -183,7 +183,7 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
                          Range{"receipt-timeout-ms", options.receipt_timeout_ms, 1, kMaxTimeoutMs},
                          Range{"attach-wait-ms", options.attach_wait_ms, 0, kMaxTimeoutMs},
                          Range{"max-body-bytes", options.max_body_bytes, 1, kMaxBodyLimit},
-                         Range{"workers", options.workers, 1, 4096},
+                         Range{"workers", options.workers, 1, 1024},
                          Range{"max-connections", options.max_connections, 1, 1000000}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
   }
@@ -200,6 +200,7 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
   config.receipt_timeout_ms = options.receipt_timeout_ms;
   config.attach_wait_ms = options.attach_wait_ms;
   config.max_body_bytes = static_cast<uint64_t>(options.max_body_bytes);
+  config.blocking_threads = static_cast<size_t>(options.workers);
   if (!options.admin_token_file.empty()) {
     auto token = ReadSecretFile(options.admin_token_file);
     if (!token.ok()) return token.status();

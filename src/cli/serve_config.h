@@ -24,7 +24,7 @@ struct ServeOptions {
   int64_t receipt_timeout_ms = 5000;
   int64_t attach_wait_ms = 5000;
   int64_t max_body_bytes = 1048576;
-  int64_t workers = 64;
+  int64_t workers = 16;
   int64_t max_connections = 4096;
   std::string chain = "devnet";
   std::string log_format = "text";

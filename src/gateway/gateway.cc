@@ -13,7 +13,6 @@
 namespace agentpay {
 
 namespace {
-constexpr size_t kBlockingThreads = 16;
 constexpr size_t kMaxBlockingQueue = 4096;
 }  // namespace
 
@@ -28,9 +27,14 @@ std::string ChainConfig::V1Network() const {
 Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random,
                  Upstream& upstream)
     : config_(std::move(config)), store_(store), clock_(clock), random_(random),
-      upstream_(upstream), blocking_pool_(kBlockingThreads, kMaxBlockingQueue) {
+      upstream_(upstream), blocking_pool_(config_.blocking_threads, kMaxBlockingQueue) {
   AGENTPAY_CHECK(!config_.routes.empty());
   for (const auto& route : config_.routes) AGENTPAY_CHECK(route.price > 0);
+}
+
+Gateway::~Gateway() {
+  // Tasks on the pool use the members declared after it; they finish before anything goes.
+  blocking_pool_.Stop();
 }
 
 HttpResponse Gateway::Handle(const HttpRequest& request) {

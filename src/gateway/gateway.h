@@ -23,6 +23,7 @@ class Gateway {
  public:
   // Preconditions: config.routes is non-empty and valid; the referenced objects outlive the gateway.
   Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Upstream& upstream);
+  ~Gateway();
 
   // Answers through `respond`, from any thread. Paid requests run as a non-blocking pipeline
   // (store decisions and upstream calls complete asynchronously); everything else runs on the

@@ -20,8 +20,8 @@ namespace {
 using sqlite::Database;
 using sqlite::Statement;
 
-#define AGENTPAY_PREPARE(var, db, sql) \
-  auto var##_result = (db).Prepare(sql); \
+#define AGENTPAY_PREPARE(var, db, sql)                  \
+  auto var##_result = (db).Prepare(sql);                \
   if (!var##_result.ok()) return var##_result.status(); \
   Statement& var = *var##_result
 
@@ -84,8 +84,7 @@ AccountRecord ReadAccount(const Statement& row) {
   return account;
 }
 
-constexpr char kAccountColumns[] =
-    "id, name, api_key_hash, deposited, captured, held, created_ms";
+constexpr char kAccountColumns[] = "id, name, api_key_hash, deposited, captured, held, created_ms";
 
 class SqliteTransaction final : public Transaction {
  public:
@@ -119,8 +118,7 @@ class SqliteTransaction final : public Transaction {
   }
 
   Status DeleteKey(std::string_view principal, std::string_view key) override {
-    AGENTPAY_PREPARE(stmt, db_,
-                     "DELETE FROM idempotency_keys WHERE principal = ?1 AND key = ?2");
+    AGENTPAY_PREPARE(stmt, db_, "DELETE FROM idempotency_keys WHERE principal = ?1 AND key = ?2");
     return stmt.Bind(1, principal).Bind(2, key).Run();
   }
 
@@ -134,12 +132,13 @@ class SqliteTransaction final : public Transaction {
   }
 
   Status UpdateOperation(const Operation& op) override {
-    AGENTPAY_PREPARE(stmt, db_,
-                     "UPDATE operations SET principal = ?2, idempotency_key = ?3, fingerprint = ?4, "
-                     "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
-                     "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
-                     "response_status = ?13, response_content_type = ?14, response_body = ?15, "
-                     "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18 WHERE id = ?1");
+    AGENTPAY_PREPARE(
+        stmt, db_,
+        "UPDATE operations SET principal = ?2, idempotency_key = ?3, fingerprint = ?4, "
+        "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
+        "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
+        "response_status = ?13, response_content_type = ?14, response_body = ?15, "
+        "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18 WHERE id = ?1");
     BindOperation(stmt, op);
     Status status = stmt.Run();
     if (status.ok() && db_.Changes() != 1) {
@@ -163,13 +162,17 @@ class SqliteTransaction final : public Transaction {
   }
 
   Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) override {
-    AGENTPAY_PREPARE(stmt, db_,
-                     std::string("SELECT ") + kOperationColumns +
-                         " FROM operations WHERE (?1 IS NULL OR settlement = ?1) AND "
-                         "(?2 IS NULL OR fulfillment = ?2) ORDER BY id DESC LIMIT ?3");
-    if (filter.settlement) stmt.Bind(1, SettlementName(*filter.settlement));
-    if (filter.fulfillment) stmt.Bind(2, FulfillmentName(*filter.fulfillment));
-    stmt.Bind(3, static_cast<int64_t>(filter.limit));
+    // State names go into the SQL text (they are our own enum names, never client input): only a
+    // literal lets SQLite use the partial indexes over unfinished operations.
+    std::string sql = std::string("SELECT ") + kOperationColumns + " FROM operations WHERE 1";
+    if (filter.settlement)
+      sql += " AND settlement = '" + std::string(SettlementName(*filter.settlement)) + "'";
+    if (filter.fulfillment) {
+      sql += " AND fulfillment = '" + std::string(FulfillmentName(*filter.fulfillment)) + "'";
+    }
+    sql += " ORDER BY id DESC LIMIT ?1";
+    AGENTPAY_PREPARE(stmt, db_, sql);
+    stmt.Bind(1, static_cast<int64_t>(filter.limit));
     std::vector<Operation> ops;
     Status status;
     while (stmt.Step(&status)) {
@@ -203,7 +206,10 @@ class SqliteTransaction final : public Transaction {
                      "INSERT INTO alerts (id, operation_id, kind, detail, created_ms, resolved_ms, "
                      "resolution) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     stmt.Bind(1, alert.id).Bind(2, alert.operation_id).Bind(3, alert.kind).Bind(4, alert.detail);
-    return stmt.Bind(5, alert.created_ms).Bind(6, alert.resolved_ms).Bind(7, alert.resolution).Run();
+    return stmt.Bind(5, alert.created_ms)
+        .Bind(6, alert.resolved_ms)
+        .Bind(7, alert.resolution)
+        .Run();
   }
 
   Result<std::vector<Alert>> ListAlerts(int limit) override {
@@ -301,8 +307,7 @@ class SqliteTransaction final : public Transaction {
                            std::string_view operation_id, int64_t at_ms) override {
     Balances balances;
     {
-      AGENTPAY_PREPARE(read, db_,
-                       "SELECT deposited, captured, held FROM accounts WHERE id = ?1");
+      AGENTPAY_PREPARE(read, db_, "SELECT deposited, captured, held FROM accounts WHERE id = ?1");
       read.Bind(1, account_id);
       Status status;
       if (!read.Step(&status)) {
@@ -314,16 +319,18 @@ class SqliteTransaction final : public Transaction {
     MoveOutcome outcome = ApplyMove(&balances, kind, amount);
     if (outcome != MoveOutcome::kOk) return outcome;
     {
-      AGENTPAY_PREPARE(update, db_,
-                       "UPDATE accounts SET deposited = ?2, captured = ?3, held = ?4 WHERE id = ?1");
+      AGENTPAY_PREPARE(
+          update, db_,
+          "UPDATE accounts SET deposited = ?2, captured = ?3, held = ?4 WHERE id = ?1");
       update.Bind(1, account_id).Bind(2, balances.deposited).Bind(3, balances.captured);
       Status status = update.Bind(4, balances.held).Run();
       if (!status.ok()) return status;
     }
     Posting posting = PostingFor(kind);
-    AGENTPAY_PREPARE(insert, db_,
-                     "INSERT INTO ledger_entries (operation_id, kind, debit, credit, amount, at_ms) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    AGENTPAY_PREPARE(
+        insert, db_,
+        "INSERT INTO ledger_entries (operation_id, kind, debit, credit, amount, at_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
     if (operation_id.empty()) {
       insert.BindNull(1);
     } else {
@@ -390,9 +397,9 @@ class SqliteTransaction final : public Transaction {
  private:
   Result<std::optional<AccountRecord>> FindAccountWhere(const char* column,
                                                         std::string_view value) {
-    AGENTPAY_PREPARE(stmt, db_,
-                     std::string("SELECT ") + kAccountColumns + " FROM accounts WHERE " + column +
-                         " = ?1");
+    AGENTPAY_PREPARE(
+        stmt, db_,
+        std::string("SELECT ") + kAccountColumns + " FROM accounts WHERE " + column + " = ?1");
     stmt.Bind(1, value);
     Status status;
     if (!stmt.Step(&status)) {
@@ -434,8 +441,8 @@ Status Migrate(Database& db) {
     }
     if (!status.ok()) {
       db.Exec("ROLLBACK");
-      return Status::Error(status.code(), "migration " + std::to_string(migration.version) +
-                                              ": " + status.message());
+      return Status::Error(status.code(), "migration " + std::to_string(migration.version) + ": " +
+                                              status.message());
     }
     if (!(status = db.Exec("COMMIT")).ok()) return status;
   }
@@ -446,7 +453,9 @@ class SqliteStore final : public Store {
  public:
   SqliteStore(std::string path, StoreOptions options, std::unique_ptr<Database> writer,
               std::unique_ptr<Database> checkpointer)
-      : path_(std::move(path)), options_(options), writer_db_(std::move(writer)),
+      : path_(std::move(path)),
+        options_(options),
+        writer_db_(std::move(writer)),
         checkpointer_db_(std::move(checkpointer)) {
     // Checkpoints copy the WAL into the database file and fsync it: done inside a commit they
     // stalled the writer for milliseconds every thousand pages. The writer only reports the WAL's
@@ -591,8 +600,9 @@ class SqliteStore final : public Store {
     notify_ready_.notify_one();
   }
 
-  static constexpr int kCheckpointPages = 1000;     // checkpoint once the WAL has this many
-  static constexpr int kWriterCheckpointPages = 100000;  // the checkpointer fell behind: writer helps
+  static constexpr int kCheckpointPages = 1000;  // checkpoint once the WAL has this many
+  static constexpr int kWriterCheckpointPages =
+      100000;  // the checkpointer fell behind: writer helps
 
   static int OnWalCommit(void* self, sqlite3* db, const char*, int wal_pages) {
     auto* store = static_cast<SqliteStore*>(self);
@@ -642,9 +652,8 @@ class SqliteStore final : public Store {
   Result<std::unique_ptr<Database>> AcquireReader() {
     {
       std::unique_lock lock(reader_mutex_);
-      reader_free_.wait(lock, [this] {
-        return !readers_.empty() || open_readers_ < options_.max_readers;
-      });
+      reader_free_.wait(
+          lock, [this] { return !readers_.empty() || open_readers_ < options_.max_readers; });
       if (!readers_.empty()) {
         auto db = std::move(readers_.back());
         readers_.pop_back();
@@ -719,8 +728,7 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
   (void)configured;
   const std::string prefix = "sqlite:";
   if (url.rfind(prefix, 0) != 0) {
-    return Status::Error("invalid_config",
-                         "unsupported --db '" + url + "': expected sqlite:PATH");
+    return Status::Error("invalid_config", "unsupported --db '" + url + "': expected sqlite:PATH");
   }
   std::string path = url.substr(prefix.size());
   if (path.empty()) return Status::Error("invalid_config", "--db sqlite: needs a path");
@@ -729,14 +737,25 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
   // synchronous=FULL: an acknowledged commit survives power loss (NOTES: NORMAL can lose it).
   // temp_store=MEMORY keeps each decision's savepoint journal off the disk; a larger cache keeps
   // the hot index pages resident.
-  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
-                             "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY",
-                             "PRAGMA cache_size=-65536"}) {
+  for (const char* pragma :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON",
+        "PRAGMA temp_store=MEMORY", "PRAGMA cache_size=-65536"}) {
     Status status = (*db)->Exec(pragma);
     if (!status.ok()) return status;
   }
   Status migrated = Migrate(**db);
   if (!migrated.ok()) return migrated;
+  // Pre-release builds changed migration 1 in place; such a database has the right version number
+  // but not the columns this binary reads. Say so instead of failing on the first query.
+  for (std::string probe : {std::string("SELECT ") + kOperationColumns + " FROM operations LIMIT 0",
+                            std::string("SELECT principal, key, operation_id, fingerprint, "
+                                        "created_ms FROM idempotency_keys LIMIT 0")}) {
+    if (!(*db)->Exec(probe).ok()) {
+      return Status::Error("store_incompatible",
+                           path + " was created by a pre-release build of AgentPay whose schema "
+                                  "differs; move it away and start again");
+    }
+  }
   auto checkpointer = Database::Open(path, /*read_only=*/false);
   if (!checkpointer.ok()) return checkpointer.status();
   if (Status s = (*checkpointer)->Exec("PRAGMA synchronous=FULL"); !s.ok()) return s;
