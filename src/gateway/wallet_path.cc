@@ -219,20 +219,20 @@ Status Gateway::DecideFinish(Transaction& tx, PaidRequest& paid, const UpstreamO
   std::optional<Completion>& completion = paid.completion;
   completion.reset();
   const int64_t now = clock_.NowMs();
-  auto current = tx.FindOperation(op.id);
-  if (!current.ok()) return current.status();
-  // Only the attempt that holds the claim may finish it; a later attempt took over otherwise.
-  if (!current->has_value() || (*current)->fulfillment != Fulfillment::kInProgress ||
-      (*current)->attempts != op.attempts) {
-    return Status::Ok();
-  }
-  completion.emplace(CompleteWalletOperation(**current, outcome, now, config_.retention_ms));
+  // While this attempt holds the claim (in progress, same attempt number) nobody else changes the
+  // operation, so it is still exactly what the begin decision wrote. Only the claim holder may
+  // finish it: the write is a compare-and-set, and a lost claim (a later attempt took over after
+  // the lease ran out, or recovery) leaves everything as it is.
+  Completion next = CompleteWalletOperation(op, outcome, now, config_.retention_ms);
+  auto claimed = tx.UpdateClaimedOperation(next.next, op.attempts);
+  if (!claimed.ok()) return claimed.status();
+  if (!*claimed) return Status::Ok();
+  completion.emplace(std::move(next));
   if (completion->move) {
     auto moved = tx.Move(paid.account_id, *completion->move, op.amount, op.id, now);
     if (!moved.ok()) return moved.status();
     AGENTPAY_CHECK(*moved == MoveOutcome::kOk);  // the hold is ours and covers the amount
   }
-  if (Status s = tx.UpdateOperation(completion->next); !s.ok()) return s;
   if (completion->verdict != Verdict::kKeep) return Status::Ok();  // postings tell the rest
   std::string detail = outcome.kind == UpstreamKind::kResponded
                            ? "upstream answered " + std::to_string(outcome.status)

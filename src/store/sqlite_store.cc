@@ -147,6 +147,21 @@ class SqliteTransaction final : public Transaction {
     return status;
   }
 
+  Result<bool> UpdateClaimedOperation(const Operation& op, int32_t expected_attempts) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "UPDATE operations SET principal = ?2, idempotency_key = ?3, fingerprint = ?4, "
+                     "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
+                     "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
+                     "response_status = ?13, response_content_type = ?14, response_body = ?15, "
+                     "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18 "
+                     "WHERE id = ?1 AND fulfillment = 'in_progress' AND attempts = ?19");
+    BindOperation(stmt, op);
+    stmt.Bind(19, static_cast<int64_t>(expected_attempts));
+    Status status = stmt.Run();
+    if (!status.ok()) return status;
+    return db_.Changes() == 1;
+  }
+
   Result<std::optional<Operation>> FindOperation(std::string_view id) override {
     AGENTPAY_PREPARE(stmt, db_,
                      std::string("SELECT ") + kOperationColumns + " FROM operations WHERE id = ?1");

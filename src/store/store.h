@@ -67,6 +67,9 @@ class Transaction {
   // Operations and their trace.
   virtual Status InsertOperation(const Operation& op) = 0;
   virtual Status UpdateOperation(const Operation& op) = 0;
+  // Compare-and-set: writes `op` only if the stored operation is still in progress with attempt
+  // `expected_attempts` (the caller's claim); returns whether it did.
+  virtual Result<bool> UpdateClaimedOperation(const Operation& op, int32_t expected_attempts) = 0;
   virtual Result<std::optional<Operation>> FindOperation(std::string_view id) = 0;
   virtual Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) = 0;
   // Operations whose hold expired at or before now_ms, oldest expiry first.

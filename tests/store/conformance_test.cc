@@ -192,6 +192,27 @@ TEST_P(StoreConformance, OperationsRoundTrip) {
   EXPECT_FALSE(Write([&](Transaction& tx) { return tx.InsertOperation(op); }).ok());
 }
 
+TEST_P(StoreConformance, ClaimedUpdateIsACompareAndSet) {
+  Operation op = SampleOperation("op_claim");  // in progress, attempt 1
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.InsertOperation(op); }).ok());
+  Operation done = op;
+  done.fulfillment = Fulfillment::kSucceeded;
+  done.response = StoredResponse{200, "", "ok"};
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto stale = tx.UpdateClaimedOperation(done, 2);  // a claim this attempt does not hold
+    EXPECT_TRUE(stale.ok() && !*stale);
+    auto held = tx.UpdateClaimedOperation(done, 1);
+    EXPECT_TRUE(held.ok() && *held);
+    auto again = tx.UpdateClaimedOperation(done, 1);  // no longer in progress
+    EXPECT_TRUE(again.ok() && !*again);
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    EXPECT_EQ(**tx.FindOperation("op_claim"), done);
+    return Status::Ok();
+  }).ok());
+}
+
 TEST_P(StoreConformance, ListOperationsFilters) {
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
     for (int i = 0; i < 5; ++i) {
