@@ -1,6 +1,7 @@
 // JsonRpcClient: maps SendHttp's outcomes onto the four rpc_* codes and validates the JSON-RPC
 // envelope (version, id, exactly one of result/error) without letting a parse exception escape.
 #include "chain/json_rpc.h"
+#include "core/json_depth.h"
 
 #include <algorithm>
 #include <array>
@@ -18,34 +19,6 @@ constexpr size_t kMaxDataHexInMessage = 300;
 std::string Cut(std::string_view text, size_t limit) {
   if (text.size() <= limit) return std::string(text);
   return std::string(text.substr(0, limit)) + "…";
-}
-
-// True when no array/object in body nests deeper than max_depth. Checked before parsing so that
-// a hostile node cannot make us build (and later destroy) an absurdly deep tree.
-bool DepthWithin(std::string_view body, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
 }
 
 // A 32-byte ABI word that must hold a small offset or length; nullopt when it does not fit.
@@ -133,7 +106,7 @@ Status ErrorObjectStatus(const json& error, std::string_view method, RpcErrorDet
 Result<json> ParseEnvelope(const ClientResponse& response, uint64_t id, std::string_view method,
                            RpcErrorDetail* detail) {
   const std::string where = std::string(method) + ": ";
-  if (!DepthWithin(response.body, kMaxRpcJsonDepth)) {
+  if (!JsonNestingWithin(response.body, kMaxRpcJsonDepth)) {
     return Status::Error(std::string(kRpcMalformed), where + "answer nests too deeply");
   }
   json envelope = json::parse(response.body, nullptr, /*allow_exceptions=*/false);

@@ -66,23 +66,31 @@ bool IsFinal(const Operation& op) {
   return op.fulfillment == Fulfillment::kSucceeded || op.fulfillment == Fulfillment::kRejected;
 }
 
-Operation NewWalletOperation(const WalletOperationParams& params, int64_t now_ms) {
-  AGENTPAY_CHECK(params.amount > 0);
+Operation NewAcceptedOperation(const std::string& id, const std::string& principal,
+                               const std::string& idempotency_key, const std::string& fingerprint,
+                               const std::string& route, int64_t amount, int64_t now_ms) {
+  AGENTPAY_CHECK(amount > 0);
   Operation op;
-  op.id = params.id;
-  op.principal = params.principal;
-  op.idempotency_key = params.idempotency_key;
-  op.fingerprint = params.fingerprint;
-  op.route = params.route;
-  op.amount = params.amount;
+  op.id = id;
+  op.principal = principal;
+  op.idempotency_key = idempotency_key;
+  op.fingerprint = fingerprint;
+  op.route = route;
+  op.amount = amount;
   op.intent = Intent::kAccepted;
+  op.created_ms = now_ms;
+  op.updated_ms = now_ms;
+  return op;
+}
+
+Operation NewWalletOperation(const WalletOperationParams& params, int64_t now_ms) {
+  Operation op = NewAcceptedOperation(params.id, params.principal, params.idempotency_key,
+                                      params.fingerprint, params.route, params.amount, now_ms);
   op.settlement = Settlement::kHeld;
   op.fulfillment = Fulfillment::kInProgress;
   op.hold_expires_ms = now_ms + params.hold_ttl_ms;
   op.lease_expires_ms = now_ms + params.lease_ms;
   op.attempts = 1;
-  op.created_ms = now_ms;
-  op.updated_ms = now_ms;
   return op;
 }
 

@@ -63,6 +63,12 @@ struct WalletOperationParams {
   int64_t lease_ms = 0;
 };
 
+// The fields every new operation starts with: who, which key and request, which route and price,
+// intent accepted, created now. Precondition: amount > 0.
+Operation NewAcceptedOperation(const std::string& id, const std::string& principal,
+                               const std::string& idempotency_key, const std::string& fingerprint,
+                               const std::string& route, int64_t amount, int64_t now_ms);
+
 // A new wallet operation whose hold is placed and whose first upstream call starts now.
 Operation NewWalletOperation(const WalletOperationParams& params, int64_t now_ms);
 

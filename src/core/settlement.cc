@@ -151,17 +151,10 @@ bool MayReleaseReservation(const Authorization& authorization, bool nonce_used,
 }
 
 Operation NewX402Operation(const X402OperationParams& params, int64_t now_ms) {
-  AGENTPAY_CHECK(params.amount > 0);
   AGENTPAY_CHECK(params.principal.starts_with("payer:"));
   AGENTPAY_CHECK(params.lease_ms > 0);
-  Operation op;
-  op.id = params.id;
-  op.principal = params.principal;
-  op.idempotency_key = params.idempotency_key;
-  op.fingerprint = params.fingerprint;
-  op.route = params.route;
-  op.amount = params.amount;
-  op.intent = Intent::kAccepted;
+  Operation op = NewAcceptedOperation(params.id, params.principal, params.idempotency_key,
+                                      params.fingerprint, params.route, params.amount, now_ms);
   // in_progress from the start in both orders: the lease makes a concurrent same-key request attach
   // instead of submitting or calling on its own.
   op.fulfillment = Fulfillment::kInProgress;
@@ -176,8 +169,6 @@ Operation NewX402Operation(const X402OperationParams& params, int64_t now_ms) {
       op.attempts = 1;
       break;
   }
-  op.created_ms = now_ms;
-  op.updated_ms = now_ms;
   return op;
 }
 

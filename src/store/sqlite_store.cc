@@ -59,6 +59,18 @@ Result<Operation> ReadOperation(const Statement& row) {
   return op;
 }
 
+Result<std::vector<Operation>> ReadOperations(Statement& stmt) {
+  std::vector<Operation> ops;
+  Status status;
+  while (stmt.Step(&status)) {
+    auto op = ReadOperation(stmt);
+    if (!op.ok()) return op.status();
+    ops.push_back(std::move(*op));
+  }
+  if (!status.ok()) return status;
+  return ops;
+}
+
 void BindOperation(Statement& stmt, const Operation& op) {
   stmt.Bind(1, op.id).Bind(2, op.principal).Bind(3, op.idempotency_key).Bind(4, op.fingerprint);
   stmt.Bind(5, op.route).Bind(6, op.amount).Bind(7, IntentName(op.intent));
@@ -188,15 +200,7 @@ class SqliteTransaction final : public Transaction {
     sql += " ORDER BY id DESC LIMIT ?1";
     AGENTPAY_PREPARE(stmt, db_, sql);
     stmt.Bind(1, static_cast<int64_t>(filter.limit));
-    std::vector<Operation> ops;
-    Status status;
-    while (stmt.Step(&status)) {
-      auto op = ReadOperation(stmt);
-      if (!op.ok()) return op.status();
-      ops.push_back(std::move(*op));
-    }
-    if (!status.ok()) return status;
-    return ops;
+    return ReadOperations(stmt);
   }
 
   Result<std::vector<Operation>> ListExpiredHolds(int64_t now_ms, int limit) override {
@@ -205,15 +209,7 @@ class SqliteTransaction final : public Transaction {
                          " FROM operations WHERE settlement = 'held' AND hold_expires_ms <= ?1 "
                          "ORDER BY hold_expires_ms, id LIMIT ?2");
     stmt.Bind(1, now_ms).Bind(2, static_cast<int64_t>(limit));
-    std::vector<Operation> ops;
-    Status status;
-    while (stmt.Step(&status)) {
-      auto op = ReadOperation(stmt);
-      if (!op.ok()) return op.status();
-      ops.push_back(std::move(*op));
-    }
-    if (!status.ok()) return status;
-    return ops;
+    return ReadOperations(stmt);
   }
 
   Status InsertAlert(const Alert& alert) override {

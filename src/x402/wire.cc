@@ -1,6 +1,7 @@
 // Encoding and strict decoding of x402 headers. Input is hostile: every field is checked for its
 // JSON type and shape before use, nothing throws out of here, and each refusal names the field.
 #include "x402/wire.h"
+#include "core/json_depth.h"
 
 #include <algorithm>
 #include <array>
@@ -117,34 +118,8 @@ Status OptionalObject(const Json& object, const char* key, const std::string& pa
   return Status::Ok();
 }
 
-// Depth of [ and { nesting outside strings, checked before parsing so that no recursive code
-// (parser, destructor, dump) ever meets a deep document.
-bool NestingWithin(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 Result<Json> ParseObject(std::string_view text, std::string_view what) {
-  if (!NestingWithin(text, kMaxJsonDepth)) {
+  if (!JsonNestingWithin(text, kMaxJsonDepth)) {
     return Malformed(std::string(what) + " nests JSON deeper than " +
                      std::to_string(kMaxJsonDepth) + " levels");
   }
