@@ -6,7 +6,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(
   # build
-  build-essential cmake ninja-build ccache pkg-config clang clang-format
+  build-essential cmake ninja-build ccache pkg-config clang clang-format libclang-rt-14-dev
   # libraries
   libboost-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
   libssl-dev libpq-dev libsecp256k1-dev libcrypto++-dev libjemalloc-dev

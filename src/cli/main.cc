@@ -5,6 +5,7 @@
 #include "cli/admin_command.h"
 #include "cli/seller.h"
 #include "cli/serve.h"
+#include "cli/sim_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"AgentPay: a payment gateway for AI agents that never charges twice"};
@@ -24,9 +25,19 @@ int main(int argc, char** argv) {
   CLI::App* admin = app.add_subcommand("admin", "admin calls over HTTP");
   auto run_admin = agentpay::AddAdminCommands(*admin);
 
-  CLI11_PARSE(app, argc, argv);
+  CLI::App* sim = app.add_subcommand("sim", "run the request/effect model (MODEL.md)");
+  auto run_sim = agentpay::AddSimCommand(*sim);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // --help and --version print and succeed; every other parse error is a usage error: exit 2,
+    // whatever code CLI11 gives it (agentpay pay reserves 3 and 4 for payment outcomes).
+    return app.exit(error) == 0 ? 0 : 2;
+  }
   if (serve->parsed()) return agentpay::RunServe(*serve, serve_options);
   if (seller->parsed()) return agentpay::RunSeller(seller_listen, seller_fault);
   if (admin->parsed()) return run_admin();
+  if (sim->parsed()) return run_sim();
   return 2;
 }
