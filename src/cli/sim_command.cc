@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/sim_http.h"
 #include "sim/model_format.h"
 #include "sim/sweep.h"
 
@@ -25,6 +26,8 @@ struct SimOptions {
   std::string sweep;
   std::string seed = "1";
   CLI::Option* seed_flag = nullptr;
+  bool serve = false;
+  std::string listen = "127.0.0.1:8404";
 };
 
 std::string FlagOf(std::string_view name) {
@@ -176,7 +179,10 @@ std::function<int()> AddSimCommand(CLI::App& sim) {
       sim.add_option("--seed", options->seed, "seed of --sweep (0-18446744073709551615)")
           ->type_name("S")
           ->capture_default_str();
+  sim.add_flag("--serve", options->serve, "serve GET /v1/sim over HTTP instead of running once");
+  sim.add_option("--listen", options->listen, "HOST:PORT for --serve")->capture_default_str();
   return [options, &sim]() {
+    if (options->serve) return RunSimServer(options->listen);
     int exit_code = 0;
     bool json = WantJson(*options, &exit_code);
     if (exit_code != 0) return exit_code;

@@ -63,6 +63,7 @@ std::string_view StatusTitle(int status) {
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
     case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
     case 422: return "Unprocessable Content";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";

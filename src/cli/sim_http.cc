@@ -1,0 +1,113 @@
+// See sim_http.h. A run is bounded by the model's own limits (at most 100 attempts, times up to a
+// day), so it is answered inline, like any short read.
+#include "cli/sim_http.h"
+
+#include <csignal>
+#include <cstdio>
+#include <map>
+
+#include "http/server.h"
+#include "sim/model_format.h"
+
+namespace agentpay {
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// application/x-www-form-urlencoded: '+' is a space, %XX a byte; a malformed escape is nullopt.
+std::optional<std::string> Decode(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out += ' ';
+    } else if (text[i] != '%') {
+      out += text[i];
+    } else {
+      if (i + 2 >= text.size()) return std::nullopt;
+      int high = HexValue(text[i + 1]), low = HexValue(text[i + 2]);
+      if (high < 0 || low < 0) return std::nullopt;
+      out += static_cast<char>(high * 16 + low);
+      i += 2;
+    }
+  }
+  return out;
+}
+
+constexpr size_t kMaxQueryBytes = 4096;
+
+}  // namespace
+
+std::optional<HttpResponse> HandleSimRequest(const HttpRequest& request) {
+  if (request.Path() != "/v1/sim") return std::nullopt;
+  if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+  std::string_view query = request.Query();
+  if (query.size() > kMaxQueryBytes) {
+    return ProblemResponse(414, "limit_exceeded", "the query is longer than 4096 bytes");
+  }
+  std::map<std::string, std::string, std::less<>> values;
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    auto eq = pair.find('=');
+    auto name = Decode(pair.substr(0, eq));
+    auto value = Decode(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
+    if (!name || !value) return ProblemResponse(400, "invalid_request", "malformed query escape");
+    if (!name->empty()) values[*name] = *value;
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  for (const auto& [name, value] : values) {
+    bool known = false;
+    for (std::string_view candidate : sim::kSimParamNames) known = known || candidate == name;
+    if (!known) return ProblemResponse(400, "invalid_request", "unknown parameter " + name);
+  }
+  auto params = sim::ParseSimParams([&](std::string_view name) -> std::optional<std::string> {
+    auto found = values.find(name);
+    if (found == values.end()) return std::nullopt;
+    return found->second;
+  });
+  if (!params.ok()) return ProblemResponse(400, "invalid_request", params.status().message());
+  auto run = sim::Simulate(*params);
+  if (!run.ok()) return ProblemResponse(400, "invalid_request", run.status().message());
+  return JsonResponse(200, sim::SimRunToJson(*run).dump(-1, ' ', false,
+                                                         nlohmann::json::error_handler_t::replace));
+}
+
+int RunSimServer(const std::string& listen) {
+  auto address = ParseListenAddress(listen);
+  if (!address.ok()) {
+    std::fprintf(stderr, "agentpay sim: %s\n", address.status().message().c_str());
+    return 2;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ServerLimits limits;
+  limits.workers = 4;
+  auto server = HttpServer::Start(address->first, address->second, limits,
+                                  [](const HttpRequest& request) {
+                                    auto answer = HandleSimRequest(request);
+                                    if (answer) return *answer;
+                                    return ProblemResponse(404, "not_found", "no such endpoint");
+                                  });
+  if (!server.ok()) {
+    std::fprintf(stderr, "agentpay sim: %s\n", server.status().message().c_str());
+    return 1;
+  }
+  std::printf("agentpay sim listening on http://%s:%u (GET /v1/sim)\n", address->first.c_str(),
+              (*server)->port());
+  std::fflush(stdout);
+  int received = 0;
+  sigwait(&signals, &received);
+  (*server)->Stop();
+  return 0;
+}
+
+}  // namespace agentpay
