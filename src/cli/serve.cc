@@ -177,6 +177,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
 
   const std::string base = "http://" + listen->first + ":" + std::to_string((*server)->port());
   std::printf("agentpay gateway listening on %s (store %s)\n", base.c_str(), options.db.c_str());
+  std::printf("  request/effect inspector: %s/inspector/\n", base.c_str());
   for (const auto& route : config->routes) {
     std::printf("  paid route %s -> %s at %lld atomic units\n", route.prefix.c_str(),
                 route.upstream_url.c_str(), static_cast<long long>(route.price));

@@ -4,7 +4,11 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "http/server.h"
 #include "sim/model_format.h"
@@ -40,10 +44,70 @@ std::optional<std::string> Decode(std::string_view text) {
 
 constexpr size_t kMaxQueryBytes = 4096;
 
+// The inspector's files: a fixed whitelist, so no request path ever reaches the filesystem.
+struct WebFile {
+  std::string_view name;
+  std::string_view content_type;
+};
+constexpr WebFile kInspectorFiles[] = {
+    {"index.html", "text/html; charset=utf-8"},
+    {"inspector.js", "text/javascript; charset=utf-8"},
+    {"inspector.css", "text/css; charset=utf-8"},
+};
+
+// The web directory: $AGENTPAY_WEB_DIR, else <exe dir>/../web, <exe dir>/web, ./web (the first
+// holding inspector/index.html).
+std::filesystem::path WebDir() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("AGENTPAY_WEB_DIR"); env && *env) return env;
+  std::error_code error;
+  fs::path exe_dir = fs::read_symlink("/proc/self/exe", error).parent_path();
+  for (const fs::path& dir : {exe_dir / ".." / "web", exe_dir / "web", fs::path("web")}) {
+    if (fs::is_regular_file(dir / "inspector" / "index.html", error)) return dir;
+  }
+  return "web";
+}
+
+std::optional<std::string> ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// GET /inspector/<file> for the whitelisted files; /inspector redirects to /inspector/.
+HttpResponse ServeInspector(std::string_view path, std::string_view method) {
+  if (method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+  if (path == "/inspector") {
+    HttpResponse redirect;
+    redirect.status = 308;
+    redirect.SetHeader("Location", "/inspector/");
+    return redirect;
+  }
+  std::string_view name = path.substr(std::string_view("/inspector/").size());
+  if (name.empty()) name = "index.html";
+  for (const WebFile& file : kInspectorFiles) {
+    if (file.name != name) continue;
+    auto body = ReadFile(WebDir() / "inspector" / std::string(file.name));
+    if (!body) return ProblemResponse(404, "not_found", "the inspector files are not installed");
+    HttpResponse response;
+    response.body = std::move(*body);
+    response.SetHeader("Content-Type", std::string(file.content_type));
+    response.SetHeader("Cache-Control", "no-cache");
+    return response;
+  }
+  return ProblemResponse(404, "not_found", "no such inspector file");
+}
+
 }  // namespace
 
 std::optional<HttpResponse> HandleSimRequest(const HttpRequest& request) {
-  if (request.Path() != "/v1/sim") return std::nullopt;
+  std::string_view path = request.Path();
+  if (path == "/inspector" || path.starts_with("/inspector/")) {
+    return ServeInspector(path, request.method);
+  }
+  if (path != "/v1/sim") return std::nullopt;
   if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
   std::string_view query = request.Query();
   if (query.size() > kMaxQueryBytes) {
@@ -101,8 +165,8 @@ int RunSimServer(const std::string& listen) {
     std::fprintf(stderr, "agentpay sim: %s\n", server.status().message().c_str());
     return 1;
   }
-  std::printf("agentpay sim listening on http://%s:%u (GET /v1/sim)\n", address->first.c_str(),
-              (*server)->port());
+  std::printf("agentpay sim listening on http://%s:%u (GET /v1/sim, /inspector/)\n",
+              address->first.c_str(), (*server)->port());
   std::fflush(stdout);
   int received = 0;
   sigwait(&signals, &received);
