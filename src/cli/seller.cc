@@ -1,12 +1,12 @@
 // The demo seller; see seller.h.
 #include "cli/seller.h"
 
-#include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/money.h"
+#include "cli/signals.h"
 #include "http/server.h"
 
 namespace agentpay {
@@ -83,11 +83,7 @@ int RunSeller(const std::string& listen, const std::string& fault) {
     std::fprintf(stderr, "agentpay seller: %s\n", address.status().message().c_str());
     return 2;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;  // before any thread starts: they inherit the mask
 
   Seller seller(fault);
   ServerLimits limits;
@@ -104,8 +100,7 @@ int RunSeller(const std::string& listen, const std::string& fault) {
   std::printf("agentpay seller listening on http://%s:%u (fault %s)\n", address->first.c_str(),
               (*server)->port(), fault.c_str());
   std::fflush(stdout);
-  int received = 0;
-  sigwait(&signals, &received);
+  signals.Wait();
   (*server)->Stop();
   return 0;
 }

@@ -3,7 +3,6 @@
 
 #include <sys/stat.h>
 
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include "cli/system_world.h"
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
+#include "cli/signals.h"
 #include "http/server.h"
 #include "store/store.h"
 #include "workers/hold_sweeper.h"
@@ -83,12 +83,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   auto listen = ParseListenAddress(options.listen);
   if (!listen.ok()) return Fail(listen.status().message());
 
-  // Signals are taken by sigwait below; every thread started from here on inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;  // before any thread starts: they inherit the mask
 
   SystemClock clock;
   SystemRandom random;
@@ -200,8 +195,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   }
   std::fflush(stdout);
 
-  int received = 0;
-  sigwait(&signals, &received);
+  signals.Wait();
   std::fprintf(stderr, "agentpay serve: stopping\n");
   (*server)->Stop();
   // Paid requests in flight finish their decisions (their answers can no longer be sent): a

@@ -2,7 +2,6 @@
 // day), so it is answered inline, like any short read.
 #include "cli/sim_http.h"
 
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "cli/signals.h"
 #include "http/server.h"
 #include "sim/model_format.h"
 
@@ -148,11 +148,7 @@ int RunSimServer(const std::string& listen) {
     std::fprintf(stderr, "agentpay sim: %s\n", address.status().message().c_str());
     return 2;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;  // before any thread starts: they inherit the mask
   ServerLimits limits;
   limits.workers = 4;
   auto server = HttpServer::Start(address->first, address->second, limits,
@@ -168,8 +164,7 @@ int RunSimServer(const std::string& listen) {
   std::printf("agentpay sim listening on http://%s:%u (GET /v1/sim, /inspector/)\n",
               address->first.c_str(), (*server)->port());
   std::fflush(stdout);
-  int received = 0;
-  sigwait(&signals, &received);
+  signals.Wait();
   (*server)->Stop();
   return 0;
 }
