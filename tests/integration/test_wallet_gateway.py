@@ -102,6 +102,30 @@ class CompletedKeyReplayTest(GatewayTestCase):
         self.assertAccount(acct, captured=2 * PRICE, held=0, balance=DEPOSIT - 2 * PRICE)
 
 
+def _pay_at_once(case, acct, key, fault, n):
+    """n threads released together pay `key` with the same body; returns their responses, after
+    asserting that every one got an HTTP answer."""
+    barrier = threading.Barrier(n)
+    results = [None] * n
+
+    def worker(i):
+        try:
+            barrier.wait(timeout=20)
+            results[i] = case.gw.pay(acct, key, BODY, fault=fault, timeout=30)
+        except Exception as e:  # noqa: BLE001 - reported below
+            results[i] = e
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=45)
+    case.assertFalse(any(t.is_alive() for t in threads), "some requests never finished")
+    errors = [r for r in results if not isinstance(r, harness.Response)]
+    case.assertEqual(errors, [], "requests failed at the transport level")
+    return results
+
+
 class ConcurrentDuplicatesTest(GatewayTestCase):
     """2. 64 concurrent duplicates of one key: one execution, one capture."""
 
@@ -109,24 +133,7 @@ class ConcurrentDuplicatesTest(GatewayTestCase):
 
     def test_64_concurrent_duplicates_execute_and_charge_once(self):
         acct = self.gw.create_account("burst", deposit=DEPOSIT)
-        barrier = threading.Barrier(self.N)
-        results = [None] * self.N
-
-        def worker(i):
-            try:
-                barrier.wait(timeout=20)
-                results[i] = self.gw.pay(acct, "burst-key", BODY, fault="slow:300", timeout=30)
-            except Exception as e:  # noqa: BLE001 - reported below
-                results[i] = e
-
-        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(self.N)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=45)
-        self.assertFalse(any(t.is_alive() for t in threads), "some requests never finished")
-        errors = [r for r in results if not isinstance(r, harness.Response)]
-        self.assertEqual(errors, [], "requests failed at the transport level")
+        results = _pay_at_once(self, acct, "burst-key", "slow:300", self.N)
 
         fresh = [r for r in results if r.status == 200 and r.replayed == "false"]
         self.assertEqual(len(fresh), 1, "exactly one response must be the original (Idempotent-Replayed: "
@@ -174,24 +181,7 @@ class ConcurrentDuplicatesShortAttachTest(GatewayTestCase):
 
     def test_duplicates_past_attach_wait_get_202_and_no_charge(self):
         acct = self.gw.create_account("burst202", deposit=DEPOSIT)
-        barrier = threading.Barrier(self.N)
-        results = [None] * self.N
-
-        def worker(i):
-            try:
-                barrier.wait(timeout=20)
-                results[i] = self.gw.pay(acct, "burst-202", BODY, fault="slow:1000", timeout=30)
-            except Exception as e:  # noqa: BLE001 - reported below
-                results[i] = e
-
-        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(self.N)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=45)
-        self.assertFalse(any(t.is_alive() for t in threads), "some requests never finished")
-        errors = [r for r in results if not isinstance(r, harness.Response)]
-        self.assertEqual(errors, [], "requests failed at the transport level")
+        results = _pay_at_once(self, acct, "burst-202", "slow:1000", self.N)
         fresh = [r for r in results if r.status == 200 and r.replayed == "false"]
         self.assertEqual(len(fresh), 1, [(r.status, r.replayed) for r in results])
         op_id = fresh[0].operation_id
