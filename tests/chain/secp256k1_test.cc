@@ -13,6 +13,7 @@ namespace {
 
 using test_util::AddressFrom;
 using test_util::HashOf;
+using test_util::HighSTwin;
 
 constexpr std::string_view kX402Digest =
     "0xf256992871671abcb27ff92885a7afa46218724e5fc0bac35d050115aa1d22e6";
@@ -22,9 +23,6 @@ constexpr std::string_view kX402Signature =
 constexpr std::string_view kAnvilKey0 =
     "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
 
-// secp256k1 group order n, little-endian limbs.
-constexpr U256 kOrder = U256::FromLimbs(
-    {0xBFD25E8CD0364141, 0xBAAEDCE6AF48A03B, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF});
 
 Signature X402Signature() {
   Result<Signature> signature = ParseSignature(kX402Signature);
@@ -36,16 +34,6 @@ PrivateKey AnvilKey0() {
   Result<PrivateKey> key = ParsePrivateKey(kAnvilKey0);
   EXPECT_TRUE(key.ok());
   return *key;
-}
-
-// s' = n - s with v flipped: the same point, the other valid-looking signature.
-Signature HighSTwin(const Signature& signature) {
-  const U256 s = U256::FromBigEndian(std::span<const uint8_t>(signature.bytes).subspan<32, 32>());
-  const std::array<uint8_t, 32> twin_s = U256::CheckedSub(kOrder, s)->ToBigEndian();
-  Signature twin = signature;
-  std::copy(twin_s.begin(), twin_s.end(), twin.bytes.begin() + 32);
-  twin.bytes[64] = signature.v() == 27 ? 28 : 27;
-  return twin;
 }
 
 TEST(Secp256k1, RecoversX402PublishedSigner) {
@@ -99,7 +87,7 @@ TEST(Secp256k1, RefusesOutOfRangeRAndS) {
   std::fill(big_r.bytes.begin(), big_r.bytes.begin() + 32, 0xff);
   EXPECT_EQ(RecoverSigner(HashOf(kX402Digest), big_r).status().code(), "invalid_signature");
   Signature s_is_n = X402Signature();
-  const std::array<uint8_t, 32> order = kOrder.ToBigEndian();
+  const std::array<uint8_t, 32> order = test_util::kSecp256k1Order.ToBigEndian();
   std::copy(order.begin(), order.end(), s_is_n.bytes.begin() + 32);
   EXPECT_EQ(RecoverSigner(HashOf(kX402Digest), s_is_n).status().code(), "invalid_signature");
 }
@@ -138,8 +126,8 @@ TEST(Secp256k1, SignRecoverRoundTripIsDeterministicAndLowS) {
 }
 
 TEST(Secp256k1, ParsePrivateKeyRefusesBadKeys) {
-  const std::string order_hex = Hex(kOrder.ToBigEndian());
-  const std::string below_order = Hex(U256::CheckedSub(kOrder, U256(1))->ToBigEndian());
+  const std::string order_hex = Hex(test_util::kSecp256k1Order.ToBigEndian());
+  const std::string below_order = Hex(U256::CheckedSub(test_util::kSecp256k1Order, U256(1))->ToBigEndian());
   EXPECT_TRUE(ParsePrivateKey(below_order).ok());
   EXPECT_TRUE(ParsePrivateKey("0x" + std::string(63, '0') + "1").ok());
   for (const std::string& bad :

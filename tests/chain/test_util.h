@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <span>
 #include <string_view>
 
 #include "chain/bytes.h"
+#include "chain/secp256k1.h"
 
 namespace agentpay::chain::test_util {
 
@@ -32,6 +36,20 @@ inline U256 Decimal(std::string_view text) {
   std::optional<U256> value = ParseU256Decimal(text);
   EXPECT_TRUE(value.has_value()) << text;
   return value.value_or(U256());
+}
+
+// secp256k1 group order n, little-endian limbs.
+constexpr U256 kSecp256k1Order = U256::FromLimbs(
+    {0xBFD25E8CD0364141, 0xBAAEDCE6AF48A03B, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF});
+
+// s' = n - s with v flipped: the malleable twin that libsecp256k1 alone would still recover.
+inline Signature HighSTwin(const Signature& signature) {
+  const U256 s = U256::FromBigEndian(std::span<const uint8_t>(signature.bytes).subspan<32, 32>());
+  const std::array<uint8_t, 32> twin_s = U256::CheckedSub(kSecp256k1Order, s)->ToBigEndian();
+  Signature twin = signature;
+  std::copy(twin_s.begin(), twin_s.end(), twin.bytes.begin() + 32);
+  twin.bytes[64] = signature.v() == 27 ? 28 : 27;
+  return twin;
 }
 
 }  // namespace agentpay::chain::test_util

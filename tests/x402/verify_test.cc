@@ -8,16 +8,15 @@
 #include <set>
 
 #include "chain/secp256k1.h"
+#include "../chain/test_util.h"
 #include "spec_examples.h"
 
 namespace agentpay::x402 {
 namespace {
 
 using spec::AddressOf;
+using chain::test_util::HighSTwin;
 
-// secp256k1 group order n, little-endian limbs.
-constexpr U256 kOrder = U256::FromLimbs(
-    {0xBFD25E8CD0364141, 0xBAAEDCE6AF48A03B, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF});
 constexpr std::string_view kAnvilKey1 =
     "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
 
@@ -31,16 +30,6 @@ PaymentPayload SpecPayload(Version version = Version::kV2) {
 Failure Verify(const PaymentPayload& payload, const Requirements& requirements,
                int64_t now = spec::kNowInWindow) {
   return VerifyExact(payload, requirements, now, kDefaultValidBeforeBufferSeconds);
-}
-
-// s' = n - s with v flipped: the malleable twin libsecp256k1 would still recover.
-Signature HighSTwin(const Signature& signature) {
-  const U256 s = U256::FromBigEndian(std::span<const uint8_t>(signature.bytes).subspan<32, 32>());
-  const std::array<uint8_t, 32> twin_s = U256::CheckedSub(kOrder, s)->ToBigEndian();
-  Signature twin = signature;
-  std::copy(twin_s.begin(), twin_s.end(), twin.bytes.begin() + 32);
-  twin.bytes[64] = signature.v() == 27 ? 28 : 27;
-  return twin;
 }
 
 // Signs payload.authorization for requirements with Anvil's test account #1, setting `from`.
