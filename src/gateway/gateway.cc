@@ -14,6 +14,13 @@ namespace agentpay {
 
 namespace {
 constexpr size_t kMaxBlockingQueue = 4096;
+
+// The gateway's own endpoints and pages: never forwarded to a paid route.
+bool IsReservedPath(std::string_view path) {
+  return path == "/healthz" || path == "/metrics" || path.starts_with("/v1/") ||
+         path.starts_with("/admin/") || path == "/console" || path.starts_with("/console/") ||
+         path == "/inspector" || path.starts_with("/inspector/");
+}
 }  // namespace
 
 std::string ChainConfig::V1Network() const {
@@ -47,10 +54,7 @@ HttpResponse Gateway::Handle(const HttpRequest& request) {
 
 void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond respond) {
   std::string_view path = request->Path();
-  bool reserved = path == "/healthz" || path == "/metrics" || path.starts_with("/v1/") ||
-                  path.starts_with("/admin/") || path.starts_with("/console/") ||
-                  path == "/console" || path.starts_with("/inspector/") || path == "/inspector";
-  const RouteConfig* route = reserved ? nullptr : MatchRoute(path);
+  const RouteConfig* route = IsReservedPath(path) ? nullptr : MatchRoute(path);
   if (route != nullptr) return HandlePaid(std::move(request), *route, std::move(respond));
   bool queued = blocking_pool_.TrySubmit([this, request, respond] {
     respond(HandleBlocking(*request));
@@ -91,11 +95,8 @@ HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
     return GetAccount(request);
   }
   if (path.starts_with("/admin/")) return HandleAdmin(request);
-  if (path.starts_with("/v1/") || path.starts_with("/console") || path.starts_with("/inspector")) {
-    // Reserved for the gateway's own pages and API, never forwarded to a paid route.
-    return ProblemResponse(404, "not_found", "no such endpoint");
-  }
-  return ProblemResponse(404, "not_found", "no paid route serves this path");
+  return ProblemResponse(404, "not_found", IsReservedPath(path) ? "no such endpoint"
+                                                                : "no paid route serves this path");
 }
 
 const RouteConfig* Gateway::MatchRoute(std::string_view path) const {
