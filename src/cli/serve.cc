@@ -16,7 +16,9 @@
 #include "cli/signals.h"
 #include "http/server.h"
 #include "store/store.h"
+#include "chain/rpc_chain.h"
 #include "workers/hold_sweeper.h"
+#include "workers/reconciler.h"
 #include "workers/periodic.h"
 
 namespace agentpay {
@@ -75,6 +77,58 @@ Result<std::pair<std::string, std::string>> EnsureDemoAccount(Store& store, Cloc
   return std::make_pair(account_id, api_key);
 }
 
+// The chain x402 payments settle on: a JSON-RPC node (--chain-rpc), checked to be the chain the
+// configuration names. nullptr without --chain-rpc (the devnet is not built in yet).
+struct SettlementChain {
+  std::unique_ptr<chain::Chain> node;
+  std::unique_ptr<Settler> settler;
+};
+
+Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
+                                            const GatewayConfig& config) {
+  SettlementChain out;
+  auto rpc = RpcChainOf(options);
+  if (!rpc) return out;
+  auto endpoint = ParseHttpUrl(rpc->url);
+  if (!endpoint.ok()) return endpoint.status();
+  auto key_text = ReadSecretFile(rpc->relayer_key_file);
+  if (!key_text.ok()) return key_text.status();
+  auto key = chain::ParsePrivateKey(*key_text);
+  if (!key.ok()) return Status::Error("invalid_config", rpc->relayer_key_file + ": " + key.status().message());
+  out.node = std::make_unique<chain::RpcChain>(*endpoint, rpc->rpc_timeout_ms);
+  auto chain_id = out.node->ChainId();
+  if (!chain_id.ok()) {
+    return Status::Error("chain_unavailable", "--chain-rpc " + rpc->url + ": " +
+                                                  chain_id.status().message());
+  }
+  if (static_cast<int64_t>(*chain_id) != config.chain.chain_id) {
+    return Status::Error("invalid_config", "--chain-rpc " + rpc->url + " is chain " +
+                                               std::to_string(*chain_id) + ", not --chain-id " +
+                                               std::to_string(config.chain.chain_id));
+  }
+  SettlerConfig settler;
+  settler.chain_id = *chain_id;
+  settler.token = *chain::ParseAddress(config.chain.asset);
+  settler.pay_to = *chain::ParseAddress(config.chain.pay_to);
+  settler.asset_name = config.chain.asset_name;
+  settler.asset_version = config.chain.asset_version;
+  out.settler = std::make_unique<Settler>(*out.node, settler, *key);
+  return out;
+}
+
+void LogReconcile(const Result<ReconcileReport>& report) {
+  if (!report.ok()) {
+    std::fprintf(stderr, "agentpay serve: reconciler: %s\n", report.status().ToString().c_str());
+    return;
+  }
+  if (!report->changed() && report->errors == 0) return;
+  std::fprintf(stderr,
+               "agentpay serve: reconciler: %d settled, %d re-broadcast, %d void, %d failed, %d "
+               "marked unknown, %d error(s)\n",
+               report->settled, report->rebroadcast, report->voided, report->failed,
+               report->marked_unknown, report->errors);
+}
+
 }  // namespace
 
 int RunServe(const CLI::App& command, ServeOptions& options) {
@@ -124,16 +178,29 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
 
   auto store = OpenStore(options.db);
   if (!store.ok()) return Fail(store.status().message());
+  auto settlement = OpenSettlementChain(options, *config);
+  if (!settlement.ok()) return Fail(settlement.status().message());
   HttpUpstream upstream(config->max_upstream_response_bytes);
-  Gateway gateway(*config, **store, clock, random, upstream);
+  Gateway gateway(*config, **store, clock, random, upstream, settlement->settler.get());
   auto recovered = gateway.RecoverInterrupted();
   if (!recovered.ok()) return Fail("crash recovery failed: " + recovered.status().message());
   if (*recovered > 0) {
     std::fprintf(stderr,
-                 "agentpay serve: recovered %d operation(s) interrupted mid-call: holds kept, "
-                 "fulfillment pending_retry\n",
+                 "agentpay serve: recovered %d operation(s) interrupted mid-flight: holds kept, "
+                 "settlements left to the reconciler, fulfillment pending_retry\n",
                  *recovered);
   }
+  ReconcilerConfig reconciler_config;
+  reconciler_config.receipt_timeout_ms = config->receipt_timeout_ms;
+  reconciler_config.expiry_buffer_seconds = config->expiry_buffer_seconds;
+  reconciler_config.retention_ms = config->retention_ms;
+  auto reconcile = [&] {
+    if (!settlement->settler) return;
+    auto report = ReconcileSettlements(**store, *settlement->settler, clock, random,
+                                       reconciler_config, &gateway.metrics());
+    LogReconcile(report);
+  };
+  reconcile();  // settlements a previous process left behind, before traffic is accepted
 
   std::optional<std::pair<std::string, std::string>> demo_account;
   if (options.demo) {
@@ -170,6 +237,8 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     }
   });
 
+  PeriodicWorker reconciler(config->sweep_interval_ms, reconcile);
+
   const std::string base = "http://" + listen->first + ":" + std::to_string((*server)->port());
   std::printf("agentpay gateway listening on %s (store %s)\n", base.c_str(), options.db.c_str());
   std::printf("  request/effect inspector: %s/inspector/\n", base.c_str());
@@ -200,10 +269,11 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   (*server)->Stop();
   // Paid requests in flight finish their decisions (their answers can no longer be sent): a
   // stopped gateway leaves holds kept or captured, never half-written.
-  // The longest a paid request can still take: an upstream call, or a duplicate's attach wait.
+  // The longest a paid request can still take: a receipt wait and an upstream call, or a
+  // duplicate's attach wait.
   int64_t max_timeout_ms = config->attach_wait_ms;
   for (const auto& route : config->routes) {
-    max_timeout_ms = std::max(max_timeout_ms, route.timeout_ms);
+    max_timeout_ms = std::max(max_timeout_ms, route.timeout_ms + config->receipt_timeout_ms);
   }
   if (int64_t left = gateway.Drain(max_timeout_ms + kLeaseMarginMs); left > 0) {
     std::fprintf(stderr, "agentpay serve: %lld paid request(s) still in flight at exit\n",

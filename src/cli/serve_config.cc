@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 #include <variant>
 
+#include "chain/bytes.h"
 #include "core/money.h"
 
 namespace agentpay {
@@ -36,7 +37,20 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"max-body-bytes", &o.max_body_bytes, "largest request body accepted (413 past it)"},
       {"workers", &o.workers, "threads for admin calls, views and attached duplicates"},
       {"max-connections", &o.max_connections, "open connections accepted (503 past it)"},
-      {"chain", &o.chain, "chain: devnet (built in)"},
+      {"chain", &o.chain, "chain: devnet (built in); see --chain-rpc for any EVM node"},
+      {"chain-rpc", &o.chain_rpc, "JSON-RPC URL of an EVM node to settle x402 payments on"},
+      {"chain-id", &o.chain_id, "that node's chain id (checked at start)"},
+      {"asset", &o.asset, "the EIP-3009 token (address) x402 payments are made in"},
+      {"asset-name", &o.asset_name, "the token's EIP-712 domain name (e.g. USDC)"},
+      {"asset-version", &o.asset_version, "the token's EIP-712 domain version (e.g. 2)"},
+      {"pay-to", &o.pay_to, "the address x402 payments go to"},
+      {"relayer-key-file", &o.relayer_key_file,
+       "file holding the 0x-hex private key that submits settlements and pays their gas"},
+      {"rpc-timeout-ms", &o.rpc_timeout_ms, "timeout of each JSON-RPC call"},
+      {"max-timeout-seconds", &o.max_timeout_seconds,
+       "x402 maxTimeoutSeconds advertised (clients sign validBefore = now + this)"},
+      {"expiry-buffer-seconds", &o.expiry_buffer_seconds,
+       "an unknown settlement is void this long after validBefore, if its nonce is unused"},
       {"log-format", &o.log_format, "json or text"},
   };
 }
@@ -116,7 +130,38 @@ Result<std::vector<RouteConfig>> RoutesFromToml(const toml::array& tables, int64
   return routes;
 }
 
+// --chain-rpc and the flags that must come with it.
+Status ResolveRpcChain(const ServeOptions& options, ChainConfig& chain) {
+  auto endpoint = ParseHttpUrl(options.chain_rpc);
+  if (!endpoint.ok()) return Invalid("--chain-rpc: " + endpoint.status().message());
+  const std::pair<const char*, const std::string*> required[] = {
+      {"asset", &options.asset},         {"asset-name", &options.asset_name},
+      {"asset-version", &options.asset_version}, {"pay-to", &options.pay_to},
+      {"relayer-key-file", &options.relayer_key_file}};
+  for (const auto& [name, value] : required) {
+    if (value->empty()) return Invalid(std::string("--chain-rpc needs --") + name);
+  }
+  if (options.chain_id <= 0 || options.chain_id > (int64_t{1} << 53)) {
+    return Invalid("--chain-rpc needs --chain-id between 1 and 2^53");
+  }
+  auto asset = chain::ParseAddress(options.asset);
+  if (!asset.ok()) return Invalid("--asset must be a 0x address of 40 hex digits");
+  auto pay_to = chain::ParseAddress(options.pay_to);
+  if (!pay_to.ok()) return Invalid("--pay-to must be a 0x address of 40 hex digits");
+  chain.chain_id = options.chain_id;
+  chain.asset = chain::ToChecksumHex(*asset);
+  chain.asset_name = options.asset_name;
+  chain.asset_version = options.asset_version;
+  chain.pay_to = chain::ToChecksumHex(*pay_to);
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::optional<RpcChainOptions> RpcChainOf(const ServeOptions& options) {
+  if (options.chain_rpc.empty()) return std::nullopt;
+  return RpcChainOptions{options.chain_rpc, options.rpc_timeout_ms, options.relayer_key_file};
+}
 
 void AddServeFlags(CLI::App& command, ServeOptions& options) {
   command.add_option("--config", options.config_file, "TOML file with any of these settings");
@@ -189,7 +234,17 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
   }
   if (options.chain != "devnet") {
     return Invalid("--chain " + options.chain +
-                   ": only the built-in devnet is available in this version");
+                   ": the built-in chain is 'devnet'; give --chain-rpc URL for any other node");
+  }
+  for (const Range& r : {Range{"rpc-timeout-ms", options.rpc_timeout_ms, 1, kMaxTimeoutMs},
+                         Range{"max-timeout-seconds", options.max_timeout_seconds, 10, 86400},
+                         Range{"expiry-buffer-seconds", options.expiry_buffer_seconds, 0, 86400}}) {
+    if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
+  }
+  config.chain.max_timeout_seconds = options.max_timeout_seconds;
+  config.expiry_buffer_seconds = options.expiry_buffer_seconds;
+  if (!options.chain_rpc.empty()) {
+    if (Status s = ResolveRpcChain(options, config.chain); !s.ok()) return s;
   }
   if (options.log_format != "text" && options.log_format != "json") {
     return Invalid("--log-format must be json or text");

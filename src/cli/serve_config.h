@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "core/result.h"
@@ -27,6 +28,14 @@ struct ServeOptions {
   int64_t workers = 16;
   int64_t max_connections = 4096;
   std::string chain = "devnet";
+  // Any EVM JSON-RPC node instead of the devnet (CONTRACT §2).
+  std::string chain_rpc;
+  int64_t chain_id = 0;
+  std::string asset, asset_name, asset_version, pay_to;
+  std::string relayer_key_file;
+  int64_t rpc_timeout_ms = 5000;
+  int64_t max_timeout_seconds = 120;
+  int64_t expiry_buffer_seconds = 30;
   std::string log_format = "text";
   bool demo = false;
 };
@@ -37,6 +46,14 @@ void AddServeFlags(CLI::App& command, ServeOptions& options);
 // Routes come from the file's [[route]] tables, else from --upstream/--price (route "/"); in demo
 // mode without either, the caller adds the in-process seller route.
 Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& options);
+
+// The node the gateway settles on, when --chain-rpc is given; nullopt for the built-in devnet.
+struct RpcChainOptions {
+  std::string url;
+  int64_t rpc_timeout_ms = 5000;
+  std::string relayer_key_file;
+};
+std::optional<RpcChainOptions> RpcChainOf(const ServeOptions& options);
 
 // Reads a secret from a file (trailing whitespace removed); an empty file is an error.
 Result<std::string> ReadSecretFile(const std::string& path);

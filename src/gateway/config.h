@@ -42,6 +42,9 @@ struct GatewayConfig {
   int64_t retention_ms = 86400000;
   int64_t sweep_interval_ms = 1000;
   int64_t receipt_timeout_ms = 5000;
+  // x402: an unknown settlement whose authorization is past validBefore plus this many seconds,
+  // with its nonce unused on chain, is void (CONTRACT §5).
+  int64_t expiry_buffer_seconds = 30;
   int64_t attach_wait_ms = 5000;
   uint64_t max_body_bytes = 1048576;
   uint64_t max_upstream_response_bytes = 8 * 1024 * 1024;

@@ -32,9 +32,9 @@ std::string ChainConfig::V1Network() const {
 }
 
 Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random,
-                 Upstream& upstream)
+                 Upstream& upstream, Settler* settler)
     : config_(std::move(config)), store_(store), clock_(clock), random_(random),
-      upstream_(upstream), blocking_pool_(config_.blocking_threads, kMaxBlockingQueue) {
+      upstream_(upstream), settler_(settler), blocking_pool_(config_.blocking_threads, kMaxBlockingQueue) {
   AGENTPAY_CHECK(!config_.routes.empty());
   for (const auto& route : config_.routes) AGENTPAY_CHECK(route.price > 0);
 }
@@ -159,9 +159,19 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
   bool has_x402 = request->Header("PAYMENT-SIGNATURE") || request->Header("X-PAYMENT");
   if (!has_wallet && !has_x402) return answer(Challenge(*request, route));
   if (!has_wallet) {
-    return answer(ProblemResponse(501, "x402_not_enabled",
-                                  "x402 payments are not enabled on this gateway yet; pay with a "
-                                  "wallet API key (Authorization: Bearer)"));
+    if (settler_ == nullptr) {
+      return answer(ProblemResponse(501, "x402_not_enabled",
+                                    "x402 payments are not enabled on this gateway; pay with a "
+                                    "wallet API key (Authorization: Bearer)"));
+    }
+    bool queued = blocking_pool_.TrySubmit(
+        [this, request, &route, answer] { answer(PayWithX402(request, route)); });
+    if (!queued) {
+      HttpResponse busy = ProblemResponse(503, "limit_exceeded", "too many x402 payments in flight");
+      busy.SetHeader("Retry-After", "1");
+      answer(std::move(busy));
+    }
+    return;
   }
   auto account = Authenticate(*request);
   if (!account.ok()) return answer(StoreProblem(account.status()));
@@ -193,7 +203,9 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
   PayWithWallet(std::move(paid));
 }
 
-HttpResponse Gateway::Challenge(const HttpRequest& request, const RouteConfig& route) const {
+HttpResponse Gateway::Challenge(const HttpRequest& request, const RouteConfig& route,
+                                std::string_view code, std::string_view detail) const {
+  const std::string error = code == "payment_required" ? "payment required" : std::string(code);
   const ChainConfig& chain = config_.chain;
   std::string resource =
       "http://" + std::string(request.Header("Host").value_or("localhost")) + request.target;
@@ -201,7 +213,7 @@ HttpResponse Gateway::Challenge(const HttpRequest& request, const RouteConfig& r
   std::string description = "Paid route " + route.prefix;
   nlohmann::json v2 = {
       {"x402Version", 2},
-      {"error", "payment required"},
+      {"error", error},
       {"resource", {{"url", resource}, {"description", description}, {"mimeType", ""}}},
       {"accepts",
        {{{"scheme", "exact"},
@@ -213,13 +225,15 @@ HttpResponse Gateway::Challenge(const HttpRequest& request, const RouteConfig& r
          {"extra", extra}}}},
   };
   nlohmann::json body = {
-      {"type", "urn:agentpay:problem:payment_required"},
+      {"type", "urn:agentpay:problem:" + std::string(code)},
       {"title", "Payment Required"},
       {"status", 402},
-      {"code", "payment_required"},
-      {"detail", "pay with a wallet API key (Authorization: Bearer) or an x402 payment"},
+      {"code", code},
+      {"detail", detail.empty()
+                     ? "pay with a wallet API key (Authorization: Bearer) or an x402 payment"
+                     : std::string(detail)},
       {"x402Version", 1},
-      {"error", "payment required"},
+      {"error", error},
       {"accepts",
        {{{"scheme", "exact"},
          {"network", chain.V1Network()},
@@ -242,12 +256,18 @@ HttpResponse Gateway::Challenge(const HttpRequest& request, const RouteConfig& r
 
 HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {
   std::optional<Operation> op;
+  std::optional<X402PaymentRecord> payment;
   std::vector<TraceEvent> events;
   std::vector<PostingRecord> postings;
   Status status = store_.Read([&](Transaction& tx) {
     auto found = tx.FindOperation(id);
     if (!found.ok()) return found.status();
     op = std::move(*found);
+    if (op && !WalletAccountOf(op->principal)) {
+      auto paid = tx.FindX402Payment(id);
+      if (!paid.ok()) return paid.status();
+      payment = std::move(*paid);
+    }
     if (op && trace) {
       auto listed = tx.ListEvents(id);
       if (!listed.ok()) return listed.status();
@@ -260,7 +280,11 @@ HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {
   });
   if (!status.ok()) return StoreProblem(status);
   if (!op) return ProblemResponse(404, "not_found", "no operation " + std::string(id));
-  if (!trace) return JsonResponse(200, DumpJson(OperationJson(*op)));
+  if (!trace) {
+    nlohmann::json json = OperationJson(*op);
+    if (payment && payment->submitted()) json["tx_hash"] = payment->tx_hash;
+    return JsonResponse(200, DumpJson(json));
+  }
   return JsonResponse(200, DumpJson(TraceJson(BuildTrace(*op, postings, events))));
 }
 
@@ -286,10 +310,12 @@ Result<int> Gateway::RecoverInterrupted() {
     for (const Operation& op : *ops) {
       Status updated = tx.UpdateOperation(::agentpay::RecoverInterrupted(op, now));
       if (!updated.ok()) return updated;
-      updated = tx.AppendEvent({op.id, now, "gateway", "recovered",
-                                "the gateway restarted during attempt " +
-                                    std::to_string(op.attempts) +
-                                    "; hold kept, fulfillment pending_retry"});
+      const bool wallet = WalletAccountOf(op.principal).has_value();
+      updated = tx.AppendEvent(
+          {op.id, now, "gateway", "recovered",
+           "the gateway restarted during attempt " + std::to_string(op.attempts) +
+               (wallet ? "; hold kept" : "; settlement " + std::string(SettlementName(op.settlement))) +
+               ", fulfillment pending_retry"});
       if (!updated.ok()) return updated;
       ++recovered;
     }

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -11,6 +13,7 @@
 #include "core/world.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
+#include "gateway/settler.h"
 #include "gateway/upstream.h"
 #include "http/message.h"
 #include "http/server.h"
@@ -22,7 +25,9 @@ namespace agentpay {
 class Gateway {
  public:
   // Preconditions: config.routes is non-empty and valid; the referenced objects outlive the gateway.
-  Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Upstream& upstream);
+  // Without a settler, x402 payments are refused (501 x402_not_enabled).
+  Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Upstream& upstream,
+          Settler* settler = nullptr);
   ~Gateway();
 
   // Answers through `respond`, from any thread. Paid requests run as a non-blocking pipeline
@@ -51,6 +56,8 @@ class Gateway {
   struct PaidRequest;
   enum class BeginKind { kProceed, kReplay, kMismatch, kAttach, kInsufficientFunds };
   struct Begin;
+  struct X402Request;
+  struct X402Begin;
 
   HttpResponse HandleBlocking(const HttpRequest& request);
   void HandlePaid(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
@@ -65,8 +72,33 @@ class Gateway {
   void OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamOutcome outcome);
   HttpResponse FinishAnswer(const PaidRequest& paid, const UpstreamOutcome& outcome,
                             const Status& status);
-  HttpResponse AwaitInFlight(const Operation& op);
-  HttpResponse Challenge(const HttpRequest& request, const RouteConfig& route) const;
+  // Waits (at most attach_wait_ms) until `answer_when_done` gives an answer for the operation as
+  // re-read from the store; then 202 operation_in_progress.
+  using AnswerWhenDone = std::function<std::optional<HttpResponse>(const Operation&)>;
+  HttpResponse AwaitInFlight(const Operation& op, const AnswerWhenDone& answer_when_done);
+  HttpResponse Challenge(const HttpRequest& request, const RouteConfig& route,
+                         std::string_view code = "payment_required",
+                         std::string_view detail = "") const;
+
+  // The x402 path (x402_path.cc). It waits on the chain, so it runs on the blocking pool.
+  HttpResponse PayWithX402(std::shared_ptr<const HttpRequest> request, const RouteConfig& route);
+  std::optional<HttpResponse> PrepareX402(X402Request& x);
+  Status DecideX402Arrival(Transaction& tx, const X402Request& x, const TxInputs* inputs,
+                           X402Begin& begin);
+  Status DecideX402New(Transaction& tx, const X402Request& x, const TxInputs& inputs,
+                       int64_t now, X402Begin& begin);
+  HttpResponse RunX402Attempt(const X402Request& x, Operation op, X402PaymentRecord payment);
+  HttpResponse SettleAndContinue(const X402Request& x, Operation op, X402PaymentRecord payment,
+                                 const std::optional<UpstreamOutcome>& upstream_2xx);
+  HttpResponse CallAndFinishX402(const X402Request& x, Operation op, X402PaymentRecord payment);
+  UpstreamOutcome CallUpstreamBlocking(const X402Request& x, const std::string& operation_id);
+  // Writes `next` if the attempt `held` still holds the claim; false when it lost it.
+  Result<bool> WriteClaimed(const Operation& held, const Operation& next, const TraceEvent* event,
+                            const std::function<Status(Transaction&)>& also = {});
+  HttpResponse X402Answer(HttpResponse response, const X402Request& x, const Operation& op,
+                          const X402PaymentRecord& payment) const;
+  HttpResponse X402StateAnswer(const X402Request& x, const Operation& op,
+                               const X402PaymentRecord& payment, bool replayed) const;
 
   HttpResponse GetOperation(std::string_view id, bool trace);
   HttpResponse GetAccount(const HttpRequest& request);
@@ -88,6 +120,7 @@ class Gateway {
   Clock& clock_;
   Random& random_;
   Upstream& upstream_;
+  Settler* settler_;
   Metrics metrics_;
   WorkerPool blocking_pool_;  // admin, views, attached duplicates: everything that may block
   static constexpr size_t kMaxCachedKeys = 100000;

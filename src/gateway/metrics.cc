@@ -13,6 +13,23 @@ void Counter(std::string& out, const std::string& name, const std::string& help,
 }
 }  // namespace
 
+std::string_view SettlementEventName(SettlementEvent event) {
+  switch (event) {
+    case SettlementEvent::kSettled: return "settled";
+    case SettlementEvent::kUnknown: return "unknown";
+    case SettlementEvent::kFailed: return "failed";
+    case SettlementEvent::kBroadcastError: return "broadcast_error";
+    case SettlementEvent::kReconcilerRuns: return "reconciler_run";
+    case SettlementEvent::kReconcilerErrors: return "reconciler_error";
+    case SettlementEvent::kReconciledSettled: return "reconciled_settled";
+    case SettlementEvent::kRebroadcast: return "rebroadcast";
+    case SettlementEvent::kVoid: return "void";
+    case SettlementEvent::kReconciledFailed: return "reconciled_failed";
+    case SettlementEvent::kCount: break;
+  }
+  return "?";
+}
+
 void Metrics::CountResponse(int status) {
   size_t index = static_cast<size_t>(status / 100);
   if (index < responses_by_class_.size()) ++responses_by_class_[index];
@@ -56,6 +73,13 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
   Counter(out, "agentpay_holds_expired_total", "Expired holds released by the sweeper",
           holds_expired_.load());
   Counter(out, "agentpay_alerts_raised_total", "Alerts raised for the admin", alerts_raised_.load());
+  for (size_t i = 0; i < settlement_events_.size(); ++i) {
+    Counter(out, "agentpay_x402_settlement_events_total",
+            "x402 settlements by event (gateway attempts and the reconciler)",
+            settlement_events_[i].load(),
+            "event=\"" + std::string(SettlementEventName(static_cast<SettlementEvent>(i))) + "\"",
+            i == 0);
+  }
   Counter(out, "agentpay_store_commits_total", "Database commits", store.commits);
   Counter(out, "agentpay_store_decisions_total", "Decisions committed (group commit shares commits)",
           store.decisions);

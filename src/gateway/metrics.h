@@ -14,8 +14,27 @@ namespace agentpay {
 struct StoreStats;
 struct ServerStats;
 
+// x402 settlement events, by the gateway's own attempts and by the reconciler.
+enum class SettlementEvent {
+  kSettled,          // receipt seen within the receipt timeout
+  kUnknown,          // not seen in time: 202 settlement_unknown
+  kFailed,           // nonce spent by another transaction
+  kBroadcastError,   // the node refused or did not answer a broadcast
+  kReconcilerRuns,   // reconciler passes
+  kReconcilerErrors, // reconciler passes (or operations) that failed on the chain or store
+  kReconciledSettled,
+  kRebroadcast,
+  kVoid,
+  kReconciledFailed,
+  kCount,
+};
+std::string_view SettlementEventName(SettlementEvent event);
+
 class Metrics {
  public:
+  void CountSettlement(SettlementEvent event, uint64_t count = 1) {
+    settlement_events_[static_cast<size_t>(event)] += count;
+  }
   void CountResponse(int status);
   void CountArrival(ArrivalOutcome outcome) { ++arrivals_[static_cast<size_t>(outcome)]; }
   void CountVerdict(Verdict verdict) { ++verdicts_[static_cast<size_t>(verdict)]; }
@@ -44,6 +63,8 @@ class Metrics {
   std::atomic<uint64_t> holds_expired_{0};
   std::atomic<uint64_t> alerts_raised_{0};
   std::atomic<uint64_t> sweep_failures_{0};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(SettlementEvent::kCount)>
+      settlement_events_{};
 };
 
 }  // namespace agentpay

@@ -9,8 +9,6 @@
 #include "gateway/json_views.h"
 
 namespace agentpay {
-namespace {
-
 HttpResponse WithOperation(HttpResponse response, const std::string& operation_id, bool replayed) {
   response.SetHeader("AgentPay-Operation-Id", operation_id);
   response.SetHeader("Idempotent-Replayed", replayed ? "true" : "false");
@@ -44,7 +42,6 @@ HttpResponse MismatchAnswer(const Operation& op) {
                        op.id, false);
 }
 
-}  // namespace
 
 HttpResponse StoreProblem(const Status& status) {
   HttpResponse response = ProblemResponse(
@@ -95,7 +92,7 @@ void Gateway::OnBegun(std::shared_ptr<PaidRequest> paid, Status status) {
     case BeginKind::kAttach: {
       // Waiting for the attempt in flight blocks: it runs on the blocking pool.
       bool queued = blocking_pool_.TrySubmit(
-          [this, paid] { paid->respond(AwaitInFlight(paid->begin.op)); });
+          [this, paid] { paid->respond(AwaitInFlight(paid->begin.op, WalletAnswerWhenDone)); });
       if (!queued) {
         paid->respond(PendingAnswer(begin.op, 202, "operation_in_progress",
                                     "the same request is still in flight; poll the operation",
@@ -279,7 +276,18 @@ HttpResponse Gateway::FinishAnswer(const PaidRequest& paid, const UpstreamOutcom
   AGENTPAY_CHECK(false);
 }
 
-HttpResponse Gateway::AwaitInFlight(const Operation& op) {
+std::optional<HttpResponse> WalletAnswerWhenDone(const Operation& op) {
+  if (IsFinal(op)) return StoredAnswer(op, true);
+  if (op.fulfillment == Fulfillment::kPendingRetry) {
+    return PendingAnswer(op, 502, "fulfillment_pending",
+                         "the attempt in flight failed upstream; the hold is kept and a retry "
+                         "with the same Idempotency-Key is not charged again",
+                         true);
+  }
+  return std::nullopt;
+}
+
+HttpResponse Gateway::AwaitInFlight(const Operation& op, const AnswerWhenDone& answer_when_done) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.attach_wait_ms);
   for (;;) {
@@ -297,13 +305,7 @@ HttpResponse Gateway::AwaitInFlight(const Operation& op) {
     });
     if (!status.ok()) return StoreProblem(status);
     AGENTPAY_CHECK(current.has_value());
-    if (IsFinal(*current)) return StoredAnswer(*current, true);
-    if (current->fulfillment == Fulfillment::kPendingRetry) {
-      return PendingAnswer(*current, 502, "fulfillment_pending",
-                           "the attempt in flight failed upstream; the hold is kept and a retry "
-                           "with the same Idempotency-Key is not charged again",
-                           true);
-    }
+    if (auto answer = answer_when_done(*current)) return std::move(*answer);
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
     // Re-read at least every 100 ms: the operation may finish in another gateway process.

@@ -85,6 +85,32 @@ CREATE TABLE alerts (
 );
 CREATE INDEX alerts_created ON alerts (created_ms);
 )sql"},
+      {3, "x402 payments and the relayer's nonce", R"sql(
+CREATE TABLE x402_payments (
+  operation_id TEXT PRIMARY KEY,
+  payer TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  valid_after_s BIGINT NOT NULL,
+  valid_before_s BIGINT NOT NULL,
+  value BIGINT NOT NULL CHECK (value > 0),
+  pay_to TEXT NOT NULL,
+  signature TEXT NOT NULL,
+  x402_version INTEGER NOT NULL,
+  tx_hash TEXT NOT NULL DEFAULT '',
+  raw_tx TEXT NOT NULL DEFAULT '',
+  relayer_nonce BIGINT NOT NULL DEFAULT -1,
+  submitted_ms BIGINT NOT NULL DEFAULT 0,
+  broadcasts BIGINT NOT NULL DEFAULT 0,
+  UNIQUE (payer, nonce)  -- one authorization pays for one operation
+);
+CREATE TABLE relayer_nonces (
+  relayer TEXT PRIMARY KEY,
+  next_nonce BIGINT NOT NULL CHECK (next_nonce >= 0)
+);
+-- Unresolved settlements, for the reconciler (one index per literal, so that SQLite uses them).
+CREATE INDEX operations_submitted ON operations (id) WHERE settlement = 'submitted';
+CREATE INDEX operations_unknown ON operations (id) WHERE settlement = 'unknown';
+)sql"},
   };
   return kMigrations;
 }

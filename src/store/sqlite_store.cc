@@ -98,6 +98,33 @@ AccountRecord ReadAccount(const Statement& row) {
 
 constexpr char kAccountColumns[] = "id, name, api_key_hash, deposited, captured, held, created_ms";
 
+constexpr char kPaymentColumns[] =
+    "operation_id, payer, nonce, valid_after_s, valid_before_s, value, pay_to, signature, "
+    "x402_version, tx_hash, raw_tx, relayer_nonce, submitted_ms, broadcasts";
+
+void BindPayment(Statement& stmt, const X402PaymentRecord& r) {
+  const Authorization& a = r.authorization;
+  stmt.Bind(1, r.operation_id).Bind(2, a.from).Bind(3, a.nonce_hex).Bind(4, a.valid_after_s);
+  stmt.Bind(5, a.valid_before_s).Bind(6, a.value).Bind(7, r.pay_to).Bind(8, r.signature_hex);
+  stmt.Bind(9, static_cast<int64_t>(r.x402_version)).Bind(10, r.tx_hash).Bind(11, r.raw_tx_hex);
+  stmt.Bind(12, r.relayer_nonce).Bind(13, r.submitted_ms).Bind(14, r.broadcasts);
+}
+
+X402PaymentRecord ReadPayment(const Statement& row) {
+  X402PaymentRecord r;
+  r.operation_id = row.Text(0);
+  r.authorization = Authorization{row.Text(1), row.Text(2), row.Int(3), row.Int(4), row.Int(5)};
+  r.pay_to = row.Text(6);
+  r.signature_hex = row.Text(7);
+  r.x402_version = static_cast<int>(row.Int(8));
+  r.tx_hash = row.Text(9);
+  r.raw_tx_hex = row.Text(10);
+  r.relayer_nonce = row.Int(11);
+  r.submitted_ms = row.Int(12);
+  r.broadcasts = row.Int(13);
+  return r;
+}
+
 class SqliteTransaction final : public Transaction {
  public:
   explicit SqliteTransaction(Database& db) : db_(db) {}
@@ -210,6 +237,60 @@ class SqliteTransaction final : public Transaction {
                          "ORDER BY hold_expires_ms, id LIMIT ?2");
     stmt.Bind(1, now_ms).Bind(2, static_cast<int64_t>(limit));
     return ReadOperations(stmt);
+  }
+
+  Result<bool> InsertX402Payment(const X402PaymentRecord& r) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("INSERT INTO x402_payments (") + kPaymentColumns +
+                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+                         "ON CONFLICT DO NOTHING");
+    BindPayment(stmt, r);
+    Status status = stmt.Run();
+    if (!status.ok()) return status;
+    return db_.Changes() == 1;
+  }
+
+  Result<std::optional<X402PaymentRecord>> FindX402Payment(
+      std::string_view operation_id) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("SELECT ") + kPaymentColumns +
+                         " FROM x402_payments WHERE operation_id = ?1");
+    stmt.Bind(1, operation_id);
+    Status status;
+    if (!stmt.Step(&status)) {
+      if (!status.ok()) return status;
+      return std::optional<X402PaymentRecord>();
+    }
+    return std::optional<X402PaymentRecord>(ReadPayment(stmt));
+  }
+
+  Status UpdateX402Payment(const X402PaymentRecord& r) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     "UPDATE x402_payments SET tx_hash = ?2, raw_tx = ?3, relayer_nonce = ?4, "
+                     "submitted_ms = ?5, broadcasts = ?6 WHERE operation_id = ?1");
+    stmt.Bind(1, r.operation_id).Bind(2, r.tx_hash).Bind(3, r.raw_tx_hex);
+    stmt.Bind(4, r.relayer_nonce).Bind(5, r.submitted_ms).Bind(6, r.broadcasts);
+    Status status = stmt.Run();
+    if (status.ok() && db_.Changes() != 1) {
+      return Status::Error("store_not_found", "no x402 payment for operation " + r.operation_id);
+    }
+    return status;
+  }
+
+  Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) override {
+    int64_t next = chain_floor;
+    {
+      AGENTPAY_PREPARE(read, db_, "SELECT next_nonce FROM relayer_nonces WHERE relayer = ?1");
+      read.Bind(1, relayer);
+      Status status;
+      if (read.Step(&status)) next = std::max(next, read.Int(0));
+      if (!status.ok()) return status;
+    }
+    AGENTPAY_PREPARE(write, db_,
+                     "INSERT INTO relayer_nonces (relayer, next_nonce) VALUES (?1, ?2) "
+                     "ON CONFLICT (relayer) DO UPDATE SET next_nonce = excluded.next_nonce");
+    if (Status s = write.Bind(1, relayer).Bind(2, next + 1).Run(); !s.ok()) return s;
+    return next;
   }
 
   Status InsertAlert(const Alert& alert) override {
@@ -725,6 +806,12 @@ Status Store::Write(TransactionFn fn) {
   auto future = result.get_future();
   WriteAsync(std::move(fn), [&result](Status status) { result.set_value(std::move(status)); });
   return future.get();
+}
+
+SettlementRecord ToSettlementRecord(const X402PaymentRecord& record) {
+  AGENTPAY_CHECK(record.submitted());
+  return SettlementRecord{record.operation_id, record.authorization, record.tx_hash,
+                          record.raw_tx_hex,  record.submitted_ms,  record.broadcasts};
 }
 
 Status Rollback() { return Status::Error("rollback", "decision rolled back"); }

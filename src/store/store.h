@@ -14,6 +14,7 @@
 #include "core/idempotency.h"
 #include "core/operation.h"
 #include "core/result.h"
+#include "core/settlement.h"
 #include "core/wallet.h"
 
 namespace agentpay {
@@ -38,6 +39,29 @@ struct OperationFilter {
   std::optional<Fulfillment> fulfillment;
   int limit = 100;
 };
+
+// One x402 payment (issue 3): the EIP-3009 authorization an operation is paid with, stored with the
+// operation and unique per (payer, nonce), so one authorization pays for at most one operation;
+// then, once the settlement decision signed it, the relayer transaction that carries it. The
+// transaction is stored before its first broadcast: after a crash the same bytes go out again.
+struct X402PaymentRecord {
+  std::string operation_id;
+  Authorization authorization;  // from and nonce lower-case hex, as signed
+  std::string pay_to;           // lower-case 0x hex
+  std::string signature_hex;    // 0x + 130 lower-case hex digits (r ‖ s ‖ v)
+  int x402_version = 2;
+  // Empty / -1 until the settlement decision (see SettlementRecord in core/settlement.h).
+  std::string tx_hash;
+  std::string raw_tx_hex;
+  int64_t relayer_nonce = -1;
+  int64_t submitted_ms = 0;
+  int64_t broadcasts = 0;
+  bool submitted() const { return !tx_hash.empty(); }
+  bool operator==(const X402PaymentRecord&) const = default;
+};
+
+// The SettlementRecord of a submitted payment. Precondition: record.submitted().
+SettlementRecord ToSettlementRecord(const X402PaymentRecord& record);
 
 // Per-account figures recomputed from the ledger postings, beside the balances the store keeps.
 struct AccountAudit {
@@ -76,6 +100,17 @@ class Transaction {
   virtual Result<std::vector<Operation>> ListExpiredHolds(int64_t now_ms, int limit) = 0;
   virtual Status AppendEvent(const TraceEvent& event) = 0;
   virtual Result<std::vector<TraceEvent>> ListEvents(std::string_view operation_id) = 0;
+
+  // x402 payments. InsertX402Payment returns false (and changes nothing) when the authorization
+  // (payer, nonce) already pays for another operation.
+  virtual Result<bool> InsertX402Payment(const X402PaymentRecord& record) = 0;
+  virtual Result<std::optional<X402PaymentRecord>> FindX402Payment(
+      std::string_view operation_id) = 0;
+  // Writes the transaction fields (tx_hash … broadcasts) of an existing record.
+  virtual Status UpdateX402Payment(const X402PaymentRecord& record) = 0;
+  // The relayer account's next transaction nonce, kept durably: max(the stored next nonce,
+  // chain_floor), and the stored next nonce becomes that plus one.
+  virtual Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) = 0;
 
   // Alerts for the admin, newest first.
   virtual Status InsertAlert(const Alert& alert) = 0;

@@ -59,6 +59,8 @@ std::string_view ReasonCode(Failure failure, Version version) {
       return "invalid_exact_evm_nonce_already_used";
     case Failure::kInsufficientBalance:
       return "invalid_exact_evm_insufficient_balance";
+    case Failure::kSimulationFailed:
+      return "invalid_exact_evm_transaction_simulation_failed";
   }
   AGENTPAY_CHECK(false && "unknown Failure");
   return "";

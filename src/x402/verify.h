@@ -28,6 +28,7 @@ enum class Failure {
   kTokenVersionMismatch,  // the token's EIP-712 version differs from asset_version
   kNonceAlreadyUsed,      // authorizationState(from, nonce) is true
   kInsufficientBalance,   // from holds less than value
+  kSimulationFailed,      // the token would revert the transfer for another reason
 };
 
 // The x402 reason string (errorReason / invalidReason / problem `code`), as @x402/evm 2.27 spells

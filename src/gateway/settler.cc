@@ -1,0 +1,270 @@
+// See settler.h.
+#include "gateway/settler.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "chain/abi.h"
+#include "chain/settlement_tx.h"
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace agentpay {
+namespace {
+
+using chain::Address;
+using x402::Failure;
+
+// Headroom over the node's gas estimate: the estimate is for the current state, and a transaction
+// that runs out of gas spends the relayer's nonce without settling.
+uint64_t GasWithMargin(uint64_t estimate) { return estimate + estimate / 4 + 10000; }
+
+bool Contains(const std::string& text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The token's revert reasons (Circle FiatTokenV2 and OpenZeppelin ERC-20 spellings) as failures.
+Failure FailureOfRevert(const std::string& reason) {
+  if (Contains(reason, "authorization is used or canceled")) return Failure::kNonceAlreadyUsed;
+  if (Contains(reason, "exceeds balance")) return Failure::kInsufficientBalance;
+  if (Contains(reason, "authorization is expired")) return Failure::kValidBeforeTooSoon;
+  if (Contains(reason, "authorization is not yet valid")) return Failure::kValidAfterInFuture;
+  if (Contains(reason, "invalid signature")) return Failure::kInvalidSignature;
+  return Failure::kSimulationFailed;
+}
+
+// An ABI-encoded `string` return value (offset word, length word, bytes). nullopt if malformed.
+std::optional<std::string> DecodeAbiString(const chain::Bytes& data) {
+  constexpr size_t kMaxLength = 1024;
+  if (data.size() < 64) return std::nullopt;
+  auto word = [&](size_t at) -> std::optional<uint64_t> {
+    for (size_t i = at; i < at + 24; ++i) {
+      if (data[i] != 0) return std::nullopt;
+    }
+    uint64_t value = 0;
+    for (size_t i = at + 24; i < at + 32; ++i) value = value << 8 | data[i];
+    return value;
+  };
+  auto offset = word(0);
+  if (!offset || *offset > data.size() - 32) return std::nullopt;
+  auto length = word(*offset);
+  if (!length || *length > kMaxLength || *length > data.size() - *offset - 32) return std::nullopt;
+  auto begin = data.begin() + static_cast<std::ptrdiff_t>(*offset + 32);
+  return std::string(begin, begin + static_cast<std::ptrdiff_t>(*length));
+}
+
+bool IsTransportError(const Status& status) { return status.code() != "rpc_error"; }
+
+}  // namespace
+
+Settler::Settler(chain::Chain& chain, SettlerConfig config, chain::PrivateKey relayer_key)
+    : chain_(chain),
+      config_(std::move(config)),
+      relayer_key_(std::move(relayer_key)),
+      relayer_(chain::AddressOf(relayer_key_)) {
+  AGENTPAY_CHECK(config_.chain_id > 0);
+}
+
+std::string Settler::RelayerHex() const { return chain::ToLowerHex(relayer_); }
+
+Result<Settler::Preflight> Settler::Check(const chain::TransferAuthorization& authorization,
+                                          const chain::Signature& signature) {
+  Preflight preflight;
+  auto used = chain_.AuthorizationState(config_.token, authorization.from, authorization.nonce);
+  if (!used.ok()) return used.status();
+  if (*used) {
+    preflight.failure = Failure::kNonceAlreadyUsed;
+    return preflight;
+  }
+  auto balance = chain_.BalanceOf(config_.token, authorization.from);
+  if (!balance.ok()) return balance.status();
+  if (*balance < authorization.value) {
+    preflight.failure = Failure::kInsufficientBalance;
+    return preflight;
+  }
+  auto inputs = ReadTxInputs(authorization, signature);
+  if (inputs.ok()) {
+    preflight.inputs = *inputs;
+    return preflight;
+  }
+  if (IsTransportError(inputs.status())) return inputs.status();
+  // The node refused to estimate: the transfer would revert. Name the token's reason.
+  preflight.detail = inputs.status().message();
+  preflight.failure = FailureOfRevert(preflight.detail);
+  if (preflight.failure == Failure::kInvalidSignature) {
+    auto diagnosed = DiagnoseInvalidSignature();
+    if (!diagnosed.ok()) return diagnosed.status();
+    preflight.failure = *diagnosed;
+  }
+  return preflight;
+}
+
+Result<TxInputs> Settler::ReadTxInputs(const chain::TransferAuthorization& authorization,
+                                       const chain::Signature& signature) {
+  TxInputs inputs;
+  auto gas = chain_.EstimateGas(relayer_, config_.token,
+                                chain::EncodeTransferWithAuthorizationVrs(authorization, signature));
+  if (!gas.ok()) return gas.status();
+  inputs.gas_limit = GasWithMargin(*gas);
+  auto fees = chain_.Fees();
+  if (!fees.ok()) return fees.status();
+  inputs.fees = *fees;
+  auto nonce = chain_.PendingNonce(relayer_);
+  if (!nonce.ok()) return nonce.status();
+  if (*nonce > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Status::Error("rpc_malformed", "relayer nonce out of range");
+  }
+  inputs.pending_nonce = static_cast<int64_t>(*nonce);
+  return inputs;
+}
+
+// We verified the signature against the domain we advertise, yet the token refuses it: the
+// token's own EIP-712 domain differs from our configuration (or the token is not EIP-3009).
+Result<Failure> Settler::DiagnoseInvalidSignature() {
+  struct Probe {
+    chain::Bytes selector;
+    const std::string& expected;
+    Failure failure;
+  };
+  const Probe probes[] = {{{0x06, 0xfd, 0xde, 0x03}, config_.asset_name, Failure::kTokenNameMismatch},
+                          {{0x54, 0xfd, 0x4d, 0x50}, config_.asset_version,
+                           Failure::kTokenVersionMismatch}};
+  for (const Probe& probe : probes) {
+    auto answer = chain_.Call(config_.token, probe.selector);
+    if (!answer.ok()) {
+      if (IsTransportError(answer.status())) return answer.status();
+      continue;  // the token has no such getter: nothing to compare
+    }
+    auto value = DecodeAbiString(*answer);
+    if (value && *value != probe.expected) return probe.failure;
+  }
+  return Failure::kInvalidSignature;
+}
+
+Status Settler::Sign(X402PaymentRecord& record, const TxInputs& inputs, int64_t relayer_nonce,
+                     int64_t now_ms) const {
+  AGENTPAY_CHECK(relayer_nonce >= 0 && inputs.gas_limit > 0);
+  auto authorization = AuthorizationOf(record);
+  if (!authorization.ok()) return authorization.status();
+  auto signature = SignatureOf(record);
+  if (!signature.ok()) return signature.status();
+  auto signed_tx = chain::BuildTransferWithAuthorizationTx(
+      *authorization, *signature, config_.token, config_.chain_id,
+      static_cast<uint64_t>(relayer_nonce), inputs.fees, inputs.gas_limit, relayer_key_);
+  if (!signed_tx.ok()) return signed_tx.status();
+  SettlementRecord settlement = NewSettlementRecord(record.operation_id, record.authorization,
+                                                    chain::Hex(signed_tx->hash),
+                                                    chain::Hex(signed_tx->raw), now_ms);
+  record.tx_hash = settlement.tx_hash;
+  record.raw_tx_hex = settlement.raw_tx_hex;
+  record.relayer_nonce = relayer_nonce;
+  record.submitted_ms = settlement.submitted_ms;
+  record.broadcasts = settlement.broadcasts;
+  return Status::Ok();
+}
+
+Status Settler::Broadcast(const X402PaymentRecord& record) {
+  AGENTPAY_CHECK(record.submitted());
+  auto raw = chain::ParseHex(record.raw_tx_hex);
+  if (!raw.ok()) return Status::Error("store_corrupt", "stored transaction is not hex");
+  auto sent = chain_.SendRawTransaction(*raw);
+  if (sent.ok() || sent.status().code() == chain::kTxAlreadyKnown) return Status::Ok();
+  return sent.status();
+}
+
+Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record) {
+  AGENTPAY_CHECK(record.submitted());
+  auto authorization = AuthorizationOf(record);
+  if (!authorization.ok()) return authorization.status();
+  auto hash = chain::ParseHash32(record.tx_hash);
+  if (!hash.ok()) return Status::Error("store_corrupt", "stored transaction hash is not hex");
+  ChainObservation seen;
+  auto used = chain_.AuthorizationState(config_.token, authorization->from, authorization->nonce);
+  if (!used.ok()) return used.status();
+  seen.nonce_used = *used;
+  auto receipt = chain_.GetReceipt(*hash);
+  if (!receipt.ok()) return receipt.status();
+  if (receipt->has_value()) {
+    const chain::Receipt& r = **receipt;
+    seen.tx_known = true;
+    if (r.status != 1) {
+      seen.receipt = ReceiptView::kReverted;
+    } else {
+      auto transfer = chain::FindTransfer(r, config_.token, authorization->from, config_.pay_to);
+      seen.receipt = transfer && transfer->value == authorization->value
+                         ? ReceiptView::kSuccessWithTransfer
+                         : ReceiptView::kSuccessWithoutMatchingTransfer;
+    }
+  } else {
+    auto tx = chain_.GetTransaction(*hash);
+    if (!tx.ok()) return tx.status();
+    seen.tx_known = tx->has_value();
+  }
+  auto time = chain_.LatestBlockTimestamp();
+  if (!time.ok()) return time.status();
+  seen.chain_time_s = *time;
+  return seen;
+}
+
+namespace {
+StoredResponse Problem(int status, std::string_view code, const std::string& detail,
+                       const std::string& operation_id) {
+  nlohmann::json body = {{"type", "urn:agentpay:problem:" + std::string(code)},
+                         {"title", status == 402 ? "Payment Required" : "Conflict"},
+                         {"status", status},
+                         {"code", code},
+                         {"detail", detail},
+                         {"operation_id", operation_id}};
+  return StoredResponse{status, "application/problem+json", body.dump()};
+}
+}  // namespace
+
+StoredResponse SettlementFailedResponse(const std::string& operation_id) {
+  return Problem(409, "settlement_failed",
+                 "the authorization's nonce was spent by another transaction, so this payment "
+                 "was not settled by the gateway; the payer may still have paid: an operator "
+                 "reviews it (alert raised). Do not sign again for this request",
+                 operation_id);
+}
+
+StoredResponse SettlementVoidResponse(const std::string& operation_id) {
+  return Problem(402, "settlement_void",
+                 "the authorization expired unused on chain; nothing was charged; pay again",
+                 operation_id);
+}
+
+Alert SettlementFailedAlert(Random& random, const std::string& operation_id,
+                            const std::string& reason, int64_t now_ms) {
+  return Alert{"alert_" + RandomHex(random, 16), operation_id, "settlement_failed", reason, now_ms,
+               std::nullopt, ""};
+}
+
+Result<chain::TransferAuthorization> AuthorizationOf(const X402PaymentRecord& record) {
+  const Authorization& a = record.authorization;
+  auto from = chain::ParseAddress(a.from);
+  auto to = chain::ParseAddress(record.pay_to);
+  auto nonce = chain::ParseHash32(a.nonce_hex);
+  if (!from.ok() || !to.ok() || !nonce.ok() || a.value <= 0 || a.valid_after_s < 0 ||
+      a.valid_before_s < 0) {
+    return Status::Error("store_corrupt", "malformed x402 payment of " + record.operation_id);
+  }
+  chain::TransferAuthorization out;
+  out.from = *from;
+  out.to = *to;
+  out.value = chain::U256(static_cast<uint64_t>(a.value));
+  out.valid_after = chain::U256(static_cast<uint64_t>(a.valid_after_s));
+  out.valid_before = chain::U256(static_cast<uint64_t>(a.valid_before_s));
+  out.nonce = *nonce;
+  return out;
+}
+
+Result<chain::Signature> SignatureOf(const X402PaymentRecord& record) {
+  auto signature = chain::ParseSignature(record.signature_hex);
+  if (!signature.ok()) {
+    return Status::Error("store_corrupt", "malformed signature of " + record.operation_id);
+  }
+  return *signature;
+}
+
+}  // namespace agentpay

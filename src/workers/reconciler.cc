@@ -1,0 +1,161 @@
+// See reconciler.h.
+#include "workers/reconciler.h"
+
+#include "core/check.h"
+
+namespace agentpay {
+namespace {
+
+struct Candidate {
+  Operation op;
+  X402PaymentRecord payment;
+};
+
+Result<std::vector<Candidate>> ListCandidates(Store& store, int64_t now,
+                                              const ReconcilerConfig& config) {
+  std::vector<Candidate> candidates;
+  Status status = store.Read([&](Transaction& tx) {
+    candidates.clear();
+    for (Settlement state : {Settlement::kSubmitted, Settlement::kUnknown}) {
+      OperationFilter filter;
+      filter.settlement = state;
+      filter.limit = config.batch;
+      auto ops = tx.ListOperations(filter);
+      if (!ops.ok()) return ops.status();
+      for (Operation& op : *ops) {
+        // An attempt still waiting on its receipt owns the operation until its lease runs out.
+        if (op.fulfillment == Fulfillment::kInProgress && op.lease_expires_ms > now) continue;
+        auto payment = tx.FindX402Payment(op.id);
+        if (!payment.ok()) return payment.status();
+        if (!payment->has_value() || !(*payment)->submitted()) {
+          return Status::Error("store_corrupt", "settling operation without a transaction " + op.id);
+        }
+        if (state == Settlement::kSubmitted &&
+            now < (*payment)->submitted_ms + config.receipt_timeout_ms) {
+          continue;
+        }
+        candidates.push_back({std::move(op), std::move(**payment)});
+      }
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return candidates;
+}
+
+// The decision for one operation; `broadcast` tells the caller to send the stored bytes after
+// the commit (a re-broadcast, or after void the filler of the relayer's nonce gap).
+struct Applied {
+  bool changed = false;
+  bool broadcast = false;
+};
+
+Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candidate,
+                      const ChainObservation& seen, int64_t now, const ReconcilerConfig& config,
+                      ReconcileReport& report) {
+  Applied applied;
+  const Operation& listed = seen_candidate.op;
+  Status status = store.Write([&](Transaction& tx) {
+    applied = Applied{};
+    auto found = tx.FindOperation(listed.id);
+    if (!found.ok()) return found.status();
+    if (!found->has_value() || **found != listed) return Status::Ok();  // moved meanwhile
+    Operation op = listed;
+    std::vector<TraceEvent> events;
+    if (op.settlement == Settlement::kSubmitted) {
+      // X4 for an attempt that is gone (crash, lost claim): its receipt deadline has passed.
+      op = MarkUnknown(op, now);
+      ++report.marked_unknown;
+      events.push_back({op.id, now, "worker", "settlement_unknown",
+                        "no attempt is waiting on " + seen_candidate.payment.tx_hash});
+    }
+    Reconciliation r = Reconcile(Settlement::kUnknown, ToSettlementRecord(seen_candidate.payment),
+                                 seen, config.expiry_buffer_seconds);
+    switch (r.action) {
+      case ReconcileAction::kMarkSettled:
+        op = MarkSettled(op, now);
+        ++report.settled;
+        break;
+      case ReconcileAction::kRebroadcast: {
+        SettlementRecord record = RecordRebroadcast(ToSettlementRecord(seen_candidate.payment));
+        X402PaymentRecord payment = seen_candidate.payment;
+        payment.broadcasts = record.broadcasts;
+        if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
+        applied.broadcast = true;
+        ++report.rebroadcast;
+        break;
+      }
+      case ReconcileAction::kMarkVoid:
+        op = MarkVoid(op, now, SettlementVoidResponse(op.id));
+        applied.broadcast = !seen.tx_known;  // fills the relayer nonce; expired, it cannot pay
+        ++report.voided;
+        break;
+      case ReconcileAction::kMarkFailed:
+        op = MarkFailed(op, now, SettlementFailedResponse(op.id), config.retention_ms);
+        if (Status s = tx.InsertAlert(SettlementFailedAlert(random, op.id, r.reason, now));
+            !s.ok()) {
+          return s;
+        }
+        ++report.failed;
+        break;
+      case ReconcileAction::kWait:
+        break;
+    }
+    if (r.action != ReconcileAction::kWait) {
+      events.push_back({op.id, now, "worker", std::string(ReconcileActionName(r.action)), r.reason});
+    }
+    if (op == listed && !applied.broadcast) return Status::Ok();
+    applied.changed = true;
+    if (op != listed) {
+      if (Status s = tx.UpdateOperation(op); !s.ok()) return s;
+    }
+    for (const TraceEvent& event : events) {
+      if (Status s = tx.AppendEvent(event); !s.ok()) return s;
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return applied;
+}
+
+}  // namespace
+
+Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,
+                                             Random& random, const ReconcilerConfig& config,
+                                             Metrics* metrics) {
+  AGENTPAY_CHECK(config.batch > 0 && config.expiry_buffer_seconds >= 0);
+  ReconcileReport report;
+  auto candidates = ListCandidates(store, clock.NowMs(), config);
+  if (!candidates.ok()) return candidates.status();
+  for (const Candidate& candidate : *candidates) {
+    ++report.examined;
+    auto seen = settler.Observe(candidate.payment);
+    if (!seen.ok()) {
+      ++report.errors;
+      continue;
+    }
+    ReconcileReport delta;
+    auto applied = Apply(store, random, candidate, *seen, clock.NowMs(), config, delta);
+    if (!applied.ok()) {
+      ++report.errors;
+      continue;
+    }
+    report.settled += delta.settled;
+    report.rebroadcast += delta.rebroadcast;
+    report.voided += delta.voided;
+    report.failed += delta.failed;
+    report.marked_unknown += delta.marked_unknown;
+    if (applied->broadcast && !settler.Broadcast(candidate.payment).ok()) ++report.errors;
+  }
+  if (metrics != nullptr) {
+    metrics->CountSettlement(SettlementEvent::kReconcilerRuns);
+    metrics->CountSettlement(SettlementEvent::kReconcilerErrors, report.errors);
+    metrics->CountSettlement(SettlementEvent::kReconciledSettled, report.settled);
+    metrics->CountSettlement(SettlementEvent::kRebroadcast, report.rebroadcast);
+    metrics->CountSettlement(SettlementEvent::kVoid, report.voided);
+    metrics->CountSettlement(SettlementEvent::kReconciledFailed, report.failed);
+  }
+  return report;
+}
+
+}  // namespace agentpay

@@ -1,0 +1,42 @@
+// The x402 reconciler (CONTRACT §5, issue 3 item 4): resolves settlements the gateway could not
+// see through, from the chain's own account of them. Each pass looks at `submitted` operations no
+// attempt is waiting on and past the receipt deadline, and at `unknown` ones; core's Reconcile
+// decides (settled, re-broadcast the same bytes, void, failed, wait), and each decision commits on
+// its own, re-checking that the operation did not move meanwhile (several gateways may share one
+// database: a second reconciler acting on the same operation finds it changed and skips it).
+#pragma once
+
+#include <cstdint>
+
+#include "core/result.h"
+#include "core/world.h"
+#include "gateway/metrics.h"
+#include "gateway/settler.h"
+#include "store/store.h"
+
+namespace agentpay {
+
+struct ReconcilerConfig {
+  int64_t receipt_timeout_ms = 5000;
+  int64_t expiry_buffer_seconds = 30;
+  int64_t retention_ms = 86400000;
+  int batch = 200;  // operations looked at per state per pass
+};
+
+struct ReconcileReport {
+  int examined = 0;
+  int settled = 0;
+  int rebroadcast = 0;
+  int voided = 0;
+  int failed = 0;
+  int marked_unknown = 0;
+  int errors = 0;  // chain or store errors on single operations (they are retried next pass)
+  bool changed() const { return settled + rebroadcast + voided + failed + marked_unknown > 0; }
+};
+
+// One pass. Errors: only a failure to list the operations; per-operation errors are counted.
+Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,
+                                             Random& random, const ReconcilerConfig& config,
+                                             Metrics* metrics = nullptr);
+
+}  // namespace agentpay
