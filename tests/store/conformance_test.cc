@@ -389,6 +389,76 @@ TEST_P(StoreConformance, ExpiredHoldsAlertsAndPostings) {
   }).ok());
 }
 
+X402PaymentRecord SamplePayment(const std::string& operation_id, const std::string& nonce_hex) {
+  X402PaymentRecord record;
+  record.operation_id = operation_id;
+  record.authorization = Authorization{"0x" + std::string(40, 'a'), nonce_hex, 0, 1800000000, 1000};
+  record.pay_to = "0x" + std::string(40, 'b');
+  record.signature_hex = "0x" + std::string(130, 'c');
+  record.x402_version = 2;
+  return record;
+}
+
+TEST_P(StoreConformance, X402PaymentsAreUniquePerAuthorization) {
+  const std::string nonce = "0x" + std::string(64, '1');
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto first = tx.InsertX402Payment(SamplePayment("op_x1", nonce));
+    EXPECT_TRUE(first.ok() && *first);
+    // The same authorization for another operation is refused; another nonce is not.
+    auto reused = tx.InsertX402Payment(SamplePayment("op_x2", nonce));
+    EXPECT_TRUE(reused.ok() && !*reused);
+    auto other = tx.InsertX402Payment(SamplePayment("op_x2", "0x" + std::string(64, '2')));
+    EXPECT_TRUE(other.ok() && *other);
+    return Status::Ok();
+  }).ok());
+  X402PaymentRecord submitted = SamplePayment("op_x1", nonce);
+  submitted.tx_hash = "0x" + std::string(64, 'd');
+  submitted.raw_tx_hex = "0x02f8";
+  submitted.relayer_nonce = 7;
+  submitted.submitted_ms = 123;
+  submitted.broadcasts = 1;
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.UpdateX402Payment(submitted); }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    auto found = tx.FindX402Payment("op_x1");
+    EXPECT_TRUE(found.ok() && found->has_value());
+    EXPECT_EQ(**found, submitted);
+    EXPECT_TRUE((*found)->submitted());
+    auto second = tx.FindX402Payment("op_x2");
+    EXPECT_FALSE((*second)->submitted());
+    EXPECT_FALSE(tx.FindX402Payment("op_none")->has_value());
+    return Status::Ok();
+  }).ok());
+  // Updating a payment that does not exist is an error, not a silent no-op.
+  EXPECT_FALSE(Write([&](Transaction& tx) {
+    return tx.UpdateX402Payment(SamplePayment("op_missing", nonce));
+  }).ok());
+}
+
+TEST_P(StoreConformance, RelayerNonceIsTakenOnceAndNeverGoesBack) {
+  std::vector<int64_t> taken;
+  auto take = [&](int64_t floor) {
+    ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+      auto nonce = tx.TakeRelayerNonce("0xrelayer", floor);
+      if (!nonce.ok()) return nonce.status();
+      taken.push_back(*nonce);
+      return Status::Ok();
+    }).ok());
+  };
+  take(5);  // first use: the chain's count
+  take(0);  // a lagging node does not move it back
+  take(3);
+  take(10);  // the chain moved ahead (another sender): follow it
+  EXPECT_EQ(taken, (std::vector<int64_t>{5, 6, 7, 10}));
+  // A rolled-back decision does not consume a nonce.
+  EXPECT_FALSE(Write([&](Transaction& tx) -> Status {
+    auto nonce = tx.TakeRelayerNonce("0xrelayer", 0);
+    EXPECT_EQ(*nonce, 11);
+    return Rollback();
+  }).ok());
+  take(0);
+  EXPECT_EQ(taken.back(), 11);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance, ::testing::ValuesIn(Backends()),
                          [](const auto& info) { return info.param.name; });
 
