@@ -79,6 +79,7 @@ HttpResponse Gateway::PayWithX402(std::shared_ptr<const HttpRequest> request,
   x.route = &route;
   if (auto refused = PrepareX402(x)) return std::move(*refused);
   std::optional<TxInputs> inputs;
+  std::optional<Settler::Preflight> preflight_failure;
   for (int round = 0; round < kMaxBeginRounds; ++round) {
     X402Begin begin;
     Status status = store_.Write([&](Transaction& tx) {
@@ -108,6 +109,14 @@ HttpResponse Gateway::PayWithX402(std::shared_ptr<const HttpRequest> request,
           return Challenge(*x.request, route, x402::ReasonCode(x.deferred, x.version),
                            "the payment does not match what this route asks for");
         }
+        if (preflight_failure) {
+          return Challenge(*x.request, route,
+                           x402::ReasonCode(preflight_failure->failure, x.version),
+                           "the token refuses this authorization" +
+                               (preflight_failure->detail.empty()
+                                    ? ""
+                                    : ": " + preflight_failure->detail));
+        }
         auto preflight = settler_->Check(x.payload.authorization, x.payload.signature);
         if (!preflight.ok()) {
           HttpResponse response = ProblemResponse(
@@ -118,9 +127,10 @@ HttpResponse Gateway::PayWithX402(std::shared_ptr<const HttpRequest> request,
           return response;
         }
         if (preflight->failure != Failure::kNone) {
-          return Challenge(*x.request, route, x402::ReasonCode(preflight->failure, x.version),
-                           "the token refuses this authorization" +
-                               (preflight->detail.empty() ? "" : ": " + preflight->detail));
+          // Decided once more before answering: a concurrent request with the same key may have
+          // spent this very nonce, and then this one attaches or replays instead of a 402.
+          preflight_failure = std::move(*preflight);
+          continue;
         }
         inputs = preflight->inputs;
         continue;
