@@ -4,114 +4,20 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "gateway/hashing.h"
-#include "http/worker_pool.h"
+#include "gateway_test_support.h"
 
 namespace agentpay {
 namespace {
 
-class ManualClock final : public Clock {
- public:
-  int64_t NowMs() override { return now_.load(); }
-  void Advance(int64_t ms) { now_ += ms; }
-
- private:
-  std::atomic<int64_t> now_{1'700'000'000'000};
-};
-
-class CountingRandom final : public Random {
- public:
-  void Fill(unsigned char* out, size_t size) override {
-    std::lock_guard lock(mutex_);
-    for (size_t i = 0; i < size; ++i) out[i] = static_cast<unsigned char>(counter_ >> (8 * (i % 8)));
-    ++counter_;
-  }
-
- private:
-  std::mutex mutex_;
-  uint64_t counter_ = 1;
-};
-
-// Answers from a script; an entry may block until Release() so tests can overlap requests. Calls
-// run on the upstream's own threads, as a network call would.
-class ScriptedUpstream final : public Upstream {
- public:
-  void CallAsync(const RouteConfig&, std::shared_ptr<const HttpRequest>,
-                 const std::string& operation_id, UpstreamDone done) override {
-    ASSERT_TRUE(pool_.TrySubmit([this, operation_id, done] { done(Call(operation_id)); }));
-  }
-
-  UpstreamOutcome Call(const std::string& operation_id) {
-    std::unique_lock lock(mutex_);
-    ++calls_;
-    last_operation_ = operation_id;
-    if (block_) {
-      ++blocked_;
-      blocked_cv_.notify_all();
-      release_cv_.wait(lock, [&] { return !block_; });
-    }
-    UpstreamOutcome outcome;
-    if (script_.empty()) {
-      outcome.kind = UpstreamKind::kResponded;
-      outcome.status = 200;
-      outcome.content_type = "application/json";
-      outcome.body = R"({"ok":true})";
-    } else {
-      outcome = script_.front();
-      script_.pop_front();
-    }
-    return outcome;
-  }
-  void Push(UpstreamKind kind, int status = 0) {
-    std::lock_guard lock(mutex_);
-    UpstreamOutcome outcome;
-    outcome.kind = kind;
-    outcome.status = status;
-    outcome.body = "status " + std::to_string(status);
-    script_.push_back(outcome);
-  }
-  void Block() {
-    std::lock_guard lock(mutex_);
-    block_ = true;
-  }
-  void WaitBlocked(int count) {
-    std::unique_lock lock(mutex_);
-    blocked_cv_.wait(lock, [&] { return blocked_ >= count; });
-  }
-  void Release() {
-    {
-      std::lock_guard lock(mutex_);
-      block_ = false;
-    }
-    release_cv_.notify_all();
-  }
-  int calls() {
-    std::lock_guard lock(mutex_);
-    return calls_;
-  }
-  std::string last_operation() {
-    std::lock_guard lock(mutex_);
-    return last_operation_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable release_cv_, blocked_cv_;
-  std::deque<UpstreamOutcome> script_;
-  bool block_ = false;
-  int blocked_ = 0;
-  int calls_ = 0;
-  std::string last_operation_;
-  WorkerPool pool_{8, 64};  // last member: joined first, while the script is still alive
-};
+using testing_support::CountingRandom;
+using testing_support::ManualClock;
+using testing_support::ScriptedUpstream;
 
 constexpr int64_t kPrice = 250;
 

@@ -1,0 +1,453 @@
+// The x402 path of the gateway without sockets: Gateway::Handle on a real SQLite store, settling on
+// the built-in devnet (real EIP-3009 rules and signature recovery) with a hand-moved clock, and the
+// reconciler worker. Every test ends by checking the token's books: what the payer lost is what
+// payTo gained, and that is the price times the operations that are settled.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "chain/devnet.h"
+#include "chain/eip712.h"
+#include "gateway/gateway.h"
+#include "gateway_test_support.h"
+#include "workers/reconciler.h"
+#include "x402/base64.h"
+#include "x402/wire.h"
+
+namespace agentpay {
+namespace {
+
+using testing_support::CountingRandom;
+using testing_support::ManualClock;
+using testing_support::ScriptedUpstream;
+using x402::Base64Decode;
+using x402::Base64Encode;
+
+constexpr int64_t kPrice = 1000;
+constexpr uint64_t kChainId = 1337;
+constexpr int64_t kFunding = 1'000'000;
+
+chain::PrivateKey Key(uint8_t last) {
+  std::array<uint8_t, 32> bytes{};
+  bytes[0] = 0x11;
+  bytes[31] = last;
+  return chain::PrivateKey(bytes);
+}
+
+class X402GatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("agentpay-x402-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    auto store = OpenStore("sqlite:" + (dir_ / "gw.db").string());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    token_ = *chain::ParseAddress("0xa6e0000000000000000000000000000000000402");
+    pay_to_ = *chain::ParseAddress("0x9a7e000000000000000000000000000000000402");
+    chain::DevnetConfig devnet;
+    devnet.chain_id = kChainId;
+    devnet.token = token_;
+    devnet.token_name = "USD Coin";
+    devnet.token_version = "2";
+    auto opened = chain::Devnet::Open(devnet, clock_);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    devnet_ = std::move(*opened);
+    ASSERT_TRUE(devnet_->Mint(buyer(), chain::U256(kFunding)).ok());
+    SettlerConfig settler;
+    settler.chain_id = kChainId;
+    settler.token = token_;
+    settler.pay_to = pay_to_;
+    settler.asset_name = "USD Coin";
+    settler.asset_version = "2";
+    settler_ = std::make_unique<Settler>(*devnet_, settler, Key(0x99));
+    MakeGateway(SettleTiming::kBefore);
+  }
+
+  void MakeGateway(SettleTiming settle) {
+    gateway_.reset();
+    RouteConfig route;
+    route.upstream_url = "http://127.0.0.1:9";
+    route.upstream = *ParseHttpUrl(route.upstream_url);
+    route.price = kPrice;
+    route.timeout_ms = 1000;
+    route.settle = settle;
+    GatewayConfig config;
+    config.routes = {route};
+    config.chain.chain_id = kChainId;
+    config.chain.asset = chain::ToChecksumHex(token_);
+    config.chain.pay_to = chain::ToChecksumHex(pay_to_);
+    config.receipt_timeout_ms = 300;
+    config.expiry_buffer_seconds = 5;
+    config.attach_wait_ms = 2000;
+    config_ = config;
+    gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, upstream_,
+                                         settler_.get());
+  }
+
+  void TearDown() override {
+    ExpectTokenBooksBalance();
+    gateway_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  chain::Address buyer() const { return chain::AddressOf(Key(0x01)); }
+
+  struct Signed {
+    std::string header;
+    chain::Hash32 nonce;
+  };
+  // A v2 payment signed by the buyer, as the official client builds it: validAfter 0,
+  // validBefore now + 120 s, a fresh nonce.
+  Signed Sign(int64_t value = kPrice, uint8_t signer = 0x01, std::string domain_name = "USD Coin",
+              int64_t valid_for_s = 120) {
+    chain::TransferAuthorization a;
+    a.from = chain::AddressOf(Key(signer));
+    a.to = pay_to_;
+    a.value = chain::U256(static_cast<uint64_t>(value));
+    a.valid_after = chain::U256(0);
+    a.valid_before = chain::U256(static_cast<uint64_t>(clock_.NowMs() / 1000 + valid_for_s));
+    a.nonce[0] = 0x42;
+    a.nonce[31] = static_cast<uint8_t>(++nonces_);
+    a.nonce[30] = static_cast<uint8_t>(nonces_ >> 8);
+    auto digest = chain::Eip3009Digest(chain::DomainSeparator(domain_name, "2", kChainId, token_), a);
+    x402::PaymentPayload payload;
+    payload.version = x402::Version::kV2;
+    payload.scheme = "exact";
+    payload.network = "eip155:" + std::to_string(kChainId);
+    payload.chain_id = kChainId;
+    payload.authorization = a;
+    payload.signature = *chain::SignDigest(digest, Key(signer));
+    x402::Requirements requirements;
+    requirements.chain_id = kChainId;
+    requirements.amount = chain::U256(static_cast<uint64_t>(kPrice));
+    requirements.asset = token_;
+    requirements.pay_to = pay_to_;
+    requirements.asset_name = "USD Coin";
+    requirements.asset_version = "2";
+    requirements.max_timeout_seconds = 120;
+    payload.accepted = x402::AcceptedEntry(requirements);
+    return {x402::EncodePaymentHeader(payload), a.nonce};
+  }
+
+  HttpResponse Pay(const std::string& header, const std::string& key = "",
+                   const std::string& body = "{}") {
+    HttpRequest request;
+    request.method = "POST";
+    request.target = "/work";
+    request.headers = {{"PAYMENT-SIGNATURE", header}, {"Content-Type", "application/json"}};
+    if (!key.empty()) request.headers.push_back({"Idempotency-Key", key});
+    request.body = body;
+    return gateway_->Handle(request);
+  }
+
+  HttpResponse Get(const std::string& target) {
+    HttpRequest request;
+    request.method = "GET";
+    request.target = target;
+    return gateway_->Handle(request);
+  }
+
+  nlohmann::json OperationJson(const HttpResponse& response) {
+    auto id = response.Header("AgentPay-Operation-Id");
+    EXPECT_TRUE(id.has_value());
+    HttpResponse view = Get("/v1/operations/" + std::string(id.value_or("")));
+    EXPECT_EQ(view.status, 200) << view.body;
+    return nlohmann::json::parse(view.body, nullptr, false);
+  }
+
+  static std::string Code(const HttpResponse& response) {
+    auto body = nlohmann::json::parse(response.body, nullptr, false);
+    return body.is_object() ? body.value("code", "") : "";
+  }
+
+  static nlohmann::json SettleResponse(const HttpResponse& response) {
+    auto header = response.Header("PAYMENT-RESPONSE");
+    if (!header) return nullptr;
+    auto decoded = Base64Decode(*header);
+    return decoded.ok() ? nlohmann::json::parse(*decoded, nullptr, false) : nlohmann::json();
+  }
+
+  ReconcileReport Reconcile() {
+    ReconcilerConfig config;
+    config.receipt_timeout_ms = config_.receipt_timeout_ms;
+    config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
+    auto report = ReconcileSettlements(*store_, *settler_, clock_, random_, config);
+    EXPECT_TRUE(report.ok()) << report.status().ToString();
+    return report.ok() ? *report : ReconcileReport{};
+  }
+
+  int64_t TokenBalance(const chain::Address& owner) {
+    auto balance = devnet_->BalanceOf(token_, owner);
+    EXPECT_TRUE(balance.ok());
+    return balance.ok() ? balance->ToInt64() : -1;
+  }
+  int64_t Transfers() { return TokenBalance(pay_to_) / kPrice; }
+  bool NonceUsed(const chain::Hash32& nonce) {
+    auto used = devnet_->AuthorizationState(token_, buyer(), nonce);
+    EXPECT_TRUE(used.ok());
+    return used.ok() && *used;
+  }
+  uint64_t RelayerTransactions() {
+    auto count = devnet_->PendingNonce(settler_->relayer());
+    EXPECT_TRUE(count.ok());
+    return count.ok() ? *count : 0;
+  }
+
+  // The token's books against the gateway's: payTo holds exactly price × settled operations, and
+  // the buyer lost exactly that.
+  void ExpectTokenBooksBalance() {
+    int settled = 0;
+    ASSERT_TRUE(store_->Read([&](Transaction& tx) {
+      OperationFilter filter;
+      filter.settlement = Settlement::kSettled;
+      filter.limit = 100000;
+      auto ops = tx.ListOperations(filter);
+      if (!ops.ok()) return ops.status();
+      settled = static_cast<int>(ops->size());
+      return Status::Ok();
+    }).ok());
+    EXPECT_EQ(TokenBalance(pay_to_), settled * kPrice);
+    EXPECT_EQ(TokenBalance(buyer()) + TokenBalance(pay_to_), kFunding);
+  }
+
+  std::filesystem::path dir_;
+  ManualClock clock_;
+  CountingRandom random_;
+  ScriptedUpstream upstream_;
+  std::unique_ptr<Store> store_;
+  chain::Address token_, pay_to_;
+  std::unique_ptr<chain::Devnet> devnet_;
+  std::unique_ptr<Settler> settler_;
+  GatewayConfig config_;
+  std::unique_ptr<Gateway> gateway_;
+  int nonces_ = 0;
+};
+
+TEST_F(X402GatewayTest, PaysOnceAndReplaysTheSameSignature) {
+  Signed payment = Sign();
+  HttpResponse first = Pay(payment.header);
+  ASSERT_EQ(first.status, 200) << first.body;
+  nlohmann::json settle = SettleResponse(first);
+  ASSERT_TRUE(settle.is_object());
+  EXPECT_EQ(settle["success"], true);
+  EXPECT_EQ(settle["network"], "eip155:1337");
+  EXPECT_EQ(settle["payer"], chain::ToChecksumHex(buyer()));
+  EXPECT_EQ(OperationJson(first)["tx_hash"], settle["transaction"]);
+  EXPECT_EQ(OperationJson(first)["settlement"], "settled");
+  EXPECT_EQ(OperationJson(first)["fulfillment"], "succeeded");
+  EXPECT_TRUE(NonceUsed(payment.nonce));
+  // The response was lost: the client sends the very same header again.
+  HttpResponse again = Pay(payment.header);
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(SettleResponse(again), settle);
+  EXPECT_EQ(Transfers(), 1);
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(RelayerTransactions(), 1u);
+}
+
+TEST_F(X402GatewayTest, NewSignatureForASettledKeyGetsTheStoredResultAndIsNeverSubmitted) {
+  HttpResponse first = Pay(Sign().header, "order-7");
+  ASSERT_EQ(first.status, 200) << first.body;
+  Signed second = Sign();
+  HttpResponse again = Pay(second.header, "order-7");
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
+  EXPECT_FALSE(NonceUsed(second.nonce));
+  EXPECT_EQ(Transfers(), 1);
+  EXPECT_EQ(RelayerTransactions(), 1u);
+}
+
+TEST_F(X402GatewayTest, ConcurrentRequestsWithOneAuthorizationSettleOnce) {
+  Signed payment = Sign();
+  upstream_.Block();
+  std::vector<std::future<HttpResponse>> answers;
+  for (int i = 0; i < 6; ++i) {
+    answers.push_back(std::async(std::launch::async, [&] { return Pay(payment.header); }));
+  }
+  upstream_.WaitBlocked(1);
+  upstream_.Release();
+  int paid = 0;
+  for (auto& answer : answers) {
+    HttpResponse response = answer.get();
+    EXPECT_EQ(response.status, 200) << response.body;
+    paid += response.status == 200;
+  }
+  EXPECT_EQ(paid, 6);
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(Transfers(), 1);
+  EXPECT_EQ(RelayerTransactions(), 1u);
+}
+
+TEST_F(X402GatewayTest, LateReceiptIs202ThenReconciledThenServedOnce) {
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  Signed payment = Sign();
+  HttpResponse first = Pay(payment.header, "late-1");
+  ASSERT_EQ(first.status, 202) << first.body;
+  EXPECT_EQ(Code(first), "settlement_unknown");
+  EXPECT_EQ(first.Header("Location"),
+            "/v1/operations/" + std::string(*first.Header("AgentPay-Operation-Id")));
+  EXPECT_EQ(SettleResponse(first)["success"], false);
+  EXPECT_EQ(SettleResponse(first)["errorReason"], "settlement_pending");
+  EXPECT_EQ(OperationJson(first)["settlement"], "unknown");
+  // A retry while unknown: 202 again, nothing submitted, never a 402.
+  HttpResponse retry = Pay(Sign().header, "late-1");
+  EXPECT_EQ(retry.status, 202);
+  EXPECT_EQ(RelayerTransactions(), 1u);
+  EXPECT_EQ(upstream_.calls(), 0);
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(Reconcile().settled, 1);
+  EXPECT_EQ(OperationJson(first)["settlement"], "settled");
+  HttpResponse served = Pay(payment.header, "late-1");
+  EXPECT_EQ(served.status, 200) << served.body;
+  EXPECT_EQ(SettleResponse(served)["success"], true);
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(Transfers(), 1);
+}
+
+TEST_F(X402GatewayTest, DroppedTransactionIsRebroadcastThenVoidAfterExpiry) {
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  Signed payment = Sign(kPrice, 0x01, "USD Coin", 30);
+  HttpResponse first = Pay(payment.header, "drop-1");
+  ASSERT_EQ(first.status, 202) << first.body;
+  auto hash = *chain::ParseHash32(OperationJson(first)["tx_hash"].get<std::string>());
+  ASSERT_TRUE(*devnet_->DropTransaction(hash));
+  EXPECT_FALSE(devnet_->GetTransaction(hash)->has_value());
+  // Before validBefore: the same bytes go out again (same hash).
+  EXPECT_EQ(Reconcile().rebroadcast, 1);
+  EXPECT_TRUE(devnet_->GetTransaction(hash)->has_value());
+  ASSERT_TRUE(*devnet_->DropTransaction(hash));
+  // Past validBefore: still waiting until the buffer has passed too.
+  clock_.Advance(31'000);
+  ASSERT_TRUE(devnet_->Mine().ok());  // an empty block: chain time moves on
+  EXPECT_EQ(Reconcile().voided, 0);
+  clock_.Advance(5'000);
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(Reconcile().voided, 1);
+  EXPECT_EQ(OperationJson(first)["settlement"], "void");
+  EXPECT_FALSE(NonceUsed(payment.nonce));
+  // The filler broadcast of the voided transaction reverts: it cannot move money any more.
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_FALSE(NonceUsed(payment.nonce));
+  EXPECT_EQ(Transfers(), 0);
+  // A void key is free at once: a new payment with it starts over and is charged once.
+  ASSERT_TRUE(devnet_->SetAutomine(true).ok());
+  HttpResponse fresh = Pay(Sign().header, "drop-1");
+  EXPECT_EQ(fresh.status, 200) << fresh.body;
+  EXPECT_NE(fresh.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
+  EXPECT_EQ(Transfers(), 1);
+}
+
+TEST_F(X402GatewayTest, InvalidPaymentsAre402WithTheReasonAndSendNothing) {
+  struct Case {
+    std::string name, header, reason;
+  };
+  Signed used = Sign();
+  ASSERT_EQ(Pay(used.header, "spent").status, 200);
+  const uint64_t sent_before = RelayerTransactions();
+  std::string reused_nonce_header = used.header;  // same authorization, another business key
+  std::vector<Case> cases = {
+      {"wrong amount", Sign(kPrice + 1).header,
+       "invalid_exact_evm_payload_authorization_value_mismatch"},
+      {"wrong domain name", Sign(kPrice, 0x01, "USDC").header, "invalid_exact_evm_signature"},
+      {"expired", Sign(kPrice, 0x01, "USD Coin", 3).header,
+       "invalid_exact_evm_payload_authorization_valid_before"},
+      {"reused nonce", reused_nonce_header, "invalid_exact_evm_nonce_already_used"},
+      {"insufficient balance", Sign(kPrice, 0x05).header,
+       "invalid_exact_evm_insufficient_balance"},
+  };
+  for (const Case& c : cases) {
+    std::string key = "other-" + c.name;
+    std::replace(key.begin(), key.end(), ' ', '-');
+    HttpResponse response = Pay(c.header, key);
+    EXPECT_EQ(response.status, 402) << c.name << ": " << response.body;
+    EXPECT_EQ(Code(response), c.reason) << c.name;
+    auto challenge = response.Header("PAYMENT-REQUIRED");
+    ASSERT_TRUE(challenge.has_value()) << c.name;
+    EXPECT_EQ(nlohmann::json::parse(*Base64Decode(*challenge))["error"], c.reason) << c.name;
+  }
+  EXPECT_EQ(RelayerTransactions(), sent_before);
+  EXPECT_EQ(Transfers(), 1);
+}
+
+TEST_F(X402GatewayTest, ABadSignatureNeverReadsAnotherPayersKey) {
+  HttpResponse first = Pay(Sign().header, "secret-order");
+  ASSERT_EQ(first.status, 200);
+  // Signed by someone else but claiming the buyer as `from`: refused before any key lookup.
+  auto forged = nlohmann::json::parse(*Base64Decode(Sign(kPrice, 0x07).header));
+  forged["payload"]["authorization"]["from"] = chain::ToChecksumHex(buyer());
+  HttpResponse response = Pay(Base64Encode(forged.dump()), "secret-order");
+  EXPECT_EQ(response.status, 402);
+  EXPECT_EQ(Code(response), "invalid_exact_evm_signature");
+  EXPECT_NE(response.body, first.body);
+  EXPECT_FALSE(response.Header("AgentPay-Operation-Id").has_value());
+}
+
+TEST_F(X402GatewayTest, MalformedHeadersAre400) {
+  for (const std::string& header :
+       {std::string("%%%"), Base64Encode("not json"), Base64Encode("{\"x402Version\":2}"),
+        Base64Encode("[1,2,3]")}) {
+    HttpResponse response = Pay(header);
+    EXPECT_EQ(response.status, 400) << header;
+    EXPECT_EQ(Code(response), "malformed_payment") << header;
+  }
+  EXPECT_EQ(RelayerTransactions(), 0u);
+}
+
+TEST_F(X402GatewayTest, Upstream5xxAfterSettlementIsFreeToRetry) {
+  upstream_.Push(UpstreamKind::kResponded, 500);
+  Signed payment = Sign();
+  HttpResponse first = Pay(payment.header, "flaky");
+  EXPECT_EQ(first.status, 502) << first.body;
+  EXPECT_EQ(Code(first), "fulfillment_pending");
+  EXPECT_EQ(SettleResponse(first)["success"], true);
+  EXPECT_EQ(OperationJson(first)["settlement"], "settled");
+  EXPECT_EQ(OperationJson(first)["fulfillment"], "pending_retry");
+  HttpResponse retry = Pay(Sign().header, "flaky");  // even with a new signature: not charged
+  EXPECT_EQ(retry.status, 200) << retry.body;
+  EXPECT_EQ(upstream_.calls(), 2);
+  EXPECT_EQ(Transfers(), 1);
+  EXPECT_EQ(RelayerTransactions(), 1u);
+}
+
+TEST_F(X402GatewayTest, SettleAfterRoutePaysOnlyForDeliveredWork) {
+  MakeGateway(SettleTiming::kAfter);
+  upstream_.Push(UpstreamKind::kResponded, 400);
+  Signed refused = Sign();
+  HttpResponse first = Pay(refused.header, "bad-input");
+  EXPECT_EQ(first.status, 400) << first.body;
+  EXPECT_FALSE(first.Header("PAYMENT-RESPONSE").has_value());
+  EXPECT_EQ(OperationJson(first)["settlement"], "none");
+  EXPECT_FALSE(NonceUsed(refused.nonce));
+  EXPECT_EQ(RelayerTransactions(), 0u);
+  HttpResponse delivered = Pay(Sign().header, "good-input");
+  EXPECT_EQ(delivered.status, 200) << delivered.body;
+  EXPECT_EQ(SettleResponse(delivered)["success"], true);
+  EXPECT_EQ(Transfers(), 1);
+}
+
+TEST_F(X402GatewayTest, CrashAfterStoringTheTransactionIsReconciledFromTheStore) {
+  // The gateway stored and broadcast, then died before it saw the receipt: the node mined it.
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  HttpResponse first = Pay(Sign().header, "crash-1");
+  ASSERT_EQ(first.status, 202);
+  ASSERT_TRUE(devnet_->Mine().ok());
+  MakeGateway(SettleTiming::kBefore);  // a new process on the same database
+  ASSERT_TRUE(gateway_->RecoverInterrupted().ok());
+  EXPECT_EQ(Reconcile().settled, 1);
+  HttpResponse retry = Pay(Sign().header, "crash-1");
+  EXPECT_EQ(retry.status, 200) << retry.body;
+  EXPECT_EQ(Transfers(), 1);
+}
+
+}  // namespace
+}  // namespace agentpay
