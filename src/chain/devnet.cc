@@ -829,11 +829,16 @@ Status Devnet::MineDue() {
   while (true) {
     int64_t first_due_ms = 0;
     const std::vector<Hash32> batch = state_->PlanBlock(now_ms, true, &first_due_ms);
-    if (batch.empty()) return Status::Ok();
+    if (batch.empty()) break;
     const int64_t stamp_ms = std::max(first_due_ms, automine_since_ms_);
     Status committed = CommitBlock(FloorDiv(stamp_ms, 1000), batch);
     if (!committed.ok()) return committed;
   }
+  const int64_t interval_ms = config_.empty_block_interval_ms;
+  if (interval_ms > 0 && now_ms - state_->block_timestamp_s() * 1000 >= interval_ms) {
+    return CommitBlock(FloorDiv(now_ms, 1000), {});
+  }
+  return Status::Ok();
 }
 
 Status Devnet::CommitBlock(int64_t timestamp_s, const std::vector<Hash32>& transactions) {

@@ -29,6 +29,9 @@ struct DevnetConfig {
   int64_t mine_delay_ms = 0;     // a transaction is mined once now >= submitted + delay; ≥ 0
   std::string persistence_path;  // SQLite file; empty: memory only
   size_t max_pending_transactions = 10'000;  // beyond: rpc_error "txpool is full"
+  // With automine on, an empty block is stamped once this long has passed since the latest block
+  // (0: never), so chain time moves on an idle chain and expired authorizations can be judged.
+  int64_t empty_block_interval_ms = 0;
 };
 
 class DevnetLog;    // the SQLite event log (devnet.cc)

@@ -16,7 +16,9 @@
 #include "cli/signals.h"
 #include "http/server.h"
 #include "store/store.h"
+#include "chain/devnet.h"
 #include "chain/rpc_chain.h"
+#include "core/check.h"
 #include "workers/hold_sweeper.h"
 #include "workers/reconciler.h"
 #include "workers/periodic.h"
@@ -77,43 +79,94 @@ Result<std::pair<std::string, std::string>> EnsureDemoAccount(Store& store, Cloc
   return std::make_pair(account_id, api_key);
 }
 
+// Keys of the built-in devnet only: its tokens are worth nothing, so the keys are no secret. The
+// relayer submits settlements; the demo buyer is funded by `serve --demo` for x402 clients.
+constexpr char kDevnetRelayerKey[] =
+    "0x6167656e74706179206465766e65742072656c61796572206b65792030303031";
+constexpr char kDevnetDemoBuyerKey[] =
+    "0x6167656e74706179206465766e65742064656d6f206275796572202030303031";
+constexpr int64_t kDevnetEmptyBlockIntervalMs = 2000;
+
 // The chain x402 payments settle on: a JSON-RPC node (--chain-rpc), checked to be the chain the
-// configuration names. nullptr without --chain-rpc (the devnet is not built in yet).
+// configuration names, or the built-in devnet persisted beside the SQLite store.
 struct SettlementChain {
   std::unique_ptr<chain::Chain> node;
+  chain::Devnet* devnet = nullptr;  // set when node is the devnet
   std::unique_ptr<Settler> settler;
 };
 
-Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
-                                            const GatewayConfig& config) {
-  SettlementChain out;
-  auto rpc = RpcChainOf(options);
-  if (!rpc) return out;
-  auto endpoint = ParseHttpUrl(rpc->url);
+Result<std::unique_ptr<chain::Chain>> OpenRpcNode(const RpcChainOptions& rpc,
+                                                  const GatewayConfig& config) {
+  auto endpoint = ParseHttpUrl(rpc.url);
   if (!endpoint.ok()) return endpoint.status();
-  auto key_text = ReadSecretFile(rpc->relayer_key_file);
-  if (!key_text.ok()) return key_text.status();
-  auto key = chain::ParsePrivateKey(*key_text);
-  if (!key.ok()) return Status::Error("invalid_config", rpc->relayer_key_file + ": " + key.status().message());
-  out.node = std::make_unique<chain::RpcChain>(*endpoint, rpc->rpc_timeout_ms);
-  auto chain_id = out.node->ChainId();
+  auto node = std::make_unique<chain::RpcChain>(*endpoint, rpc.rpc_timeout_ms);
+  auto chain_id = node->ChainId();
   if (!chain_id.ok()) {
-    return Status::Error("chain_unavailable", "--chain-rpc " + rpc->url + ": " +
-                                                  chain_id.status().message());
+    return Status::Error("chain_unavailable",
+                         "--chain-rpc " + rpc.url + ": " + chain_id.status().message());
   }
   if (static_cast<int64_t>(*chain_id) != config.chain.chain_id) {
-    return Status::Error("invalid_config", "--chain-rpc " + rpc->url + " is chain " +
+    return Status::Error("invalid_config", "--chain-rpc " + rpc.url + " is chain " +
                                                std::to_string(*chain_id) + ", not --chain-id " +
                                                std::to_string(config.chain.chain_id));
   }
+  return std::unique_ptr<chain::Chain>(std::move(node));
+}
+
+Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
+                                            const GatewayConfig& config, Clock& clock) {
+  SettlementChain out;
+  std::string key_text = kDevnetRelayerKey;
+  if (auto rpc = RpcChainOf(options)) {
+    auto secret = ReadSecretFile(rpc->relayer_key_file);
+    if (!secret.ok()) return secret.status();
+    key_text = *secret;
+    auto node = OpenRpcNode(*rpc, config);
+    if (!node.ok()) return node.status();
+    out.node = std::move(*node);
+  } else {
+    if (!options.db.starts_with("sqlite:")) {
+      return Status::Error("invalid_config", "the devnet is kept beside a sqlite: store");
+    }
+    chain::DevnetConfig devnet;
+    devnet.chain_id = static_cast<uint64_t>(config.chain.chain_id);
+    devnet.token = *chain::ParseAddress(config.chain.asset);
+    devnet.token_name = config.chain.asset_name;
+    devnet.token_version = config.chain.asset_version;
+    devnet.mine_delay_ms = options.devnet_mine_delay_ms;
+    devnet.persistence_path = options.db.substr(7) + ".devnet";
+    devnet.empty_block_interval_ms = kDevnetEmptyBlockIntervalMs;
+    auto opened = chain::Devnet::Open(devnet, clock);
+    if (!opened.ok()) return opened.status();
+    out.devnet = opened->get();
+    out.node = std::move(*opened);
+  }
+  auto key = chain::ParsePrivateKey(key_text);
+  if (!key.ok()) return Status::Error("invalid_config", "relayer key: " + key.status().message());
   SettlerConfig settler;
-  settler.chain_id = *chain_id;
+  settler.chain_id = static_cast<uint64_t>(config.chain.chain_id);
   settler.token = *chain::ParseAddress(config.chain.asset);
   settler.pay_to = *chain::ParseAddress(config.chain.pay_to);
   settler.asset_name = config.chain.asset_name;
   settler.asset_version = config.chain.asset_version;
   out.settler = std::make_unique<Settler>(*out.node, settler, *key);
   return out;
+}
+
+// Tops the demo buyer up to kDemoFunding on the devnet; returns its address.
+Result<std::string> FundDemoBuyer(chain::Devnet& devnet, const GatewayConfig& config) {
+  auto key = chain::ParsePrivateKey(kDevnetDemoBuyerKey);
+  AGENTPAY_CHECK(key.ok());
+  const chain::Address buyer = chain::AddressOf(*key);
+  auto balance = devnet.BalanceOf(*chain::ParseAddress(config.chain.asset), buyer);
+  if (!balance.ok()) return balance.status();
+  const chain::U256 target(static_cast<uint64_t>(kDemoFunding));
+  if (*balance < target) {
+    if (Status s = devnet.Mint(buyer, *chain::U256::CheckedSub(target, *balance)); !s.ok()) {
+      return s;
+    }
+  }
+  return chain::ToChecksumHex(buyer);
 }
 
 void LogReconcile(const Result<ReconcileReport>& report) {
@@ -178,7 +231,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
 
   auto store = OpenStore(options.db);
   if (!store.ok()) return Fail(store.status().message());
-  auto settlement = OpenSettlementChain(options, *config);
+  auto settlement = OpenSettlementChain(options, *config, clock);
   if (!settlement.ok()) return Fail(settlement.status().message());
   HttpUpstream upstream(config->max_upstream_response_bytes);
   Gateway gateway(*config, **store, clock, random, upstream, settlement->settler.get());
@@ -195,7 +248,6 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   reconciler_config.expiry_buffer_seconds = config->expiry_buffer_seconds;
   reconciler_config.retention_ms = config->retention_ms;
   auto reconcile = [&] {
-    if (!settlement->settler) return;
     auto report = ReconcileSettlements(**store, *settlement->settler, clock, random,
                                        reconciler_config, &gateway.metrics());
     LogReconcile(report);
@@ -207,6 +259,12 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     auto ensured = EnsureDemoAccount(**store, clock, random);
     if (!ensured.ok()) return Fail("demo account: " + ensured.status().message());
     demo_account = *ensured;
+  }
+  std::optional<std::string> demo_buyer;
+  if (options.demo && settlement->devnet != nullptr) {
+    auto funded = FundDemoBuyer(*settlement->devnet, *config);
+    if (!funded.ok()) return Fail("demo buyer: " + funded.status().message());
+    demo_buyer = *funded;
   }
 
   ServerLimits limits;
@@ -241,6 +299,16 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
 
   const std::string base = "http://" + listen->first + ":" + std::to_string((*server)->port());
   std::printf("agentpay gateway listening on %s (store %s)\n", base.c_str(), options.db.c_str());
+  if (settlement->devnet != nullptr) {
+    std::printf("  x402 on the built-in devnet: chain %s, asset %s (\"%s\" v%s), pay to %s\n",
+                config->chain.Network().c_str(), config->chain.asset.c_str(),
+                config->chain.asset_name.c_str(), config->chain.asset_version.c_str(),
+                config->chain.pay_to.c_str());
+  } else {
+    std::printf("  x402 on %s: chain %s, asset %s, relayer %s\n", options.chain_rpc.c_str(),
+                config->chain.Network().c_str(), config->chain.asset.c_str(),
+                chain::ToChecksumHex(settlement->settler->relayer()).c_str());
+  }
   std::printf("  request/effect inspector: %s/inspector/\n", base.c_str());
   for (const auto& route : config->routes) {
     std::printf("  paid route %s -> %s at %lld atomic units\n", route.prefix.c_str(),
@@ -261,6 +329,14 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
         demo_account->second.c_str(), options.admin_token_file.c_str(),
         demo_account->second.c_str(), base.c_str(), demo_account->second.c_str(), base.c_str(),
         base.c_str());
+  }
+  if (demo_buyer) {
+    std::printf(
+        "\nDemo x402 buyer on the devnet: %s, funded with %lld atomic units.\n"
+        "  private key (devnet only, worth nothing): %s\n"
+        "  Any x402 client can pay with it (network %s, asset %s).\n",
+        demo_buyer->c_str(), static_cast<long long>(kDemoFunding), kDevnetDemoBuyerKey,
+        config->chain.Network().c_str(), config->chain.asset.c_str());
   }
   std::fflush(stdout);
 

@@ -49,6 +49,8 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"rpc-timeout-ms", &o.rpc_timeout_ms, "timeout of each JSON-RPC call"},
       {"max-timeout-seconds", &o.max_timeout_seconds,
        "x402 maxTimeoutSeconds advertised (clients sign validBefore = now + this)"},
+      {"devnet-mine-delay-ms", &o.devnet_mine_delay_ms,
+       "devnet: how long a settlement waits before it is mined"},
       {"expiry-buffer-seconds", &o.expiry_buffer_seconds,
        "an unknown settlement is void this long after validBefore, if its nonce is unused"},
       {"log-format", &o.log_format, "json or text"},
@@ -238,7 +240,9 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
   }
   for (const Range& r : {Range{"rpc-timeout-ms", options.rpc_timeout_ms, 1, kMaxTimeoutMs},
                          Range{"max-timeout-seconds", options.max_timeout_seconds, 10, 86400},
-                         Range{"expiry-buffer-seconds", options.expiry_buffer_seconds, 0, 86400}}) {
+                         Range{"expiry-buffer-seconds", options.expiry_buffer_seconds, 0, 86400},
+                         Range{"devnet-mine-delay-ms", options.devnet_mine_delay_ms, 0,
+                               kMaxTimeoutMs}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
   }
   config.chain.max_timeout_seconds = options.max_timeout_seconds;

@@ -15,11 +15,14 @@ Statement& Statement::Bind(int index, int64_t value) {
   return *this;
 }
 Statement& Statement::Bind(int index, std::string_view value) {
-  sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+  const char* data = value.data() != nullptr ? value.data() : "";  // "" is text, null is NULL
+  sqlite3_bind_text(stmt_, index, data, static_cast<int>(value.size()), SQLITE_TRANSIENT);
   return *this;
 }
 Statement& Statement::BindBlob(int index, std::string_view value) {
-  sqlite3_bind_blob(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+  // A null pointer would bind SQL NULL; an empty blob is still a (zero-length) value.
+  const char* data = value.data() != nullptr ? value.data() : "";
+  sqlite3_bind_blob(stmt_, index, data, static_cast<int>(value.size()), SQLITE_TRANSIENT);
   return *this;
 }
 Statement& Statement::BindNull(int index) {

@@ -245,6 +245,23 @@ TEST_F(DevnetTest, BlocksAreStampedWithTheDueTimeNotTheTimeOfTheNextPoll) {
   EXPECT_EQ(*devnet_->LatestBlockTimestamp(), kStartMs / 1000 + 2);
 }
 
+TEST_F(DevnetTest, EmptyBlocksMoveChainTimeOnAnIdleChainOnlyWhenAsked) {
+  auto start = devnet_->LatestBlockTimestamp();
+  ASSERT_TRUE(start.ok());
+  clock_.Advance(10'000);
+  EXPECT_EQ(*devnet_->LatestBlockTimestamp(), *start);  // off by default: time stands still
+  DevnetConfig config = Config();
+  config.empty_block_interval_ms = 2000;
+  OpenDevnet(config);
+  ASSERT_TRUE(devnet_->Mint(payer_, minted_).ok());  // a new, empty chain: the same books
+  auto opened = *devnet_->LatestBlockTimestamp();
+  clock_.Advance(1'500);
+  EXPECT_EQ(*devnet_->LatestBlockTimestamp(), opened);  // not yet an interval
+  clock_.Advance(1'000);
+  EXPECT_EQ(*devnet_->LatestBlockTimestamp(), clock_.NowMs() / 1000);
+  EXPECT_GT(*devnet_->BlockNumber(), 0u);
+}
+
 TEST_F(DevnetTest, BytesSignatureOverloadSettles) {
   const TransferAuthorization authorization = Authorization(7, 1);
   const Hash32 hash = Send(RelayData(
@@ -512,6 +529,19 @@ class DevnetPersistenceTest : public DevnetTest {
   std::string directory_;
   std::string path_;
 };
+
+TEST_F(DevnetPersistenceTest, EmptyBlocksArePersistedToo) {
+  DevnetConfig config = Config(0, path_);
+  config.empty_block_interval_ms = 1000;
+  OpenDevnet(config);
+  clock_.Advance(5'000);
+  const uint64_t blocks = *devnet_->BlockNumber();  // stamps an empty block: an empty log entry
+  const int64_t stamped = *devnet_->LatestBlockTimestamp();
+  EXPECT_GT(blocks, 0u);
+  OpenDevnet(Config(0, path_));  // reopened without the interval: exactly what was logged
+  EXPECT_EQ(*devnet_->BlockNumber(), blocks);
+  EXPECT_EQ(*devnet_->LatestBlockTimestamp(), stamped);
+}
 
 struct Snapshot {
   std::vector<U256> balances;
