@@ -83,6 +83,8 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
   Counter(out, "agentpay_store_commits_total", "Database commits", store.commits);
   Counter(out, "agentpay_store_decisions_total", "Decisions committed (group commit shares commits)",
           store.decisions);
+  Counter(out, "agentpay_store_syncs_total", "Syncs that made commits durable",
+          store.durability_syncs);
   Counter(out, "agentpay_store_rollbacks_total", "Decisions rolled back",
           store.decisions_rolled_back);
   Counter(out, "agentpay_store_write_queue", "Decisions waiting for the writer",

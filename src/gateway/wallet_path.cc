@@ -57,7 +57,9 @@ void Gateway::PayWithWallet(std::shared_ptr<PaidRequest> paid) {
   std::optional<KeyRecord> record;
   std::optional<Operation> existing;
   int64_t now = clock_.NowMs();
-  Status read = store_.Read([&](Transaction& tx) {
+  // Unsynced: most requests find no key and go on to the begin decision, which waits for its own
+  // durability; an answer given from this snapshot waits for it first (AwaitDurable below).
+  Status read = store_.ReadUnsynced([&](Transaction& tx) {
     auto found = tx.FindKey(paid->principal(), paid->key);
     if (!found.ok()) return found.status();
     record = std::move(*found);
@@ -72,10 +74,12 @@ void Gateway::PayWithWallet(std::shared_ptr<PaidRequest> paid) {
     Arrival arrival = DecideArrival(&*record, &*existing, paid->fingerprint, now);
     if (arrival.outcome == ArrivalOutcome::kReplay) {
       metrics_.CountArrival(arrival.outcome);
+      store_.AwaitDurable();
       return paid->respond(StoredAnswer(*existing, true));
     }
     if (arrival.outcome == ArrivalOutcome::kMismatch) {
       metrics_.CountArrival(arrival.outcome);
+      store_.AwaitDurable();
       return paid->respond(MismatchAnswer(*existing));
     }
   }

@@ -143,6 +143,9 @@ struct StoreStats {
   uint64_t decisions = 0;         // Write calls committed (several may share one commit)
   uint64_t decisions_rolled_back = 0;
   uint64_t write_queue_depth = 0;
+  // Syncs that made commits durable before they were acknowledged (one may cover several
+  // commits, never fewer than one per acknowledged write that waited for it).
+  uint64_t durability_syncs = 0;
 };
 
 struct StoreOptions {
@@ -162,8 +165,14 @@ class Store {
   virtual void WriteAsync(TransactionFn fn, WriteDone done) = 0;
   // WriteAsync, waiting for `done`. Never call it from a `done` callback.
   Status Write(TransactionFn fn);
-  // Runs `fn` on a consistent read-only snapshot.
+  // Runs `fn` on a consistent read-only snapshot, and returns once everything that snapshot can
+  // see is durable: an answer built from it never reports a commit a power loss could erase.
   virtual Status Read(const TransactionFn& fn) = 0;
+  // Read without that wait, for a caller that either acts on what it read only after
+  // AwaitDurable(), or only uses it to choose a write (whose acknowledgement waits anyway).
+  virtual Status ReadUnsynced(const TransactionFn& fn) = 0;
+  // Waits until every commit made so far is durable.
+  virtual void AwaitDurable() = 0;
   virtual StoreStats Stats() = 0;
 };
 

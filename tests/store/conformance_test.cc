@@ -330,6 +330,24 @@ TEST_P(StoreConformance, FailedDecisionRollsBackOnlyItself) {
   }).ok());
 }
 
+TEST_P(StoreConformance, EveryAcknowledgedWriteWaitedForASync) {
+  // Sequential writes cannot share a sync: each is acknowledged only after one that covers it.
+  const uint64_t before = store_->Stats().durability_syncs;
+  for (int i = 0; i < 5; ++i) AddAccount("acct_sync" + std::to_string(i), 1);
+  EXPECT_GE(store_->Stats().durability_syncs - before, 5u);
+  // Concurrent writes may share syncs (group commit), but none is acknowledged without one.
+  std::atomic<int> done{0};
+  for (int i = 0; i < 50; ++i) {
+    store_->WriteAsync([](Transaction&) { return Status::Ok(); },
+                       [&](Status status) {
+                         EXPECT_TRUE(status.ok());
+                         ++done;
+                       });
+  }
+  while (done.load() < 50) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GT(store_->Stats().durability_syncs, before + 5);
+}
+
 TEST_P(StoreConformance, DataSurvivesReopen) {
   AddAccount("acct_d", 77);
   store_.reset();
