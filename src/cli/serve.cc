@@ -177,9 +177,9 @@ void LogReconcile(const Result<ReconcileReport>& report) {
   if (!report->changed() && report->errors == 0) return;
   std::fprintf(stderr,
                "agentpay serve: reconciler: %d settled, %d re-broadcast, %d void, %d failed, %d "
-               "marked unknown, %d error(s)\n",
+               "marked unknown, %d relayer nonce gap(s) filled, %d error(s)\n",
                report->settled, report->rebroadcast, report->voided, report->failed,
-               report->marked_unknown, report->errors);
+               report->marked_unknown, report->gaps_filled, report->errors);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ std::string_view SettlementEventName(SettlementEvent event) {
     case SettlementEvent::kRebroadcast: return "rebroadcast";
     case SettlementEvent::kVoid: return "void";
     case SettlementEvent::kReconciledFailed: return "reconciled_failed";
+    case SettlementEvent::kGapFilled: return "relayer_gap_filled";
     case SettlementEvent::kCount: break;
   }
   return "?";

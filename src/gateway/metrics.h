@@ -26,6 +26,7 @@ enum class SettlementEvent {
   kRebroadcast,
   kVoid,
   kReconciledFailed,
+  kGapFilled,  // a stored transaction re-sent to fill the relayer's next nonce
   kCount,
 };
 std::string_view SettlementEventName(SettlementEvent event);

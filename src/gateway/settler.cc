@@ -158,6 +158,7 @@ Status Settler::Sign(X402PaymentRecord& record, const TxInputs& inputs, int64_t 
                                                     chain::Hex(signed_tx->raw), now_ms);
   record.tx_hash = settlement.tx_hash;
   record.raw_tx_hex = settlement.raw_tx_hex;
+  record.relayer = RelayerHex();
   record.relayer_nonce = relayer_nonce;
   record.submitted_ms = settlement.submitted_ms;
   record.broadcasts = settlement.broadcasts;

@@ -98,11 +98,13 @@ CREATE TABLE x402_payments (
   x402_version INTEGER NOT NULL,
   tx_hash TEXT NOT NULL DEFAULT '',
   raw_tx TEXT NOT NULL DEFAULT '',
+  relayer TEXT NOT NULL DEFAULT '',
   relayer_nonce BIGINT NOT NULL DEFAULT -1,
   submitted_ms BIGINT NOT NULL DEFAULT 0,
   broadcasts BIGINT NOT NULL DEFAULT 0,
   UNIQUE (payer, nonce)  -- one authorization pays for one operation
 );
+CREATE INDEX x402_payments_relayer_nonce ON x402_payments (relayer, relayer_nonce);
 CREATE TABLE relayer_nonces (
   relayer TEXT PRIMARY KEY,
   next_nonce BIGINT NOT NULL CHECK (next_nonce >= 0)

@@ -107,14 +107,15 @@ constexpr char kAccountColumns[] = "id, name, api_key_hash, deposited, captured,
 
 constexpr char kPaymentColumns[] =
     "operation_id, payer, nonce, valid_after_s, valid_before_s, value, pay_to, signature, "
-    "x402_version, tx_hash, raw_tx, relayer_nonce, submitted_ms, broadcasts";
+    "x402_version, tx_hash, raw_tx, relayer, relayer_nonce, submitted_ms, broadcasts";
 
 void BindPayment(Statement& stmt, const X402PaymentRecord& r) {
   const Authorization& a = r.authorization;
   stmt.Bind(1, r.operation_id).Bind(2, a.from).Bind(3, a.nonce_hex).Bind(4, a.valid_after_s);
   stmt.Bind(5, a.valid_before_s).Bind(6, a.value).Bind(7, r.pay_to).Bind(8, r.signature_hex);
   stmt.Bind(9, static_cast<int64_t>(r.x402_version)).Bind(10, r.tx_hash).Bind(11, r.raw_tx_hex);
-  stmt.Bind(12, r.relayer_nonce).Bind(13, r.submitted_ms).Bind(14, r.broadcasts);
+  stmt.Bind(12, r.relayer).Bind(13, r.relayer_nonce).Bind(14, r.submitted_ms);
+  stmt.Bind(15, r.broadcasts);
 }
 
 X402PaymentRecord ReadPayment(const Statement& row) {
@@ -126,9 +127,10 @@ X402PaymentRecord ReadPayment(const Statement& row) {
   r.x402_version = static_cast<int>(row.Int(8));
   r.tx_hash = row.Text(9);
   r.raw_tx_hex = row.Text(10);
-  r.relayer_nonce = row.Int(11);
-  r.submitted_ms = row.Int(12);
-  r.broadcasts = row.Int(13);
+  r.relayer = row.Text(11);
+  r.relayer_nonce = row.Int(12);
+  r.submitted_ms = row.Int(13);
+  r.broadcasts = row.Int(14);
   return r;
 }
 
@@ -249,7 +251,7 @@ class SqliteTransaction final : public Transaction {
   Result<bool> InsertX402Payment(const X402PaymentRecord& r) override {
     AGENTPAY_PREPARE(stmt, db_,
                      std::string("INSERT INTO x402_payments (") + kPaymentColumns +
-                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
                          "ON CONFLICT DO NOTHING");
     BindPayment(stmt, r);
     Status status = stmt.Run();
@@ -273,15 +275,31 @@ class SqliteTransaction final : public Transaction {
 
   Status UpdateX402Payment(const X402PaymentRecord& r) override {
     AGENTPAY_PREPARE(stmt, db_,
-                     "UPDATE x402_payments SET tx_hash = ?2, raw_tx = ?3, relayer_nonce = ?4, "
-                     "submitted_ms = ?5, broadcasts = ?6 WHERE operation_id = ?1");
-    stmt.Bind(1, r.operation_id).Bind(2, r.tx_hash).Bind(3, r.raw_tx_hex);
-    stmt.Bind(4, r.relayer_nonce).Bind(5, r.submitted_ms).Bind(6, r.broadcasts);
+                     "UPDATE x402_payments SET tx_hash = ?2, raw_tx = ?3, relayer = ?4, "
+                     "relayer_nonce = ?5, submitted_ms = ?6, broadcasts = ?7 "
+                     "WHERE operation_id = ?1");
+    stmt.Bind(1, r.operation_id).Bind(2, r.tx_hash).Bind(3, r.raw_tx_hex).Bind(4, r.relayer);
+    stmt.Bind(5, r.relayer_nonce).Bind(6, r.submitted_ms).Bind(7, r.broadcasts);
     Status status = stmt.Run();
     if (status.ok() && db_.Changes() != 1) {
       return Status::Error("store_not_found", "no x402 payment for operation " + r.operation_id);
     }
     return status;
+  }
+
+  Result<std::optional<X402PaymentRecord>> FindX402PaymentByRelayerNonce(
+      std::string_view relayer, int64_t relayer_nonce) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("SELECT ") + kPaymentColumns +
+                         " FROM x402_payments WHERE relayer = ?1 AND relayer_nonce = ?2 "
+                         "ORDER BY submitted_ms LIMIT 1");
+    stmt.Bind(1, relayer).Bind(2, relayer_nonce);
+    Status status;
+    if (!stmt.Step(&status)) {
+      if (!status.ok()) return status;
+      return std::optional<X402PaymentRecord>();
+    }
+    return std::optional<X402PaymentRecord>(ReadPayment(stmt));
   }
 
   Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) override {
@@ -928,7 +946,9 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
   // but not the columns this binary reads. Say so instead of failing on the first query.
   for (std::string probe : {std::string("SELECT ") + kOperationColumns + " FROM operations LIMIT 0",
                             std::string("SELECT principal, key, operation_id, fingerprint, "
-                                        "created_ms FROM idempotency_keys LIMIT 0")}) {
+                                        "created_ms FROM idempotency_keys LIMIT 0"),
+                            std::string("SELECT ") + kPaymentColumns +
+                                " FROM x402_payments LIMIT 0"}) {
     if (!(*db)->Exec(probe).ok()) {
       return Status::Error("store_incompatible",
                            path + " was created by a pre-release build of AgentPay whose schema "

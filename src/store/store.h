@@ -53,6 +53,7 @@ struct X402PaymentRecord {
   // Empty / -1 until the settlement decision (see SettlementRecord in core/settlement.h).
   std::string tx_hash;
   std::string raw_tx_hex;
+  std::string relayer;  // lower-case 0x hex of the account that signed the transaction
   int64_t relayer_nonce = -1;
   int64_t submitted_ms = 0;
   int64_t broadcasts = 0;
@@ -108,6 +109,9 @@ class Transaction {
       std::string_view operation_id) = 0;
   // Writes the transaction fields (tx_hash … broadcasts) of an existing record.
   virtual Status UpdateX402Payment(const X402PaymentRecord& record) = 0;
+  // The submitted payment whose transaction the relayer signed with this account nonce, if any.
+  virtual Result<std::optional<X402PaymentRecord>> FindX402PaymentByRelayerNonce(
+      std::string_view relayer, int64_t relayer_nonce) = 0;
   // The relayer account's next transaction nonce, kept durably: max(the stored next nonce,
   // chain_floor), and the stored next nonce becomes that plus one.
   virtual Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) = 0;

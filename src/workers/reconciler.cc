@@ -60,6 +60,11 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
     auto found = tx.FindOperation(listed.id);
     if (!found.ok()) return found.status();
     if (!found->has_value() || **found != listed) return Status::Ok();  // moved meanwhile
+    // A re-broadcast changes only the payment record: compare it too, so that two reconcilers
+    // (two gateway processes) never both count one re-broadcast from the same stale record.
+    auto payment = tx.FindX402Payment(listed.id);
+    if (!payment.ok()) return payment.status();
+    if (!payment->has_value() || **payment != seen_candidate.payment) return Status::Ok();
     Operation op = listed;
     std::vector<TraceEvent> events;
     if (op.settlement == Settlement::kSubmitted) {
@@ -118,6 +123,29 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
   return applied;
 }
 
+// The relayer-nonce gap rule of reconciler.h. Returns whether it re-sent something.
+Result<bool> FillRelayerGap(Store& store, Settler& settler) {
+  auto next = settler.chain().PendingNonce(settler.relayer());
+  if (!next.ok()) return next.status();
+  std::optional<X402PaymentRecord> stuck;
+  Status read = store.Read([&](Transaction& tx) {
+    auto found = tx.FindX402PaymentByRelayerNonce(settler.RelayerHex(),
+                                                  static_cast<int64_t>(*next));
+    if (!found.ok()) return found.status();
+    stuck = std::move(*found);
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
+  if (!stuck || !stuck->submitted()) return false;
+  auto hash = chain::ParseHash32(stuck->tx_hash);
+  if (!hash.ok()) return Status::Error("store_corrupt", "stored transaction hash is not hex");
+  auto known = settler.chain().GetTransaction(*hash);
+  if (!known.ok()) return known.status();
+  if (known->has_value()) return false;  // pending at that nonce: the node will mine it
+  if (Status sent = settler.Broadcast(*stuck); !sent.ok()) return sent;
+  return true;
+}
+
 }  // namespace
 
 Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,
@@ -147,7 +175,14 @@ Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clo
     report.marked_unknown += delta.marked_unknown;
     if (applied->broadcast && !settler.Broadcast(candidate.payment).ok()) ++report.errors;
   }
+  auto filled = FillRelayerGap(store, settler);
+  if (!filled.ok()) {
+    ++report.errors;
+  } else if (*filled) {
+    ++report.gaps_filled;
+  }
   if (metrics != nullptr) {
+    metrics->CountSettlement(SettlementEvent::kGapFilled, report.gaps_filled);
     metrics->CountSettlement(SettlementEvent::kReconcilerRuns);
     metrics->CountSettlement(SettlementEvent::kReconcilerErrors, report.errors);
     metrics->CountSettlement(SettlementEvent::kReconciledSettled, report.settled);

@@ -30,11 +30,20 @@ struct ReconcileReport {
   int voided = 0;
   int failed = 0;
   int marked_unknown = 0;
+  int gaps_filled = 0;  // stored transactions re-sent because the relayer's chain nonce stopped there
   int errors = 0;  // chain or store errors on single operations (they are retried next pass)
-  bool changed() const { return settled + rebroadcast + voided + failed + marked_unknown > 0; }
+  bool changed() const {
+    return settled + rebroadcast + voided + failed + marked_unknown + gaps_filled > 0;
+  }
 };
 
 // One pass. Errors: only a failure to list the operations; per-operation errors are counted.
+// Each pass also keeps the relayer's account nonces filled: every transaction the relayer signed
+// has a nonce taken once, and a later one is mined only after it. If the node's next nonce for the
+// relayer is one we signed a transaction for (dropped by the node, never sent before a crash, or
+// the expired filler of a void settlement), the stored bytes are sent again. That is always safe:
+// they are the same signed transaction, which either settles its still-valid authorization
+// exactly once or reverts as expired.
 Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,
                                              Random& random, const ReconcilerConfig& config,
                                              Metrics* metrics = nullptr);

@@ -326,17 +326,31 @@ TEST_F(X402GatewayTest, DroppedTransactionIsRebroadcastThenVoidAfterExpiry) {
   EXPECT_EQ(Reconcile().rebroadcast, 1);
   EXPECT_TRUE(devnet_->GetTransaction(hash)->has_value());
   ASSERT_TRUE(*devnet_->DropTransaction(hash));
-  // Past validBefore: still waiting until the buffer has passed too.
+  // Past validBefore: still waiting until the buffer has passed too. The relayer's next nonce is
+  // ours and the node lost it: the same bytes go out again to fill it (they can only revert now).
   clock_.Advance(31'000);
   ASSERT_TRUE(devnet_->Mine().ok());  // an empty block: chain time moves on
-  EXPECT_EQ(Reconcile().voided, 0);
+  ReconcileReport waiting = Reconcile();
+  EXPECT_EQ(waiting.voided, 0);
+  EXPECT_EQ(waiting.gaps_filled, 1);
+  EXPECT_TRUE(devnet_->GetTransaction(hash)->has_value());
+  ASSERT_TRUE(*devnet_->DropTransaction(hash));
   clock_.Advance(5'000);
   ASSERT_TRUE(devnet_->Mine().ok());
-  EXPECT_EQ(Reconcile().voided, 1);
+  ReconcileReport voided = Reconcile();
+  EXPECT_EQ(voided.voided, 1);
+  EXPECT_EQ(voided.errors, 0);
   EXPECT_EQ(OperationJson(first)["settlement"], "void");
   EXPECT_FALSE(NonceUsed(payment.nonce));
-  // The filler broadcast of the voided transaction reverts: it cannot move money any more.
+  // The void sent the expired bytes once more as the nonce's filler; the node drops them too.
+  // The next pass sends them again, or every later settlement would queue behind the gap.
+  ASSERT_TRUE(*devnet_->DropTransaction(hash));
+  EXPECT_EQ(Reconcile().gaps_filled, 1);
+  EXPECT_TRUE(devnet_->GetTransaction(hash)->has_value());
+  EXPECT_EQ(Reconcile().gaps_filled, 0);  // pending at that nonce now: nothing to do
+  // Mined, the filler reverts: an expired authorization cannot move money any more.
   ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(devnet_->RevertReason(hash), "FiatTokenV2: authorization is expired");
   EXPECT_FALSE(NonceUsed(payment.nonce));
   EXPECT_EQ(Transfers(), 0);
   // A void key is free at once: a new payment with it starts over and is charged once.

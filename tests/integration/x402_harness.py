@@ -1,0 +1,571 @@
+"""Harness for the x402 gateway integration tests (stdlib only).
+
+A fresh Anvil (chain id 84532, so v1 clients can say "base-sepolia") with TestUSDC("USDC", "2"), the
+demo seller, and `agentpay serve` pointed at the chain with --chain-rpc & co. Payments are built three
+ways: by the official clients (tests/chain_env/x402_client.mjs, also --sign-only), or by hand from
+viem signatures (tests/chain_env/sign_auth.mjs) for the invalid and malformed cases.
+
+The money check (money_violations) reads only the chain and the gateway's operation views:
+  - every settled operation names a mined, successful tx with exactly one Transfer of the token, from the
+    operation's payer to payTo, of exactly the operation's amount; no tx is claimed by two operations;
+  - Transfers into payTo == the settled operations plus the transfers the tests made themselves;
+  - every buyer's loss and payTo's gain match those transfers to the unit;
+  - no (authorizer, nonce) was used twice, and every relayer transaction is a successful settlement
+    (or a void operation's own tx reverting as expired: the gateway's filler of its relayer nonce).
+
+Accounts (Anvil's default mnemonic): #0 deploys/mints and makes the tests' own transactions, #1 buyer,
+#2 payTo, #4 relayer (nothing else sends from it), #5 a second buyer, #6 a poor buyer, #7 a stranger.
+"""
+
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHAIN_ENV = os.path.join(os.path.dirname(HERE), "chain_env")
+sys.path.insert(0, HERE)
+sys.path.insert(0, CHAIN_ENV)
+
+import anvil as A  # noqa: E402
+import harness  # noqa: E402
+
+CHAIN_ID = 84532
+NETWORK = "eip155:%d" % CHAIN_ID
+V1_NETWORK = "base-sepolia"
+TOKEN_NAME, TOKEN_VERSION = "USDC", "2"
+DEPLOYER, BUYER, PAY_TO, RELAYER = A.ACCOUNTS[0], A.ACCOUNTS[1], A.ACCOUNTS[2], A.ACCOUNTS[4]
+BUYER2, POOR, STRANGER = A.ACCOUNTS[5], A.ACCOUNTS[6], A.ACCOUNTS[7]
+PRICE = 1000          # route "/" (settle before)
+AFTER_PRICE = 2500    # route "/after" (settle after)
+MINT = 10 ** 9        # 1000 USDC for each buyer
+ADMIN_TOKEN = harness.ADMIN_TOKEN
+ZERO_ADDRESS = "0x" + "0" * 40
+TX_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
+ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+
+
+def eq_addr(a, b):
+    return isinstance(a, str) and isinstance(b, str) and a.lower() == b.lower()
+
+
+def b64json(obj):
+    return base64.b64encode(json.dumps(obj, separators=(",", ":")).encode()).decode()
+
+
+def unb64json(value):
+    return json.loads(base64.b64decode(value, validate=True))
+
+
+def deadline_poll(fn, timeout, interval=0.05, what="condition"):
+    """Call fn() until it returns a truthy value; return it. Raise AssertionError after timeout."""
+    end = time.monotonic() + timeout
+    last = None
+    while True:
+        last = fn()
+        if last:
+            return last
+        if time.monotonic() > end:
+            raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+        time.sleep(interval)
+
+
+# ----------------------------------------------------------------------------------------------- chain
+
+_chains = set()
+
+
+def emergency_shutdown(signum=None, frame=None):
+    """SIGTERM handler: kill every Anvil of ours, then every other child (harness.emergency_shutdown exits)."""
+    for chain in list(_chains):
+        proc = chain.node.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.kill()
+            except OSError:
+                pass
+    harness.emergency_shutdown(signum, frame)
+
+
+class Chain:
+    """One Anvil + TestUSDC, buyers funded. `direct` records the transfers the tests make themselves
+    (not through the gateway) as (from, to, value), so the money check can account for them."""
+
+    def __init__(self, automine=True, token_name=TOKEN_NAME):
+        self.node = A.Anvil(chain_id=CHAIN_ID, automine=automine).start()
+        _chains.add(self)
+        self.rpc = self.node.rpc
+        self.token = A.deploy_test_usdc(self.rpc, token_name, TOKEN_VERSION)
+        self.minted = {}
+        for acct, amount in ((BUYER, MINT), (BUYER2, MINT), (POOR, PRICE - 1)):
+            A.mint(self.rpc, self.token, acct.address, amount)
+            self.minted[acct.address.lower()] = amount
+        self.direct = []
+        self.domain = {"name": TOKEN_NAME, "version": TOKEN_VERSION, "chainId": CHAIN_ID,
+                       "verifyingContract": self.token}
+
+    def stop(self):
+        self.node.stop()
+        _chains.discard(self)
+
+    @property
+    def url(self):
+        return self.node.url
+
+    def now(self):
+        return int(time.time())
+
+    def balance(self, who):
+        return A.balance_of(self.rpc, self.token, who)
+
+    def used(self, authorizer, nonce):
+        return A.authorization_state(self.rpc, self.token, authorizer, nonce)
+
+    def relayer_nonce(self, tag="pending"):
+        return int(self.rpc.call("eth_getTransactionCount", RELAYER.address, tag), 16)
+
+    def transfers(self, from_=None, to=None):
+        return A.transfer_logs(self.rpc, self.token, from_=from_, to=to)
+
+    def transfers_to_pay_to(self):
+        return [t for t in self.transfers(to=PAY_TO.address) if t["from"] != ZERO_ADDRESS]
+
+    def tx(self, tx_hash):
+        return self.rpc.call("eth_getTransactionByHash", tx_hash)
+
+    def pending_relayer_txs(self):
+        content = self.rpc.call("txpool_content") or {}
+        out = []
+        for section in ("pending", "queued"):
+            for sender, by_nonce in (content.get(section) or {}).items():
+                if eq_addr(sender, RELAYER.address):
+                    out.extend(by_nonce.values())
+        return out
+
+    def state(self):
+        """What a refused payment must leave unchanged on chain."""
+        return {"relayer_nonce": self.relayer_nonce(), "relayer_nonce_mined": self.relayer_nonce("latest"),
+                "transfers_to_pay_to": len(self.transfers_to_pay_to()),
+                "buyer": self.balance(BUYER.address), "pay_to": self.balance(PAY_TO.address)}
+
+    def pay_directly(self, auth, signature):
+        """Settle an authorization ourselves (from account #0), recorded as a direct transfer."""
+        receipt = A.transfer_with_authorization(self.rpc, self.token, auth, signature)
+        if int(receipt["status"], 16) != 1:
+            raise AssertionError("direct transferWithAuthorization failed: %r" % receipt)
+        self.direct.append((auth["from"].lower(), auth["to"].lower(), int(auth["value"])))
+        return receipt
+
+    def sign(self, requests):
+        """sign_auth.mjs over a list of {key, message, domain?}; returns the list of results."""
+        reqs = [{"privateKey": r["key"].private_key, "domain": r.get("domain") or self.domain,
+                 "message": r["message"]} for r in requests]
+        return A.sign_authorization(reqs) if reqs else []
+
+
+# ----------------------------------------------------------------------------------------------- payments
+
+def auth_message(chain, to=None, value=PRICE, valid_after=0, valid_before=None, nonce=None, from_=None):
+    m = {"to": to or PAY_TO.address, "value": str(value), "validAfter": str(valid_after),
+         "validBefore": str(valid_before if valid_before is not None else chain.now() + 120)}
+    if nonce:
+        m["nonce"] = nonce
+    if from_:
+        m["from"] = from_
+    return m
+
+
+def v2_payload(accepted, signed, resource=None, extensions=None):
+    """The PAYMENT-SIGNATURE JSON the official v2 client sends, for a viem signature `signed`."""
+    payload = {"x402Version": 2,
+               "payload": {"authorization": dict(signed["message"]), "signature": signed["signature"]},
+               "accepted": dict(accepted)}
+    if resource is not None:
+        payload["resource"] = resource
+    if extensions is not None:
+        payload["extensions"] = extensions
+    return payload
+
+
+def v1_payload(signed, network=V1_NETWORK):
+    return {"x402Version": 1, "scheme": "exact", "network": network,
+            "payload": {"signature": signed["signature"], "authorization": dict(signed["message"])}}
+
+
+def node_json(args, stdin=None, timeout=60):
+    p = subprocess.run(["node", *args], cwd=CHAIN_ENV, input=stdin, capture_output=True, text=True,
+                       timeout=timeout, check=False)
+    lines = p.stdout.strip().splitlines()
+    if not lines:
+        raise AssertionError("node %s printed nothing (rc %d): %s" % (args[0], p.returncode, p.stderr[-2000:]))
+    return json.loads(lines[-1])
+
+
+def official_sign_v2(chain, payment_required_b64, key=BUYER):
+    """The PAYMENT-SIGNATURE value the official v2 client makes for a challenge: {header, value, payload}."""
+    return node_json(["x402_client.mjs", "--sign-only", "--version", "2", "--private-key", key.private_key,
+                      "--network", NETWORK, "--asset", chain.token, "--json"], stdin=payment_required_b64)
+
+
+def official_sign_v1(v1_body, key=BUYER):
+    return node_json(["x402_client.mjs", "--sign-only", "--version", "1", "--private-key", key.private_key,
+                      "--json"], stdin=json.dumps(v1_body))
+
+
+def client_argv(chain, version, url, key=BUYER, method="GET", body=None, headers=()):
+    args = ["node", os.path.join(CHAIN_ENV, "x402_client.mjs"), "--version", str(version), "--url", url,
+            "--private-key", key.private_key, "--method", method, "--timeout-ms", "60000"]
+    if version == 2:
+        args += ["--network", NETWORK, "--asset", chain.token]
+    if body is not None:
+        args += ["--body", body]
+    for h in headers:
+        args += ["--header", h]
+    return args
+
+
+def run_client(chain, version, url, key=BUYER, method="GET", body=None, headers=(), timeout=90):
+    p = subprocess.run(client_argv(chain, version, url, key, method, body, headers), cwd=CHAIN_ENV,
+                       capture_output=True, text=True, timeout=timeout, check=False)
+    lines = p.stdout.strip().splitlines()
+    if not lines:
+        raise AssertionError("x402_client.mjs printed nothing (rc %d): %s" % (p.returncode, p.stderr[-2000:]))
+    out = json.loads(lines[-1])
+    if "error" in out:
+        raise AssertionError("x402_client.mjs got no HTTP answer: %s" % out["error"])
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- gateway
+
+DEFAULT_ROUTES = (
+    {"prefix": "/", "price": PRICE, "settle": "before"},
+    {"prefix": "/after", "price": AFTER_PRICE, "settle": "after"},
+)
+
+
+class X402Gateway(harness.ManagedProcess):
+    """`agentpay serve` on the Anvil chain: [[route]] tables in a TOML --config, SQLite in workdir."""
+
+    def __init__(self, workdir, chain, upstream_url, routes=DEFAULT_ROUTES, asset_name=TOKEN_NAME,
+                 extra_args=(), name="gateway"):
+        self.workdir = workdir
+        self.chain = chain
+        self.port = harness.free_port()
+        self.db_path = os.path.join(workdir, name + ".db")
+        self.token_file = os.path.join(workdir, name + "-admin-token")
+        with open(self.token_file, "w") as f:
+            f.write(ADMIN_TOKEN + "\n")
+        self.relayer_key_file = os.path.join(workdir, name + "-relayer-key")
+        with open(self.relayer_key_file, "w") as f:
+            f.write(RELAYER.private_key + "\n")
+        os.chmod(self.relayer_key_file, 0o600)
+        self.config_path = os.path.join(workdir, name + ".toml")
+        with open(self.config_path, "w") as f:
+            for r in routes:
+                f.write('[[route]]\nprefix = "%s"\nupstream = "%s"\nprice = "%d"\nsettle = "%s"\n\n' % (
+                    r["prefix"], upstream_url, r["price"], r.get("settle", "before")))
+        self.routes = list(routes)
+        self.asset_name = asset_name
+        argv = [harness.binary(), "serve",
+                "--config", self.config_path,
+                "--listen", "127.0.0.1:%d" % self.port,
+                "--db", "sqlite:" + self.db_path,
+                "--admin-token-file", self.token_file,
+                "--chain-rpc", chain.url,
+                "--chain-id", str(CHAIN_ID),
+                "--asset", chain.token,
+                "--asset-name", asset_name,
+                "--asset-version", TOKEN_VERSION,
+                "--pay-to", PAY_TO.address,
+                "--relayer-key-file", self.relayer_key_file] + list(extra_args)
+        super().__init__(name, argv, os.path.join(workdir, name + ".log"))
+
+    def start(self, **kw):
+        return super().start(port=self.port, **kw)
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def request(self, method, path, body=None, headers=None, timeout=harness.HTTP_TIMEOUT_S):
+        return harness.http_request(self.port, method, path, body=body, headers=headers, timeout=timeout)
+
+    def admin(self, method, path, body=None):
+        return self.request(method, path, body=body, headers={"Authorization": "Bearer " + ADMIN_TOKEN})
+
+    def challenge(self, path="/resource", method="GET", body=None, content_type=None):
+        """A request without payment: (response, PAYMENT-REQUIRED value, its JSON, the v1 body)."""
+        headers = {"Content-Type": content_type} if content_type else None
+        r = self.request(method, path, body=body, headers=headers)
+        if r.status != 402:
+            raise AssertionError("expected the 402 challenge for %s %s, got %r" % (method, path, r))
+        header = r.header("PAYMENT-REQUIRED")
+        if not header:
+            raise AssertionError("402 without PAYMENT-REQUIRED: %r" % r)
+        return r, header, unb64json(header), r.json()
+
+    def pay(self, path="/resource", method="GET", body=None, v2=None, v1=None, key=None, fault=None,
+            content_type="application/json", headers=None, timeout=harness.HTTP_TIMEOUT_S):
+        """A request paying with PAYMENT-SIGNATURE (v2: a dict or an already encoded string) or X-PAYMENT."""
+        h = {}
+        if v2 is not None:
+            h["PAYMENT-SIGNATURE"] = v2 if isinstance(v2, str) else b64json(v2)
+        if v1 is not None:
+            h["X-PAYMENT"] = v1 if isinstance(v1, str) else b64json(v1)
+        if key is not None:
+            h["Idempotency-Key"] = key
+        if fault is not None:
+            h["X-Seller-Fault"] = fault
+        if body is not None and content_type:
+            h["Content-Type"] = content_type
+        if headers:
+            h.update(headers)
+        return self.request(method, path, body=body, headers=h, timeout=timeout)
+
+    def operation(self, op_id):
+        r = self.request("GET", "/v1/operations/%s" % op_id)
+        if r.status != 200:
+            raise AssertionError("GET /v1/operations/%s: expected 200, got %r" % (op_id, r))
+        return r.json()
+
+    def trace(self, op_id):
+        r = self.request("GET", "/v1/operations/%s/trace" % op_id)
+        if r.status != 200:
+            raise AssertionError("GET trace of %s: expected 200, got %r" % (op_id, r))
+        return r.json()
+
+    def operations(self, settlement=None):
+        q = "?limit=1000" + ("&settlement=" + settlement if settlement else "")
+        r = self.admin("GET", "/admin/v1/operations" + q)
+        if r.status != 200:
+            raise AssertionError("GET /admin/v1/operations%s: %r" % (q, r))
+        return r.json()["operations"]
+
+    def wait_settlement(self, op_id, wanted, timeout=15.0):
+        wanted = (wanted,) if isinstance(wanted, str) else tuple(wanted)
+        return deadline_poll(lambda: (lambda op: op if op["settlement"] in wanted else None)(self.operation(op_id)),
+                             timeout, what="operation %s settlement in %s" % (op_id, wanted))
+
+    def in_flight(self):
+        return [op for s in ("submitted", "unknown") for op in self.operations(s)]
+
+
+# ----------------------------------------------------------------------------------------------- money check
+
+def payer_of(op):
+    m = ADDRESS.search(str(op.get("principal", "")))
+    return m.group(0).lower() if m else None
+
+
+def money_violations(chain, gateways):
+    """The on-chain money check over everything the gateways settled (see the module docstring)."""
+    errors = []
+    rpc = chain.rpc
+    pay_to = PAY_TO.address.lower()
+    settled = []
+    for gw in gateways:
+        for listed in gw.operations("settled"):
+            settled.append((gw, gw.operation(listed["id"])))
+
+    claimed = {}
+    for gw, op in settled:
+        where = "%s op %s (principal %r, amount %r, tx %r)" % (gw.name, op["id"], op.get("principal"),
+                                                               op.get("amount"), op.get("tx_hash"))
+        h = op.get("tx_hash")
+        if not isinstance(h, str) or not TX_HASH.match(h):
+            errors.append("%s: settled without a tx_hash" % where)
+            continue
+        if h.lower() in claimed:
+            errors.append("%s: tx also claimed by op %s (one transfer counted twice)" % (where, claimed[h.lower()]))
+        claimed[h.lower()] = op["id"]
+        receipt = rpc.receipt(h)
+        if receipt is None or int(receipt["status"], 16) != 1:
+            errors.append("%s: settled but the tx is %s" % (where, "not mined" if receipt is None else "reverted"))
+            continue
+        logs = [lg for lg in receipt["logs"] if lg["topics"] and lg["topics"][0] == A.TRANSFER_TOPIC
+                and eq_addr(lg["address"], chain.token)]
+        if len(logs) != 1:
+            errors.append("%s: receipt has %d Transfer logs of the token, expected 1" % (where, len(logs)))
+            continue
+        lg = logs[0]
+        frm, to, value = "0x" + lg["topics"][1][-40:], "0x" + lg["topics"][2][-40:], int(lg["data"], 16)
+        payer = payer_of(op)
+        if payer is None:
+            errors.append("%s: the operation's principal names no payer address" % where)
+        elif frm != payer:
+            errors.append("%s: Transfer is from %s, the operation's payer is %s" % (where, frm, payer))
+        if to != pay_to:
+            errors.append("%s: Transfer goes to %s, not payTo %s" % (where, to, pay_to))
+        if str(value) != str(op.get("amount")):
+            errors.append("%s: Transfer of %d, the operation's amount is %r" % (where, value, op.get("amount")))
+
+    # every transfer into payTo is a settled operation or one of the tests' own transfers
+    logs = chain.transfers_to_pay_to()
+    expected_in = sum(int(op["amount"]) for _, op in settled) + sum(v for f, t, v in chain.direct if t == pay_to)
+    got_in = sum(t["value"] for t in logs)
+    n_expected = len(settled) + sum(1 for f, t, v in chain.direct if t == pay_to)
+    if got_in != expected_in or len(logs) != n_expected:
+        errors.append("payTo received %d in %d Transfers; settled operations + direct transfers account for %d "
+                      "in %d" % (got_in, len(logs), expected_in, n_expected))
+    bal_pay_to = chain.balance(PAY_TO.address)
+    if bal_pay_to != got_in:
+        errors.append("payTo balance %d != the %d it received" % (bal_pay_to, got_in))
+    for addr, minted in chain.minted.items():
+        out = sum(t["value"] for t in chain.transfers(from_=addr))
+        via_ops = sum(int(op["amount"]) for _, op in settled if payer_of(op) == addr)
+        direct = sum(v for f, t, v in chain.direct if f == addr)
+        bal = chain.balance(addr)
+        if bal != minted - out:
+            errors.append("buyer %s: balance %d != minted %d - sent %d" % (addr, bal, minted, out))
+        if out != via_ops + direct:
+            errors.append("buyer %s lost %d; its settled operations (%d) + direct transfers (%d) account for %d"
+                          % (addr, out, via_ops, direct, via_ops + direct))
+
+    # no authorization used twice; every relayer transaction is one successful settlement
+    used = rpc.get_logs(chain.token, [A.AUTHORIZATION_USED_TOPIC], 0, "latest")
+    keys = [(lg["topics"][1].lower(), lg["topics"][2].lower()) for lg in used]
+    if len(keys) != len(set(keys)):
+        errors.append("an authorization nonce was used twice: %r" % keys)
+    latest = rpc.block_number()
+    relayer_txs = []
+    for n in range(latest + 1):
+        for tx in rpc.call("eth_getBlockByNumber", hex(n), True)["transactions"]:
+            if eq_addr(tx["from"], RELAYER.address):
+                relayer_txs.append(tx)
+    # A void operation's own tx may be mined after the fact and revert as expired: the gateway sends it
+    # on purpose to use up the relayer nonce it holds (reconciler: "fills the relayer nonce"). Harmless.
+    void_txs = set()
+    for gw in gateways:
+        for op in gw.operations("void"):
+            h = gw.operation(op["id"]).get("tx_hash")
+            if isinstance(h, str):
+                void_txs.add(h.lower())
+    for tx in relayer_txs:
+        receipt = rpc.receipt(tx["hash"])
+        if int(receipt["status"], 16) != 1:
+            reason = rpc.revert_reason(tx["to"], tx["input"], RELAYER.address) if tx.get("to") else None
+            if tx["hash"].lower() in void_txs and "expired" in (reason or ""):
+                continue
+            errors.append("relayer tx %s reverted (%s): a settlement that could not succeed was submitted" % (
+                tx["hash"], reason))
+        elif tx["hash"].lower() not in claimed:
+            errors.append("relayer tx %s succeeded but no settled operation claims it" % tx["hash"])
+    return errors
+
+
+# ----------------------------------------------------------------------------------------------- base class
+
+class X402TestCase(unittest.TestCase):
+    """One Anvil, seller and gateway per class; the money check after every test."""
+
+    automine = True
+    gateway_args = ()
+    routes = DEFAULT_ROUTES
+    quiesce_timeout = 15.0
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="agentpay-x402-")
+        harness._workdirs.add(cls.workdir)
+        cls.chain = None
+        cls.seller = None
+        cls.gw = None
+        cls.gateways = []
+        try:
+            cls.chain = Chain(automine=cls.automine)
+            cls.seller = harness.Seller(cls.workdir)
+            cls.seller.start()
+            cls.gw = cls.start_gateway()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def start_gateway(cls, **kw):
+        kw.setdefault("routes", cls.routes)
+        kw.setdefault("extra_args", cls.gateway_args)
+        gw = X402Gateway(cls.workdir, cls.chain, cls.seller.url, **kw)
+        gw.start()
+        cls.gateways.append(gw)
+        return gw
+
+    @classmethod
+    def tearDownClass(cls):
+        for gw in getattr(cls, "gateways", []):
+            gw.stop()
+        if getattr(cls, "seller", None):
+            cls.seller.kill9()
+        if getattr(cls, "chain", None):
+            cls.chain.stop()
+        keep = os.environ.get("AGENTPAY_IT_KEEP")
+        if keep:
+            print("kept %s" % cls.workdir, file=sys.stderr)
+        else:
+            shutil.rmtree(cls.workdir, ignore_errors=True)
+        harness._workdirs.discard(cls.workdir)
+
+    def tearDown(self):
+        self.chain.node.resume()
+        for gw in self.gateways:
+            if gw.alive():
+                os.kill(gw.popen.pid, signal.SIGCONT)
+        errors = []
+        try:
+            if not self.chain.rpc.get_automine():
+                if self.chain.rpc.pending_count():
+                    self.chain.rpc.mine()
+            for gw in self.gateways:
+                if gw.alive():
+                    try:
+                        deadline_poll(lambda: not gw.in_flight(), self.quiesce_timeout,
+                                      what="%s: no operation left submitted/unknown" % gw.name)
+                    except AssertionError as e:
+                        errors.append(str(e)[:600])
+            errors += money_violations(self.chain, [gw for gw in self.gateways if gw.alive()])
+        except AssertionError as e:
+            errors.append(str(e))
+        if errors:
+            raise AssertionError("money check failed:\n  - %s\n--- gateway output (tail) ---\n%s" % (
+                "\n  - ".join(errors), self.gw.output()[-4000:]))
+
+    # -- helpers
+
+    def assertProblem(self, resp, status, code, msg=None):
+        ctx = "%s%r" % ((msg + ": ") if msg else "", resp)
+        self.assertEqual(resp.status, status, ctx)
+        ctype = resp.header("Content-Type") or ""
+        self.assertTrue(ctype.startswith("application/"), "problem response content type %r: %s" % (ctype, ctx))
+        doc = resp.json()
+        self.assertEqual(doc.get("code"), code, ctx)
+        return doc
+
+    def assertPaidResponse(self, resp, version=2, replayed=None, payer=BUYER):
+        """200 with the seller's body and a PAYMENT-RESPONSE naming a mined tx; returns (body, settle response)."""
+        self.assertEqual(resp.status, 200, resp)
+        self.assertTrue(resp.operation_id, "AgentPay-Operation-Id missing: %r" % resp)
+        self.assertIn(resp.replayed, ("true", "false"), resp)
+        if replayed is not None:
+            self.assertEqual(resp.replayed, replayed, resp)
+        body = json.loads(resp.body)
+        self.assertEqual(body.get("ok"), True, resp)
+        name = "PAYMENT-RESPONSE" if version == 2 else "X-PAYMENT-RESPONSE"
+        other = "X-PAYMENT-RESPONSE" if version == 2 else "PAYMENT-RESPONSE"
+        value = resp.header(name)
+        self.assertIsNotNone(value, "%s missing: %r" % (name, resp))
+        self.assertIsNone(resp.header(other), "%s on a v%d payment: %r" % (other, version, resp))
+        settle = unb64json(value)
+        self.assertIs(settle.get("success"), True, settle)
+        self.assertRegex(settle.get("transaction", ""), TX_HASH, settle)
+        self.assertEqual(settle.get("network"), NETWORK if version == 2 else V1_NETWORK, settle)
+        self.assertTrue(eq_addr(settle.get("payer"), payer.address), settle)
+        receipt = self.chain.rpc.receipt(settle["transaction"])
+        self.assertIsNotNone(receipt, "PAYMENT-RESPONSE names a tx that is not mined: %r" % settle)
+        self.assertEqual(int(receipt["status"], 16), 1, receipt)
+        return body, settle
