@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/devnet_admin.h"
 #include "cli/seller.h"
 #include "cli/sim_http.h"
 #include "cli/system_world.h"
@@ -272,9 +273,15 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   limits.max_connections = static_cast<size_t>(options.max_connections);
   auto server = HttpServer::StartAsync(
       listen->first, listen->second, limits,
-      [&gateway](std::shared_ptr<const HttpRequest> request, Respond respond) {
+      [&gateway, devnet = settlement->devnet, token = config->admin_token](
+          std::shared_ptr<const HttpRequest> request, Respond respond) {
         // The model is answered here: the gateway may not include src/sim (DESIGN layering).
         if (auto sim = HandleSimRequest(*request)) return respond(std::move(*sim));
+        if (devnet != nullptr) {
+          if (auto answer = HandleDevnetAdmin(*request, *devnet, token)) {
+            return respond(std::move(*answer));
+          }
+        }
         gateway.HandleAsync(std::move(request), std::move(respond));
       });
   if (!server.ok()) return Fail(server.status().message());
