@@ -11,6 +11,7 @@
 
 #include "chain/devnet.h"
 #include "chain/eip712.h"
+#include "chain/settlement_tx.h"
 #include "gateway/gateway.h"
 #include "gateway_test_support.h"
 #include "workers/reconciler.h"
@@ -85,6 +86,7 @@ class X402GatewayTest : public ::testing::Test {
     config.receipt_timeout_ms = 300;
     config.expiry_buffer_seconds = 5;
     config.attach_wait_ms = 2000;
+    config.admin_token = "admin-secret";
     config_ = config;
     gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, upstream_,
                                          settler_.get());
@@ -102,6 +104,8 @@ class X402GatewayTest : public ::testing::Test {
   struct Signed {
     std::string header;
     chain::Hash32 nonce;
+    chain::TransferAuthorization authorization;
+    chain::Signature signature;
   };
   // A v2 payment signed by the buyer, as the official client builds it: validAfter 0,
   // validBefore now + 120 s, a fresh nonce.
@@ -133,7 +137,7 @@ class X402GatewayTest : public ::testing::Test {
     requirements.asset_version = "2";
     requirements.max_timeout_seconds = 120;
     payload.accepted = x402::AcceptedEntry(requirements);
-    return {x402::EncodePaymentHeader(payload), a.nonce};
+    return {x402::EncodePaymentHeader(payload), a.nonce, a, payload.signature};
   }
 
   HttpResponse Pay(const std::string& header, const std::string& key = "",
@@ -213,7 +217,7 @@ class X402GatewayTest : public ::testing::Test {
       settled = static_cast<int>(ops->size());
       return Status::Ok();
     }).ok());
-    EXPECT_EQ(TokenBalance(pay_to_), settled * kPrice);
+    EXPECT_EQ(TokenBalance(pay_to_), settled * kPrice + stranger_paid_);
     EXPECT_EQ(TokenBalance(buyer()) + TokenBalance(pay_to_), kFunding);
   }
 
@@ -228,6 +232,7 @@ class X402GatewayTest : public ::testing::Test {
   GatewayConfig config_;
   std::unique_ptr<Gateway> gateway_;
   int nonces_ = 0;
+  int64_t stranger_paid_ = 0;  // moved to payTo by transactions that are not the gateway's
 };
 
 TEST_F(X402GatewayTest, PaysOnceAndReplaysTheSameSignature) {
@@ -359,6 +364,45 @@ TEST_F(X402GatewayTest, DroppedTransactionIsRebroadcastThenVoidAfterExpiry) {
   EXPECT_EQ(fresh.status, 200) << fresh.body;
   EXPECT_NE(fresh.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
   EXPECT_EQ(Transfers(), 1);
+}
+
+TEST_F(X402GatewayTest, NonceSpentByAnotherTransactionIsFailed409WithAnAlertNever402) {
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  Signed payment = Sign();
+  HttpResponse first = Pay(payment.header, "raced");
+  ASSERT_EQ(first.status, 202) << first.body;
+  auto ours = *chain::ParseHash32(OperationJson(first)["tx_hash"].get<std::string>());
+  ASSERT_TRUE(*devnet_->DropTransaction(ours));
+  // Someone else relays the very same authorization with a transaction of their own.
+  const chain::PrivateKey stranger = Key(0x77);
+  auto theirs = chain::BuildTransferWithAuthorizationTx(
+      payment.authorization, payment.signature, token_, kChainId, 0, *devnet_->Fees(), 200000,
+      stranger);
+  ASSERT_TRUE(theirs.ok());
+  ASSERT_TRUE(devnet_->SendRawTransaction(theirs->raw).ok());
+  ASSERT_TRUE(devnet_->Mine().ok());
+  ASSERT_TRUE(NonceUsed(payment.nonce));
+  EXPECT_EQ(Reconcile().failed, 1);
+  nlohmann::json op = OperationJson(first);
+  EXPECT_EQ(op["settlement"], "failed");
+  EXPECT_EQ(op["fulfillment"], "rejected");
+  // The payer may well have paid (here payTo was): never a 402 that invites a second signature.
+  HttpResponse retry = Pay(Sign().header, "raced");
+  EXPECT_EQ(retry.status, 409) << retry.body;
+  EXPECT_EQ(Code(retry), "settlement_failed");
+  EXPECT_EQ(SettleResponse(retry)["success"], false);
+  EXPECT_EQ(SettleResponse(retry)["errorReason"], "settlement_failed");
+  HttpRequest alerts;
+  alerts.method = "GET";
+  alerts.target = "/admin/v1/alerts";
+  alerts.headers = {{"Authorization", "Bearer admin-secret"}};
+  HttpResponse listed = gateway_->Handle(alerts);
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_NE(listed.body.find("settlement_failed"), std::string::npos) << listed.body;
+  EXPECT_EQ(upstream_.calls(), 0);
+  // The stranger's transfer reached payTo; the gateway never counted it as its own settlement.
+  EXPECT_EQ(TokenBalance(pay_to_), kPrice);
+  stranger_paid_ = kPrice;
 }
 
 TEST_F(X402GatewayTest, InvalidPaymentsAre402WithTheReasonAndSendNothing) {
