@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/admin_command.h"
+#include "cli/pay_command.h"
 #include "cli/seller.h"
 #include "cli/serve.h"
 #include "cli/sim_command.h"
@@ -25,6 +26,9 @@ int main(int argc, char** argv) {
   CLI::App* admin = app.add_subcommand("admin", "admin calls over HTTP");
   auto run_admin = agentpay::AddAdminCommands(*admin);
 
+  CLI::App* pay = app.add_subcommand("pay", "the agent client: pay for one request");
+  auto run_pay = agentpay::AddPayCommand(*pay);
+
   CLI::App* sim = app.add_subcommand("sim", "run the request/effect model (MODEL.md)");
   auto run_sim = agentpay::AddSimCommand(*sim);
 
@@ -38,6 +42,7 @@ int main(int argc, char** argv) {
   if (serve->parsed()) return agentpay::RunServe(*serve, serve_options);
   if (seller->parsed()) return agentpay::RunSeller(seller_listen, seller_fault);
   if (admin->parsed()) return run_admin();
+  if (pay->parsed()) return run_pay();
   if (sim->parsed()) return run_sim();
   return 2;
 }

@@ -1,5 +1,6 @@
 // A thin RAII layer over one SQLite connection: cached prepared statements, typed binding and
-// column access, and errors as Status values. Used only inside src/store.
+// column access, and errors as Status values. Used by src/store, and by the devnet (src/chain) and
+// the agent client's budget file (src/client), which keep SQLite files of their own.
 #pragma once
 
 #include <sqlite3.h>

@@ -1,0 +1,146 @@
+// The AgentPay agent client (CONTRACT §6), the library behind `agentpay pay`: pays for one HTTP
+// request with a wallet API key or an x402 buyer key, against a local budget file, retrying with
+// the same idempotency key and the same signed payment so that one business action is paid at most
+// once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace agentpay::client {
+
+// The process exit codes of `agentpay pay` (CONTRACT §6; 1 is ours, see docs/agent-client.md).
+enum class ExitCode : int {
+  kPaid = 0,        // paid (or free) and served: the body is in PayResult::body
+  kError = 1,       // could not run (bad setup, budget file, no price): nothing was paid
+  kRejected = 2,    // refused for good (4xx, a payment the server will not take)
+  kUnknown = 3,     // the outcome is not known after the attempt budget; state kept for reconcile
+  kOverBudget = 4,  // the budget cannot cover the price: no payment was signed or sent
+};
+
+// The budget file used when none is given: in the current directory.
+inline constexpr std::string_view kDefaultBudgetDb = "agentpay-budget.db";
+// How long after validBefore an unused authorization still counts as "may land" (clock skew
+// between nodes, shallow reorgs): the same 30 s the gateway uses.
+inline constexpr int64_t kDefaultExpiryBufferSeconds = 30;
+
+using Header = std::pair<std::string, std::string>;
+
+struct PayOptions {
+  std::string url;  // http://HOST[:PORT]/PATH[?QUERY]
+  std::string method = "GET";
+  std::string body;
+  std::vector<Header> headers;  // extra request headers (e.g. Content-Type)
+  // Exactly one way to pay: a wallet API key (Authorization: Bearer), or an x402 buyer key
+  // (0x + 64 hex digits, the content of --buyer-key-file).
+  std::string api_key;
+  std::string buyer_key;
+  // The idempotency key: derived from task and step (DeriveKey), or given; with neither, a random
+  // key good for this run only.
+  std::optional<std::string> task;
+  std::optional<uint64_t> step;
+  std::string idempotency_key;
+  std::string budget_db = std::string(kDefaultBudgetDb);
+  std::optional<int64_t> budget;       // required when the file is created; must match afterwards
+  int max_attempts = 5;                // paid sends of the request, the first included
+  int64_t timeout_ms = 60000;          // deadline of the whole run, polling included
+  int64_t attempt_timeout_ms = 15000;  // one HTTP exchange
+  int x402_version = 0;                // 0: v2 when offered, else v1; or 1 / 2
+  std::string asset;                   // when set, only a challenge in this asset is paid
+  std::string chain_rpc;               // optional: evidence for "paid, not delivered"
+};
+
+// What the chain and the server say about a payment whose response was lost.
+struct Evidence {
+  std::string payer;
+  std::string nonce;
+  std::string transaction;                 // tx hash, when found
+  std::optional<bool> authorization_used;  // authorizationState(payer, nonce), when asked
+};
+
+struct PayResult {
+  ExitCode exit_code = ExitCode::kError;
+  // "paid", "free", "rejected", "unknown", "paid_not_delivered", "over_budget", "error"
+  std::string outcome;
+  std::string message;  // one sentence in plain words
+  std::string key;
+  int64_t amount = 0;             // reserved for this key (0 when nothing was reserved)
+  std::string reservation_state;  // reserved, spent, released, unknown, or "" (none)
+  int http_status = 0;            // of the last answer (0: none)
+  std::vector<Header> response_headers;
+  std::string body;          // of the last answer
+  int attempts = 0;          // paid sends made in this run
+  bool replayed = false;     // Idempotent-Replayed: true
+  std::string operation_id;  // AgentPay-Operation-Id, when seen
+  std::string reason;        // problem code or x402 reason of a refusal
+  Evidence evidence;
+  int64_t budget_total = 0;
+  int64_t budget_committed = 0;  // reserved + spent + unknown, after this run
+};
+
+// One line of progress in plain words, for a person at a terminal.
+using Progress = std::function<void(std::string_view line)>;
+
+// Pays for one request. Never throws.
+PayResult Pay(const PayOptions& options, const Progress& progress = {});
+
+// The idempotency key of step `step` of task `task`:
+//   "task:" + the first 32 hex digits of SHA-256(task) + ":step:" + step (decimal)
+// e.g. DeriveKey("q3-report", 2) == "task:<32 hex>:step:2". The hash keeps any task text within the
+// 255 visible ASCII characters an Idempotency-Key allows.
+std::string DeriveKey(std::string_view task, uint64_t step);
+
+struct Reservation {
+  std::string key;
+  std::string state;  // reserved, spent, released, unknown
+  int64_t amount = 0;
+  std::string method, url;
+  std::string scheme;  // "wallet" or "x402"
+  int x402_version = 0;
+  std::string payer, nonce, asset, pay_to;
+  uint64_t chain_id = 0;
+  int64_t valid_before_s = 0;
+  std::string operation_id, transaction, note;
+  int64_t sends = 0;
+  int64_t created_ms = 0, updated_ms = 0;
+};
+
+struct BudgetReport {
+  std::string error;  // non-empty: the file could not be read
+  int64_t total = 0;
+  int64_t committed = 0;  // reserved + spent + unknown
+  int64_t spent = 0;
+  std::vector<Reservation> reservations;  // oldest first
+};
+BudgetReport ReadBudget(const std::string& budget_db);
+
+struct ReconcileOptions {
+  std::string budget_db = std::string(kDefaultBudgetDb);
+  std::string chain_rpc;  // needed for x402 reservations
+  int64_t expiry_buffer_seconds = kDefaultExpiryBufferSeconds;
+  int64_t timeout_ms = 10000;  // per call to a gateway or node
+};
+
+struct ReconcileChange {
+  std::string key;
+  std::string from, to;  // states
+  std::string why;
+};
+
+struct ReconcileReport {
+  std::string error;  // non-empty: could not run at all
+  std::vector<ReconcileChange> changes;
+  std::vector<ReconcileChange> kept;  // looked at, left as they were (to == from), with why
+  int64_t committed = 0;
+  int64_t total = 0;
+};
+// Settles the reservations whose outcome is not known (CONTRACT §5): wallet ones by the gateway's
+// operation, x402 ones by the chain. Reservations a running `pay` holds are skipped.
+ReconcileReport Reconcile(const ReconcileOptions& options, const Progress& progress = {});
+
+}  // namespace agentpay::client

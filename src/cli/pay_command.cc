@@ -1,0 +1,268 @@
+// See pay_command.h. Flags become client::PayOptions; progress and the outcome go to stderr in
+// plain words, the response body to stdout, or, with --json, one JSON object to stdout.
+#include "cli/pay_command.h"
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "agentpay/client.h"
+#include "cli/serve_config.h"
+#include "core/money.h"
+
+namespace agentpay {
+namespace {
+
+using Json = nlohmann::json;
+
+struct PayFlags {
+  client::PayOptions options;
+  std::string budget_text;
+  std::vector<std::string> headers;
+  std::string api_key_file, buyer_key_file;
+  bool json = false;
+  CLI::Option* method = nullptr;
+  CLI::Option* data = nullptr;
+  client::ReconcileOptions reconcile;
+  std::string list_db = std::string(client::kDefaultBudgetDb);
+  bool list_json = false, reconcile_json = false;
+};
+
+void Say(std::string_view line) {
+  std::fprintf(stderr, "agentpay pay: %.*s\n", static_cast<int>(line.size()), line.data());
+}
+
+bool Fail(std::string_view line) {
+  Say(line);
+  return false;
+}
+
+// Usage errors exit 2, as CLI11's own do in main.cc (nothing was paid).
+constexpr int kUsage = 2;
+
+std::string Dump(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Json ResultJson(const client::PayResult& r) {
+  Json evidence = {{"payer", r.evidence.payer},
+                   {"nonce", r.evidence.nonce},
+                   {"transaction", r.evidence.transaction}};
+  if (r.evidence.authorization_used)
+    evidence["authorization_used"] = *r.evidence.authorization_used;
+  return Json{
+      {"outcome", r.outcome},
+      {"exit_code", static_cast<int>(r.exit_code)},
+      {"message", r.message},
+      {"key", r.key},
+      {"amount", FormatAmount(r.amount)},
+      {"reservation_state", r.reservation_state},
+      {"http_status", r.http_status},
+      {"replayed", r.replayed},
+      {"attempts", r.attempts},
+      {"operation_id", r.operation_id},
+      {"reason", r.reason},
+      {"body", r.body},
+      {"evidence", evidence},
+      {"budget",
+       {{"total", FormatAmount(r.budget_total)}, {"committed", FormatAmount(r.budget_committed)}}}};
+}
+
+// Reads the secret files and the text flags into the options; false (after saying why) on error.
+bool Resolve(PayFlags& flags) {
+  client::PayOptions& o = flags.options;
+  if (!flags.budget_text.empty()) {
+    auto amount = ParseAmount(flags.budget_text);
+    if (!amount) return Fail("--budget must be a whole number of atomic units");
+    o.budget = *amount;
+  }
+  for (const std::string& header : flags.headers) {
+    auto colon = header.find(':');
+    if (colon == std::string::npos || colon == 0) {
+      return Fail("--header must look like 'Name: value', got '" + header + "'");
+    }
+    std::string value = header.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    o.headers.emplace_back(header.substr(0, colon), value);
+  }
+  for (auto [file, target] : {std::pair{&flags.api_key_file, &o.api_key},
+                              std::pair{&flags.buyer_key_file, &o.buyer_key}}) {
+    if (file->empty()) continue;
+    auto secret = ReadSecretFile(*file);
+    if (!secret.ok()) return Fail(secret.status().message());
+    *target = *secret;
+  }
+  // Like curl: a request with a body is a POST unless --method says otherwise.
+  if (flags.data->count() > 0 && flags.method->count() == 0) o.method = "POST";
+  if (o.max_attempts < 1 || o.timeout_ms < 1 || o.attempt_timeout_ms < 1) {
+    return Fail("--max-attempts, --timeout-ms and --attempt-timeout-ms must be positive");
+  }
+  return true;
+}
+
+int RunPayFlags(PayFlags& flags) {
+  if (!Resolve(flags)) return kUsage;
+  client::PayResult result = client::Pay(flags.options, Say);
+  if (flags.json) {
+    std::printf("%s\n", Dump(ResultJson(result)).c_str());
+  } else if (result.exit_code == client::ExitCode::kPaid) {
+    std::fwrite(result.body.data(), 1, result.body.size(), stdout);
+    if (!result.body.empty() && result.body.back() != '\n') std::fputc('\n', stdout);
+  }
+  Say(result.message);
+  return static_cast<int>(result.exit_code);
+}
+
+int RunBudget(const PayFlags& flags) {
+  client::BudgetReport report = client::ReadBudget(flags.list_db);
+  if (!report.error.empty()) {
+    Say(report.error);
+    return static_cast<int>(client::ExitCode::kError);
+  }
+  if (flags.list_json) {
+    Json rows = Json::array();
+    for (const client::Reservation& r : report.reservations) {
+      rows.push_back({{"key", r.key},
+                      {"state", r.state},
+                      {"amount", FormatAmount(r.amount)},
+                      {"method", r.method},
+                      {"url", r.url},
+                      {"scheme", r.scheme},
+                      {"x402_version", r.x402_version},
+                      {"payer", r.payer},
+                      {"nonce", r.nonce},
+                      {"asset", r.asset},
+                      {"pay_to", r.pay_to},
+                      {"chain_id", r.chain_id},
+                      {"valid_before_s", r.valid_before_s},
+                      {"operation_id", r.operation_id},
+                      {"transaction", r.transaction},
+                      {"note", r.note},
+                      {"sends", r.sends},
+                      {"created_ms", r.created_ms},
+                      {"updated_ms", r.updated_ms}});
+    }
+    std::printf("%s\n", Dump(Json{{"total", FormatAmount(report.total)},
+                                  {"committed", FormatAmount(report.committed)},
+                                  {"spent", FormatAmount(report.spent)},
+                                  {"available", FormatAmount(report.total - report.committed)},
+                                  {"reservations", rows}})
+                            .c_str());
+    return 0;
+  }
+  std::printf("budget %s: total %lld, committed %lld (spent %lld), available %lld\n",
+              flags.list_db.c_str(), static_cast<long long>(report.total),
+              static_cast<long long>(report.committed), static_cast<long long>(report.spent),
+              static_cast<long long>(report.total - report.committed));
+  for (const client::Reservation& r : report.reservations) {
+    std::printf("%-9s %10lld  %-6s %s %s  key %s%s%s\n", r.state.c_str(),
+                static_cast<long long>(r.amount), r.scheme.c_str(), r.method.c_str(), r.url.c_str(),
+                r.key.c_str(), r.note.empty() ? "" : "\n          ", r.note.c_str());
+  }
+  return 0;
+}
+
+int RunReconcile(const PayFlags& flags) {
+  client::ReconcileReport report = client::Reconcile(flags.reconcile, Say);
+  if (!report.error.empty()) {
+    Say(report.error);
+    return static_cast<int>(client::ExitCode::kError);
+  }
+  auto rows = [](const std::vector<client::ReconcileChange>& changes) {
+    Json out = Json::array();
+    for (const auto& c : changes) {
+      out.push_back({{"key", c.key}, {"from", c.from}, {"to", c.to}, {"why", c.why}});
+    }
+    return out;
+  };
+  if (flags.reconcile_json) {
+    std::printf("%s\n", Dump(Json{{"changes", rows(report.changes)},
+                                  {"kept", rows(report.kept)},
+                                  {"total", FormatAmount(report.total)},
+                                  {"committed", FormatAmount(report.committed)}})
+                            .c_str());
+  }
+  Say(std::to_string(report.changes.size()) + " reservation(s) settled, " +
+      std::to_string(report.kept.size()) + " still open; committed " +
+      std::to_string(report.committed) + " of " + std::to_string(report.total));
+  // 3: some outcomes are still unknown (run again later), like `pay` itself.
+  return report.kept.empty() ? 0 : static_cast<int>(client::ExitCode::kUnknown);
+}
+
+void AddPayFlags(CLI::App& pay, PayFlags& f) {
+  client::PayOptions& o = f.options;
+  pay.add_option("url", o.url, "the paid URL (http://HOST[:PORT]/PATH)");
+  f.method = pay.add_option("--method,-X", o.method, "HTTP method (default GET, POST with --data)");
+  f.data = pay.add_option("--data,-d", o.body, "request body");
+  pay.add_option("--header,-H", f.headers, "extra request header 'Name: value' (repeatable)");
+  auto* api_key =
+      pay.add_option("--api-key", o.api_key, "pay from a wallet: the account's API key");
+  auto* api_key_file =
+      pay.add_option("--api-key-file", f.api_key_file, "file holding the wallet API key");
+  auto* buyer = pay.add_option("--buyer-key-file", f.buyer_key_file,
+                               "pay with x402: file holding the buyer's private key (0x + 64 hex)");
+  api_key->excludes(api_key_file)->excludes(buyer);
+  api_key_file->excludes(buyer);
+  auto* task = pay.add_option("--task", o.task, "the agent's task name (key derivation)");
+  auto* step = pay.add_option("--step", o.step, "the step number within the task (key derivation)");
+  auto* key = pay.add_option("--idempotency-key", o.idempotency_key,
+                             "the key naming this business action, instead of --task/--step");
+  task->needs(step);
+  step->needs(task);
+  key->excludes(task)->excludes(step);
+  pay.add_option("--budget-db", o.budget_db, "the budget file (shared by concurrent runs)")
+      ->capture_default_str();
+  pay.add_option(
+      "--budget", f.budget_text,
+      "total of the budget file in atomic units; required to create it, must match after");
+  pay.add_option("--max-attempts", o.max_attempts, "paid sends at most, the first included")
+      ->capture_default_str();
+  pay.add_option("--timeout-ms", o.timeout_ms, "deadline of the whole run, polling included")
+      ->capture_default_str();
+  pay.add_option("--attempt-timeout-ms", o.attempt_timeout_ms, "deadline of one HTTP exchange")
+      ->capture_default_str();
+  pay.add_option("--x402-version", o.x402_version, "1 or 2 (default: 2 when offered, else 1)")
+      ->check(CLI::IsMember({1, 2}));
+  pay.add_option("--asset", o.asset, "pay only a challenge in this token (x402 spend control)");
+  pay.add_option("--chain-rpc", o.chain_rpc,
+                 "EVM JSON-RPC URL: evidence on chain when a paid answer was lost");
+  pay.add_flag("--json", f.json, "print one JSON object on stdout instead of the body");
+}
+
+}  // namespace
+
+std::function<int()> AddPayCommand(CLI::App& pay) {
+  auto flags = std::make_shared<PayFlags>();
+  pay.footer(
+      "Exit codes: 0 paid and served, 1 could not run (nothing paid), 2 rejected, 3 outcome "
+      "unknown (state kept for `agentpay pay reconcile`), 4 over budget (nothing sent).\n"
+      "The key of --task T --step N is \"task:\" + first 32 hex digits of sha256(T) + \":step:\" + "
+      "N. See docs/agent-client.md.");
+  AddPayFlags(pay, *flags);
+  CLI::App* budget = pay.add_subcommand("budget", "list the budget file's reservations");
+  budget->add_option("--budget-db", flags->list_db, "the budget file")->capture_default_str();
+  budget->add_flag("--json", flags->list_json, "one JSON object on stdout");
+  CLI::App* reconcile =
+      pay.add_subcommand("reconcile", "settle reservations whose outcome is unknown (CONTRACT §5)");
+  reconcile->add_option("--budget-db", flags->reconcile.budget_db, "the budget file")
+      ->capture_default_str();
+  reconcile->add_option("--chain-rpc", flags->reconcile.chain_rpc,
+                        "EVM JSON-RPC URL (needed for x402 reservations)");
+  reconcile
+      ->add_option("--expiry-buffer-s", flags->reconcile.expiry_buffer_seconds,
+                   "seconds after validBefore before an unused authorization is released")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  reconcile->add_flag("--json", flags->reconcile_json, "one JSON object on stdout");
+  return [flags, budget, reconcile]() -> int {
+    if (budget->parsed()) return RunBudget(*flags);
+    if (reconcile->parsed()) return RunReconcile(*flags);
+    if (flags->options.url.empty()) {
+      Say("give the URL to pay for (agentpay pay --help)");
+      return kUsage;
+    }
+    return RunPayFlags(*flags);
+  };
+}
+
+}  // namespace agentpay

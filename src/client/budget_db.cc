@@ -1,0 +1,409 @@
+// The budget file over SQLite; see budget_db.h. Decisions are core/budget.h's; this file only reads
+// the facts they need and writes their outcome, each in one BEGIN IMMEDIATE transaction.
+#include "client/budget_db.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "store/sqlite_db.h"
+
+namespace agentpay::client {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS budget (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  total INTEGER NOT NULL CHECK (total >= 0),
+  schema_version INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS reservations (
+  key TEXT PRIMARY KEY,
+  fingerprint TEXT NOT NULL,
+  method TEXT NOT NULL,
+  url TEXT NOT NULL,
+  amount INTEGER NOT NULL CHECK (amount > 0),
+  state TEXT NOT NULL CHECK (state IN ('reserved', 'spent', 'released', 'unknown')),
+  scheme TEXT NOT NULL CHECK (scheme IN ('wallet', 'x402')),
+  x402_version INTEGER NOT NULL,
+  payment_header TEXT NOT NULL,
+  payer TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  asset TEXT NOT NULL,
+  pay_to TEXT NOT NULL,
+  chain_id INTEGER NOT NULL,
+  valid_before_s INTEGER NOT NULL,
+  operation_id TEXT NOT NULL,
+  tx_hash TEXT NOT NULL,
+  note TEXT NOT NULL,
+  sends INTEGER NOT NULL,
+  lease_until_ms INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL);
+)sql";
+
+constexpr const char* kColumns =
+    "key, fingerprint, method, url, amount, state, scheme, x402_version, payment_header, payer, "
+    "nonce, asset, pay_to, chain_id, valid_before_s, operation_id, tx_hash, note, sends, "
+    "lease_until_ms, created_ms, updated_ms";
+
+StoredReservation ReadRow(const sqlite::Statement& s) {
+  StoredReservation r;
+  r.key = s.Text(0);
+  r.fingerprint = s.Text(1);
+  r.method = s.Text(2);
+  r.url = s.Text(3);
+  r.amount = s.Int(4);
+  auto state = ParseReservationState(s.Text(5));
+  AGENTPAY_CHECK(state.has_value());  // the CHECK constraint admits only the four names
+  r.state = *state;
+  r.scheme = s.Text(6);
+  r.x402_version = static_cast<int>(s.Int(7));
+  r.payment_header = s.Text(8);
+  r.payer = s.Text(9);
+  r.nonce = s.Text(10);
+  r.asset = s.Text(11);
+  r.pay_to = s.Text(12);
+  r.chain_id = static_cast<uint64_t>(s.Int(13));
+  r.valid_before_s = s.Int(14);
+  r.operation_id = s.Text(15);
+  r.tx_hash = s.Text(16);
+  r.note = s.Text(17);
+  r.sends = s.Int(18);
+  r.lease_until_ms = s.Int(19);
+  r.created_ms = s.Int(20);
+  r.updated_ms = s.Int(21);
+  return r;
+}
+
+// The file holds signed payment authorizations: readable by its owner only.
+void CreatePrivateFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
+}
+
+Status WithCode(const Status& status, const std::string& path) {
+  return Status::Error(status.code(), path + ": " + status.message());
+}
+
+}  // namespace
+
+Reservation ToPublic(const StoredReservation& r) {
+  Reservation out;
+  out.key = r.key;
+  out.state = std::string(ReservationStateName(r.state));
+  out.amount = r.amount;
+  out.method = r.method;
+  out.url = r.url;
+  out.scheme = r.scheme;
+  out.x402_version = r.x402_version;
+  out.payer = r.payer;
+  out.nonce = r.nonce;
+  out.asset = r.asset;
+  out.pay_to = r.pay_to;
+  out.chain_id = r.chain_id;
+  out.valid_before_s = r.valid_before_s;
+  out.operation_id = r.operation_id;
+  out.transaction = r.tx_hash;
+  out.note = r.note;
+  out.sends = r.sends;
+  out.created_ms = r.created_ms;
+  out.updated_ms = r.updated_ms;
+  return out;
+}
+
+BudgetDb::BudgetDb(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
+BudgetDb::~BudgetDb() = default;
+
+Result<std::unique_ptr<BudgetDb>> BudgetDb::OpenExisting(const std::string& path) {
+  if (::access(path.c_str(), F_OK) != 0) {
+    return Status::Error("budget_missing", "no budget file at " + path);
+  }
+  return Open(path, std::nullopt, 0);
+}
+
+Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
+                                                 std::optional<int64_t> total, int64_t now_ms) {
+  if (total && *total < 0) return Status::Error("invalid_budget", "the budget must be >= 0");
+  CreatePrivateFile(path);
+  auto opened = sqlite::Database::Open(path, /*read_only=*/false);
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<BudgetDb> budget(new BudgetDb(std::move(*opened)));
+  sqlite3_busy_timeout(budget->db_->handle(), kBudgetBusyTimeoutMs);
+  // WAL lets readers (`pay budget`) run beside a writer; FULL makes a reservation durable before
+  // the payment it covers is signed. Switching to WAL is a no-op once the file is in WAL mode.
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"}) {
+    if (Status s = budget->db_->Exec(pragma); !s.ok()) return WithCode(s, path);
+  }
+  std::optional<int64_t> stored;
+  Status status = budget->Transaction([&]() -> Status {
+    if (Status s = budget->db_->Exec(kSchema); !s.ok()) return s;
+    if (total) {
+      auto insert = budget->db_->Prepare(
+          "INSERT OR IGNORE INTO budget (id, total, schema_version, created_ms) VALUES (1, ?, ?, "
+          "?)");
+      if (!insert.ok()) return insert.status();
+      if (Status s = insert->Bind(1, *total).Bind(2, kSchemaVersion).Bind(3, now_ms).Run();
+          !s.ok()) {
+        return s;
+      }
+    }
+    auto select = budget->db_->Prepare("SELECT total, schema_version FROM budget WHERE id = 1");
+    if (!select.ok()) return select.status();
+    Status step;
+    if (select->Step(&step)) {
+      if (select->Int(1) != kSchemaVersion) {
+        return Status::Error("budget_schema",
+                             "unknown budget file version " + std::to_string(select->Int(1)));
+      }
+      stored = select->Int(0);
+    }
+    return step;
+  });
+  if (!status.ok()) return WithCode(status, path);
+  if (!stored) {
+    return Status::Error("budget_required",
+                         path + " has no budget yet: give --budget ATOMIC to create it");
+  }
+  if (total && *total != *stored) {
+    return Status::Error("budget_mismatch", path + " was created with a budget of " +
+                                                std::to_string(*stored) + ", not " +
+                                                std::to_string(*total));
+  }
+  return budget;
+}
+
+Status BudgetDb::Transaction(const std::function<Status()>& body) {
+  if (Status s = db_->Run("BEGIN IMMEDIATE"); !s.ok()) return s;
+  Status status = body();
+  if (status.ok()) status = db_->Run("COMMIT");
+  if (!status.ok()) db_->Run("ROLLBACK");  // a failed COMMIT may have rolled back already
+  return status;
+}
+
+Result<std::optional<StoredReservation>> BudgetDb::FindLocked(const std::string& key) {
+  auto select =
+      db_->Prepare(std::string("SELECT ") + kColumns + " FROM reservations WHERE key = ?");
+  if (!select.ok()) return select.status();
+  select->Bind(1, key);
+  Status step;
+  if (select->Step(&step)) return std::optional<StoredReservation>(ReadRow(*select));
+  if (!step.ok()) return step;
+  return std::optional<StoredReservation>();
+}
+
+Result<BudgetFigures> BudgetDb::FiguresLocked() {
+  auto select = db_->Prepare(
+      "SELECT (SELECT total FROM budget WHERE id = 1), "
+      "COALESCE(SUM(CASE WHEN state != 'released' THEN amount END), 0), "
+      "COALESCE(SUM(CASE WHEN state = 'spent' THEN amount END), 0) FROM reservations");
+  if (!select.ok()) return select.status();
+  Status step;
+  if (!select->Step(&step)) {
+    return step.ok() ? Status::Error("store_error", "no budget figures") : step;
+  }
+  return BudgetFigures{select->Int(0), select->Int(1), select->Int(2)};
+}
+
+Status BudgetDb::Write(const StoredReservation& r) {
+  auto upsert = db_->Prepare(std::string("INSERT OR REPLACE INTO reservations (") + kColumns +
+                             ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                             "?, ?, ?)");
+  if (!upsert.ok()) return upsert.status();
+  upsert->Bind(1, r.key).Bind(2, r.fingerprint).Bind(3, r.method).Bind(4, r.url);
+  upsert->Bind(5, r.amount).Bind(6, ReservationStateName(r.state)).Bind(7, r.scheme);
+  upsert->Bind(8, static_cast<int64_t>(r.x402_version)).Bind(9, r.payment_header);
+  upsert->Bind(10, r.payer).Bind(11, r.nonce).Bind(12, r.asset).Bind(13, r.pay_to);
+  upsert->Bind(14, static_cast<int64_t>(r.chain_id)).Bind(15, r.valid_before_s);
+  upsert->Bind(16, r.operation_id).Bind(17, r.tx_hash).Bind(18, r.note).Bind(19, r.sends);
+  upsert->Bind(20, r.lease_until_ms).Bind(21, r.created_ms).Bind(22, r.updated_ms);
+  return upsert->Run();
+}
+
+Result<Claim> BudgetDb::ClaimExisting(const std::string& key, const std::string& fingerprint,
+                                      int64_t now_ms, int64_t lease_until_ms) {
+  Claim claim;
+  Status status = Transaction([&]() -> Status {
+    auto existing = FindLocked(key);
+    if (!existing.ok()) return existing.status();
+    if (existing->has_value()) {
+      StoredReservation& row = **existing;
+      if (row.fingerprint != fingerprint) {
+        claim.kind = ClaimKind::kMismatch;
+        claim.reservation = row;
+      } else if (row.state != ReservationState::kReleased) {
+        claim.kind = ClaimKind::kResume;
+        row.lease_until_ms = std::max(row.lease_until_ms, lease_until_ms);
+        row.updated_ms = now_ms;
+        if (Status s = Write(row); !s.ok()) return s;
+        claim.reservation = row;
+      }
+    }
+    auto figures = FiguresLocked();
+    if (!figures.ok()) return figures.status();
+    claim.figures = *figures;
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return claim;
+}
+
+Result<Claim> BudgetDb::Reserve(StoredReservation wanted,
+                                const std::function<Status(StoredReservation&)>& sign,
+                                int64_t now_ms, int64_t lease_until_ms) {
+  AGENTPAY_CHECK(wanted.amount > 0);
+  Claim claim;
+  Status status = Transaction([&]() -> Status {
+    auto existing = FindLocked(wanted.key);
+    if (!existing.ok()) return existing.status();
+    auto figures = FiguresLocked();
+    if (!figures.ok()) return figures.status();
+    std::optional<ReservationSnapshot> snapshot;
+    if (existing->has_value()) {
+      snapshot = ReservationSnapshot{(*existing)->state, (*existing)->fingerprint};
+    }
+    switch (DecideReserve(snapshot, wanted.fingerprint, wanted.amount, figures->total,
+                          figures->committed)) {
+      case ReserveVerdict::kMismatch:
+        claim.kind = ClaimKind::kMismatch;
+        claim.reservation = **existing;
+        break;
+      case ReserveVerdict::kOverBudget:
+        claim.kind = ClaimKind::kOverBudget;
+        break;
+      case ReserveVerdict::kResume: {
+        claim.kind = ClaimKind::kResume;
+        StoredReservation row = **existing;
+        row.lease_until_ms = std::max(row.lease_until_ms, lease_until_ms);
+        row.updated_ms = now_ms;
+        if (Status s = Write(row); !s.ok()) return s;
+        claim.reservation = row;
+        break;
+      }
+      case ReserveVerdict::kReserve: {
+        wanted.state = ReservationState::kReserved;
+        wanted.sends = 0;
+        wanted.lease_until_ms = lease_until_ms;
+        wanted.created_ms = existing->has_value() ? (*existing)->created_ms : now_ms;
+        wanted.updated_ms = now_ms;
+        if (Status s = sign(wanted); !s.ok()) return s;
+        if (Status s = Write(wanted); !s.ok()) return s;
+        claim.kind = ClaimKind::kReserved;
+        claim.reservation = wanted;
+        break;
+      }
+    }
+    auto after = FiguresLocked();
+    if (!after.ok()) return after.status();
+    AGENTPAY_CHECK(after->committed <= after->total);  // the budget is never exceeded
+    claim.figures = *after;
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return claim;
+}
+
+Status BudgetDb::RecordSend(const std::string& key, int64_t now_ms) {
+  return Transaction([&]() -> Status {
+    auto update =
+        db_->Prepare("UPDATE reservations SET sends = sends + 1, updated_ms = ? WHERE key = ?");
+    if (!update.ok()) return update.status();
+    return update->Bind(1, now_ms).Bind(2, key).Run();
+  });
+}
+
+Status BudgetDb::RecordEvidence(const std::string& key, const std::string& operation_id,
+                                const std::string& tx_hash, int64_t now_ms) {
+  return Transaction([&]() -> Status {
+    auto update = db_->Prepare(
+        "UPDATE reservations SET operation_id = CASE WHEN ? = '' THEN operation_id ELSE ? END, "
+        "tx_hash = CASE WHEN ? = '' THEN tx_hash ELSE ? END, updated_ms = ? WHERE key = ?");
+    if (!update.ok()) return update.status();
+    return update->Bind(1, operation_id)
+        .Bind(2, operation_id)
+        .Bind(3, tx_hash)
+        .Bind(4, tx_hash)
+        .Bind(5, now_ms)
+        .Bind(6, key)
+        .Run();
+  });
+}
+
+Result<StoredReservation> BudgetDb::Finish(const std::string& key, ReservationState learned,
+                                           const std::string& note, int64_t now_ms) {
+  StoredReservation result;
+  Status status = Transaction([&]() -> Status {
+    auto existing = FindLocked(key);
+    if (!existing.ok()) return existing.status();
+    if (!existing->has_value()) return Status::Error("budget_missing", "no reservation " + key);
+    StoredReservation row = **existing;
+    ReservationState next = AfterOutcome(row.state, learned);
+    if (next != row.state || !note.empty()) row.note = note;
+    row.state = next;
+    row.lease_until_ms = 0;
+    row.updated_ms = now_ms;
+    if (Status s = Write(row); !s.ok()) return s;
+    result = row;
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return result;
+}
+
+Result<StoredReservation> BudgetDb::ApplyReconcile(const std::string& key,
+                                                   ReservationState expected,
+                                                   ReconcileVerdict verdict, const std::string& why,
+                                                   int64_t now_ms) {
+  StoredReservation result;
+  Status status = Transaction([&]() -> Status {
+    auto existing = FindLocked(key);
+    if (!existing.ok()) return existing.status();
+    if (!existing->has_value()) return Status::Error("budget_missing", "no reservation " + key);
+    StoredReservation row = **existing;
+    result = row;
+    // A `pay` that took the lease since the facts were read decides for itself.
+    if (row.state != expected || row.lease_until_ms > now_ms) return Status::Ok();
+    ReservationState learned = ReservationState::kUnknown;
+    if (verdict == ReconcileVerdict::kMarkSpent) learned = ReservationState::kSpent;
+    if (verdict == ReconcileVerdict::kMarkReleased) learned = ReservationState::kReleased;
+    row.state = AfterOutcome(row.state, learned);
+    row.note = why;
+    row.updated_ms = now_ms;
+    if (Status s = Write(row); !s.ok()) return s;
+    result = row;
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return result;
+}
+
+Result<std::optional<StoredReservation>> BudgetDb::Find(const std::string& key) {
+  // A read transaction of its own: one consistent snapshot.
+  std::optional<StoredReservation> found;
+  Status status = Transaction([&]() -> Status {
+    auto row = FindLocked(key);
+    if (!row.ok()) return row.status();
+    found = *row;
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return found;
+}
+
+Result<std::vector<StoredReservation>> BudgetDb::List() {
+  auto select = db_->Prepare(std::string("SELECT ") + kColumns +
+                             " FROM reservations ORDER BY created_ms, rowid");
+  if (!select.ok()) return select.status();
+  std::vector<StoredReservation> rows;
+  Status step;
+  while (select->Step(&step)) rows.push_back(ReadRow(*select));
+  if (!step.ok()) return step;
+  return rows;
+}
+
+Result<BudgetFigures> BudgetDb::Figures() { return FiguresLocked(); }
+
+}  // namespace agentpay::client

@@ -1,0 +1,109 @@
+// The budget file of `agentpay pay`: one SQLite database (WAL, synchronous=FULL) shared by any
+// number of client processes. Every decision runs in its own BEGIN IMMEDIATE transaction, so
+// concurrent processes serialize on the file and the sum of what counts never exceeds the total.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agentpay/client.h"
+#include "core/budget.h"
+#include "core/result.h"
+
+namespace agentpay::sqlite {
+class Database;
+}
+
+namespace agentpay::client {
+
+// How long a writer waits for another process's transaction before giving up.
+inline constexpr int kBudgetBusyTimeoutMs = 30000;
+
+// One reservation as stored. The payment header is kept so that every retry, in this process or a
+// later one, re-presents the very same signed authorization.
+struct StoredReservation {
+  std::string key;
+  std::string fingerprint;
+  std::string method, url;
+  int64_t amount = 0;
+  ReservationState state = ReservationState::kReserved;
+  std::string scheme;  // "wallet" | "x402"
+  int x402_version = 0;
+  std::string payment_header;  // x402: the header value sent (PAYMENT-SIGNATURE or X-PAYMENT)
+  std::string payer, nonce, asset, pay_to;  // x402: lower-case 0x hex
+  uint64_t chain_id = 0;
+  int64_t valid_before_s = 0;
+  std::string operation_id, tx_hash, note;
+  int64_t sends = 0;           // sends that may have reached the server
+  int64_t lease_until_ms = 0;  // a running `pay` owns the reservation until then
+  int64_t created_ms = 0, updated_ms = 0;
+};
+
+Reservation ToPublic(const StoredReservation& stored);
+
+struct BudgetFigures {
+  int64_t total = 0;
+  int64_t committed = 0;  // over reservations that count (core/budget.h)
+  int64_t spent = 0;
+};
+
+enum class ClaimKind { kResume, kMismatch, kNeedsPrice, kReserved, kOverBudget };
+struct Claim {
+  ClaimKind kind = ClaimKind::kNeedsPrice;
+  StoredReservation reservation;  // kResume, kReserved, kMismatch (the existing one)
+  BudgetFigures figures;          // after the decision
+};
+
+class BudgetDb {
+ public:
+  // Opens or creates the file. `total` is required to create it and, when given for an existing
+  // file, must equal its total (error code "budget_mismatch"; "budget_required" when missing).
+  static Result<std::unique_ptr<BudgetDb>> Open(const std::string& path,
+                                                std::optional<int64_t> total, int64_t now_ms);
+  // Opens an existing file only (error "budget_missing" when it does not exist).
+  static Result<std::unique_ptr<BudgetDb>> OpenExisting(const std::string& path);
+  ~BudgetDb();
+
+  // A claim on `key` before the price is known: kResume (a live reservation, leased to the caller
+  // until lease_until_ms), kMismatch, or kNeedsPrice (none, or released).
+  Result<Claim> ClaimExisting(const std::string& key, const std::string& fingerprint,
+                              int64_t now_ms, int64_t lease_until_ms);
+  // The decision with the price known (core DecideReserve). On kReserve, `sign` fills the payment
+  // fields of `wanted` (it runs inside the transaction, so a signature exists only for a
+  // reservation that is committed with it) and the row is written with a lease.
+  Result<Claim> Reserve(StoredReservation wanted,
+                        const std::function<Status(StoredReservation&)>& sign, int64_t now_ms,
+                        int64_t lease_until_ms);
+  // Counted before each send, so that a later refusal knows whether an earlier send may have
+  // reached the server.
+  Status RecordSend(const std::string& key, int64_t now_ms);
+  Status RecordEvidence(const std::string& key, const std::string& operation_id,
+                        const std::string& tx_hash, int64_t now_ms);
+  // Applies what was learned (core AfterOutcome), ends the lease; returns the resulting row.
+  Result<StoredReservation> Finish(const std::string& key, ReservationState learned,
+                                   const std::string& note, int64_t now_ms);
+  // Reconciliation: applies `verdict` unless a running `pay` holds the lease or the state moved
+  // away from `expected` meanwhile; returns the row after the decision.
+  Result<StoredReservation> ApplyReconcile(const std::string& key, ReservationState expected,
+                                           ReconcileVerdict verdict, const std::string& why,
+                                           int64_t now_ms);
+
+  Result<std::optional<StoredReservation>> Find(const std::string& key);
+  Result<std::vector<StoredReservation>> List();
+  Result<BudgetFigures> Figures();
+
+ private:
+  explicit BudgetDb(std::unique_ptr<sqlite::Database> db);
+  Status Transaction(const std::function<Status()>& body);
+  Result<std::optional<StoredReservation>> FindLocked(const std::string& key);
+  Result<BudgetFigures> FiguresLocked();
+  Status Write(const StoredReservation& row);
+
+  std::unique_ptr<sqlite::Database> db_;
+};
+
+}  // namespace agentpay::client

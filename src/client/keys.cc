@@ -1,0 +1,49 @@
+// Key derivation and fingerprints; see keys.h and DeriveKey in agentpay/client.h.
+#include "client/keys.h"
+
+#include <openssl/evp.h>
+
+#include "core/check.h"
+#include "core/world.h"
+#include "http/message.h"
+
+namespace agentpay::client {
+
+bool ValidIdempotencyKey(std::string_view key) {
+  if (key.empty() || key.size() > 255) return false;
+  for (char c : key) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  AGENTPAY_CHECK(EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr) == 1);
+  return ToHex(digest, size);
+}
+
+std::string DeriveKey(std::string_view task, uint64_t step) {
+  return "task:" + Sha256Hex(task).substr(0, 32) + ":step:" + std::to_string(step);
+}
+
+std::string RequestFingerprint(std::string_view method, std::string_view url,
+                               std::string_view content_type, std::string_view body) {
+  std::string material;
+  for (std::string_view part : {method, url, content_type, body}) {
+    material += std::to_string(part.size());
+    material += ':';
+    material += part;
+  }
+  return Sha256Hex(material);
+}
+
+std::string ContentTypeOf(const std::vector<Header>& headers) {
+  for (const auto& [name, value] : headers) {
+    if (HeaderNameEquals(name, "Content-Type")) return value;
+  }
+  return "";
+}
+
+}  // namespace agentpay::client

@@ -1,0 +1,28 @@
+// Idempotency keys and request fingerprints of the agent client: a key names one business action
+// (CONTRACT §3) and is derived from the agent's task and step so that a re-run finds it again.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentpay/client.h"
+
+namespace agentpay::client {
+
+// 1 to 255 visible ASCII characters (0x21–0x7e), as the gateway requires.
+bool ValidIdempotencyKey(std::string_view key);
+
+// Lower-case hex SHA-256.
+std::string Sha256Hex(std::string_view data);
+
+// What makes two requests "the same request" for one key: SHA-256 over method, URL, Content-Type
+// and body, length-prefixed so that no two different requests share a fingerprint.
+std::string RequestFingerprint(std::string_view method, std::string_view url,
+                               std::string_view content_type, std::string_view body);
+
+// The Content-Type among `headers`, "" when absent (case-insensitive name).
+std::string ContentTypeOf(const std::vector<Header>& headers);
+
+}  // namespace agentpay::client

@@ -1,0 +1,151 @@
+// `agentpay pay reconcile`: settles reservations whose outcome is open (CONTRACT §5, §6). Wallet
+// reservations follow the gateway's operation; x402 ones follow the chain, and are released only
+// once validBefore plus the buffer has passed and authorizationState(payer, nonce) is false.
+#include <memory>
+
+#include "chain/rpc_chain.h"
+#include "client/attempt.h"
+#include "client/budget_db.h"
+#include "client/chain_facts.h"
+#include "client/pay.h"
+#include "http/client.h"
+
+namespace agentpay::client {
+namespace {
+
+struct Verdict {
+  ReconcileVerdict verdict = ReconcileVerdict::kKeep;
+  std::string why;
+};
+
+Verdict JudgeWallet(const StoredReservation& row, int64_t timeout_ms) {
+  if (row.sends == 0) {
+    return {ReconcileVerdict::kMarkReleased, "never sent: nothing can have been charged"};
+  }
+  if (row.operation_id.empty()) {
+    return {ReconcileVerdict::kKeep,
+            "no operation id was seen: run the same step again to resume it with its key"};
+  }
+  auto endpoint = ParseHttpUrl(row.url);
+  if (!endpoint.ok()) return {ReconcileVerdict::kKeep, endpoint.status().message()};
+  ClientRequest request;
+  request.target = "/v1/operations/" + row.operation_id;
+  ClientOptions options;
+  options.timeout_ms = timeout_ms;
+  ClientResponse response = SendHttp(*endpoint, request, options);
+  std::optional<OperationView> op = ReadOperation(response);
+  if (!op) {
+    return {ReconcileVerdict::kKeep, "the gateway did not show operation " + row.operation_id +
+                                         " (" + DescribeAnswer(response) + ")"};
+  }
+  return {ReconcileWalletSettlement(op->settlement),
+          "gateway operation " + row.operation_id + " settlement " +
+              (op->settlement.empty() ? "(unreadable)" : op->settlement)};
+}
+
+Verdict JudgeX402(const StoredReservation& row, chain::RpcChain* chain, int64_t buffer_s,
+                  std::string* tx_hash) {
+  if (chain == nullptr) return {ReconcileVerdict::kKeep, "needs --chain-rpc to ask the chain"};
+  auto facts = ReadAuthorizationFacts(*chain, row.asset, row.payer, row.nonce,
+                                      /*find_transaction=*/true);
+  if (!facts.ok()) {
+    return {ReconcileVerdict::kKeep, "the chain could not be asked: " + facts.status().message()};
+  }
+  *tx_hash = facts->transaction;
+  ReconcileVerdict verdict = ReconcileAuthorization(facts->chain_time_s, row.valid_before_s,
+                                                    buffer_s, facts->authorization_used);
+  std::string when = "chain time " + std::to_string(facts->chain_time_s) + ", valid before " +
+                     std::to_string(row.valid_before_s) + " + " + std::to_string(buffer_s) +
+                     " s buffer";
+  switch (verdict) {
+    case ReconcileVerdict::kMarkSpent:
+      return {verdict, "authorization used on chain" +
+                           (facts->transaction.empty() ? "" : " by " + facts->transaction)};
+    case ReconcileVerdict::kMarkReleased:
+      return {verdict, "expired unused (" + when + ", authorizationState false)"};
+    case ReconcileVerdict::kKeep:
+      return {verdict, "unused but not expired yet (" + when + ")"};
+  }
+  return {};
+}
+
+}  // namespace
+
+ReconcileReport RunReconcile(const ReconcileOptions& options, ClientWorld& world,
+                             const Progress& progress) {
+  ReconcileReport report;
+  auto budget = BudgetDb::OpenExisting(options.budget_db);
+  if (!budget.ok()) {
+    report.error = budget.status().message();
+    return report;
+  }
+  auto rows = (*budget)->List();
+  if (!rows.ok()) {
+    report.error = rows.status().message();
+    return report;
+  }
+  std::unique_ptr<chain::RpcChain> chain;
+  if (!options.chain_rpc.empty()) {
+    auto endpoint = ParseHttpUrl(options.chain_rpc);
+    if (!endpoint.ok()) {
+      report.error = endpoint.status().message();
+      return report;
+    }
+    chain = std::make_unique<chain::RpcChain>(*endpoint, options.timeout_ms);
+  }
+  for (const StoredReservation& row : *rows) {
+    if (row.state != ReservationState::kReserved && row.state != ReservationState::kUnknown) {
+      continue;
+    }
+    const int64_t now = world.clock->NowMs();
+    ReconcileChange change{row.key, std::string(ReservationStateName(row.state)), "", ""};
+    if (row.lease_until_ms > now) {
+      change.to = change.from;
+      change.why = "a running `agentpay pay` holds it";
+      report.kept.push_back(change);
+      continue;
+    }
+    std::string tx_hash;
+    Verdict verdict = row.scheme == "wallet"
+                          ? JudgeWallet(row, options.timeout_ms)
+                          : JudgeX402(row, chain.get(), options.expiry_buffer_seconds, &tx_hash);
+    if (!tx_hash.empty()) (*budget)->RecordEvidence(row.key, "", tx_hash, now);
+    auto after = (*budget)->ApplyReconcile(row.key, row.state, verdict.verdict, verdict.why, now);
+    change.why = after.ok() ? verdict.why : after.status().message();
+    change.to = after.ok() ? std::string(ReservationStateName(after->state)) : change.from;
+    if (progress)
+      progress(row.key + ": " + change.from + " -> " + change.to + " (" + change.why + ")");
+    (change.to == change.from ? report.kept : report.changes).push_back(change);
+  }
+  if (auto figures = (*budget)->Figures(); figures.ok()) {
+    report.committed = figures->committed;
+    report.total = figures->total;
+  }
+  return report;
+}
+
+ReconcileReport Reconcile(const ReconcileOptions& options, const Progress& progress) {
+  return RunReconcile(options, RealWorld(), progress);
+}
+
+BudgetReport ReadBudget(const std::string& budget_db) {
+  BudgetReport report;
+  auto budget = BudgetDb::OpenExisting(budget_db);
+  if (!budget.ok()) {
+    report.error = budget.status().message();
+    return report;
+  }
+  auto rows = (*budget)->List();
+  auto figures = (*budget)->Figures();
+  if (!rows.ok() || !figures.ok()) {
+    report.error = !rows.ok() ? rows.status().message() : figures.status().message();
+    return report;
+  }
+  report.total = figures->total;
+  report.committed = figures->committed;
+  report.spent = figures->spent;
+  for (const StoredReservation& row : *rows) report.reservations.push_back(ToPublic(row));
+  return report;
+}
+
+}  // namespace agentpay::client

@@ -1,0 +1,368 @@
+// The `agentpay pay` run (src/client/pay.h) against a scripted seller on loopback, with a fake
+// clock and recorded sleeps: price first, the same key and the same signed payment on every retry,
+// exit codes, budget states, 202 polling, and the x402 payload a real facilitator would accept.
+#include "client/pay.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <filesystem>
+#include <mutex>
+
+#include "client/budget_db.h"
+#include "client/keys.h"
+#include "http/server.h"
+#include "x402/verify.h"
+#include "x402/wire.h"
+
+namespace agentpay::client {
+namespace {
+
+constexpr char kBuyerKey[] = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+constexpr int64_t kStartMs = 1'800'000'000'000;
+constexpr int64_t kPrice = 1000;
+
+class FakeClock final : public Clock {
+ public:
+  int64_t NowMs() override { return now_ms; }
+  int64_t now_ms = kStartMs;
+};
+
+class CountingRandom final : public Random {
+ public:
+  void Fill(unsigned char* out, size_t size) override {
+    for (size_t i = 0; i < size; ++i) out[i] = static_cast<unsigned char>(++counter_ * 131 + i);
+  }
+
+ private:
+  uint64_t counter_ = 0;
+};
+
+x402::Requirements TestRequirements() {
+  x402::Requirements r;
+  r.chain_id = 84532;
+  r.network = "eip155:84532";
+  r.amount = chain::U256(static_cast<uint64_t>(kPrice));
+  r.asset = *chain::ParseAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3");
+  r.pay_to = *chain::ParseAddress("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC");
+  r.max_timeout_seconds = 60;
+  r.asset_name = "USDC";
+  r.asset_version = "2";
+  r.resource_url = "http://127.0.0.1/paid";
+  r.description = "test";
+  r.mime_type = "application/json";
+  return r;
+}
+
+HttpResponse Challenge(std::string_view error = "payment required") {
+  HttpResponse response =
+      JsonResponse(402, x402::PaymentRequiredV1Body({TestRequirements()}, error).dump());
+  response.SetHeader("PAYMENT-REQUIRED",
+                     x402::EncodePaymentRequiredHeader({TestRequirements()}, error));
+  return response;
+}
+
+HttpResponse Dropped() {
+  HttpResponse response;
+  response.disposition = Disposition::kDropConnection;
+  return response;
+}
+
+HttpResponse Answer(int status, std::string_view code = "") {
+  HttpResponse response = code.empty() ? JsonResponse(status, R"({"ok":true})")
+                                       : ProblemResponse(status, code, "scripted");
+  return response;
+}
+
+// Answers unpaid requests with the 402 challenge, paid ones from `script` (then 200), and
+// GET /v1/operations/* from `operations` (then a settled operation).
+class ScriptedSeller {
+ public:
+  ScriptedSeller() {
+    auto server = HttpServer::Start("127.0.0.1", 0, ServerLimits{},
+                                    [this](const HttpRequest& request) { return Handle(request); });
+    AGENTPAY_CHECK(server.ok());
+    server_ = std::move(*server);
+  }
+  ~ScriptedSeller() { server_->Stop(); }
+  std::string Url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(server_->port()) + path;
+  }
+  void Script(std::vector<HttpResponse> answers) {
+    std::lock_guard lock(mutex_);
+    for (auto& answer : answers) script_.push_back(std::move(answer));
+  }
+  void ScriptOperations(std::vector<std::string> settlements) {
+    std::lock_guard lock(mutex_);
+    for (auto& s : settlements) operations_.push_back(std::move(s));
+  }
+  std::vector<HttpRequest> Paid() const {
+    std::lock_guard lock(mutex_);
+    return paid_;
+  }
+  int Polls() const {
+    std::lock_guard lock(mutex_);
+    return polls_;
+  }
+  HttpResponse challenge = Challenge();
+
+ private:
+  HttpResponse Handle(const HttpRequest& request) {
+    std::lock_guard lock(mutex_);
+    if (request.Path().rfind("/v1/operations/", 0) == 0) {
+      ++polls_;
+      std::string settlement = "settled";
+      if (!operations_.empty()) {
+        settlement = operations_.front();
+        operations_.pop_front();
+      }
+      return JsonResponse(
+          200,
+          nlohmann::json{{"id", "op_1"}, {"settlement", settlement}, {"fulfillment", "not_started"}}
+              .dump());
+    }
+    if (!request.Header("PAYMENT-SIGNATURE") && !request.Header("X-PAYMENT") &&
+        !request.Header("Authorization")) {
+      return challenge;
+    }
+    paid_.push_back(request);
+    if (script_.empty()) return Answer(200);
+    HttpResponse next = std::move(script_.front());
+    script_.pop_front();
+    return next;
+  }
+
+  mutable std::mutex mutex_;
+  std::deque<HttpResponse> script_;
+  std::deque<std::string> operations_;
+  std::vector<HttpRequest> paid_;
+  int polls_ = 0;
+  std::unique_ptr<HttpServer> server_;
+};
+
+class PayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/agentpay-pay-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    world_.clock = &clock_;
+    world_.random = &random_;
+    world_.sleep_ms = [this](int64_t ms) {
+      sleeps_.push_back(ms);
+      clock_.now_ms += ms;
+    };
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  PayOptions Options(const std::string& path = "/paid") {
+    PayOptions o;
+    o.url = seller_.Url(path);
+    o.buyer_key = kBuyerKey;
+    o.task = "report";
+    o.step = 1;
+    o.budget_db = dir_ + "/budget.db";
+    o.budget = 5 * kPrice;
+    o.max_attempts = 4;
+    return o;
+  }
+  PayResult Run(const PayOptions& options) {
+    return RunPay(options, world_, [this](std::string_view line) { lines_.emplace_back(line); });
+  }
+  BudgetFigures Figures() {
+    return BudgetDb::Open(dir_ + "/budget.db", std::nullopt, 0).value()->Figures().value();
+  }
+  static std::string HeaderOf(const HttpRequest& request, std::string_view name) {
+    return std::string(request.Header(name).value_or(""));
+  }
+
+  std::string dir_;
+  FakeClock clock_;
+  CountingRandom random_;
+  ClientWorld world_;
+  std::vector<int64_t> sleeps_;
+  std::vector<std::string> lines_;
+  ScriptedSeller seller_;
+};
+
+TEST(KeysTest, DerivedKeyIsDocumentedAndStable) {
+  EXPECT_EQ(DeriveKey("q3-report", 2), "task:9105b6ce27e876f01fcf08451fc35987:step:2");
+  EXPECT_EQ(DeriveKey("", 0), "task:e3b0c44298fc1c149afbf4c8996fb924:step:0");
+  EXPECT_NE(DeriveKey("a", 1), DeriveKey("a", 2));
+  EXPECT_NE(DeriveKey("a", 1), DeriveKey("b", 1));
+  EXPECT_TRUE(ValidIdempotencyKey(DeriveKey(std::string(10000, 'x'), UINT64_MAX)));
+  EXPECT_FALSE(ValidIdempotencyKey(""));
+  EXPECT_FALSE(ValidIdempotencyKey("has space"));
+  EXPECT_FALSE(ValidIdempotencyKey(std::string(256, 'k')));
+  EXPECT_NE(RequestFingerprint("GET", "u", "", "ab"), RequestFingerprint("GET", "u", "a", "b"));
+}
+
+TEST_F(PayTest, RetriesPresentTheSameKeyAndTheSameSignedPayment) {
+  HttpResponse busy = Answer(503, "limit_exceeded");
+  busy.SetHeader("Retry-After", "2");
+  seller_.Script({Dropped(), std::move(busy)});
+  PayResult r = Run(Options());
+  ASSERT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
+  EXPECT_EQ(r.outcome, "paid");
+  EXPECT_EQ(r.attempts, 3);
+  EXPECT_EQ(r.reservation_state, "spent");
+  auto paid = seller_.Paid();
+  ASSERT_EQ(paid.size(), 3u);
+  for (const HttpRequest& request : paid) {
+    EXPECT_EQ(HeaderOf(request, "PAYMENT-SIGNATURE"), HeaderOf(paid[0], "PAYMENT-SIGNATURE"));
+    EXPECT_EQ(HeaderOf(request, "Idempotency-Key"), DeriveKey("report", 1));
+  }
+  ASSERT_EQ(sleeps_.size(), 2u);
+  EXPECT_GE(sleeps_[0], 100);
+  EXPECT_LE(sleeps_[0], 200);
+  EXPECT_GE(sleeps_[1], 2000) << "Retry-After is honored";
+  // What a facilitator checks: the payload verifies against the route's requirements.
+  auto payload =
+      x402::DecodePaymentHeader(HeaderOf(paid[0], "PAYMENT-SIGNATURE"), x402::Version::kV2);
+  ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+  EXPECT_EQ(x402::VerifyExact(*payload, TestRequirements(), kStartMs / 1000), x402::Failure::kNone);
+  EXPECT_EQ(payload->authorization.valid_after, chain::U256(0));
+  EXPECT_EQ(payload->authorization.valid_before, chain::U256(kStartMs / 1000 + 60));
+  EXPECT_EQ(Figures().committed, kPrice);
+  EXPECT_EQ(Figures().spent, kPrice);
+}
+
+TEST_F(PayTest, AttemptsRunOutWithTheStateKept) {
+  seller_.Script({Answer(502, "fulfillment_pending"), Answer(502, "fulfillment_pending"),
+                  Answer(502, "fulfillment_pending")});
+  PayOptions options = Options();
+  options.max_attempts = 3;
+  PayResult r = Run(options);
+  EXPECT_EQ(r.exit_code, ExitCode::kUnknown);
+  EXPECT_EQ(r.attempts, 3);
+  EXPECT_EQ(r.reservation_state, "unknown");
+  EXPECT_EQ(seller_.Paid().size(), 3u);
+  EXPECT_EQ(sleeps_.size(), 2u) << "no wait after the last attempt";
+  EXPECT_EQ(Figures().committed, kPrice);
+  EXPECT_EQ(Figures().spent, 0);
+}
+
+TEST_F(PayTest, TheDeadlineBoundsTheRun) {
+  for (int i = 0; i < 50; ++i) seller_.Script({Answer(503, "limit_exceeded")});
+  PayOptions options = Options();
+  options.max_attempts = 50;
+  options.timeout_ms = 3000;
+  PayResult r = Run(options);
+  EXPECT_EQ(r.exit_code, ExitCode::kUnknown);
+  EXPECT_LT(r.attempts, 50);
+  EXPECT_LE(clock_.now_ms - kStartMs, 3000);
+}
+
+TEST_F(PayTest, ARerunResumesWithTheStoredSignatureAndSignsNothingNew) {
+  seller_.Script({Dropped(), Dropped()});
+  PayOptions options = Options();
+  options.max_attempts = 2;
+  EXPECT_EQ(Run(options).exit_code, ExitCode::kUnknown);
+  options.budget.reset();  // the file exists: its total stands
+  PayResult again = Run(options);
+  EXPECT_EQ(again.exit_code, ExitCode::kPaid) << again.message;
+  auto paid = seller_.Paid();
+  ASSERT_EQ(paid.size(), 3u);
+  EXPECT_EQ(HeaderOf(paid[2], "PAYMENT-SIGNATURE"), HeaderOf(paid[0], "PAYMENT-SIGNATURE"));
+  EXPECT_EQ(Figures().committed, kPrice);
+}
+
+TEST_F(PayTest, OverBudgetSendsNothing) {
+  PayOptions options = Options();
+  options.budget = kPrice - 1;
+  PayResult r = Run(options);
+  EXPECT_EQ(r.exit_code, ExitCode::kOverBudget);
+  EXPECT_EQ(r.attempts, 0);
+  EXPECT_TRUE(seller_.Paid().empty());
+  EXPECT_EQ(Figures().committed, 0);
+}
+
+TEST_F(PayTest, ARefusalOnTheFirstSendIsRejectedButTheAuthorizationStaysReserved) {
+  seller_.Script({Challenge("invalid_exact_evm_signature")});
+  PayResult r = Run(Options());
+  EXPECT_EQ(r.exit_code, ExitCode::kRejected);
+  EXPECT_EQ(r.reason, "invalid_exact_evm_signature");
+  EXPECT_EQ(r.reservation_state, "unknown") << "released only after expiry and a chain check";
+  EXPECT_EQ(Figures().committed, kPrice);
+}
+
+TEST_F(PayTest, NonceUsedAfterALostAnswerIsPaidNotDelivered) {
+  seller_.Script({Dropped(), Challenge("invalid_exact_evm_nonce_already_used")});
+  PayResult r = Run(Options());
+  EXPECT_EQ(r.exit_code, ExitCode::kUnknown);
+  EXPECT_EQ(r.outcome, "paid_not_delivered");
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_FALSE(r.evidence.payer.empty());
+  EXPECT_EQ(r.evidence.nonce.size(), 66u);
+  EXPECT_NE(r.message.find("paid, not delivered"), std::string::npos) << r.message;
+  EXPECT_EQ(seller_.Paid().size(), 2u);
+}
+
+TEST_F(PayTest, A202IsPolledUntilFinalThenTheSameRequestIsSentAgain) {
+  HttpResponse accepted = ProblemResponse(202, "settlement_unknown", "scripted", "op_1");
+  accepted.SetHeader("Location", "/v1/operations/op_1");
+  accepted.SetHeader("Retry-After", "1");
+  seller_.Script({std::move(accepted)});
+  seller_.ScriptOperations({"unknown", "unknown"});
+  PayResult r = Run(Options());
+  EXPECT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(seller_.Polls(), 3);
+  auto paid = seller_.Paid();
+  ASSERT_EQ(paid.size(), 2u);
+  EXPECT_EQ(HeaderOf(paid[1], "PAYMENT-SIGNATURE"), HeaderOf(paid[0], "PAYMENT-SIGNATURE"));
+}
+
+TEST_F(PayTest, V1WhenAsked) {
+  PayOptions options = Options();
+  options.x402_version = 1;
+  PayResult r = Run(options);
+  ASSERT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
+  auto paid = seller_.Paid();
+  ASSERT_EQ(paid.size(), 1u);
+  auto payload = x402::DecodePaymentHeader(HeaderOf(paid[0], "X-PAYMENT"), x402::Version::kV1);
+  ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+  EXPECT_EQ(payload->network, "base-sepolia");
+  EXPECT_EQ(payload->authorization.valid_after, chain::U256(kStartMs / 1000 - 600));
+  EXPECT_EQ(x402::VerifyExact(*payload, TestRequirements(), kStartMs / 1000), x402::Failure::kNone);
+}
+
+TEST_F(PayTest, WalletRefusalReleasesTheReservation) {
+  seller_.Script({Answer(402, "insufficient_funds")});
+  PayOptions options = Options();
+  options.buyer_key.clear();
+  options.api_key = "ak_test";
+  PayResult r = Run(options);
+  EXPECT_EQ(r.exit_code, ExitCode::kRejected);
+  EXPECT_EQ(r.reservation_state, "released");
+  EXPECT_EQ(HeaderOf(seller_.Paid().at(0), "Authorization"), "Bearer ak_test");
+  EXPECT_EQ(Figures().committed, 0);
+}
+
+TEST_F(PayTest, TheSameKeyForAnotherRequestIsRefused) {
+  PayOptions options = Options();
+  ASSERT_EQ(Run(options).exit_code, ExitCode::kPaid);
+  options.body = "something else";
+  PayResult r = Run(options);
+  EXPECT_EQ(r.exit_code, ExitCode::kRejected);
+  EXPECT_EQ(seller_.Paid().size(), 1u);
+}
+
+TEST_F(PayTest, AFreeAnswerReservesNothing) {
+  seller_.challenge = Answer(200);
+  PayResult r = Run(Options());
+  EXPECT_EQ(r.exit_code, ExitCode::kPaid);
+  EXPECT_EQ(r.outcome, "free");
+  EXPECT_EQ(Figures().committed, 0);
+}
+
+TEST_F(PayTest, AChallengeInAnotherAssetIsNotPaid) {
+  PayOptions options = Options();
+  options.asset = "0x0000000000000000000000000000000000000001";
+  PayResult r = Run(options);
+  EXPECT_EQ(r.exit_code, ExitCode::kError);
+  EXPECT_TRUE(seller_.Paid().empty());
+}
+
+}  // namespace
+}  // namespace agentpay::client
