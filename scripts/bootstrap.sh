@@ -12,6 +12,8 @@ PACKAGES=(
   libssl-dev libpq-dev libsecp256k1-dev libcrypto++-dev libjemalloc-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev python3 wrk nginx-light curl procps
+  # fault tests: packet loss on loopback (tests/fault; the kernel has no netem qdisc)
+  nftables
   # browser tests of the inspector page (playwright-core drives it)
   chromium
 )

@@ -15,6 +15,7 @@ struct AdminOptions {
   std::string url = "http://127.0.0.1:8402";
   std::string token_file = "./agentpay-data/admin-token";
   std::string name, account, amount, reference, settlement, fulfillment;
+  std::string operation, outcome, note;
   int limit = 100;
 };
 
@@ -70,8 +71,20 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
   ops->add_option("--settlement", options->settlement, "filter by settlement state");
   ops->add_option("--fulfillment", options->fulfillment, "filter by fulfillment state");
   ops->add_option("--limit", options->limit, "at most this many (1-1000)");
+  auto* alerts = admin.add_subcommand("alerts", "list alerts, newest first");
+  alerts->add_option("--limit", options->limit, "at most this many (1-1000)");
+  auto* resolve = admin.add_subcommand(
+      "resolve",
+      "resolve an operation's open alerts (idempotent; outcomes: delivered, refunded, written_off, "
+      "no_action; only refunded moves money: a wallet operation's capture goes back to the wallet)");
+  resolve->add_option("operation", options->operation, "operation id")->required();
+  resolve->add_option("--outcome", options->outcome, "delivered|refunded|written_off|no_action")
+      ->required()
+      ->check(CLI::IsMember({"delivered", "refunded", "written_off", "no_action"}));
+  resolve->add_option("--note", options->note, "why (1-1000 characters; kept in the audit trail)")
+      ->required();
 
-  return [options, create, deposit, show, ops]() {
+  return [options, create, deposit, show, ops, alerts, resolve]() {
     if (create->parsed()) {
       return Call(*options, "POST", "/admin/v1/accounts",
                   nlohmann::json({{"name", options->name}}).dump());
@@ -82,6 +95,13 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
                       .dump());
     }
     if (show->parsed()) return Call(*options, "GET", "/admin/v1/accounts/" + options->account, "");
+    if (alerts->parsed()) {
+      return Call(*options, "GET", "/admin/v1/alerts?limit=" + std::to_string(options->limit), "");
+    }
+    if (resolve->parsed()) {
+      return Call(*options, "POST", "/admin/v1/operations/" + options->operation + "/resolve",
+                  nlohmann::json({{"outcome", options->outcome}, {"note", options->note}}).dump());
+    }
     std::string query = "?limit=" + std::to_string(options->limit);
     if (!options->settlement.empty()) query += "&settlement=" + options->settlement;
     if (!options->fulfillment.empty()) query += "&fulfillment=" + options->fulfillment;

@@ -21,8 +21,9 @@
 #include "chain/rpc_chain.h"
 #include "core/check.h"
 #include "workers/hold_sweeper.h"
-#include "workers/reconciler.h"
 #include "workers/periodic.h"
+#include "workers/pruner.h"
+#include "workers/reconciler.h"
 
 namespace agentpay {
 namespace {
@@ -303,6 +304,17 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   });
 
   PeriodicWorker reconciler(config->sweep_interval_ms, reconcile);
+  // Retention pruning on the sweeper's period: when nothing is due it is one indexed lookup.
+  constexpr int kPruneBatch = 500;
+  constexpr int kPruneBatchesPerPass = 4;
+  PeriodicWorker pruner(config->sweep_interval_ms, [&] {
+    auto report = PruneExpiredResults(**store, clock, kPruneBatch, kPruneBatchesPerPass);
+    gateway.metrics().CountPrune(report.ok() ? report->pruned : 0,
+                                 report.ok() ? report->keys_deleted : 0, !report.ok());
+    if (!report.ok()) {
+      std::fprintf(stderr, "agentpay serve: pruner: %s\n", report.status().ToString().c_str());
+    }
+  });
 
   const std::string base = "http://" + listen->first + ":" + std::to_string((*server)->port());
   std::printf("agentpay gateway listening on %s (store %s)\n", base.c_str(), options.db.c_str());

@@ -42,6 +42,10 @@ Arrival DecideArrival(const KeyRecord* record, const Operation* op, std::string_
 
 int64_t RetainedUntil(int64_t final_ms, int64_t retention_ms) { return final_ms + retention_ms; }
 
+bool ShouldPruneResult(const Operation& op, int64_t now_ms) {
+  return IsFinal(op) && op.retained_until_ms.has_value() && now_ms >= *op.retained_until_ms;
+}
+
 std::string FingerprintMaterial(std::string_view method, std::string_view path,
                                 std::string_view query, std::string_view content_type,
                                 std::string_view body) {

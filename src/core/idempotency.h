@@ -47,6 +47,11 @@ Arrival DecideArrival(const KeyRecord* record, const Operation* op, std::string_
 // Until when a result that became final at `final_ms` is kept (and its key remembered).
 int64_t RetainedUntil(int64_t final_ms, int64_t retention_ms);
 
+// Retention pruning (workers/pruner.h): a result may be forgotten, with its key, once the operation
+// is final and its retention has passed: the same moment DecideArrival starts treating the key as
+// new. An operation that is not final is never pruned.
+bool ShouldPruneResult(const Operation& op, int64_t now_ms);
+
 // The canonical bytes hashed into a request fingerprint: method, path, query, content type and body,
 // each length-prefixed so that no two different requests share material. Payment and authorization
 // headers are deliberately not part of it.

@@ -130,11 +130,12 @@ std::optional<std::string> WalletAccountOf(std::string_view principal);
 struct Alert {
   std::string id;
   std::string operation_id;
-  std::string kind;  // "hold_expired_after_possible_work"
+  std::string kind;  // "hold_expired_after_possible_work", "settlement_failed"
   std::string detail;
   int64_t created_ms = 0;
-  std::optional<int64_t> resolved_ms;
-  std::string resolution;
+  std::optional<int64_t> resolved_ms;  // set once an admin resolved it (core/resolution.h)
+  std::string resolution;              // the outcome's name, "" while open
+  std::string note;                    // the admin's note, "" while open
   bool operator==(const Alert&) const = default;
 };
 

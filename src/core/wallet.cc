@@ -12,6 +12,7 @@ std::string_view MoveKindName(MoveKind kind) {
     case MoveKind::kHold: return "hold";
     case MoveKind::kCapture: return "capture";
     case MoveKind::kRelease: return "release";
+    case MoveKind::kRefund: return "refund";
   }
   AGENTPAY_CHECK(false);
 }
@@ -22,6 +23,7 @@ Posting PostingFor(MoveKind kind) {
     case MoveKind::kHold: return {"wallet", "hold"};
     case MoveKind::kCapture: return {"hold", "revenue"};
     case MoveKind::kRelease: return {"hold", "wallet"};
+    case MoveKind::kRefund: return {"revenue", "wallet"};
   }
   AGENTPAY_CHECK(false);
 }
@@ -49,6 +51,10 @@ MoveOutcome ApplyMove(Balances* balances, MoveKind kind, int64_t amount) {
     case MoveKind::kRelease:
       if (amount > next.held) return MoveOutcome::kNotHeld;
       next.held -= amount;
+      break;
+    case MoveKind::kRefund:
+      if (amount > next.captured) return MoveOutcome::kNotCaptured;
+      next.captured -= amount;
       break;
   }
   AGENTPAY_CHECK(next.Valid());

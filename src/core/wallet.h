@@ -22,7 +22,8 @@ struct Balances {
   bool operator==(const Balances&) const = default;
 };
 
-enum class MoveKind { kDeposit, kHold, kCapture, kRelease };
+// kRefund returns captured money to the wallet (an admin resolution, docs/wallet-ledger.md §6).
+enum class MoveKind { kDeposit, kHold, kCapture, kRelease, kRefund };
 
 enum class MoveOutcome {
   kOk,
@@ -30,13 +31,15 @@ enum class MoveOutcome {
   kInsufficientFunds,  // a hold larger than the available balance
   kNotHeld,            // capture or release of more than is held
   kOverflow,           // a deposit that would overflow int64
+  kNotCaptured,        // a refund of more than is captured
 };
 
 std::string_view MoveKindName(MoveKind kind);
 
 // The ledger accounts a move debits and credits (double entry). Wallet money sits in
 // "wallet:<account>" while available and in "hold:<account>" while held; captured money is the gateway's
-// "revenue"; deposits come from "external". Every move's postings sum to zero.
+// "revenue" (a refund moves it back to the wallet); deposits come from "external". Every move's
+// postings sum to zero.
 struct Posting {
   std::string_view debit_kind;   // "external", "wallet", "hold", "revenue"
   std::string_view credit_kind;

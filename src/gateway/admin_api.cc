@@ -1,6 +1,7 @@
-// The admin API (CONTRACT §3): accounts, deposits idempotent by reference, operation listing.
-// Every call needs `Authorization: Bearer <admin token>`.
+// The admin API (CONTRACT §3): accounts, deposits idempotent by reference, operation listing,
+// alerts and their resolution. Every call needs `Authorization: Bearer <admin token>`.
 #include "core/money.h"
+#include "core/resolution.h"
 #include "gateway/gateway_internal.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
@@ -37,6 +38,93 @@ std::optional<std::string_view> QueryParam(std::string_view query, std::string_v
   return std::nullopt;
 }
 
+// What one resolve decision found and did (see DecideResolution).
+struct ResolveResult {
+  bool found = false;
+  ResolveDecision decision = ResolveDecision::kNoAlerts;
+  std::vector<Alert> alerts;   // the operation's alerts, as they are after the decision
+  int64_t resolved_now = 0;    // alerts this decision closed
+  int64_t refunded_now = 0;    // atomic units this decision returned to the wallet
+  int64_t refunded_total = 0;  // all refunds of the operation, this one included
+};
+
+int64_t RefundedTotal(const std::vector<PostingRecord>& postings) {
+  int64_t total = 0;
+  for (const PostingRecord& posting : postings) {
+    if (posting.kind == "refund") total += posting.amount;
+  }
+  return total;
+}
+
+// One decision: resolves every open alert of the operation with (outcome, note), applies the
+// outcome's money move (only `refunded` of a wallet operation moves money: its net capture goes
+// back through the ledger), and records an event on the operation's trace, actor "admin".
+Status DecideResolution(Transaction& tx, std::string_view operation_id, ResolutionOutcome outcome,
+                        const std::string& note, int64_t now, ResolveResult& result) {
+  result = ResolveResult{};
+  auto op = tx.FindOperation(operation_id);
+  if (!op.ok()) return op.status();
+  if (!op->has_value()) return Status::Ok();
+  result.found = true;
+  auto alerts = tx.ListAlertsOf(operation_id);
+  if (!alerts.ok()) return alerts.status();
+  auto postings = tx.ListPostings(operation_id);
+  if (!postings.ok()) return postings.status();
+  result.alerts = std::move(*alerts);
+  result.refunded_total = RefundedTotal(*postings);
+  result.decision = DecideResolve(result.alerts, outcome, note);
+  if (result.decision != ResolveDecision::kResolve) return Status::Ok();
+  for (Alert& alert : result.alerts) {
+    if (alert.resolved_ms) continue;
+    alert = ResolveAlert(alert, outcome, note, now);
+    auto written = tx.ResolveAlert(alert);
+    if (!written.ok()) return written.status();
+    AGENTPAY_CHECK(*written);  // it was open in this very transaction
+    ++result.resolved_now;
+  }
+  auto account = WalletAccountOf((*op)->principal);
+  std::string money = "money unchanged";
+  if (outcome == ResolutionOutcome::kRefunded && account) {
+    const int64_t refundable = RefundableAmount(*postings);
+    if (refundable > 0) {
+      auto moved = tx.Move(*account, MoveKind::kRefund, refundable, operation_id, now);
+      if (!moved.ok()) return moved.status();
+      if (*moved != MoveOutcome::kOk) {
+        return Status::Error("store_corrupt", "the capture of " + std::string(operation_id) +
+                                                  " is not on its account");
+      }
+      result.refunded_now = refundable;
+      result.refunded_total += refundable;
+      money = "refunded " + std::to_string(refundable) + " to wallet:" + *account;
+    } else {
+      money = "nothing captured, nothing refunded";
+    }
+  } else if (outcome == ResolutionOutcome::kRefunded) {
+    money = "x402: the refund is made on chain outside the gateway; recorded only";
+  }
+  return tx.AppendEvent({std::string(operation_id), now, "admin", "resolved",
+                         std::string(ResolutionOutcomeName(outcome)) + ": " + note + " (" +
+                             std::to_string(result.resolved_now) + " alert(s) resolved; " +
+                             money + ")"});
+}
+
+HttpResponse ResolutionAnswer(std::string_view operation_id, const ResolveResult& result,
+                              bool replayed) {
+  const Alert* latest = LatestResolution(result.alerts);
+  AGENTPAY_CHECK(latest != nullptr);
+  nlohmann::json alerts = nlohmann::json::array();
+  for (const Alert& alert : result.alerts) alerts.push_back(AlertJson(alert));
+  nlohmann::json json = {{"operation_id", std::string(operation_id)},
+                         {"outcome", latest->resolution},
+                         {"note", latest->note},
+                         {"resolved_ms", *latest->resolved_ms},
+                         {"refunded", FormatAmount(result.refunded_total)},
+                         {"alerts", alerts}};
+  HttpResponse response = JsonResponse(200, DumpJson(json));
+  response.SetHeader("Idempotent-Replayed", replayed ? "true" : "false");
+  return response;
+}
+
 }  // namespace
 
 HttpResponse Gateway::HandleAdmin(const HttpRequest& request) {
@@ -64,6 +152,14 @@ HttpResponse Gateway::HandleAdmin(const HttpRequest& request) {
     }
     if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
     return AdminGetAccount(rest);
+  }
+  constexpr std::string_view kOperationsPrefix = "/admin/v1/operations/";
+  constexpr std::string_view kResolve = "/resolve";
+  if (path.starts_with(kOperationsPrefix) && path.ends_with(kResolve) &&
+      path.size() > kOperationsPrefix.size() + kResolve.size()) {
+    if (request.method != "POST") return ProblemResponse(405, "method_not_allowed", "use POST");
+    std::string_view id = path.substr(kOperationsPrefix.size());
+    return ResolveOperation(request, id.substr(0, id.size() - kResolve.size()));
   }
   if (path == "/admin/v1/operations") {
     if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
@@ -233,6 +329,53 @@ HttpResponse Gateway::ListOperations(const HttpRequest& request) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& op : ops) list.push_back(OperationJson(op));
   return JsonResponse(200, DumpJson({{"operations", list}}));
+}
+
+HttpResponse Gateway::ResolveOperation(const HttpRequest& request, std::string_view operation_id) {
+  auto body = ParseObject(request.body);
+  if (!body) return BadJson("the body must be a JSON object {\"outcome\": ..., \"note\": ...}");
+  auto outcome_field = body->find("outcome");
+  std::optional<ResolutionOutcome> outcome;
+  if (outcome_field != body->end() && outcome_field->is_string()) {
+    outcome = ParseResolutionOutcome(outcome_field->get<std::string>());
+  }
+  if (!outcome) {
+    return BadJson("\"outcome\" must be one of delivered, refunded, written_off, no_action");
+  }
+  auto note_field = body->find("note");
+  if (note_field == body->end() || !note_field->is_string() ||
+      note_field->get<std::string>().empty() ||
+      note_field->get<std::string>().size() > kMaxResolutionNoteLength) {
+    return BadJson("\"note\" must be a string of 1-1000 characters");
+  }
+  const std::string note = note_field->get<std::string>();
+  ResolveResult result;
+  Status status = store_.Write([&](Transaction& tx) {
+    return DecideResolution(tx, operation_id, *outcome, note, clock_.NowMs(), result);
+  });
+  if (!status.ok()) return StoreProblem(status);
+  if (!result.found) {
+    return ProblemResponse(404, "not_found", "no operation " + std::string(operation_id));
+  }
+  switch (result.decision) {
+    case ResolveDecision::kResolve:
+      metrics_.CountResolved(static_cast<uint64_t>(result.resolved_now),
+                             static_cast<uint64_t>(result.refunded_now));
+      return ResolutionAnswer(operation_id, result, false);
+    case ResolveDecision::kReplay:
+      return ResolutionAnswer(operation_id, result, true);
+    case ResolveDecision::kConflict: {
+      const Alert* latest = LatestResolution(result.alerts);
+      return ProblemResponse(409, "already_resolved",
+                             "the operation's alerts were resolved as " + latest->resolution +
+                                 " with another note or outcome; a resolution is final",
+                             std::string(operation_id));
+    }
+    case ResolveDecision::kNoAlerts:
+      return ProblemResponse(409, "no_alerts", "the operation has no alert to resolve",
+                             std::string(operation_id));
+  }
+  AGENTPAY_CHECK(false);
 }
 
 }  // namespace agentpay

@@ -108,6 +108,7 @@ class Gateway {
   HttpResponse AdminGetAccount(std::string_view account_id);
   HttpResponse ListOperations(const HttpRequest& request);
   HttpResponse ListAlerts(const HttpRequest& request);
+  HttpResponse ResolveOperation(const HttpRequest& request, std::string_view operation_id);
 
   // The account id behind the request's bearer API key, if any. Remembered per key hash: an
   // account's id and key never change, so only the first request of a key reads the store.

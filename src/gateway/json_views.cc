@@ -62,6 +62,7 @@ nlohmann::json AlertJson(const Alert& alert) {
   if (alert.resolved_ms) {
     json["resolved_ms"] = *alert.resolved_ms;
     json["resolution"] = alert.resolution;
+    json["note"] = alert.note;
   }
   return json;
 }

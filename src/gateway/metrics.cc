@@ -74,6 +74,19 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
   Counter(out, "agentpay_holds_expired_total", "Expired holds released by the sweeper",
           holds_expired_.load());
   Counter(out, "agentpay_alerts_raised_total", "Alerts raised for the admin", alerts_raised_.load());
+  Counter(out, "agentpay_pruner_runs_total", "Retention pruner passes", prunes_.load());
+  Counter(out, "agentpay_pruner_failures_total", "Retention pruner passes that failed",
+          prune_failures_.load());
+  Counter(out, "agentpay_results_pruned_total", "Stored results forgotten past their retention",
+          results_pruned_.load());
+  Counter(out, "agentpay_keys_pruned_total", "Idempotency key records deleted by the pruner",
+          keys_pruned_.load());
+  Counter(out, "agentpay_resolutions_total", "Admin resolutions recorded (replays not counted)",
+          resolutions_.load());
+  Counter(out, "agentpay_alerts_resolved_total", "Alerts closed by admin resolutions",
+          alerts_resolved_.load());
+  Counter(out, "agentpay_refunded_atomic_total",
+          "Atomic units returned to wallets by refunded resolutions", refunded_amount_.load());
   for (size_t i = 0; i < settlement_events_.size(); ++i) {
     Counter(out, "agentpay_x402_settlement_events_total",
             "x402 settlements by event (gateway attempts and the reconciler)",

@@ -42,6 +42,17 @@ class Metrics {
   void CountUpstream(int64_t latency_ms, bool answered);
   void CountAttachTimeout() { ++attach_timeouts_; }
   void CountRecovered(uint64_t count) { recovered_ += count; }
+  void CountPrune(uint64_t pruned, uint64_t keys_deleted, bool failed) {
+    ++prunes_;
+    results_pruned_ += pruned;
+    keys_pruned_ += keys_deleted;
+    if (failed) ++prune_failures_;
+  }
+  void CountResolved(uint64_t alerts, uint64_t refunded_amount) {
+    ++resolutions_;
+    alerts_resolved_ += alerts;
+    refunded_amount_ += refunded_amount;
+  }
   void CountSweep(uint64_t released, uint64_t alerts, bool failed) {
     ++sweeps_;
     holds_expired_ += released;
@@ -64,6 +75,13 @@ class Metrics {
   std::atomic<uint64_t> holds_expired_{0};
   std::atomic<uint64_t> alerts_raised_{0};
   std::atomic<uint64_t> sweep_failures_{0};
+  std::atomic<uint64_t> prunes_{0};
+  std::atomic<uint64_t> prune_failures_{0};
+  std::atomic<uint64_t> results_pruned_{0};
+  std::atomic<uint64_t> keys_pruned_{0};
+  std::atomic<uint64_t> resolutions_{0};
+  std::atomic<uint64_t> alerts_resolved_{0};
+  std::atomic<uint64_t> refunded_amount_{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(SettlementEvent::kCount)>
       settlement_events_{};
 };

@@ -238,7 +238,7 @@ StoredResponse SettlementVoidResponse(const std::string& operation_id) {
 Alert SettlementFailedAlert(Random& random, const std::string& operation_id,
                             const std::string& reason, int64_t now_ms) {
   return Alert{"alert_" + RandomHex(random, 16), operation_id, "settlement_failed", reason, now_ms,
-               std::nullopt, ""};
+               std::nullopt, "", ""};
 }
 
 Result<chain::TransferAuthorization> AuthorizationOf(const X402PaymentRecord& record) {

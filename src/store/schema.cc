@@ -113,6 +113,12 @@ CREATE TABLE relayer_nonces (
 CREATE INDEX operations_submitted ON operations (id) WHERE settlement = 'submitted';
 CREATE INDEX operations_unknown ON operations (id) WHERE settlement = 'unknown';
 )sql"},
+      {4, "alert resolutions, retention pruning", R"sql(
+ALTER TABLE alerts ADD COLUMN note TEXT NOT NULL DEFAULT '';
+CREATE INDEX alerts_operation ON alerts (operation_id);
+-- Stored results the pruner has yet to forget (a pruned operation's body is NULL: it leaves).
+CREATE INDEX operations_retained ON operations (retained_until_ms) WHERE response_body IS NOT NULL;
+)sql"},
   };
   return kMigrations;
 }

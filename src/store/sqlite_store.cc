@@ -134,6 +134,20 @@ X402PaymentRecord ReadPayment(const Statement& row) {
   return r;
 }
 
+constexpr char kAlertColumns[] =
+    "id, operation_id, kind, detail, created_ms, resolved_ms, resolution, note";
+
+Result<std::vector<Alert>> ReadAlerts(Statement& stmt) {
+  std::vector<Alert> alerts;
+  Status status;
+  while (stmt.Step(&status)) {
+    alerts.push_back({stmt.Text(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4),
+                      stmt.OptionalInt(5), stmt.Text(6), stmt.Text(7)});
+  }
+  if (!status.ok()) return status;
+  return alerts;
+}
+
 class SqliteTransaction final : public Transaction {
  public:
   explicit SqliteTransaction(Database& db) : db_(db) {}
@@ -321,27 +335,71 @@ class SqliteTransaction final : public Transaction {
   Status InsertAlert(const Alert& alert) override {
     AGENTPAY_PREPARE(stmt, db_,
                      "INSERT INTO alerts (id, operation_id, kind, detail, created_ms, resolved_ms, "
-                     "resolution) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+                     "resolution, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
     stmt.Bind(1, alert.id).Bind(2, alert.operation_id).Bind(3, alert.kind).Bind(4, alert.detail);
-    return stmt.Bind(5, alert.created_ms)
-        .Bind(6, alert.resolved_ms)
-        .Bind(7, alert.resolution)
-        .Run();
+    stmt.Bind(5, alert.created_ms).Bind(6, alert.resolved_ms).Bind(7, alert.resolution);
+    return stmt.Bind(8, alert.note).Run();
   }
 
   Result<std::vector<Alert>> ListAlerts(int limit) override {
     AGENTPAY_PREPARE(stmt, db_,
-                     "SELECT id, operation_id, kind, detail, created_ms, resolved_ms, resolution "
-                     "FROM alerts ORDER BY created_ms DESC, id LIMIT ?1");
+                     std::string("SELECT ") + kAlertColumns +
+                         " FROM alerts ORDER BY created_ms DESC, id LIMIT ?1");
     stmt.Bind(1, static_cast<int64_t>(limit));
-    std::vector<Alert> alerts;
-    Status status;
-    while (stmt.Step(&status)) {
-      alerts.push_back({stmt.Text(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4),
-                        stmt.OptionalInt(5), stmt.Text(6)});
-    }
+    return ReadAlerts(stmt);
+  }
+
+  Result<std::vector<Alert>> ListAlertsOf(std::string_view operation_id) override {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("SELECT ") + kAlertColumns +
+                         " FROM alerts WHERE operation_id = ?1 ORDER BY created_ms, id");
+    stmt.Bind(1, operation_id);
+    return ReadAlerts(stmt);
+  }
+
+  Result<bool> ResolveAlert(const Alert& resolved) override {
+    AGENTPAY_CHECK(resolved.resolved_ms.has_value());
+    AGENTPAY_PREPARE(stmt, db_,
+                     "UPDATE alerts SET resolved_ms = ?2, resolution = ?3, note = ?4 "
+                     "WHERE id = ?1 AND resolved_ms IS NULL");
+    stmt.Bind(1, resolved.id).Bind(2, resolved.resolved_ms).Bind(3, resolved.resolution);
+    Status status = stmt.Bind(4, resolved.note).Run();
     if (!status.ok()) return status;
-    return alerts;
+    return db_.Changes() == 1;
+  }
+
+  Result<std::vector<std::string>> ListExpiredResults(int64_t now_ms, int limit) override {
+    // The terms include the partial index operations_retained's, so SQLite uses it. Only final
+    // operations (core's IsFinal) are listed: nothing else may ever block the head of the list.
+    AGENTPAY_PREPARE(stmt, db_,
+                     "SELECT id FROM operations WHERE response_body IS NOT NULL "
+                     "AND retained_until_ms <= ?1 AND fulfillment IN ('succeeded', 'rejected') "
+                     "ORDER BY retained_until_ms, id LIMIT ?2");
+    stmt.Bind(1, now_ms).Bind(2, static_cast<int64_t>(limit));
+    std::vector<std::string> ids;
+    Status status;
+    while (stmt.Step(&status)) ids.push_back(stmt.Text(0));
+    if (!status.ok()) return status;
+    return ids;
+  }
+
+  Result<PruneOutcome> PruneResult(const Operation& op) override {
+    PruneOutcome outcome;
+    {
+      AGENTPAY_PREPARE(body, db_,
+                       "UPDATE operations SET response_body = NULL "
+                       "WHERE id = ?1 AND response_body IS NOT NULL");
+      if (Status s = body.Bind(1, op.id).Run(); !s.ok()) return s;
+      if (db_.Changes() != 1) return outcome;
+    }
+    outcome.pruned = true;
+    AGENTPAY_PREPARE(key, db_,
+                     "DELETE FROM idempotency_keys WHERE principal = ?1 AND key = ?2 "
+                     "AND operation_id = ?3");
+    key.Bind(1, op.principal).Bind(2, op.idempotency_key).Bind(3, op.id);
+    if (Status s = key.Run(); !s.ok()) return s;
+    outcome.key_deleted = db_.Changes() == 1;
+    return outcome;
   }
 
   Status AppendEvent(const TraceEvent& event) override {
@@ -503,6 +561,7 @@ class SqliteTransaction final : public Transaction {
       entry.account_id = account.substr(colon + 1);
       if (prefix == "wallet" && kind == "deposit") entry.from_ledger.deposited += net;
       if (prefix == "hold" && kind == "capture") entry.from_ledger.captured -= net;
+      if (prefix == "wallet" && kind == "refund") entry.from_ledger.captured -= net;
       if (prefix == "hold") entry.from_ledger.held += net;
       if (prefix == "wallet") entry.wallet_net += net;
     }

@@ -68,13 +68,19 @@ SettlementRecord ToSettlementRecord(const X402PaymentRecord& record);
 struct AccountAudit {
   std::string account_id;
   Balances stored;
-  Balances from_ledger;  // deposited and captured from the postings' kinds, held = net of hold:<id>
+  // deposited and captured (captures less refunds) from the postings' kinds, held = net of hold:<id>
+  Balances from_ledger;
   int64_t wallet_net = 0;  // net of wallet:<id>: must equal stored.available()
 };
 struct LedgerAudit {
   std::vector<AccountAudit> accounts;
   int64_t external_total = 0;  // net of the "external" ledger account: minus all deposits
   int64_t revenue_total = 0;   // net of "revenue": all captures
+};
+
+struct PruneOutcome {
+  bool pruned = false;       // the stored result was still kept and is now dropped
+  bool key_deleted = false;  // its key record still named the operation and is now deleted
 };
 
 // Everything one decision may read or write. Implementations run inside one database transaction.
@@ -119,6 +125,20 @@ class Transaction {
   // Alerts for the admin, newest first.
   virtual Status InsertAlert(const Alert& alert) = 0;
   virtual Result<std::vector<Alert>> ListAlerts(int limit) = 0;
+  // All alerts of one operation, oldest first.
+  virtual Result<std::vector<Alert>> ListAlertsOf(std::string_view operation_id) = 0;
+  // Compare-and-set: writes the resolution fields of `resolved` (resolved_ms, resolution, note)
+  // only if the stored alert is still open; returns whether it did.
+  virtual Result<bool> ResolveAlert(const Alert& resolved) = 0;
+
+  // Retention (workers/pruner.h). Ids of final operations whose stored result is still kept and
+  // whose retained_until_ms is at or before now_ms, oldest retention first.
+  virtual Result<std::vector<std::string>> ListExpiredResults(int64_t now_ms, int limit) = 0;
+  // Compare-and-set: if the operation's stored result is still kept, drops the stored response body
+  // and deletes its key record if that record still names this operation (a forgotten key may
+  // already name a newer one); otherwise changes nothing. The operation row (states, response
+  // status), its postings, trace and alerts stay. Precondition (the caller's decision): final.
+  virtual Result<PruneOutcome> PruneResult(const Operation& op) = 0;
 
   // Accounts. InsertAccount returns false when the id or the API key hash exists.
   virtual Result<bool> InsertAccount(const AccountRecord& account) = 0;

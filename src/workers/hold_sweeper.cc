@@ -27,7 +27,7 @@ Status ReleaseOne(Transaction& tx, const std::string& operation_id, Clock& clock
     return s;
   }
   Alert alert{"alert_" + RandomHex(random, 16), op.id, "hold_expired_after_possible_work",
-              expiry->reason, now, std::nullopt, ""};
+              expiry->reason, now, std::nullopt, "", ""};
   if (Status s = tx.InsertAlert(alert); !s.ok()) return s;
   ++report.released;
   ++report.alerts;

@@ -31,12 +31,21 @@ TEST(Wallet, RefusalsChangeNothing) {
   EXPECT_EQ(ApplyMove(&b, MoveKind::kDeposit, 0), MoveOutcome::kInvalidAmount);
   EXPECT_EQ(ApplyMove(&b, MoveKind::kHold, -5), MoveOutcome::kInvalidAmount);
   EXPECT_EQ(ApplyMove(&b, MoveKind::kDeposit, INT64_MAX), MoveOutcome::kOverflow);
+  EXPECT_EQ(ApplyMove(&b, MoveKind::kRefund, 101), MoveOutcome::kNotCaptured);
   EXPECT_EQ(b, before);
+}
+
+TEST(Wallet, RefundReturnsCapturedMoneyToTheBalance) {
+  Balances b{1000, 300, 100};
+  ASSERT_EQ(ApplyMove(&b, MoveKind::kRefund, 300), MoveOutcome::kOk);
+  EXPECT_EQ(b, (Balances{1000, 0, 100}));
+  EXPECT_EQ(b.balance(), 1000);
+  EXPECT_EQ(b.available(), 900);
 }
 
 TEST(Wallet, PostingsNameTwoDifferentAccounts) {
   for (MoveKind kind : {MoveKind::kDeposit, MoveKind::kHold, MoveKind::kCapture,
-                        MoveKind::kRelease}) {
+                        MoveKind::kRelease, MoveKind::kRefund}) {
     Posting posting = PostingFor(kind);
     EXPECT_NE(posting.debit_kind, posting.credit_kind) << MoveKindName(kind);
   }
@@ -48,7 +57,7 @@ TEST(Wallet, RandomMovesConserveMoney) {
   Balances b;
   int64_t deposits = 0, captures = 0;
   for (int i = 0; i < 100000; ++i) {
-    auto kind = static_cast<MoveKind>(rng() % 4);
+    auto kind = static_cast<MoveKind>(rng() % 5);
     int64_t amount = static_cast<int64_t>(rng() % 1000) - 10;
     Balances before = b;
     MoveOutcome outcome = ApplyMove(&b, kind, amount);
@@ -59,6 +68,7 @@ TEST(Wallet, RandomMovesConserveMoney) {
     }
     if (kind == MoveKind::kDeposit) deposits += amount;
     if (kind == MoveKind::kCapture) captures += amount;
+    if (kind == MoveKind::kRefund) captures -= amount;
     ASSERT_EQ(b.balance() + b.captured, deposits);
     ASSERT_EQ(b.captured, captures);
   }

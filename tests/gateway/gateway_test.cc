@@ -11,6 +11,7 @@
 
 #include "gateway/hashing.h"
 #include "gateway_test_support.h"
+#include "workers/hold_sweeper.h"
 
 namespace agentpay {
 namespace {
@@ -383,6 +384,118 @@ TEST_F(GatewayTest, DepositsAreIdempotentByReference) {
   no_token.method = "GET";
   no_token.target = "/admin/v1/accounts/" + id;
   EXPECT_EQ(gateway_->Handle(no_token).status, 401);
+}
+
+class ResolveTest : public GatewayTest {
+ protected:
+  HttpResponse Resolve(const std::string& op_id, const std::string& outcome,
+                       const std::string& note) {
+    return Admin("POST", "/admin/v1/operations/" + op_id + "/resolve",
+                 nlohmann::json({{"outcome", outcome}, {"note", note}}).dump());
+  }
+  // A kept hold (upstream 503) swept past its TTL: released, one alert. Returns the operation id.
+  std::string Swept(const std::string& api_key, const std::string& key) {
+    upstream_.Push(UpstreamKind::kResponded, 503);
+    HttpResponse kept = Pay(api_key, key, "{}");
+    EXPECT_EQ(kept.status, 502);
+    clock_.Advance(GatewayConfig{}.hold_ttl_ms + 1);
+    auto swept = SweepExpiredHolds(*store_, clock_, random_, 10);
+    EXPECT_TRUE(swept.ok() && swept->alerts == 1);
+    return std::string(kept.Header("AgentPay-Operation-Id").value_or(""));
+  }
+  std::vector<TraceEvent> Events(const std::string& op_id) {
+    std::vector<TraceEvent> events;
+    EXPECT_TRUE(store_->Read([&](Transaction& tx) {
+      auto listed = tx.ListEvents(op_id);
+      if (!listed.ok()) return listed.status();
+      events = *listed;
+      return Status::Ok();
+    }).ok());
+    return events;
+  }
+};
+
+TEST_F(ResolveTest, ResolutionIsAuditedAndIdempotent) {
+  auto [id, key] = Account(1000);
+  std::string op_id = Swept(key, "k1");
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));
+  HttpResponse first = Resolve(op_id, "written_off", "seller confirmed it did no work");
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.Header("Idempotent-Replayed"), "false");
+  auto json = nlohmann::json::parse(first.body);
+  EXPECT_EQ(json["outcome"], "written_off");
+  EXPECT_EQ(json["refunded"], "0");
+  ASSERT_EQ(json["alerts"].size(), 1u);
+  EXPECT_EQ(json["alerts"][0]["resolved"], true);
+  EXPECT_EQ(json["alerts"][0]["note"], "seller confirmed it did no work");
+  clock_.Advance(1000);
+  HttpResponse again = Resolve(op_id, "written_off", "seller confirmed it did no work");
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
+  HttpResponse other = Resolve(op_id, "refunded", "seller confirmed it did no work");
+  EXPECT_EQ(other.status, 409);
+  EXPECT_EQ(nlohmann::json::parse(other.body)["code"], "already_resolved");
+  EXPECT_EQ(Resolve(op_id, "written_off", "another note").status, 409);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));  // no resolution here moves money
+  std::vector<TraceEvent> events = Events(op_id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().actor, "admin");
+  EXPECT_EQ(events.back().kind, "resolved");
+  int resolved_events = 0;
+  for (const auto& event : events) resolved_events += event.kind == "resolved";
+  EXPECT_EQ(resolved_events, 1);
+  // The operation is unchanged: a retry of its key still resumes it and charges once.
+  EXPECT_EQ(Pay(key, "k1", "{}").status, 200);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+}
+
+TEST_F(ResolveTest, RefundReturnsTheCaptureOnceThroughTheLedger) {
+  auto [id, key] = Account(1000);
+  std::string op_id = Swept(key, "k1");
+  ASSERT_EQ(Pay(key, "k1", "{}").status, 200);  // resumed after the sweep, captured
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+  HttpResponse refunded = Resolve(op_id, "refunded", "the seller ran it twice; goodwill refund");
+  ASSERT_EQ(refunded.status, 200) << refunded.body;
+  EXPECT_EQ(nlohmann::json::parse(refunded.body)["refunded"], std::to_string(kPrice));
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));
+  HttpResponse replay = Resolve(op_id, "refunded", "the seller ran it twice; goodwill refund");
+  EXPECT_EQ(replay.status, 200);
+  EXPECT_EQ(replay.body, refunded.body);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));  // refunded once
+  std::vector<std::string> kinds;
+  ASSERT_TRUE(store_->Read([&](Transaction& tx) {
+    auto postings = tx.ListPostings(op_id);
+    for (const auto& posting : *postings) kinds.push_back(posting.kind);
+    return Status::Ok();
+  }).ok());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"hold", "release", "hold", "capture", "refund"}));
+  // The stored answer still replays, with no new charge.
+  HttpResponse replayed = Pay(key, "k1", "{}");
+  EXPECT_EQ(replayed.status, 200);
+  EXPECT_EQ(replayed.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));
+}
+
+TEST_F(ResolveTest, RefusalsChangeNothing) {
+  auto [id, key] = Account(1000);
+  HttpResponse paid = Pay(key, "k-ok", "{}");
+  std::string plain(paid.Header("AgentPay-Operation-Id").value_or(""));
+  HttpResponse no_alerts = Resolve(plain, "no_action", "n");
+  EXPECT_EQ(no_alerts.status, 409);
+  EXPECT_EQ(nlohmann::json::parse(no_alerts.body)["code"], "no_alerts");
+  EXPECT_EQ(Resolve("op_none", "no_action", "n").status, 404);
+  std::string op_id = Swept(key, "k1");
+  for (const char* bad :
+       {R"({"outcome":"paid","note":"x"})", R"({"outcome":"no_action"})",
+        R"({"outcome":"no_action","note":""})", R"({"note":"x"})", "[]", "{"}) {
+    EXPECT_EQ(Admin("POST", "/admin/v1/operations/" + op_id + "/resolve", bad).status, 400) << bad;
+  }
+  EXPECT_EQ(Admin("GET", "/admin/v1/operations/" + op_id + "/resolve", "").status, 405);
+  auto alerts = nlohmann::json::parse(Admin("GET", "/admin/v1/alerts", "").body)["alerts"];
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0]["resolved"], false);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
 }
 
 }  // namespace

@@ -16,12 +16,15 @@ import re
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import tempfile
 import threading
 import time
+import sys
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault"))
+import invariants  # noqa: E402  (tests/fault/invariants.py: the one store invariant checker)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_BINARY = os.path.join(REPO_ROOT, "build", "agentpay")
@@ -503,161 +506,49 @@ def parse_status(raw):
 # invariants
 
 def open_db(path):
-    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=10)
-    return db
+    return invariants.open_db(path)
 
 
-LEDGER_SHAPES = {
-    # kind: (debit kind, credit kind); per-account names are "<kind>:<account id>"
-    "deposit": ("external", "wallet"),
-    "hold": ("wallet", "hold"),
-    "capture": ("hold", "revenue"),
-    "release": ("hold", "wallet"),
-}
-
-
-def _ledger_name(kind, account_id):
-    return kind + ":" + account_id if kind in ("wallet", "hold") else kind
+LEDGER_SHAPES = invariants.LEDGER_SHAPES
 
 
 def collect_invariant_violations(gateway=None, db_path=None):
-    """Checks CONTRACT.md section 4 on the gateway's DB file and, if a gateway is given, its HTTP API (which
-    must then be running). Returns a list of human-readable violations (empty = all good)."""
-    errors = []
+    """The shared store invariants (tests/fault/invariants.py) on the gateway's DB file and, if a gateway
+    is given, its HTTP API views of every account (the gateway must then be running). Returns a list of
+    human-readable violations (empty = all good)."""
     db_path = db_path or gateway.db_path
-    with open_db(db_path) as db:
-        db.execute("BEGIN")  # one consistent snapshot
-        accounts = db.execute("SELECT id, deposited, captured, held FROM accounts ORDER BY id").fetchall()
-        ledger = db.execute(
-            "SELECT id, operation_id, kind, debit, credit, amount FROM ledger_entries ORDER BY id").fetchall()
-        deposits = {}
-        for account_id, amount in db.execute("SELECT account_id, amount FROM deposits"):
-            deposits[account_id] = deposits.get(account_id, 0) + amount  # Python ints: no SUM overflow
-        operations = db.execute(
-            "SELECT id, principal, amount, settlement, fulfillment FROM operations").fetchall()
-        db.execute("COMMIT")
-
-    # -- ledger postings: shape and balance
-    net = {}  # ledger account name -> credits - debits
-    total_debit = total_credit = 0
-    per_op = {}  # operation id -> {kind: [amounts]}
-    for row_id, op_id, kind, debit, credit, amount in ledger:
-        if not isinstance(amount, int) or amount <= 0:
-            errors.append("ledger row %d (%s): amount must be a positive integer, got %r" % (row_id, kind, amount))
-            continue
-        shape = LEDGER_SHAPES.get(kind)
-        if shape is None:
-            errors.append("ledger row %d: unknown kind %r (%s -> %s)" % (row_id, kind, debit, credit))
-        else:
-            account_id = None
-            for name in (debit, credit):
-                if ":" in name:
-                    account_id = name.split(":", 1)[1]
-            expected = (_ledger_name(shape[0], account_id or "?"), _ledger_name(shape[1], account_id or "?"))
-            if (debit, credit) != expected:
-                errors.append("ledger row %d: %s posting must be %s -> %s, got %s -> %s" % (
-                    row_id, kind, expected[0], expected[1], debit, credit))
-        if kind == "deposit" and op_id is not None:
-            errors.append("ledger row %d: deposit posting has operation_id %r" % (row_id, op_id))
-        if kind in ("hold", "capture", "release"):
-            if not op_id:
-                errors.append("ledger row %d: %s posting without operation_id" % (row_id, kind))
-            else:
-                per_op.setdefault(op_id, {}).setdefault(kind, []).append(amount)
-        net[debit] = net.get(debit, 0) - amount
-        net[credit] = net.get(credit, 0) + amount
-        total_debit += amount
-        total_credit += amount
-    if total_debit != total_credit or sum(net.values()) != 0:
-        errors.append("ledger: debits %d != credits %d (net sum %d)" % (total_debit, total_credit, sum(net.values())))
-
-    # -- per account: table vs ledger vs API
-    sum_balance = sum_deposited = 0
-    account_ids = set()
-    for account_id, deposited, captured, held in accounts:
-        account_ids.add(account_id)
-        balance = deposited - captured
-        sum_balance += balance
-        sum_deposited += deposited
-        where = "account %s (table: deposited=%d captured=%d held=%d)" % (account_id, deposited, captured, held)
-        if captured < 0 or captured > deposited:
-            errors.append("%s: need 0 <= captured <= deposited" % where)
-        if not (0 <= held <= balance):
-            errors.append("%s: need 0 <= held <= balance=%d" % (where, balance))
-        l_deposited = sum(a for (_, _, k, d, c, a) in ledger if k == "deposit" and c == "wallet:" + account_id)
-        l_captured = sum(a for (_, _, k, d, c, a) in ledger if k == "capture" and d == "hold:" + account_id)
-        l_held = net.get("hold:" + account_id, 0)
-        l_available = net.get("wallet:" + account_id, 0)
-        if l_deposited != deposited:
-            errors.append("%s: deposited != sum of deposit postings (%d)" % (where, l_deposited))
-        if l_captured != captured:
-            errors.append("%s: captured != sum of capture postings (%d)" % (where, l_captured))
-        if l_held != held:
-            errors.append("%s: held != net of 'hold:%s' postings (%d)" % (where, account_id, l_held))
-        if l_available != balance - held:
-            errors.append("%s: available (balance-held=%d) != net of 'wallet:%s' postings (%d)" % (
-                where, balance - held, account_id, l_available))
-        if deposits.get(account_id, 0) != deposited:
-            errors.append("%s: deposited != sum of the deposits table (%d)" % (where, deposits.get(account_id, 0)))
-        expected_api = {"account_id": account_id, "balance": balance, "held": held,
-                        "available": balance - held, "deposited": deposited, "captured": captured}
-        if gateway is not None and gateway.alive():
-            views = [("admin GET /admin/v1/accounts/%s" % account_id, lambda: gateway.admin_account(account_id))]
-            if account_id in gateway.accounts:
-                acct = gateway.accounts[account_id]
-                views.append(("GET /v1/account", lambda: gateway.account(acct)))
-            for label, fetch in views:
-                try:
-                    got = fetch()
-                except (AssertionError, OSError, http.client.HTTPException) as e:
-                    errors.append("%s: %s failed: %s" % (where, label, e))
-                    continue
-                if got != expected_api:
-                    errors.append("%s: %s = %r, expected %r" % (where, label, got, expected_api))
-                if got["balance"] != got["deposited"] - got["captured"]:
-                    errors.append("%s: %s balance != deposited - captured: %r" % (where, label, got))
-                if got["available"] != got["balance"] - got["held"]:
-                    errors.append("%s: %s available != balance - held: %r" % (where, label, got))
-                if not (0 <= got["held"] <= got["balance"]):
-                    errors.append("%s: %s need 0 <= held <= balance: %r" % (where, label, got))
-    if gateway is not None and not gateway.alive():
+    errors = list(invariants.check(db_path).violations)
+    if gateway is None:
+        return errors
+    if not gateway.alive():
         errors.append("gateway process is not running (exit code %s): API views not checked" % (
             gateway.popen.returncode if gateway.popen else None))
-
-    for name in net:
-        if name.startswith(("wallet:", "hold:")) and name.split(":", 1)[1] not in account_ids:
-            errors.append("ledger account %r has postings but no accounts row" % name)
-
-    # -- conservation: balances + revenue == deposits
-    revenue = net.get("revenue", 0)
-    external = net.get("external", 0)
-    if sum_balance + revenue != sum_deposited:
-        errors.append("money not conserved: sum(balances)=%d + revenue=%d = %d != sum(deposits)=%d" % (
-            sum_balance, revenue, sum_balance + revenue, sum_deposited))
-    if -external != sum_deposited:
-        errors.append("net of 'external' (%d) != -sum(deposits) (%d)" % (external, sum_deposited))
-
-    # -- per operation: at most one charge, ledger consistent with settlement
-    ops = {op[0]: op for op in operations}
-    for op_id, postings in per_op.items():
-        if op_id not in ops:
-            errors.append("ledger has postings for unknown operation %s: %r" % (op_id, postings))
-    for op_id, principal, amount, settlement, fulfillment in operations:
-        p = per_op.get(op_id, {})
-        holds, captures, releases = sum(p.get("hold", [])), sum(p.get("capture", [])), sum(p.get("release", []))
-        outstanding = holds - captures - releases
-        where = "operation %s (%s, amount %d, settlement=%s, fulfillment=%s, postings=%r)" % (
-            op_id, principal, amount, settlement, fulfillment, p)
-        if len(p.get("capture", [])) > 1 or captures > amount:
-            errors.append("%s: charged more than once" % where)
-        if outstanding < 0:
-            errors.append("%s: more captured/released than held" % where)
-        if settlement == "held" and outstanding != amount:
-            errors.append("%s: settlement held but outstanding hold is %d" % (where, outstanding))
-        if settlement == "settled" and (captures != amount or outstanding != 0):
-            errors.append("%s: settled must be exactly one capture of the amount and no outstanding hold" % where)
-        if settlement in ("none", "released", "void", "failed") and (captures != 0 or outstanding != 0):
-            errors.append("%s: settlement %s must leave no capture and no outstanding hold" % (where, settlement))
+        return errors
+    with open_db(db_path) as db:
+        accounts = db.execute("SELECT id, deposited, captured, held FROM accounts ORDER BY id").fetchall()
+    for account_id, deposited, captured, held in accounts:
+        balance = deposited - captured
+        where = "account %s (table: deposited=%d captured=%d held=%d)" % (account_id, deposited, captured, held)
+        expected_api = {"account_id": account_id, "balance": balance, "held": held,
+                        "available": balance - held, "deposited": deposited, "captured": captured}
+        views = [("admin GET /admin/v1/accounts/%s" % account_id, lambda: gateway.admin_account(account_id))]
+        if account_id in gateway.accounts:
+            acct = gateway.accounts[account_id]
+            views.append(("GET /v1/account", lambda: gateway.account(acct)))
+        for label, fetch in views:
+            try:
+                got = fetch()
+            except (AssertionError, OSError, http.client.HTTPException) as e:
+                errors.append("%s: %s failed: %s" % (where, label, e))
+                continue
+            if got != expected_api:
+                errors.append("%s: %s = %r, expected %r" % (where, label, got, expected_api))
+            if got["balance"] != got["deposited"] - got["captured"]:
+                errors.append("%s: %s balance != deposited - captured: %r" % (where, label, got))
+            if got["available"] != got["balance"] - got["held"]:
+                errors.append("%s: %s available != balance - held: %r" % (where, label, got))
+            if not (0 <= got["held"] <= got["balance"]):
+                errors.append("%s: %s need 0 <= held <= balance: %r" % (where, label, got))
     return errors
 
 

@@ -15,6 +15,7 @@ import random
 import re
 import signal
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -706,6 +707,104 @@ class HoldExpiryTest(GatewayTestCase):
         self.assertExecuted(2)
 
 
+class AdminResolveTest(GatewayTestCase):
+    """CONTRACT 3: POST /admin/v1/operations/{id}/resolve, through `agentpay admin resolve`: audited,
+    idempotent, 409 already_resolved for another outcome; only `refunded` moves money, through the ledger."""
+
+    gateway_args = ("--hold-ttl-ms", "1000", "--sweep-interval-ms", "50")
+
+    def cli(self, *args):
+        argv = [harness.binary(), "admin", "--url", "http://127.0.0.1:%d" % self.gw.port,
+                "--token-file", self.gw.token_file] + list(args)
+        done = subprocess.run(argv, capture_output=True, timeout=30)
+        out = done.stdout.decode()
+        return done.returncode, (json.loads(out) if out.strip().startswith("{") else out)
+
+    def swept(self, acct, key):
+        r = self.gw.pay(acct, key, BODY, fault="drop")  # the seller works, then drops the connection
+        self.assertProblem(r, 502, "fulfillment_pending")
+        deadline = time.monotonic() + 6
+        while self.gw.operation(r.operation_id)["settlement"] != "released" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.gw.operation(r.operation_id)["settlement"], "released")
+        return r.operation_id
+
+    def test_resolve_via_cli_is_audited_idempotent_and_conserves_money(self):
+        acct = self.gw.create_account("resolve", deposit=DEPOSIT)
+        op_id = self.swept(acct, "dropped")
+        code, first = self.cli("resolve", op_id, "--outcome", "written_off", "--note", "seller ran it once")
+        self.assertEqual(code, 0, first)
+        self.assertEqual((first["outcome"], first["note"], first["refunded"]),
+                         ("written_off", "seller ran it once", "0"), first)
+        self.assertTrue(all(a["resolved"] for a in first["alerts"]), first)
+        code, again = self.cli("resolve", op_id, "--outcome", "written_off", "--note", "seller ran it once")
+        self.assertEqual((code, again), (0, first))
+        code, other = self.cli("resolve", op_id, "--outcome", "refunded", "--note", "seller ran it once")
+        self.assertEqual(code, 1, other)
+        self.assertEqual(other["code"], "already_resolved", other)
+        self.assertEqual(other["status"], 409, other)
+        self.assertAccount(acct, captured=0, held=0, balance=DEPOSIT)
+        events = [e for e in self.gw.trace(op_id)["events"] if e["kind"] == "resolved"]
+        self.assertEqual([e["actor"] for e in events], ["admin"], events)
+        self.assertIn("written_off", events[0]["detail"])
+
+        # Retried after the sweep, the operation is charged once; a second alert-raising sweep is not
+        # possible any more, so a refund needs an open alert: take a new dropped operation and retry it.
+        op2 = self.swept(acct, "dropped-2")
+        retry = self.gw.pay(acct, "dropped-2", BODY)
+        self.assertEqual((retry.status, retry.operation_id), (200, op2), retry)
+        self.assertAccount(acct, captured=PRICE, held=0)
+        code, refunded = self.cli("resolve", op2, "--outcome", "refunded", "--note", "ran twice; refund")
+        self.assertEqual(code, 0, refunded)
+        self.assertEqual(refunded["refunded"], str(PRICE), refunded)
+        self.assertAccount(acct, deposited=DEPOSIT, captured=0, held=0, balance=DEPOSIT, available=DEPOSIT)
+        code, replay = self.cli("resolve", op2, "--outcome", "refunded", "--note", "ran twice; refund")
+        self.assertEqual((code, replay), (0, refunded))
+        self.assertAccount(acct, captured=0, balance=DEPOSIT)
+        kinds = [e["kind"] for e in self.gw.trace(op2)["events"] if e["actor"] == "ledger"]
+        self.assertEqual(kinds, ["hold", "release", "hold", "capture", "refund"])
+        code, alerts = self.cli("alerts")
+        self.assertEqual(code, 0)
+        self.assertEqual(sorted(a["operation_id"] for a in alerts["alerts"]), sorted([op_id, op2]))
+        self.assertFalse([a for a in alerts["alerts"] if not a["resolved"]], alerts)
+
+
+class RetentionPruningTest(GatewayTestCase):
+    """docs/protocol.md 10: the pruner forgets a final result and its key once --retention-ms has passed; a
+    late retry is then a new action, charged again. A kept (unfinished) operation is never pruned."""
+
+    gateway_args = ("--retention-ms", "300", "--sweep-interval-ms", "50", "--hold-ttl-ms", "600000")
+
+    def metric(self, name):
+        text = self.gw.request("GET", "/metrics").body.decode()
+        return sum(int(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))
+
+    def test_pruner_forgets_final_results_and_their_keys(self):
+        acct = self.gw.create_account("pruned", deposit=DEPOSIT)
+        done = self.gw.pay(acct, "old-order", BODY)
+        kept = self.gw.pay(acct, "kept-order", BODY, fault="5xx")
+        self.assertEqual((done.status, kept.status), (200, 502))
+        deadline = time.monotonic() + 6
+        while self.metric("agentpay_results_pruned_total") < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.metric("agentpay_results_pruned_total"), 1)
+        self.assertEqual(self.metric("agentpay_keys_pruned_total"), 1)
+        with harness.open_db(self.gw.db_path) as db:
+            keys = sorted(k for (k,) in db.execute("SELECT key FROM idempotency_keys"))
+            body = db.execute("SELECT response_body FROM operations WHERE id = ?", (done.operation_id,)).fetchone()
+        self.assertEqual(keys, ["kept-order"], "only the pruned key is gone")
+        self.assertIsNone(body[0], "the stored result is dropped")
+        op = self.gw.operation(done.operation_id)  # the operation stays readable by id
+        self.assertEqual((op["settlement"], op["fulfillment"], op.get("response_status")), ("settled", "succeeded", 200))
+        late = self.gw.pay(acct, "old-order", BODY)
+        self.assertEqual((late.status, late.replayed), (200, "false"), late)
+        self.assertNotEqual(late.operation_id, done.operation_id, "a pruned key is a new action")
+        self.assertAccount(acct, captured=2 * PRICE, held=PRICE)
+        retry = self.gw.pay(acct, "kept-order", BODY)  # the kept operation was never pruned
+        self.assertEqual((retry.status, retry.operation_id), (200, kept.operation_id), retry)
+        self.assertAccount(acct, captured=3 * PRICE, held=0)
+
+
 class ForwardingTest(GatewayTestCase):
     """CONTRACT 3: what the upstream receives. The upstream here is a recording Python server."""
 
@@ -892,6 +991,31 @@ class InvariantCheckerSelfTest(GatewayTestCase):
                                           % settled_op,
             "hold leaks": "UPDATE ledger_entries SET amount = amount + 7 WHERE kind = 'hold' AND operation_id = '%s'"
                           % held_op,
+            # Balanced books, but one key charged twice (a second operation with the same key, captured).
+            "key charged twice": [
+                "INSERT INTO operations SELECT id || 'x', principal, idempotency_key, fingerprint, route, amount, "
+                "intent, settlement, fulfillment, hold_expires_ms, lease_expires_ms, attempts, response_status, "
+                "response_content_type, response_body, retained_until_ms, created_ms + 1, updated_ms "
+                "FROM operations WHERE id = '%s'" % settled_op,
+                "INSERT INTO ledger_entries (operation_id, kind, debit, credit, amount, at_ms) "
+                "SELECT operation_id || 'x', kind, debit, credit, amount, at_ms FROM ledger_entries "
+                "WHERE operation_id = '%s'" % settled_op,
+                "UPDATE accounts SET captured = captured + %d" % PRICE,
+            ],
+            # Refunded twice, the account moved to match: the ledger refunds more than was captured.
+            "refunded twice": [
+                "INSERT INTO ledger_entries (operation_id, kind, debit, credit, amount, at_ms) "
+                "SELECT operation_id, 'refund', 'revenue', 'wallet:' || substr(debit, 6), amount, at_ms "
+                "FROM ledger_entries WHERE kind = 'capture' AND operation_id = '%s'" % settled_op,
+            ] * 2 + ["UPDATE accounts SET captured = 0, deposited = deposited + %d" % PRICE],
+            "swept without alert": [
+                "UPDATE operations SET settlement = 'released', fulfillment = 'pending_retry' WHERE id = '%s'"
+                % held_op,
+                "INSERT INTO ledger_entries (operation_id, kind, debit, credit, amount, at_ms) "
+                "SELECT operation_id, 'release', credit, debit, amount, at_ms FROM ledger_entries "
+                "WHERE kind = 'hold' AND operation_id = '%s'" % held_op,
+                "UPDATE accounts SET held = held - %d" % PRICE,
+            ],
         }
         src = harness.open_db(self.gw.db_path)
         try:
@@ -902,7 +1026,8 @@ class InvariantCheckerSelfTest(GatewayTestCase):
                     src.backup(dst)
                     self.assertEqual(harness.collect_invariant_violations(db_path=path), [],
                                      "pristine copy must pass")
-                    dst.execute(sql)
+                    for statement in ([sql] if isinstance(sql, str) else sql):
+                        dst.execute(statement)
                     dst.commit()
                 finally:
                     dst.close()

@@ -380,7 +380,7 @@ TEST_P(StoreConformance, ExpiredHoldsAlertsAndPostings) {
       return moved.status();
     }
     return tx.InsertAlert({"alert_1", "op_h0", "hold_expired_after_possible_work", "d", 50,
-                           std::nullopt, ""});
+                           std::nullopt, "", ""});
   }).ok());
   ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
     auto expired = tx.ListExpiredHolds(1000, 10);
@@ -403,7 +403,135 @@ TEST_P(StoreConformance, ExpiredHoldsAlertsAndPostings) {
   }).ok());
   // Duplicate alert ids are refused.
   EXPECT_FALSE(Write([&](Transaction& tx) {
-    return tx.InsertAlert({"alert_1", "op_h1", "k", "d", 51, std::nullopt, ""});
+    return tx.InsertAlert({"alert_1", "op_h1", "k", "d", 51, std::nullopt, "", ""});
+  }).ok());
+}
+
+TEST_P(StoreConformance, AlertsResolveOnceAndListPerOperation) {
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    for (auto [id, op, at] : {std::tuple{"alert_b", "op_r", 20}, std::tuple{"alert_a", "op_r", 10},
+                              std::tuple{"alert_c", "op_other", 15}}) {
+      if (Status s = tx.InsertAlert({id, op, "k", "d", at, std::nullopt, "", ""}); !s.ok()) {
+        return s;
+      }
+    }
+    return Status::Ok();
+  }).ok());
+  Alert resolved{"alert_a", "op_r", "k", "d", 10, 99, "written_off", "checked with the seller"};
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto first = tx.ResolveAlert(resolved);
+    EXPECT_TRUE(first.ok() && *first);
+    Alert other = resolved;
+    other.resolved_ms = 100;
+    other.resolution = "refunded";
+    auto second = tx.ResolveAlert(other);  // already resolved: the first resolution stays
+    EXPECT_TRUE(second.ok() && !*second);
+    auto missing = tx.ResolveAlert(Alert{"alert_none", "op_r", "k", "d", 1, 5, "no_action", ""});
+    EXPECT_TRUE(missing.ok() && !*missing);
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    auto alerts = tx.ListAlertsOf("op_r");
+    EXPECT_TRUE(alerts.ok());
+    EXPECT_EQ(alerts->size(), 2u);
+    EXPECT_EQ((*alerts)[0], resolved);  // oldest first
+    EXPECT_EQ((*alerts)[1].id, "alert_b");
+    EXPECT_FALSE((*alerts)[1].resolved_ms.has_value());
+    EXPECT_EQ((*alerts)[1].note, "");
+    EXPECT_TRUE(tx.ListAlertsOf("op_none")->empty());
+    EXPECT_EQ(tx.ListAlerts(10)->size(), 3u);
+    return Status::Ok();
+  }).ok());
+}
+
+// A refund returns captured money from revenue to the wallet with two postings; the audit (run by
+// TearDown too) recomputes captured as captures less refunds, and the sums still match deposits.
+TEST_P(StoreConformance, RefundReturnsCapturedMoneyThroughTheLedger) {
+  AddAccount("acct_r", 1000);
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    for (MoveKind kind : {MoveKind::kHold, MoveKind::kCapture}) {
+      auto moved = tx.Move("acct_r", kind, 300, "op_ref", 5);
+      if (!moved.ok()) return moved.status();
+      EXPECT_EQ(*moved, MoveOutcome::kOk);
+    }
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto too_much = tx.Move("acct_r", MoveKind::kRefund, 301, "op_ref", 6);
+    EXPECT_TRUE(too_much.ok() && *too_much == MoveOutcome::kNotCaptured);
+    auto refunded = tx.Move("acct_r", MoveKind::kRefund, 300, "op_ref", 6);
+    EXPECT_TRUE(refunded.ok() && *refunded == MoveOutcome::kOk);
+    return Status::Ok();
+  }).ok());
+  EXPECT_EQ(BalancesOf("acct_r"), (Balances{1000, 0, 0}));
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    auto postings = tx.ListPostings("op_ref");
+    EXPECT_EQ(postings->size(), 3u);
+    EXPECT_EQ((*postings)[2].kind, "refund");
+    EXPECT_EQ((*postings)[2].debit, "revenue");
+    EXPECT_EQ((*postings)[2].credit, "wallet:acct_r");
+    return Status::Ok();
+  }).ok());
+  LedgerAudit audit = Audit();
+  EXPECT_EQ(audit.revenue_total, 0);
+  EXPECT_EQ(audit.external_total, -1000);
+  ASSERT_EQ(audit.accounts.size(), 1u);
+  EXPECT_EQ(audit.accounts[0].from_ledger, (Balances{1000, 0, 0}));
+  EXPECT_EQ(audit.accounts[0].wallet_net, 1000);
+}
+
+// Retention: only kept results past their retention are listed; pruning drops the body and the
+// key record that still names the operation, never a newer operation's key.
+TEST_P(StoreConformance, ExpiredResultsArePrunedWithTheirKeys) {
+  auto final_op = [](const std::string& id, int64_t retained_until_ms) {
+    Operation op = SampleOperation(id);
+    op.settlement = Settlement::kSettled;
+    op.fulfillment = Fulfillment::kSucceeded;
+    op.response = StoredResponse{200, "application/json", "{}"};
+    op.retained_until_ms = retained_until_ms;
+    return op;
+  };
+  Operation old_op = final_op("op_old", 100), newer = final_op("op_new", 500);
+  Operation reused = final_op("op_reused", 90);  // its key now names another operation
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    for (const Operation* op : {&old_op, &newer, &reused}) {
+      if (Status s = tx.InsertOperation(*op); !s.ok()) return s;
+    }
+    if (Status s = tx.InsertOperation(SampleOperation("op_open")); !s.ok()) return s;  // no result
+    for (auto [key, op] : {std::pair{old_op.idempotency_key, "op_old"},
+                           std::pair{newer.idempotency_key, "op_new"},
+                           std::pair{reused.idempotency_key, "op_successor"}}) {
+      auto inserted = tx.InsertKey({"account:a", key, op, "fp", 1});
+      if (!inserted.ok()) return inserted.status();
+    }
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    EXPECT_EQ(*tx.ListExpiredResults(99, 10), (std::vector<std::string>{"op_reused"}));
+    EXPECT_EQ(*tx.ListExpiredResults(100, 10), (std::vector<std::string>{"op_reused", "op_old"}));
+    EXPECT_EQ(tx.ListExpiredResults(100, 1)->size(), 1u);
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto pruned = tx.PruneResult(old_op);
+    EXPECT_TRUE(pruned.ok() && pruned->pruned && pruned->key_deleted);
+    auto again = tx.PruneResult(old_op);  // already pruned: nothing changes
+    EXPECT_TRUE(again.ok() && !again->pruned && !again->key_deleted);
+    auto kept_key = tx.PruneResult(reused);
+    EXPECT_TRUE(kept_key.ok() && kept_key->pruned && !kept_key->key_deleted);
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    EXPECT_TRUE(tx.ListExpiredResults(1000, 10)->size() == 1u);  // only op_new is left
+    EXPECT_FALSE(tx.FindKey("account:a", old_op.idempotency_key)->has_value());
+    auto successor = tx.FindKey("account:a", reused.idempotency_key);
+    EXPECT_TRUE(successor->has_value() && (*successor)->operation_id == "op_successor");
+    auto row = tx.FindOperation("op_old");
+    EXPECT_TRUE(row->has_value());
+    EXPECT_EQ((*row)->fulfillment, Fulfillment::kSucceeded);
+    EXPECT_EQ((*row)->response->status, 200);
+    EXPECT_EQ((*row)->response->body, "");
+    return Status::Ok();
   }).ok());
 }
 
