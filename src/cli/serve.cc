@@ -237,12 +237,18 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   if (!settlement.ok()) return Fail(settlement.status().message());
   HttpUpstream upstream(config->max_upstream_response_bytes);
   Gateway gateway(*config, **store, clock, random, upstream, settlement->settler.get());
+  // Liveness first, for the whole process lifetime: other gateway processes on this database then
+  // leave this one's calls alone, and its own recovery below only takes over dead processes' calls.
+  if (Status registered = gateway.RegisterInstance(); !registered.ok()) {
+    return Fail("cannot register this gateway instance with the store: " + registered.message());
+  }
   auto recovered = gateway.RecoverInterrupted();
   if (!recovered.ok()) return Fail("crash recovery failed: " + recovered.status().message());
   if (*recovered > 0) {
     std::fprintf(stderr,
-                 "agentpay serve: recovered %d operation(s) interrupted mid-flight: holds kept, "
-                 "settlements left to the reconciler, fulfillment pending_retry\n",
+                 "agentpay serve: recovered %d operation(s) interrupted mid-flight in gateway "
+                 "processes that are gone: holds kept, settlements left to the reconciler, "
+                 "fulfillment pending_retry\n",
                  *recovered);
   }
   ReconcilerConfig reconciler_config;

@@ -90,12 +90,13 @@ Operation NewWalletOperation(const WalletOperationParams& params, int64_t now_ms
   op.fulfillment = Fulfillment::kInProgress;
   op.hold_expires_ms = now_ms + params.hold_ttl_ms;
   op.lease_expires_ms = now_ms + params.lease_ms;
+  op.claimed_by = params.claimant;
   op.attempts = 1;
   return op;
 }
 
 Resumption ResumeWalletOperation(const Operation& op, int64_t now_ms, int64_t hold_ttl_ms,
-                                 int64_t lease_ms) {
+                                 int64_t lease_ms, const std::string& claimant) {
   AGENTPAY_CHECK(!IsFinal(op));
   Resumption resumption{op, false};
   Operation& next = resumption.next;
@@ -107,6 +108,7 @@ Resumption ResumeWalletOperation(const Operation& op, int64_t now_ms, int64_t ho
   }
   next.fulfillment = Fulfillment::kInProgress;
   next.lease_expires_ms = now_ms + lease_ms;
+  next.claimed_by = claimant;
   next.attempts = op.attempts + 1;
   next.updated_ms = now_ms;
   return resumption;
@@ -220,8 +222,11 @@ std::vector<TraceEvent> BuildTrace(const Operation& op, const std::vector<Postin
   return trace;
 }
 
-Operation RecoverInterrupted(const Operation& op, int64_t now_ms) {
+std::optional<Operation> RecoverInterrupted(const Operation& op, int64_t now_ms,
+                                            bool claimant_alive) {
   AGENTPAY_CHECK(op.fulfillment == Fulfillment::kInProgress);
+  const bool lease_live = op.lease_expires_ms > now_ms;
+  if (lease_live && !op.claimed_by.empty() && claimant_alive) return std::nullopt;
   Operation next = op;
   next.fulfillment = Fulfillment::kPendingRetry;
   next.lease_expires_ms = 0;

@@ -44,6 +44,11 @@ struct Operation {
   Fulfillment fulfillment = Fulfillment::kNotStarted;
   std::optional<int64_t> hold_expires_ms;
   int64_t lease_expires_ms = 0;  // while in_progress: after this, the attempt is presumed dead
+  // The gateway process instance whose attempt took the latest claim (the one that set
+  // lease_expires_ms); it decides the claim's fate only while in_progress: crash recovery takes a
+  // claim over only when this instance is no longer alive (Store::InstanceAlive) or the lease has
+  // expired. Empty on rows written before claims were recorded.
+  std::string claimed_by;
   int32_t attempts = 0;          // upstream calls started
   std::optional<StoredResponse> response;  // set once fulfillment is final
   // Set once final: the stored result (and the key's memory of it) lasts until then.
@@ -61,6 +66,7 @@ struct WalletOperationParams {
   int64_t amount = 0;
   int64_t hold_ttl_ms = 0;
   int64_t lease_ms = 0;
+  std::string claimant;  // the instance id of the gateway process taking the claim
 };
 
 // The fields every new operation starts with: who, which key and request, which route and price,
@@ -72,14 +78,15 @@ Operation NewAcceptedOperation(const std::string& id, const std::string& princip
 // A new wallet operation whose hold is placed and whose first upstream call starts now.
 Operation NewWalletOperation(const WalletOperationParams& params, int64_t now_ms);
 
-// A retry of a kept (or swept) operation: claims the next upstream attempt. `needs_hold` tells the
-// shell to place a new hold because the previous one was released by the sweeper.
+// A retry of a kept (or swept) operation: claims the next upstream attempt for the gateway process
+// `claimant` (its instance id). `needs_hold` tells the shell to place a new hold because the
+// previous one was released by the sweeper.
 struct Resumption {
   Operation next;
   bool needs_hold = false;
 };
 Resumption ResumeWalletOperation(const Operation& op, int64_t now_ms, int64_t hold_ttl_ms,
-                                 int64_t lease_ms);
+                                 int64_t lease_ms, const std::string& claimant);
 
 // What the upstream did, as the gateway saw it.
 enum class UpstreamKind {
@@ -110,9 +117,16 @@ struct Completion {
 Completion CompleteWalletOperation(const Operation& op, const UpstreamOutcome& outcome,
                                    int64_t now_ms, int64_t retention_ms);
 
-// Crash recovery: an upstream call that was in progress when the gateway died may have been executed:
-// the hold is kept and the operation waits for a retry (fulfillment pending_retry).
-Operation RecoverInterrupted(const Operation& op, int64_t now_ms);
+// Crash recovery (T12): an upstream call that was in progress when its gateway process died may
+// have been executed: the hold (or settlement) is kept and the operation waits for a retry
+// (fulfillment pending_retry). Only a dead attempt is taken over: its lease has expired, or its
+// claimant instance is gone (`claimant_alive` false: the shell asked the store,
+// Store::InstanceAlive), or it names no claimant (a row from before claims were recorded). The
+// claim of a live process is left alone: nullopt. Several gateway processes may share one store
+// (issue 4), so a process that starts must never take over the calls another one is still making.
+// Precondition: op.fulfillment == kInProgress.
+std::optional<Operation> RecoverInterrupted(const Operation& op, int64_t now_ms,
+                                            bool claimant_alive);
 
 // Hold expiry (CONTRACT §4): once an unfinished operation's hold passes its expiry and no attempt
 // holds a live claim, the hold is released. The upstream may have done the work (a 5xx, a timeout,

@@ -159,6 +159,7 @@ Operation NewX402Operation(const X402OperationParams& params, int64_t now_ms) {
   // instead of submitting or calling on its own.
   op.fulfillment = Fulfillment::kInProgress;
   op.lease_expires_ms = now_ms + params.lease_ms;
+  op.claimed_by = params.claimant;
   switch (params.order) {
     case SettleOrder::kBeforeUpstream:
       op.settlement = Settlement::kSubmitted;
@@ -256,12 +257,14 @@ X402Resume DecideX402Resume(const Operation& op, bool authorization_can_settle) 
   AGENTPAY_CHECK(false);
 }
 
-Operation BeginX402Call(const Operation& op, int64_t now_ms, int64_t lease_ms) {
+Operation BeginX402Call(const Operation& op, int64_t now_ms, int64_t lease_ms,
+                        const std::string& claimant) {
   AGENTPAY_CHECK(!IsFinal(op));
   AGENTPAY_CHECK(op.settlement == Settlement::kSettled || op.settlement == Settlement::kNone);
   Operation next = op;
   next.fulfillment = Fulfillment::kInProgress;
   next.lease_expires_ms = now_ms + lease_ms;
+  next.claimed_by = claimant;
   next.attempts = op.attempts + 1;
   next.updated_ms = now_ms;
   return next;

@@ -149,8 +149,9 @@ bool MayReleaseReservation(const Authorization& authorization, bool nonce_used,
 //     MayReleaseReservation once the authorization expires unused.
 // X4 on settle=after (a > 0): the upstream's 2xx is not kept (a response is stored only when
 // final); once settled, the retry calls the upstream again with the same upstream Idempotency-Key.
-// Crash recovery (RecoverInterrupted) turns in_progress into pending_retry and leaves settlement as
-// is; the reconciler applies X4 to `submitted` records older than the receipt deadline.
+// Crash recovery (RecoverInterrupted) turns the in_progress of a dead attempt (its gateway process
+// gone, or its lease expired) into pending_retry and leaves settlement as is; the reconciler applies
+// X4 to `submitted` records older than the receipt deadline.
 
 enum class SettleOrder { kBeforeUpstream, kAfterUpstream };
 
@@ -161,6 +162,7 @@ struct X402OperationParams {
   // The attempt's claim: receipt timeout + route timeout + a margin, so that it covers the
   // settlement wait and the upstream call in either order.
   int64_t lease_ms = 0;
+  std::string claimant;  // the instance id of the gateway process taking the claim
 };
 
 // X1, X2. Precondition: amount > 0, principal "payer:<address>". The shell stores the operation
@@ -188,9 +190,10 @@ std::string_view X402ResumeName(X402Resume resume);
 // mined before validBefore (only consulted when settlement is none). Precondition: !IsFinal(op).
 X402Resume DecideX402Resume(const Operation& op, bool authorization_can_settle);
 
-// X9, X15 (and A itself after X3 on settle=before). Precondition: !IsFinal(op), settlement
-// settled or none.
-Operation BeginX402Call(const Operation& op, int64_t now_ms, int64_t lease_ms);
+// X9, X15 (and A itself after X3 on settle=before): the claim goes to the gateway process
+// `claimant` (its instance id). Precondition: !IsFinal(op), settlement settled or none.
+Operation BeginX402Call(const Operation& op, int64_t now_ms, int64_t lease_ms,
+                        const std::string& claimant);
 
 // X10-X14: the upstream answered (or not) an attempt. `submit_settlement` (X13) tells the shell to
 // sign and store the SettlementRecord together with `next`, then broadcast; once Reconcile says

@@ -3,6 +3,7 @@
 #include "gateway/gateway.h"
 
 #include <future>
+#include <map>
 
 #include "core/check.h"
 #include "core/money.h"
@@ -33,8 +34,14 @@ std::string ChainConfig::V1Network() const {
 
 Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random,
                  Upstream& upstream, Settler* settler)
-    : config_(std::move(config)), store_(store), clock_(clock), random_(random),
-      upstream_(upstream), settler_(settler), blocking_pool_(config_.blocking_threads, kMaxBlockingQueue) {
+    : config_(std::move(config)),
+      store_(store),
+      clock_(clock),
+      random_(random),
+      upstream_(upstream),
+      settler_(settler),
+      instance_id_("gw_" + RandomHex(random, 8)),
+      blocking_pool_(config_.blocking_threads, kMaxBlockingQueue) {
   AGENTPAY_CHECK(!config_.routes.empty());
   for (const auto& route : config_.routes) AGENTPAY_CHECK(route.price > 0);
 }
@@ -42,6 +49,14 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
 Gateway::~Gateway() {
   // Tasks on the pool use the members declared after it; they finish before anything goes.
   blocking_pool_.Stop();
+  if (registered_) (void)store_.ReleaseInstance(instance_id_);
+}
+
+Status Gateway::RegisterInstance() {
+  AGENTPAY_CHECK(!registered_);
+  Status status = store_.RegisterInstance(instance_id_);
+  registered_ = status.ok();
+  return status;
 }
 
 HttpResponse Gateway::Handle(const HttpRequest& request) {
@@ -297,26 +312,62 @@ HttpResponse Gateway::GetAccount(const HttpRequest& request) {
   return AdminGetAccount(**account_id);
 }
 
+// T12 with several processes on one store: whether an attempt is dead is asked of the store
+// (Store::InstanceAlive), outside the decision, since liveness lives in locks, not in rows; the
+// decision then re-reads the operations and lets the core decide each one.
 Result<int> Gateway::RecoverInterrupted() {
+  const int64_t listed_at = clock_.NowMs();
+  OperationFilter filter;
+  filter.fulfillment = Fulfillment::kInProgress;
+  filter.limit = 1000000;
+  std::vector<Operation> listed;
+  Status read = store_.Read([&](Transaction& tx) {
+    auto ops = tx.ListOperations(filter);
+    if (!ops.ok()) return ops.status();
+    listed = std::move(*ops);
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
+  std::map<std::string, bool> alive;  // claimant instance -> alive
+  for (const Operation& op : listed) {
+    if (op.claimed_by.empty() || op.lease_expires_ms <= listed_at ||
+        alive.contains(op.claimed_by)) {
+      continue;  // recovered whatever its claimant says, or already asked
+    }
+    if (op.claimed_by == instance_id_) {
+      alive.emplace(op.claimed_by, true);  // ourselves: never probe our own lock
+      continue;
+    }
+    auto answer = store_.InstanceAlive(op.claimed_by);
+    if (!answer.ok()) return answer.status();
+    alive.emplace(op.claimed_by, *answer);
+  }
   int recovered = 0;
   Status status = store_.Write([&](Transaction& tx) {
     recovered = 0;
-    int64_t now = clock_.NowMs();
-    OperationFilter filter;
-    filter.fulfillment = Fulfillment::kInProgress;
-    filter.limit = 1000000;
+    const int64_t now = clock_.NowMs();
     auto ops = tx.ListOperations(filter);
     if (!ops.ok()) return ops.status();
     for (const Operation& op : *ops) {
-      Status updated = tx.UpdateOperation(::agentpay::RecoverInterrupted(op, now));
-      if (!updated.ok()) return updated;
+      // A claim taken after the listing was taken by a process alive at that moment: left alone
+      // (its lease, or a later recovery, decides it).
+      auto known = alive.find(op.claimed_by);
+      const bool claimant_alive = !op.claimed_by.empty() && (known == alive.end() || known->second);
+      auto next = ::agentpay::RecoverInterrupted(op, now, claimant_alive);
+      if (!next) continue;
+      if (Status updated = tx.UpdateOperation(*next); !updated.ok()) return updated;
       const bool wallet = WalletAccountOf(op.principal).has_value();
-      updated = tx.AppendEvent(
+      const std::string who = op.lease_expires_ms <= now ? "its claim expired"
+                              : op.claimed_by.empty()
+                                  ? "its gateway process is gone"
+                                  : "its gateway process (" + op.claimed_by + ") is gone";
+      Status appended = tx.AppendEvent(
           {op.id, now, "gateway", "recovered",
-           "the gateway restarted during attempt " + std::to_string(op.attempts) +
-               (wallet ? "; hold kept" : "; settlement " + std::string(SettlementName(op.settlement))) +
+           "attempt " + std::to_string(op.attempts) + " was interrupted (" + who + ")" +
+               (wallet ? "; hold kept"
+                       : "; settlement " + std::string(SettlementName(op.settlement))) +
                ", fulfillment pending_retry"});
-      if (!updated.ok()) return updated;
+      if (!appended.ok()) return appended;
       ++recovered;
     }
     return Status::Ok();

@@ -24,11 +24,19 @@ namespace agentpay {
 
 class Gateway {
  public:
-  // Preconditions: config.routes is non-empty and valid; the referenced objects outlive the gateway.
-  // Without a settler, x402 payments are refused (501 x402_not_enabled).
+  // Preconditions: config.routes is non-empty and valid; the referenced objects outlive the
+  // gateway. Without a settler, x402 payments are refused (501 x402_not_enabled). The gateway draws
+  // an instance id ("gw_" + 16 hex) that it stamps on every claim its attempts take.
   Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Upstream& upstream,
           Settler* settler = nullptr);
+  // Releases the instance registration, if any: claims still open become recoverable.
   ~Gateway();
+
+  // Proves this gateway's liveness through the store (Store::RegisterInstance) for its lifetime,
+  // so that the crash recovery of other processes sharing the store leaves its claims alone.
+  // Call it before serving (and before RecoverInterrupted): until then its claims look dead.
+  Status RegisterInstance();
+  const std::string& instance_id() const { return instance_id_; }
 
   // Answers through `respond`, from any thread. Paid requests run as a non-blocking pipeline
   // (store decisions and upstream calls complete asynchronously); everything else runs on the
@@ -37,8 +45,10 @@ class Gateway {
   // HandleAsync, waiting for the answer (tests, tools). Never call it from a store callback.
   HttpResponse Handle(const HttpRequest& request);
 
-  // Crash recovery, before the listener accepts traffic: every upstream call that was in progress
-  // when a previous process died becomes pending_retry with its hold kept. Returns how many.
+  // Crash recovery, before the listener accepts traffic: every attempt that was in progress in a
+  // gateway process that has since died (its instance is no longer alive, or its lease expired)
+  // becomes pending_retry with its hold or settlement kept. Attempts of live processes sharing
+  // the store are left alone. Returns how many were recovered.
   Result<int> RecoverInterrupted();
 
   // Waits until every paid request in flight has been answered, at most `timeout_ms`; returns
@@ -122,6 +132,8 @@ class Gateway {
   Random& random_;
   Upstream& upstream_;
   Settler* settler_;
+  const std::string instance_id_;
+  bool registered_ = false;
   Metrics metrics_;
   WorkerPool blocking_pool_;  // admin, views, attached duplicates: everything that may block
   static constexpr size_t kMaxCachedKeys = 100000;

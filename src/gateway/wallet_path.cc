@@ -142,10 +142,10 @@ Status Gateway::DecideBegin(Transaction& tx, PaidRequest& paid) {
     if (!inserted.ok()) return inserted.status();
     AGENTPAY_CHECK(*inserted);
   }
-  Operation op = NewWalletOperation({op_id, principal, paid.key, paid.fingerprint,
-                                     paid.route->prefix, paid.route->price, config_.hold_ttl_ms,
-                                     lease_ms},
-                                    now);
+  Operation op =
+      NewWalletOperation({op_id, principal, paid.key, paid.fingerprint, paid.route->prefix,
+                          paid.route->price, config_.hold_ttl_ms, lease_ms, instance_id_},
+                         now);
   if (Status s = tx.InsertOperation(op); !s.ok()) return s;
   auto moved = tx.Move(paid.account_id, MoveKind::kHold, op.amount, op.id, now);
   if (!moved.ok()) return moved.status();
@@ -182,7 +182,8 @@ Status Gateway::DecideExistingKey(Transaction& tx, PaidRequest& paid, int64_t no
       return Status::Ok();
     case ArrivalOutcome::kResume: break;
   }
-  Resumption resumption = ResumeWalletOperation(**op, now, config_.hold_ttl_ms, lease_ms);
+  Resumption resumption =
+      ResumeWalletOperation(**op, now, config_.hold_ttl_ms, lease_ms, instance_id_);
   if (resumption.needs_hold) {
     auto moved = tx.Move(paid.account_id, MoveKind::kHold, resumption.next.amount,
                          resumption.next.id, now);

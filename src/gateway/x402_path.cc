@@ -246,8 +246,9 @@ Status Gateway::DecideX402Arrival(Transaction& tx, const X402Request& x, const T
         switch (DecideX402Resume(begin.op, can_settle)) {
           case X402Resume::kAnswerUnknown: begin.kind = X402Begin::kUnknown; return Status::Ok();
           case X402Resume::kCallUpstream: {
-            Operation next = BeginX402Call(begin.op, now, x.route->timeout_ms + kLeaseMarginMs +
-                                                              config_.receipt_timeout_ms);
+            Operation next = BeginX402Call(
+                begin.op, now, x.route->timeout_ms + kLeaseMarginMs + config_.receipt_timeout_ms,
+                instance_id_);
             if (Status s = tx.UpdateOperation(next); !s.ok()) return s;
             begin.op = std::move(next);
             begin.kind = X402Begin::kProceed;
@@ -307,7 +308,7 @@ Status Gateway::DecideX402New(Transaction& tx, const X402Request& x, const TxInp
   Operation op = NewX402Operation(
       {op_id, x.principal, x.key, x.fingerprint, x.route->prefix, x.route->price,
        settle_first ? SettleOrder::kBeforeUpstream : SettleOrder::kAfterUpstream,
-       config_.receipt_timeout_ms + x.route->timeout_ms + kLeaseMarginMs},
+       config_.receipt_timeout_ms + x.route->timeout_ms + kLeaseMarginMs, instance_id_},
       now);
   if (Status s = tx.InsertOperation(op); !s.ok()) return s;
   if (settle_first) {
@@ -477,7 +478,8 @@ HttpResponse Gateway::SettleAndContinue(const X402Request& x, Operation op,
       if (!*claimed) return X402StateAnswer(x, settled, payment, false);
       return X402Answer(StoredAnswer(done.next, false), x, done.next, payment);
     }
-    Operation calling = BeginX402Call(settled, now, x.route->timeout_ms + kLeaseMarginMs);
+    Operation calling =
+        BeginX402Call(settled, now, x.route->timeout_ms + kLeaseMarginMs, instance_id_);
     auto claimed = WriteClaimed(op, calling, &event);
     if (!claimed.ok()) return StoreProblem(claimed.status());
     if (!*claimed) return X402StateAnswer(x, settled, payment, false);

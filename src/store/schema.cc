@@ -119,6 +119,11 @@ CREATE INDEX alerts_operation ON alerts (operation_id);
 -- Stored results the pruner has yet to forget (a pruned operation's body is NULL: it leaves).
 CREATE INDEX operations_retained ON operations (retained_until_ms) WHERE response_body IS NOT NULL;
 )sql"},
+      {5, "the gateway process instance holding an operation's claim", R"sql(
+-- Set with lease_expires_ms when an attempt claims the operation; crash recovery takes over only
+-- claims whose instance is no longer alive (Store::InstanceAlive). '' on rows from before.
+ALTER TABLE operations ADD COLUMN claimed_by TEXT NOT NULL DEFAULT '';
+)sql"},
   };
   return kMigrations;
 }

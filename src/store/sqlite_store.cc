@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "store/instance_locks.h"
 #include "store/ledger.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
@@ -35,7 +36,7 @@ using sqlite::Statement;
 constexpr char kOperationColumns[] =
     "id, principal, idempotency_key, fingerprint, route, amount, intent, settlement, fulfillment, "
     "hold_expires_ms, lease_expires_ms, attempts, response_status, response_content_type, "
-    "response_body, retained_until_ms, created_ms, updated_ms";
+    "response_body, retained_until_ms, created_ms, updated_ms, claimed_by";
 
 Result<Operation> ReadOperation(const Statement& row) {
   Operation op;
@@ -63,6 +64,7 @@ Result<Operation> ReadOperation(const Statement& row) {
   op.retained_until_ms = row.OptionalInt(15);
   op.created_ms = row.Int(16);
   op.updated_ms = row.Int(17);
+  op.claimed_by = row.Text(18);
   return op;
 }
 
@@ -91,6 +93,7 @@ void BindOperation(Statement& stmt, const Operation& op) {
     stmt.BindNull(13).BindNull(14).BindNull(15);
   }
   stmt.Bind(16, op.retained_until_ms).Bind(17, op.created_ms).Bind(18, op.updated_ms);
+  stmt.Bind(19, op.claimed_by);
 }
 
 AccountRecord ReadAccount(const Statement& row) {
@@ -188,7 +191,7 @@ class SqliteTransaction final : public Transaction {
     AGENTPAY_PREPARE(stmt, db_,
                      std::string("INSERT INTO operations (") + kOperationColumns +
                          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                         "?15, ?16, ?17, ?18)");
+                         "?15, ?16, ?17, ?18, ?19)");
     BindOperation(stmt, op);
     return stmt.Run();
   }
@@ -200,7 +203,8 @@ class SqliteTransaction final : public Transaction {
         "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
         "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
         "response_status = ?13, response_content_type = ?14, response_body = ?15, "
-        "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18 WHERE id = ?1");
+        "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18, claimed_by = ?19 "
+        "WHERE id = ?1");
     BindOperation(stmt, op);
     Status status = stmt.Run();
     if (status.ok() && db_.Changes() != 1) {
@@ -210,15 +214,17 @@ class SqliteTransaction final : public Transaction {
   }
 
   Result<bool> UpdateClaimedOperation(const Operation& op, int32_t expected_attempts) override {
-    AGENTPAY_PREPARE(stmt, db_,
-                     "UPDATE operations SET principal = ?2, idempotency_key = ?3, fingerprint = ?4, "
-                     "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
-                     "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
-                     "response_status = ?13, response_content_type = ?14, response_body = ?15, "
-                     "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18 "
-                     "WHERE id = ?1 AND fulfillment = 'in_progress' AND attempts = ?19");
+    AGENTPAY_PREPARE(
+        stmt, db_,
+        "UPDATE operations SET principal = ?2, idempotency_key = ?3, fingerprint = ?4, "
+        "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
+        "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
+        "response_status = ?13, response_content_type = ?14, response_body = ?15, "
+        "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18, "
+        "claimed_by = ?19 "
+        "WHERE id = ?1 AND fulfillment = 'in_progress' AND attempts = ?20");
     BindOperation(stmt, op);
-    stmt.Bind(19, static_cast<int64_t>(expected_attempts));
+    stmt.Bind(20, static_cast<int64_t>(expected_attempts));
     Status status = stmt.Run();
     if (!status.ok()) return status;
     return db_.Changes() == 1;
@@ -633,6 +639,7 @@ class SqliteStore final : public Store {
         options_(options),
         writer_db_(std::move(writer)),
         checkpointer_db_(std::move(checkpointer)),
+        instances_(path_ + ".instances"),
         wal_fd_(wal_fd) {
     // Checkpoints copy the WAL into the database file and fsync it: done inside a commit they
     // stalled the writer for milliseconds every thousand pages. The writer only reports the WAL's
@@ -719,6 +726,17 @@ class SqliteStore final : public Store {
     stats.write_queue_depth = queue_.size();
     stats.durability_syncs = syncs_.load(std::memory_order_relaxed);
     return stats;
+  }
+
+  // Liveness through flock(2) on files beside the database (instance_locks.h).
+  Status RegisterInstance(const std::string& instance_id) override {
+    return instances_.Register(instance_id);
+  }
+  Status ReleaseInstance(const std::string& instance_id) override {
+    return instances_.Release(instance_id);
+  }
+  Result<bool> InstanceAlive(const std::string& instance_id) override {
+    return instances_.Alive(instance_id);
   }
 
  private:
@@ -922,6 +940,7 @@ class SqliteStore final : public Store {
   const StoreOptions options_;
   std::unique_ptr<Database> writer_db_;
   std::unique_ptr<Database> checkpointer_db_;
+  InstanceLocks instances_;
   std::mutex checkpoint_mutex_;
   std::condition_variable checkpoint_wanted_;
   bool checkpoint_due_ = false;

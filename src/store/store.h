@@ -198,6 +198,32 @@ class Store {
   // Waits until every commit made so far is durable.
   virtual void AwaitDurable() = 0;
   virtual StoreStats Stats() = 0;
+
+  // ---- Process liveness (issue 4: several gateway processes share one database) ----------------
+  // Each gateway process registers an instance id at start and stamps it on the claims its attempts
+  // take (Operation::claimed_by). Another process's crash recovery takes a claim over only once its
+  // instance is no longer alive. Liveness is proven by something the operating system or the
+  // database server releases by itself when the process dies (kill -9 included), never by a
+  // heartbeat or a timestamp, and never by an in-memory lock:
+  //  - SQLite (one host, as SQLite requires anyway): an exclusive flock(2) on
+  //    `<db path>.instances/<id>.lock`, held through one descriptor (O_CLOEXEC) for as long as the
+  //    registration lasts; the kernel drops it with the process. flock, not fcntl: its locks
+  //    belong to the open file description, so closing some other descriptor of the file does not
+  //    drop them, and a second descriptor opened in the same process conflicts like any other.
+  //  - PostgreSQL: a session-level advisory lock (pg_try_advisory_lock on a 64-bit hash of the id)
+  //    held by a connection of its own for the process lifetime; the server drops it when that
+  //    session ends. InstanceAlive looks for the granted lock in pg_locks (or takes and at once
+  //    releases it with pg_try_advisory_lock from another session: success means the owner died).
+  //
+  // Registers `instance_id` (1-64 characters of [A-Za-z0-9_-]) as alive until ReleaseInstance or
+  // the Store's destruction. Fails with "instance_taken" if a live owner holds it already.
+  virtual Status RegisterInstance(const std::string& instance_id) = 0;
+  // Ends a registration of this Store (a clean shutdown; tests use it to play a process that
+  // died). An id this Store did not register is left alone.
+  virtual Status ReleaseInstance(const std::string& instance_id) = 0;
+  // Whether some live process (this one included) holds `instance_id`'s registration: false for an
+  // id never registered, released, or whose owner died (the backend then forgets it).
+  virtual Result<bool> InstanceAlive(const std::string& instance_id) = 0;
 };
 
 // Opens (creating and migrating as needed) the store named by `url`: "sqlite:PATH".

@@ -9,7 +9,8 @@ namespace agentpay {
 namespace {
 
 struct Fixture {
-  Operation op = NewWalletOperation({"op_1", "account:a", "k", "fp", "/", 10, 60000, 15000}, 1000);
+  Operation op =
+      NewWalletOperation({"op_1", "account:a", "k", "fp", "/", 10, 60000, 15000, ""}, 1000);
   KeyRecord record{"account:a", "k", "op_1", "fp", 1000};
 };
 

@@ -8,7 +8,7 @@ namespace agentpay {
 namespace {
 
 Operation Fresh(int64_t now = 1000) {
-  return NewWalletOperation({"op_1", "account:a", "k", "fp", "/", 250, 60000, 15000}, now);
+  return NewWalletOperation({"op_1", "account:a", "k", "fp", "/", 250, 60000, 15000, "gw_a"}, now);
 }
 
 UpstreamOutcome Answered(int status) {
@@ -27,6 +27,7 @@ TEST(Operation, NewWalletOperationHoldsAndStartsTheFirstAttempt) {
   EXPECT_EQ(op.fulfillment, Fulfillment::kInProgress);
   EXPECT_EQ(op.hold_expires_ms, 61000);
   EXPECT_EQ(op.lease_expires_ms, 16000);
+  EXPECT_EQ(op.claimed_by, "gw_a");
   EXPECT_EQ(op.attempts, 1);
   EXPECT_FALSE(IsFinal(op));
 }
@@ -81,12 +82,13 @@ TEST(Operation, KeepOnServerErrorThenResumeReusesTheHold) {
   EXPECT_FALSE(kept.next.retained_until_ms.has_value());
   EXPECT_FALSE(IsFinal(kept.next));
 
-  Resumption resumed = ResumeWalletOperation(kept.next, 3000, 60000, 15000);
+  Resumption resumed = ResumeWalletOperation(kept.next, 3000, 60000, 15000, "gw_b");
   EXPECT_FALSE(resumed.needs_hold);
   EXPECT_EQ(resumed.next.fulfillment, Fulfillment::kInProgress);
   EXPECT_EQ(resumed.next.attempts, 2);
   EXPECT_EQ(resumed.next.hold_expires_ms, kept.next.hold_expires_ms);  // the same hold
   EXPECT_EQ(resumed.next.lease_expires_ms, 18000);
+  EXPECT_EQ(resumed.next.claimed_by, "gw_b");  // the retry's process holds the claim now
 
   Completion done = CompleteWalletOperation(resumed.next, Answered(200), 4000, 86400000);
   EXPECT_EQ(done.move, MoveKind::kCapture);
@@ -96,18 +98,34 @@ TEST(Operation, ResumeAfterTheHoldWasReleasedNeedsANewHold) {
   Operation swept = CompleteWalletOperation(Fresh(), Answered(500), 2000, 86400000).next;
   swept.settlement = Settlement::kReleased;  // as the hold sweeper leaves it
   swept.hold_expires_ms.reset();
-  Resumption resumed = ResumeWalletOperation(swept, 5000, 60000, 15000);
+  Resumption resumed = ResumeWalletOperation(swept, 5000, 60000, 15000, "gw_b");
   EXPECT_TRUE(resumed.needs_hold);
   EXPECT_EQ(resumed.next.settlement, Settlement::kHeld);
   EXPECT_EQ(resumed.next.hold_expires_ms, 65000);
 }
 
 TEST(Operation, CrashRecoveryKeepsTheHold) {
-  Operation recovered = RecoverInterrupted(Fresh(), 9000);
-  EXPECT_EQ(recovered.settlement, Settlement::kHeld);
-  EXPECT_EQ(recovered.fulfillment, Fulfillment::kPendingRetry);
-  EXPECT_EQ(recovered.lease_expires_ms, 0);
-  EXPECT_EQ(recovered.updated_ms, 9000);
+  auto recovered = RecoverInterrupted(Fresh(), 9000, /*claimant_alive=*/false);
+  ASSERT_TRUE(recovered.has_value());
+  EXPECT_EQ(recovered->settlement, Settlement::kHeld);
+  EXPECT_EQ(recovered->fulfillment, Fulfillment::kPendingRetry);
+  EXPECT_EQ(recovered->lease_expires_ms, 0);
+  EXPECT_EQ(recovered->updated_ms, 9000);
+}
+
+// Issue 4: several gateway processes share one store; a starting process must not take over the
+// calls another live process is making.
+TEST(Operation, CrashRecoveryLeavesALiveProcessClaimAlone) {
+  Operation live = Fresh(1000);  // lease until 16000, claimed by gw_a
+  EXPECT_FALSE(RecoverInterrupted(live, 9000, /*claimant_alive=*/true).has_value());
+  // Its process died: taken over although the lease still runs.
+  EXPECT_TRUE(RecoverInterrupted(live, 9000, /*claimant_alive=*/false).has_value());
+  // Its lease expired: taken over although the process lives (a retry would resume it anyway).
+  EXPECT_TRUE(RecoverInterrupted(live, 16000, /*claimant_alive=*/true).has_value());
+  // A row from before claims were recorded names nobody: recovered as before.
+  Operation unnamed = live;
+  unnamed.claimed_by.clear();
+  EXPECT_TRUE(RecoverInterrupted(unnamed, 9000, /*claimant_alive=*/true).has_value());
 }
 
 TEST(Operation, StateNamesRoundTrip) {

@@ -224,7 +224,8 @@ constexpr int64_t kLease = 30000;
 constexpr int64_t kRetention = 86400000;
 
 Operation NewOp(SettleOrder order, int64_t now = 1000) {
-  return NewX402Operation({"op_1", "payer:0x857b", "k", "fp", "/api", 250, order, kLease}, now);
+  return NewX402Operation({"op_1", "payer:0x857b", "k", "fp", "/api", 250, order, kLease, "gw_a"},
+                          now);
 }
 
 UpstreamOutcome Answered(int status) {
@@ -260,9 +261,11 @@ TEST(SettlementOperation, SettleBeforeHappyPath) {
   Operation settled = MarkSettled(NewOp(SettleOrder::kBeforeUpstream), 2000);
   EXPECT_EQ(settled.settlement, Settlement::kSettled);
   EXPECT_EQ(settled.fulfillment, Fulfillment::kInProgress);  // the attempt goes on
-  Operation calling = BeginX402Call(settled, 2100, kLease);
+  Operation calling = BeginX402Call(settled, 2100, kLease, "gw_b");
   EXPECT_EQ(calling.attempts, 1);
   EXPECT_EQ(calling.lease_expires_ms, 2100 + kLease);
+  EXPECT_EQ(NewOp(SettleOrder::kBeforeUpstream).claimed_by, "gw_a");
+  EXPECT_EQ(calling.claimed_by, "gw_b");  // the claim names the process making the call
   X402Completion done = CompleteX402Call(calling, Answered(200), 3000, kRetention);
   EXPECT_EQ(done.verdict, Verdict::kCapture);
   EXPECT_FALSE(done.submit_settlement);
@@ -276,7 +279,7 @@ TEST(SettlementOperation, SettleBeforeHappyPath) {
 
 TEST(SettlementOperation, SettledThen4xxIsRejectedButStaysSettled) {
   Operation calling =
-      BeginX402Call(MarkSettled(NewOp(SettleOrder::kBeforeUpstream), 2000), 2000, kLease);
+      BeginX402Call(MarkSettled(NewOp(SettleOrder::kBeforeUpstream), 2000), 2000, kLease, "gw_b");
   X402Completion done = CompleteX402Call(calling, Answered(422), 3000, kRetention);
   EXPECT_EQ(done.verdict, Verdict::kRelease);
   EXPECT_EQ(done.next.settlement, Settlement::kSettled);
@@ -286,7 +289,7 @@ TEST(SettlementOperation, SettledThen4xxIsRejectedButStaysSettled) {
 
 TEST(SettlementOperation, SettledThen5xxKeepsAndTheRetryIsFree) {
   Operation calling =
-      BeginX402Call(MarkSettled(NewOp(SettleOrder::kBeforeUpstream), 2000), 2000, kLease);
+      BeginX402Call(MarkSettled(NewOp(SettleOrder::kBeforeUpstream), 2000), 2000, kLease, "gw_b");
   X402Completion kept = CompleteX402Call(calling, Answered(503), 3000, kRetention);
   EXPECT_EQ(kept.verdict, Verdict::kKeep);
   EXPECT_EQ(kept.next.settlement, Settlement::kSettled);
@@ -294,7 +297,7 @@ TEST(SettlementOperation, SettledThen5xxKeepsAndTheRetryIsFree) {
   EXPECT_EQ(kept.next.lease_expires_ms, 0);
   EXPECT_FALSE(kept.next.response.has_value());
   EXPECT_EQ(DecideX402Resume(kept.next, false), X402Resume::kCallUpstream);
-  Operation retry = BeginX402Call(kept.next, 4000, kLease);
+  Operation retry = BeginX402Call(kept.next, 4000, kLease, "gw_b");
   EXPECT_EQ(retry.attempts, 2);
   EXPECT_EQ(retry.settlement, Settlement::kSettled);  // no new charge
   EXPECT_EQ(CompleteX402Call(retry, Answered(200), 5000, kRetention).next.fulfillment,
@@ -314,7 +317,7 @@ TEST(SettlementOperation, ReceiptTimeoutMakesItUnknownAndRetriesAnswerUnknown) {
   Operation settled = MarkSettled(unknown, 20000);
   EXPECT_EQ(settled.fulfillment, Fulfillment::kNotStarted);
   EXPECT_EQ(DecideX402Resume(settled, false), X402Resume::kCallUpstream);
-  EXPECT_EQ(BeginX402Call(settled, 21000, kLease).attempts, 1);
+  EXPECT_EQ(BeginX402Call(settled, 21000, kLease, "gw_b").attempts, 1);
 }
 
 TEST(SettlementOperation, UnknownVoidIsFinalNothingChargedAndTheKeyIsReleased) {
@@ -373,7 +376,7 @@ TEST(SettlementOperation, SettleAfterUnknownKeepsNoAnswerAndRecallsOnceSettled) 
   EXPECT_FALSE(unknown.response.has_value());
   Operation settled = MarkSettled(unknown, 20000);
   EXPECT_EQ(DecideX402Resume(settled, false), X402Resume::kCallUpstream);
-  EXPECT_EQ(BeginX402Call(settled, 21000, kLease).attempts, 2);
+  EXPECT_EQ(BeginX402Call(settled, 21000, kLease, "gw_b").attempts, 2);
 }
 
 TEST(SettlementOperation, SettleAfter5xxRetriesWhileTheAuthorizationCanSettle) {
@@ -414,15 +417,15 @@ TEST(SettlementOperationDeathTest, TransitionPreconditions) {
   // a failed settlement may have moved the payer's money: never answered 402
   EXPECT_DEATH(MarkFailed(submitted, 3000, Problem(402), kRetention), "invariant failed");
   // no upstream call while the settlement is in flight
-  EXPECT_DEATH(BeginX402Call(submitted, 3000, kLease), "invariant failed");
+  EXPECT_DEATH(BeginX402Call(submitted, 3000, kLease, "gw_b"), "invariant failed");
   EXPECT_DEATH(CompleteX402Call(submitted, Answered(200), 3000, kRetention), "invariant failed");
   Operation final_op =
       CompleteX402Call(NewOp(SettleOrder::kAfterUpstream), Answered(404), 2000, kRetention).next;
   EXPECT_DEATH(DecideX402Resume(final_op, true), "invariant failed");
-  EXPECT_DEATH(BeginX402Call(final_op, 3000, kLease), "invariant failed");
+  EXPECT_DEATH(BeginX402Call(final_op, 3000, kLease, "gw_b"), "invariant failed");
   EXPECT_DEATH(
       NewX402Operation(
-          {"op", "account:a", "k", "fp", "/", 250, SettleOrder::kBeforeUpstream, kLease}, 0),
+          {"op", "account:a", "k", "fp", "/", 250, SettleOrder::kBeforeUpstream, kLease, ""}, 0),
       "invariant failed");
 }
 

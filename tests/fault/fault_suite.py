@@ -481,11 +481,63 @@ def targeted_scenarios(world, violations):
         r = world.pay(acct, "s-cut", b'{"s":5}', "ok", "pass")
         expect((r.status, r.replayed) == (200, "true") and captures("s-cut") == 1, "replayed, charged once: %r" % r)
 
+    def second_process_starts_during_a_call():
+        # Issue 4: several gateway processes share one database. A second `agentpay serve` starts
+        # (and runs its crash recovery) while the first is calling a slow seller: the first must
+        # keep its claim and deliver its own answer, with one execution. On a database (and a seller,
+        # whose count of executions is exact) of its own: two processes would both write the built-in
+        # devnet's log beside the world's database.
+        scratch = tempfile.mkdtemp(prefix="two-processes-", dir=world.workdir)
+        seller = harness.Seller(scratch)
+        args = ("--upstream-timeout-ms", "10000", "--sweep-interval-ms", str(SWEEP_INTERVAL_MS),
+                "--attach-wait-ms", str(ATTACH_WAIT_MS))
+        first = harness.Gateway(scratch, seller.url, price=PRICE, extra_args=args)
+        second = harness.Gateway(scratch, seller.url, price=PRICE, extra_args=args)
+        second.log_path = os.path.join(scratch, "gateway-2.log")
+        try:
+            seller.start()
+            first.start()
+            payer = first.create_account("two-processes", deposit=DEPOSIT)
+            executed = seller.executed()
+            result = {}
+
+            def call():
+                try:
+                    result["r"] = first.pay(payer, "s-two", body=b'{"s":7}', fault="slow:3000")
+                except NETWORK_ERRORS as error:
+                    result["error"] = error
+            thread = threading.Thread(target=call)
+            thread.start()
+            time.sleep(0.5)
+            second.start()  # on the same database, during the call
+            thread.join()
+            r = result.get("r")
+            expect(r is not None and (r.status, r.replayed) == (200, "false"),
+                   "the first process delivers its own answer: %r" % result)
+            expect(seller.executed() == executed + 1, "one execution, got %d" % (
+                seller.executed() - executed))
+            again = second.pay(payer, "s-two", body=b'{"s":7}')
+            expect((again.status, again.replayed) == (200, "true"),
+                   "the retry through the second process replays: %r" % again)
+            expect(seller.executed() == executed + 1, "still one execution")
+            with invariants.open_db(first.db_path) as db:
+                charges = db.execute("SELECT COUNT(*) FROM ledger_entries WHERE kind = 'capture'").fetchone()[0]
+            expect(charges == 1, "charged once, got %d capture(s)" % charges)
+            report = invariants.check(first.db_path, seller_executions=seller.executed())
+            expect(not report.violations, "invariants: %r" % report.violations)
+        except harness.ProcessError as error:
+            raise AssertionError("a gateway did not start: %s" % error)
+        finally:
+            second.stop()
+            first.stop()
+            seller.kill9()
+
     for name, fn in [("response dropped after the gateway charged", response_dropped_after_charge),
                      ("seller hang, then retry", hang_then_retry),
                      ("seller works then drops, then retry", drop_then_retry),
                      ("kill -9 during the upstream call, then retry", kill_during_call),
-                     ("response cut mid-stream, then retry", cut_midstream_then_retry)]:
+                     ("response cut mid-stream, then retry", cut_midstream_then_retry),
+                     ("a second gateway process starts during a slow call", second_process_starts_during_a_call)]:
         scenario(world, name, violations, fn)
     if world.loss.available:
         def under_loss():

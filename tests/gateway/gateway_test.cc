@@ -22,6 +22,13 @@ using testing_support::ScriptedUpstream;
 
 constexpr int64_t kPrice = 250;
 
+// Releases a blocked upstream when a test ends early (a failed ASSERT): declared after the future of
+// the blocked call, it runs first, so that future's destructor does not wait forever.
+struct ReleaseAtExit {
+  ScriptedUpstream& upstream;
+  ~ReleaseAtExit() { upstream.Release(); }
+};
+
 class GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -76,14 +83,34 @@ class GatewayTest : public ::testing::Test {
     return {id, created["api_key"]};
   }
 
-  HttpResponse Pay(const std::string& api_key, const std::string& key, const std::string& body) {
+  // Through the fixture's gateway, or through `via` (another gateway on the same database).
+  HttpResponse Pay(const std::string& api_key, const std::string& key, const std::string& body,
+                   Gateway* via = nullptr) {
     HttpRequest request;
     request.method = "POST";
     request.target = "/work";
     request.headers = {{"Authorization", "Bearer " + api_key}, {"Content-Type", "application/json"}};
     if (!key.empty()) request.headers.push_back({"Idempotency-Key", key});
     request.body = body;
-    return gateway_->Handle(request);
+    return (via != nullptr ? via : gateway_.get())->Handle(request);
+  }
+
+  // Another gateway process on the same database: a Store of its own on the same SQLite file.
+  std::unique_ptr<Store> OpenSecondStore() {
+    auto store = OpenStore("sqlite:" + (dir_ / "gw.db").string());
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  std::vector<TraceEvent> EventsOf(const std::string& op_id) {
+    std::vector<TraceEvent> events;
+    EXPECT_TRUE(store_->Read([&](Transaction& tx) {
+      auto listed = tx.ListEvents(op_id);
+      if (!listed.ok()) return listed.status();
+      events = *listed;
+      return Status::Ok();
+    }).ok());
+    return events;
   }
 
   Balances BalancesOf(const std::string& account_id) {
@@ -329,6 +356,8 @@ TEST_F(GatewayTest, KeysAreScopedByAccount) {
 }
 
 TEST_F(GatewayTest, RecoveryKeepsTheHoldOfAnInterruptedCall) {
+  // A gateway that never registered its instance (as a process from before claims were recorded)
+  // looks dead to every other process.
   auto [id, key] = Account(1000);
   upstream_.Block();
   auto interrupted = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
@@ -345,6 +374,90 @@ TEST_F(GatewayTest, RecoveryKeepsTheHoldOfAnInterruptedCall) {
   HttpResponse retry = Pay(key, "k1", "{}");
   EXPECT_EQ(retry.status, 200);
   EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+}
+
+// Issue 4 (found by the fault suite): two gateway processes share one database; the second starts
+// while the first is calling a slow upstream. Its recovery must leave that call alone, so the first
+// delivers the answer (200, one execution) instead of losing its claim and answering 202.
+TEST_F(GatewayTest, RecoveryLeavesTheCallOfALiveProcessAlone) {
+  ASSERT_TRUE(gateway_->RegisterInstance().ok());
+  auto [id, key] = Account(1000);
+  upstream_.Block();
+  auto in_flight = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
+  ReleaseAtExit release_at_exit{upstream_};
+  upstream_.WaitBlocked(1);
+  auto second_store = OpenSecondStore();
+  ASSERT_NE(second_store, nullptr);
+  Gateway second(gateway_->config(), *second_store, clock_, random_, upstream_);
+  ASSERT_NE(second.instance_id(), gateway_->instance_id());
+  ASSERT_TRUE(second.RegisterInstance().ok());
+  auto recovered = second.RecoverInterrupted();
+  ASSERT_TRUE(recovered.ok()) << recovered.status().ToString();
+  EXPECT_EQ(*recovered, 0);
+  upstream_.Release();
+  HttpResponse answer = in_flight.get();
+  EXPECT_EQ(answer.status, 200) << answer.body;
+  EXPECT_EQ(answer.Header("Idempotent-Replayed"), "false");
+  EXPECT_EQ(OperationOf(answer).claimed_by, gateway_->instance_id());
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+  // The retry through the second process replays; nothing runs twice.
+  EXPECT_EQ(Pay(key, "k1", "{}", &second).Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(upstream_.calls(), 1);
+}
+
+TEST_F(GatewayTest, RecoveryTakesOverTheCallOfADeadProcess) {
+  ASSERT_TRUE(gateway_->RegisterInstance().ok());
+  auto [id, key] = Account(1000);
+  upstream_.Block();
+  auto in_flight = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
+  ReleaseAtExit release_at_exit{upstream_};
+  upstream_.WaitBlocked(1);
+  auto second_store = OpenSecondStore();
+  ASSERT_NE(second_store, nullptr);
+  Gateway second(gateway_->config(), *second_store, clock_, random_, upstream_);
+  ASSERT_TRUE(second.RegisterInstance().ok());
+  ASSERT_EQ(*second.RecoverInterrupted(), 0);  // alive: left alone
+  // The first process dies: its lock goes with it (played here by releasing its registration;
+  // the store conformance suite kills a real process).
+  ASSERT_TRUE(store_->ReleaseInstance(gateway_->instance_id()).ok());
+  auto recovered = second.RecoverInterrupted();
+  ASSERT_TRUE(recovered.ok()) << recovered.status().ToString();
+  EXPECT_EQ(*recovered, 1);
+  upstream_.Release();
+  HttpResponse lost = in_flight.get();
+  EXPECT_EQ(lost.status, 202);  // the presumed-dead attempt lost its claim: nothing applied
+  Operation op = OperationOf(lost);
+  EXPECT_EQ(op.fulfillment, Fulfillment::kPendingRetry);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, kPrice}));  // hold kept
+  bool traced = false;
+  for (const TraceEvent& event : EventsOf(op.id)) {
+    traced |= event.kind == "recovered" &&
+              event.detail.find(gateway_->instance_id()) != std::string::npos;
+  }
+  EXPECT_TRUE(traced);
+  HttpResponse retry = Pay(key, "k1", "{}", &second);
+  EXPECT_EQ(retry.status, 200);
+  EXPECT_EQ(OperationOf(retry).claimed_by, second.instance_id());
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));  // charged once
+}
+
+TEST_F(GatewayTest, RecoveryTakesOverAnExpiredLeaseEvenOfALiveProcess) {
+  ASSERT_TRUE(gateway_->RegisterInstance().ok());
+  auto [id, key] = Account(1000);
+  upstream_.Block();
+  auto in_flight = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
+  ReleaseAtExit release_at_exit{upstream_};
+  upstream_.WaitBlocked(1);
+  auto second_store = OpenSecondStore();
+  ASSERT_NE(second_store, nullptr);
+  Gateway second(gateway_->config(), *second_store, clock_, random_, upstream_);
+  ASSERT_TRUE(second.RegisterInstance().ok());
+  clock_.Advance(1000 + kLeaseMarginMs);  // the route timeout plus the margin: the lease is over
+  EXPECT_EQ(*second.RecoverInterrupted(), 1);
+  upstream_.Release();
+  EXPECT_EQ(in_flight.get().status, 202);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, kPrice}));
 }
 
 TEST_F(GatewayTest, RequestValidation) {

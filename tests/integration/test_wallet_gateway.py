@@ -995,7 +995,7 @@ class InvariantCheckerSelfTest(GatewayTestCase):
             "key charged twice": [
                 "INSERT INTO operations SELECT id || 'x', principal, idempotency_key, fingerprint, route, amount, "
                 "intent, settlement, fulfillment, hold_expires_ms, lease_expires_ms, attempts, response_status, "
-                "response_content_type, response_body, retained_until_ms, created_ms + 1, updated_ms "
+                "response_content_type, response_body, retained_until_ms, created_ms + 1, updated_ms, claimed_by "
                 "FROM operations WHERE id = '%s'" % settled_op,
                 "INSERT INTO ledger_entries (operation_id, kind, debit, credit, amount, at_ms) "
                 "SELECT operation_id || 'x', kind, debit, credit, amount, at_ms FROM ledger_entries "

@@ -1,8 +1,11 @@
 // The store conformance suite: every backend must pass these unchanged. Backends are listed in
 // Backends(); a PostgreSQL backend joins when AGENTPAY_TEST_POSTGRES_URL names a server.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -27,9 +30,10 @@ std::vector<Backend> Backends() {
                                    ("agentpay-store-" + std::to_string(::getpid()));
                         std::filesystem::create_directories(dir);
                         auto path = dir / (test_name + ".db");
-                        for (const char* suffix : {"", "-wal", "-shm"}) {
+                        for (const char* suffix : {"", "-wal", "-shm", ".devnet"}) {
                           std::filesystem::remove(path.string() + suffix);
                         }
+                        std::filesystem::remove_all(path.string() + ".instances");
                         return "sqlite:" + path.string();
                       }});
   return backends;
@@ -105,7 +109,8 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
   }
 
   static Operation SampleOperation(const std::string& id) {
-    Operation op = NewWalletOperation({id, "account:a", "key-" + id, "fp", "/r", 7, 1000, 500}, 10);
+    Operation op =
+        NewWalletOperation({id, "account:a", "key-" + id, "fp", "/r", 7, 1000, 500, "gw_t"}, 10);
     return op;
   }
 
@@ -603,6 +608,99 @@ TEST_P(StoreConformance, RelayerNonceIsTakenOnceAndNeverGoesBack) {
   }).ok());
   take(0);
   EXPECT_EQ(taken.back(), 11);
+}
+
+// Process liveness (issue 4): a gateway process proves through the store that it is alive, so that
+// another process's crash recovery leaves its claims alone.
+TEST_P(StoreConformance, InstanceLivenessFollowsTheRegistration) {
+  EXPECT_FALSE(*store_->InstanceAlive("gw_never"));
+  ASSERT_TRUE(store_->RegisterInstance("gw_one").ok());
+  EXPECT_TRUE(*store_->InstanceAlive("gw_one"));
+  EXPECT_EQ(store_->RegisterInstance("gw_one").code(), "instance_taken");
+  // Another Store on the same database (another gateway process) sees it and cannot take it.
+  auto other = OpenStore(url_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_TRUE(*(*other)->InstanceAlive("gw_one"));
+  EXPECT_EQ((*other)->RegisterInstance("gw_one").code(), "instance_taken");
+  ASSERT_TRUE((*other)->RegisterInstance("gw_two").ok());
+  EXPECT_TRUE(*store_->InstanceAlive("gw_two"));
+  // Released: dead for everyone; destroying a Store ends its registrations.
+  ASSERT_TRUE(store_->ReleaseInstance("gw_one").ok());
+  EXPECT_FALSE(*store_->InstanceAlive("gw_one"));
+  EXPECT_FALSE(*(*other)->InstanceAlive("gw_one"));
+  EXPECT_TRUE(store_->ReleaseInstance("gw_one").ok());  // again: nothing to do
+  other->reset();
+  EXPECT_FALSE(*store_->InstanceAlive("gw_two"));
+  // Ids name files (or lock keys): anything but [A-Za-z0-9_-]{1,64} is refused, and never alive.
+  for (const std::string& bad :
+       std::vector<std::string>{"", "../gw", "gw/x", "gw x", std::string(65, 'a')}) {
+    EXPECT_FALSE(store_->RegisterInstance(bad).ok()) << bad;
+    EXPECT_FALSE(*store_->InstanceAlive(bad)) << bad;
+  }
+  ASSERT_TRUE(store_->RegisterInstance("gw_one").ok());  // a released id may be taken again
+  EXPECT_TRUE(*store_->InstanceAlive("gw_one"));
+}
+
+// The real thing: a process registers, is killed (SIGKILL: nothing of its own runs), and its
+// instance is dead at once, with no timeout to wait for.
+TEST_P(StoreConformance, InstanceOfAKilledProcessIsDead) {
+  // Fork from a single-threaded process: the fixture's store and its threads go first.
+  store_.reset();
+  int ready[2];
+  int hold[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(hold), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    ::close(hold[1]);
+    auto store = OpenStore(url_);
+    char registered = store.ok() && (*store)->RegisterInstance("gw_child").ok() ? 'y' : 'n';
+    if (::write(ready[1], &registered, 1) != 1) ::_exit(2);
+    char never = 0;
+    while (::read(hold[0], &never, 1) > 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  ::close(hold[0]);
+  char registered = 0;
+  ASSERT_EQ(::read(ready[0], &registered, 1), 1);
+  ::close(ready[0]);
+  ASSERT_EQ(registered, 'y');
+  auto reopened = OpenStore(url_);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(*reopened);
+  EXPECT_TRUE(*store_->InstanceAlive("gw_child"));
+  EXPECT_EQ(store_->RegisterInstance("gw_child").code(), "instance_taken");
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int wait_status = 0;
+  ASSERT_EQ(::waitpid(child, &wait_status, 0), child);
+  ::close(hold[1]);
+  EXPECT_TRUE(WIFSIGNALED(wait_status));
+  EXPECT_FALSE(*store_->InstanceAlive("gw_child"));
+  EXPECT_FALSE(*store_->InstanceAlive("gw_child"));  // and stays dead
+  // Its id is free again (an id is never reused in practice: 64 random bits).
+  EXPECT_TRUE(store_->RegisterInstance("gw_child").ok());
+}
+
+TEST_P(StoreConformance, ClaimantRoundTrips) {
+  Operation op = SampleOperation("op_claimant");
+  ASSERT_EQ(op.claimed_by, "gw_t");
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.InsertOperation(op); }).ok());
+  Operation resumed = op;
+  resumed.attempts = 2;
+  resumed.claimed_by = "gw_other";
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto claimed = tx.UpdateClaimedOperation(resumed, 1);
+    EXPECT_TRUE(claimed.ok() && *claimed);
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    EXPECT_EQ((*tx.FindOperation("op_claimant"))->claimed_by, "gw_other");
+    return Status::Ok();
+  }).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance, ::testing::ValuesIn(Backends()),

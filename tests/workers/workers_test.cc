@@ -65,8 +65,8 @@ class WorkersTest : public ::testing::Test {
   }
 
   static Operation WalletOp(int i) {
-    return NewWalletOperation({"op_" + std::to_string(100000 + i), "account:acct", "key-" +
-                               std::to_string(i), "fp", "/", kPrice, 1000, 500},
+    return NewWalletOperation({"op_" + std::to_string(100000 + i), "account:acct",
+                               "key-" + std::to_string(i), "fp", "/", kPrice, 1000, 500, ""},
                               kNow - 10000);
   }
 
