@@ -30,6 +30,18 @@ for path in sorted(fixtures.glob("*.json")):
             seed(base64.b64decode(value))             # the JSON inside it
         elif isinstance(value, dict):
             seed(json.dumps(value).encode())
+# JSON corners where a hand-written reader could part from nlohmann: escapes in keys and values,
+# surrogate pairs, a BOM, duplicate keys (the last wins), number kinds and overflow, nesting.
+for text in (
+    rb'{"x402\u0056ersion":2,"a":"\u00e9\ud83d\ude00\n\"\/\u0000","b":[true,false,null]}',
+    rb'{"n":[0,-0,1.5e3,-2E-2,0.0e999,18446744073709551615,18446744073709551616,-9223372036854775809]}',
+    rb'{"big":1e308,"tiny":1e-400,"over":1e309}',
+    b'\xef\xbb\xbf{"x402Version":1,"x402Version":2} ',
+    b'{"s":"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80","bad":"\xed\xa0\x80"}',
+    b'[' * 64 + b']' * 64,
+    b'[' * 65 + b']' * 65,
+):
+    seed(text)
 PY
 
 exec "$build/payment_header_fuzzer" "$corpus" -max_total_time="$seconds" \

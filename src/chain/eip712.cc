@@ -3,27 +3,34 @@
 #include "chain/eip712.h"
 
 #include <algorithm>
+#include <array>
+#include <span>
 
 #include "chain/keccak.h"
 
 namespace agentpay::chain {
 namespace {
 
-// Appends 32-byte words; one hash over the result.
+// Appends 32-byte words to a fixed buffer (the largest struct here has 7 members); one hash over
+// the result. No allocation: this runs once per verified payment.
 class WordWriter {
  public:
   void Word(std::span<const uint8_t, 32> word) {
-    bytes_.insert(bytes_.end(), word.begin(), word.end());
+    AGENTPAY_CHECK(size_ + 32 <= bytes_.size());
+    std::copy(word.begin(), word.end(), bytes_.begin() + size_);
+    size_ += 32;
   }
   void Uint(const U256& value) { Word(value.ToBigEndian()); }
   void AddressWord(const Address& address) {
-    bytes_.insert(bytes_.end(), 12, 0);  // addresses are left-padded to 32 bytes
-    bytes_.insert(bytes_.end(), address.bytes.begin(), address.bytes.end());
+    Hash32 word{};  // addresses are left-padded to 32 bytes
+    std::copy(address.bytes.begin(), address.bytes.end(), word.begin() + 12);
+    Word(word);
   }
-  Hash32 Hash() const { return Keccak256(bytes_); }
+  Hash32 Hash() const { return Keccak256(std::span<const uint8_t>(bytes_.data(), size_)); }
 
  private:
-  Bytes bytes_;
+  std::array<uint8_t, 7 * 32> bytes_;
+  size_t size_ = 0;
 };
 
 }  // namespace
@@ -64,9 +71,9 @@ Hash32 TransferWithAuthorizationStructHash(const TransferAuthorization& authoriz
 
 Hash32 Eip3009Digest(const Hash32& domain_separator, const TransferAuthorization& authorization) {
   const Hash32 struct_hash = TransferWithAuthorizationStructHash(authorization);
-  Bytes message = {0x19, 0x01};
-  message.insert(message.end(), domain_separator.begin(), domain_separator.end());
-  message.insert(message.end(), struct_hash.begin(), struct_hash.end());
+  std::array<uint8_t, 2 + 32 + 32> message{0x19, 0x01};
+  std::copy(domain_separator.begin(), domain_separator.end(), message.begin() + 2);
+  std::copy(struct_hash.begin(), struct_hash.end(), message.begin() + 34);
   return Keccak256(message);
 }
 

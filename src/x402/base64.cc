@@ -45,6 +45,17 @@ std::string Base64Encode(std::string_view data) {
   return out;
 }
 
+// The refusal for the first character of `text` outside the alphabet. Precondition: there is one
+// among the first `data_chars`.
+Status InvalidCharacter(std::string_view text, size_t data_chars) {
+  size_t i = 0;
+  while (i < data_chars && kDecodeTable[static_cast<uint8_t>(text[i])] >= 0) ++i;
+  AGENTPAY_CHECK(i < data_chars);
+  if (text[i] == '-' || text[i] == '_') return Invalid("URL-safe base64 is not accepted");
+  if (text[i] == '=') return Invalid("'=' padding inside the text");
+  return Invalid("character at offset " + std::to_string(i) + " is not standard base64");
+}
+
 Result<std::string> Base64Decode(std::string_view text) {
   if (text.size() % 4 != 0) {
     return Invalid("length " + std::to_string(text.size()) +
@@ -54,31 +65,38 @@ Result<std::string> Base64Decode(std::string_view text) {
   if (!text.empty() && text.back() == '=')
     padding = text.size() >= 2 && text[text.size() - 2] == '=' ? 2 : 1;
   const size_t data_chars = text.size() - padding;
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  uint32_t group = 0;
-  for (size_t i = 0; i < data_chars; ++i) {
-    const int8_t value = kDecodeTable[static_cast<uint8_t>(text[i])];
-    if (value < 0) {
-      if (text[i] == '-' || text[i] == '_') return Invalid("URL-safe base64 is not accepted");
-      if (text[i] == '=') return Invalid("'=' padding inside the text");
-      return Invalid("character at offset " + std::to_string(i) + " is not standard base64");
-    }
-    group = (group << 6) | static_cast<uint32_t>(value);
-    if (i % 4 == 3) {
-      out.push_back(static_cast<char>((group >> 16) & 0xff));
-      out.push_back(static_cast<char>((group >> 8) & 0xff));
-      out.push_back(static_cast<char>(group & 0xff));
-      group = 0;
-    }
+  // Sized once and written in place; a bad character is looked for only after the loop, through
+  // `bad`, which collects the sign bits of every table entry (-1 marks a byte not in the alphabet).
+  std::string out(text.size() / 4 * 3 - padding, '\0');
+  const auto* in = reinterpret_cast<const uint8_t*>(text.data());
+  char* write = out.data();
+  int32_t bad = 0;
+  const size_t full_groups = data_chars / 4;
+  for (size_t group = 0; group < full_groups; ++group, in += 4, write += 3) {
+    const int32_t a = kDecodeTable[in[0]], b = kDecodeTable[in[1]], c = kDecodeTable[in[2]],
+                  d = kDecodeTable[in[3]];
+    bad |= a | b | c | d;
+    const uint32_t bits = (static_cast<uint32_t>(a) << 18) | (static_cast<uint32_t>(b) << 12) |
+                          (static_cast<uint32_t>(c) << 6) | static_cast<uint32_t>(d);
+    write[0] = static_cast<char>((bits >> 16) & 0xff);
+    write[1] = static_cast<char>((bits >> 8) & 0xff);
+    write[2] = static_cast<char>(bits & 0xff);
   }
+  // The last group when padded: 2 (padding 2) or 3 (padding 1) data characters.
+  uint32_t bits = 0;
+  for (size_t i = 0; i < (padding == 0 ? 0 : 4 - padding); ++i) {
+    const int32_t value = kDecodeTable[in[i]];
+    bad |= value;
+    bits = (bits << 6) | static_cast<uint32_t>(value);
+  }
+  if (bad < 0) return InvalidCharacter(text, data_chars);
   if (padding == 2) {  // 2 sextets: 12 bits, 8 used
-    if ((group & 0x0f) != 0) return Invalid("non-zero bits under the padding");
-    out.push_back(static_cast<char>((group >> 4) & 0xff));
+    if ((bits & 0x0f) != 0) return Invalid("non-zero bits under the padding");
+    write[0] = static_cast<char>((bits >> 4) & 0xff);
   } else if (padding == 1) {  // 3 sextets: 18 bits, 16 used
-    if ((group & 0x03) != 0) return Invalid("non-zero bits under the padding");
-    out.push_back(static_cast<char>((group >> 10) & 0xff));
-    out.push_back(static_cast<char>((group >> 2) & 0xff));
+    if ((bits & 0x03) != 0) return Invalid("non-zero bits under the padding");
+    write[0] = static_cast<char>((bits >> 10) & 0xff);
+    write[1] = static_cast<char>((bits >> 2) & 0xff);
   }
   return out;
 }

@@ -66,11 +66,35 @@ std::string_view ReasonCode(Failure failure, Version version) {
   return "";
 }
 
+chain::Hash32 DomainSeparatorOf(const Requirements& requirements) {
+  if (requirements.domain_separator) return *requirements.domain_separator;
+  // Keyed by every input of the hash, so it can only ever answer for the domain asked about; one
+  // entry, because a gateway verifies against one configured domain. Per thread: no locking.
+  struct Memo {
+    bool valid = false;
+    uint64_t chain_id = 0;
+    Address verifying_contract;
+    std::string name, version;
+    chain::Hash32 separator{};
+  };
+  thread_local Memo memo;
+  if (!memo.valid || memo.chain_id != requirements.chain_id ||
+      memo.verifying_contract != requirements.asset || memo.name != requirements.asset_name ||
+      memo.version != requirements.asset_version) {
+    memo.valid = false;  // stays false if an assignment below throws (out of memory)
+    memo.separator = chain::DomainSeparator(requirements.asset_name, requirements.asset_version,
+                                            requirements.chain_id, requirements.asset);
+    memo.chain_id = requirements.chain_id;
+    memo.verifying_contract = requirements.asset;
+    memo.name = requirements.asset_name;
+    memo.version = requirements.asset_version;
+    memo.valid = true;
+  }
+  return memo.separator;
+}
+
 chain::Hash32 AuthorizationDigest(const PaymentPayload& payload, const Requirements& requirements) {
-  const chain::Hash32 domain =
-      chain::DomainSeparator(requirements.asset_name, requirements.asset_version,
-                             requirements.chain_id, requirements.asset);
-  return chain::Eip3009Digest(domain, payload.authorization);
+  return chain::Eip3009Digest(DomainSeparatorOf(requirements), payload.authorization);
 }
 
 Failure VerifyExact(const PaymentPayload& payload, const Requirements& requirements,

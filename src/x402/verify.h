@@ -40,8 +40,13 @@ std::string_view ReasonCode(Failure failure, Version version = Version::kV2);
 // The reference facilitator's margin for block time: validBefore must be at least this far ahead.
 inline constexpr int64_t kDefaultValidBeforeBufferSeconds = 6;
 
-// The EIP-3009 digest `from` must have signed: domain (asset_name, asset_version, chain_id, asset)
-// of the requirements, message = payload.authorization.
+// The EIP-712 domain separator of the requirements: requirements.domain_separator when set, else
+// chain::DomainSeparator(asset_name, asset_version, chain_id, asset), remembered per thread for
+// the last four inputs asked (so the gateway's one configured domain is hashed once per thread).
+chain::Hash32 DomainSeparatorOf(const Requirements& requirements);
+
+// The EIP-3009 digest `from` must have signed: domain DomainSeparatorOf(requirements),
+// message = payload.authorization.
 chain::Hash32 AuthorizationDigest(const PaymentPayload& payload, const Requirements& requirements);
 
 // The first failed check, in the reference order: scheme, domain present, network, signature,

@@ -1,13 +1,16 @@
 // Encoding and strict decoding of x402 headers. Input is hostile: every field is checked for its
 // JSON type and shape before use, nothing throws out of here, and each refusal names the field.
 #include "x402/wire.h"
-#include "core/json_depth.h"
 
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <forward_list>
+#include <initializer_list>
+#include <span>
 
 #include "x402/base64.h"
+#include "x402/json_tape.h"
 
 namespace agentpay::x402 {
 namespace {
@@ -80,193 +83,276 @@ std::string Dump(const Json& json) {
   return json.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-// --- JSON reading helpers: each returns a message naming `path` on a type or shape error. ------
+// --- reading the header's JSON: each refusal names the field and the rule it broke -------------
 
-// The member `key` of object, or nullptr when absent. Precondition: object.is_object().
-const Json* Member(const Json& object, const char* key) {
-  const auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
-}
-
-bool AbsentOrNull(const Json* value) { return value == nullptr || value->is_null(); }
-
-Result<std::string> RequiredString(const Json& object, const char* key, const std::string& path) {
-  const Json* value = Member(object, key);
-  if (value == nullptr) return Malformed(path + key + " is missing");
-  if (!value->is_string()) return Malformed(path + key + " must be a string");
-  return value->get_ref<const std::string&>();
-}
-
-Result<std::string> NonEmptyString(const Json& object, const char* key, const std::string& path) {
-  Result<std::string> text = RequiredString(object, key, path);
-  if (text.ok() && text->empty()) return Malformed(path + key + " must not be empty");
+// Joins message pieces; called only on the way to a refusal.
+std::string Concat(std::initializer_list<std::string_view> pieces) {
+  std::string text;
+  for (std::string_view piece : pieces) text += piece;
   return text;
 }
 
-Result<const Json*> RequiredObject(const Json& object, const char* key, const std::string& path) {
-  const Json* value = Member(object, key);
-  if (value == nullptr) return Malformed(path + key + " is missing");
-  if (!value->is_object()) return Malformed(path + key + " must be an object");
-  return value;
-}
+// Typed access to the members of a parsed document. Strings come back as views into the JSON
+// text, or into storage owned here when they had escapes, so they live as long as the reader.
+class Reader {
+ public:
+  static constexpr size_t kAbsent = JsonTape::kNoNode;
 
-Status OptionalObject(const Json& object, const char* key, const std::string& path) {
-  const Json* value = Member(object, key);
-  if (!AbsentOrNull(value) && !value->is_object()) {
-    return Malformed(path + key + " must be an object or null");
+  explicit Reader(const JsonTape& tape) : tape_(tape) {}
+  const JsonTape& tape() const { return tape_; }
+
+  // Index of the member `key` of the object at `object`, or kAbsent.
+  size_t Member(size_t object, std::string_view key) const { return tape_.Member(object, key); }
+  JsonType Type(size_t node) const { return tape_.node(node).type; }
+  bool AbsentOrNull(size_t node) const { return node == kAbsent || Type(node) == JsonType::kNull; }
+  std::string_view String(size_t node) { return tape_.String(node, unescaped_); }
+
+  Result<std::string_view> RequiredString(size_t object, std::string_view key,
+                                          std::string_view path) {
+    const size_t value = Member(object, key);
+    if (value == kAbsent) return Malformed(Concat({path, key, " is missing"}));
+    if (Type(value) != JsonType::kString) {
+      return Malformed(Concat({path, key, " must be a string"}));
+    }
+    return String(value);
+  }
+
+  Result<std::string_view> NonEmptyString(size_t object, std::string_view key,
+                                          std::string_view path) {
+    Result<std::string_view> text = RequiredString(object, key, path);
+    if (text.ok() && text->empty()) return Malformed(Concat({path, key, " must not be empty"}));
+    return text;
+  }
+
+  Result<size_t> RequiredObject(size_t object, std::string_view key, std::string_view path) const {
+    const size_t value = Member(object, key);
+    if (value == kAbsent) return Malformed(Concat({path, key, " is missing"}));
+    if (Type(value) != JsonType::kObject) {
+      return Malformed(Concat({path, key, " must be an object"}));
+    }
+    return value;
+  }
+
+  Status OptionalObject(size_t object, std::string_view key, std::string_view path) const {
+    const size_t value = Member(object, key);
+    if (!AbsentOrNull(value) && Type(value) != JsonType::kObject) {
+      return Malformed(Concat({path, key, " must be an object or null"}));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const JsonTape& tape_;
+  std::forward_list<std::string> unescaped_;
+};
+
+// Parses `text` onto `tape` and requires a JSON object at its root (nested at most kMaxJsonDepth).
+Status ParseObject(std::string_view text, std::string_view what, JsonTape& tape) {
+  switch (tape.Parse(text, kMaxJsonDepth)) {
+    case JsonError::kNone:
+      break;
+    case JsonError::kTooDeep:
+      return Malformed(
+          Concat({what, " nests JSON deeper than ", std::to_string(kMaxJsonDepth), " levels"}));
+    case JsonError::kSyntax:
+      return Malformed(Concat({what, " is not valid JSON (UTF-8)"}));
+  }
+  if (tape.node(JsonTape::root()).type != JsonType::kObject) {
+    return Malformed(Concat({what, " must be a JSON object"}));
   }
   return Status::Ok();
-}
-
-Result<Json> ParseObject(std::string_view text, std::string_view what) {
-  if (!JsonNestingWithin(text, kMaxJsonDepth)) {
-    return Malformed(std::string(what) + " nests JSON deeper than " +
-                     std::to_string(kMaxJsonDepth) + " levels");
-  }
-  Json root = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return Malformed(std::string(what) + " is not valid JSON (UTF-8)");
-  if (!root.is_object()) return Malformed(std::string(what) + " must be a JSON object");
-  return root;
 }
 
 // --- the exact-scheme EVM payload --------------------------------------------------------------
 
-Result<Address> AddressField(const Json& object, const char* key, const std::string& path) {
-  Result<std::string> text = RequiredString(object, key, path);
+// Nibble value of each byte, or -1 for a byte that is not a hex digit (either case).
+constexpr std::array<int8_t, 256> MakeHexTable() {
+  std::array<int8_t, 256> table{};
+  for (int8_t& entry : table) entry = -1;
+  for (int i = 0; i < 10; ++i) table['0' + i] = static_cast<int8_t>(i);
+  for (int i = 0; i < 6; ++i) {
+    table['a' + i] = static_cast<int8_t>(10 + i);
+    table['A' + i] = static_cast<int8_t>(10 + i);
+  }
+  return table;
+}
+constexpr std::array<int8_t, 256> kHexTable = MakeHexTable();
+
+// "0x" and then exactly 2 × out.size() hex digits of either case (chain::ParseHex's rule), decoded
+// into `out` without allocating. `out` may be partly written when this returns false.
+bool ParseFixedHex(std::string_view text, std::span<uint8_t> out) {
+  if (text.size() != 2 + 2 * out.size() || text[0] != '0' || text[1] != 'x') return false;
+  const auto* digits = reinterpret_cast<const uint8_t*>(text.data() + 2);
+  int bad = 0;  // collects the sign bits of the table entries: negative once any is -1
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int high = kHexTable[digits[2 * i]];
+    const int low = kHexTable[digits[2 * i + 1]];
+    bad |= high | low;
+    out[i] = static_cast<uint8_t>(((high & 0x0f) << 4) | (low & 0x0f));
+  }
+  return bad >= 0;
+}
+
+Result<Address> AddressField(Reader& reader, size_t object, std::string_view key,
+                             std::string_view path) {
+  Result<std::string_view> text = reader.RequiredString(object, key, path);
   if (!text.ok()) return text.status();
-  Result<Address> address = chain::ParseAddress(*text);
-  if (!address.ok()) return Malformed(path + key + " must be 0x followed by 40 hex digits");
+  Address address;
+  if (!ParseFixedHex(*text, address.bytes)) {
+    return Malformed(Concat({path, key, " must be 0x followed by 40 hex digits"}));
+  }
   return address;
 }
 
-Result<U256> DecimalField(const Json& object, const char* key, const std::string& path) {
-  Result<std::string> text = RequiredString(object, key, path);
+Result<U256> DecimalField(Reader& reader, size_t object, std::string_view key,
+                          std::string_view path) {
+  Result<std::string_view> text = reader.RequiredString(object, key, path);
   if (!text.ok()) return text.status();
   const std::optional<U256> number = chain::ParseU256Decimal(*text);
   if (!number) {
-    return Malformed(path + key +
-                     " must be a decimal integer string (digits only, no sign, exponent, hex "
-                     "prefix or leading zeros) below 2^256");
+    return Malformed(Concat({path, key,
+                             " must be a decimal integer string (digits only, no sign, exponent, "
+                             "hex prefix or leading zeros) below 2^256"}));
   }
   return *number;
 }
 
-Status DecodeAuthorization(const Json& authorization, TransferAuthorization& out) {
-  const std::string path = "payload.authorization.";
-  Result<Address> from = AddressField(authorization, "from", path);
+Status DecodeAuthorization(Reader& reader, size_t authorization, TransferAuthorization& out) {
+  constexpr std::string_view path = "payload.authorization.";
+  Result<Address> from = AddressField(reader, authorization, "from", path);
   if (!from.ok()) return from.status();
-  Result<Address> to = AddressField(authorization, "to", path);
+  Result<Address> to = AddressField(reader, authorization, "to", path);
   if (!to.ok()) return to.status();
-  Result<U256> value = DecimalField(authorization, "value", path);
+  Result<U256> value = DecimalField(reader, authorization, "value", path);
   if (!value.ok()) return value.status();
-  Result<U256> valid_after = DecimalField(authorization, "validAfter", path);
+  Result<U256> valid_after = DecimalField(reader, authorization, "validAfter", path);
   if (!valid_after.ok()) return valid_after.status();
-  Result<U256> valid_before = DecimalField(authorization, "validBefore", path);
+  Result<U256> valid_before = DecimalField(reader, authorization, "validBefore", path);
   if (!valid_before.ok()) return valid_before.status();
-  Result<std::string> nonce_text = RequiredString(authorization, "nonce", path);
+  Result<std::string_view> nonce_text = reader.RequiredString(authorization, "nonce", path);
   if (!nonce_text.ok()) return nonce_text.status();
-  Result<chain::Hash32> nonce = chain::ParseHash32(*nonce_text);
-  if (!nonce.ok()) return Malformed(path + "nonce must be 0x followed by 64 hex digits (32 bytes)");
-  out = TransferAuthorization{*from, *to, *value, *valid_after, *valid_before, *nonce};
+  chain::Hash32 nonce;
+  if (!ParseFixedHex(*nonce_text, nonce)) {
+    return Malformed(Concat({path, "nonce must be 0x followed by 64 hex digits (32 bytes)"}));
+  }
+  out = TransferAuthorization{*from, *to, *value, *valid_after, *valid_before, nonce};
   return Status::Ok();
 }
 
-Status DecodeExactEvmPayload(const Json& root, PaymentPayload& out) {
-  Result<const Json*> inner = RequiredObject(root, "payload", "");
+Status DecodeExactEvmPayload(Reader& reader, PaymentPayload& out) {
+  Result<size_t> inner = reader.RequiredObject(JsonTape::root(), "payload", "");
   if (!inner.ok()) return inner.status();
-  const Json& payload = **inner;
-  if (Member(payload, "authorization") == nullptr &&
-      Member(payload, "permit2Authorization") != nullptr) {
+  const size_t payload = *inner;
+  if (reader.Member(payload, "authorization") == Reader::kAbsent &&
+      reader.Member(payload, "permit2Authorization") != Reader::kAbsent) {
     return Malformed(
         "payload is a Permit2 authorization; only EIP-3009 authorizations are accepted");
   }
-  Result<std::string> signature_text = RequiredString(payload, "signature", "payload.");
+  Result<std::string_view> signature_text = reader.RequiredString(payload, "signature", "payload.");
   if (!signature_text.ok()) return signature_text.status();
-  Result<Signature> signature = chain::ParseSignature(*signature_text);
-  if (!signature.ok()) {
+  if (!ParseFixedHex(*signature_text, out.signature.bytes)) {
     return Malformed("payload.signature must be 0x followed by 130 hex digits (65 bytes r, s, v)");
   }
-  out.signature = *signature;
-  Result<const Json*> authorization = RequiredObject(payload, "authorization", "payload.");
+  Result<size_t> authorization = reader.RequiredObject(payload, "authorization", "payload.");
   if (!authorization.ok()) return authorization.status();
-  return DecodeAuthorization(**authorization, out.authorization);
+  return DecodeAuthorization(reader, *authorization, out.authorization);
 }
 
 // --- envelopes ---------------------------------------------------------------------------------
 
-Status CheckVersion(const Json& root, Version version) {
-  const Json* field = Member(root, "x402Version");
-  if (field == nullptr) return Malformed("x402Version is missing");
-  if (!field->is_number_integer()) return Malformed("x402Version must be an integer");
-  const int expected = static_cast<int>(version);
-  if (*field != expected) {
-    return Malformed("x402Version must be " + std::to_string(expected) + " in " +
-                     std::string(PaymentHeaderName(version)) + ", got " + Dump(*field));
+// nlohmann's is_number_integer: integer syntax whose value fits 64 bits (else it is a float).
+bool IsJsonInteger(const JsonTape& tape, size_t node) {
+  if (tape.node(node).type != JsonType::kNumber || !tape.node(node).flag) return false;
+  const std::string_view token = tape.Token(node);
+  const char* first = token.data();
+  const char* last = token.data() + token.size();
+  int64_t signed_value = 0;
+  uint64_t unsigned_value = 0;
+  return token[0] == '-' ? std::from_chars(first, last, signed_value).ec == std::errc()
+                         : std::from_chars(first, last, unsigned_value).ec == std::errc();
+}
+
+Status CheckVersion(Reader& reader, Version version) {
+  const size_t field = reader.Member(JsonTape::root(), "x402Version");
+  if (field == Reader::kAbsent) return Malformed("x402Version is missing");
+  if (!IsJsonInteger(reader.tape(), field)) return Malformed("x402Version must be an integer");
+  // JSON spells a positive integer one way only, so the token is the number.
+  const std::string expected = std::to_string(static_cast<int>(version));
+  const std::string_view token = reader.tape().Token(field);
+  if (token != expected) {
+    return Malformed(Concat(
+        {"x402Version must be ", expected, " in ", PaymentHeaderName(version), ", got ", token}));
   }
   return Status::Ok();
 }
 
 // accepted: the v2 PaymentRequirements schema of @x402/core (required fields and their types).
-Status CheckAccepted(const Json& accepted) {
-  const std::string path = "accepted.";
-  for (const char* key : {"scheme", "network", "amount", "asset", "payTo"}) {
-    Result<std::string> text = NonEmptyString(accepted, key, path);
+Status CheckAccepted(Reader& reader, size_t accepted) {
+  constexpr std::string_view path = "accepted.";
+  for (std::string_view key : {"scheme", "network", "amount", "asset", "payTo"}) {
+    Result<std::string_view> text = reader.NonEmptyString(accepted, key, path);
     if (!text.ok()) return text.status();
   }
-  const Json* timeout = Member(accepted, "maxTimeoutSeconds");
-  if (timeout == nullptr) return Malformed("accepted.maxTimeoutSeconds is missing");
-  if (!timeout->is_number() || !(timeout->get<double>() > 0)) {
+  const size_t timeout = reader.Member(accepted, "maxTimeoutSeconds");
+  if (timeout == Reader::kAbsent) return Malformed("accepted.maxTimeoutSeconds is missing");
+  if (reader.Type(timeout) != JsonType::kNumber || !(reader.tape().NumberAsDouble(timeout) > 0)) {
     return Malformed("accepted.maxTimeoutSeconds must be a positive number");
   }
-  return OptionalObject(accepted, "extra", path);
+  return reader.OptionalObject(accepted, "extra", path);
 }
 
-Result<std::optional<std::string>> DecodePaymentIdentifier(const Json& root) {
-  const Json* extensions = Member(root, "extensions");
-  if (AbsentOrNull(extensions)) return std::optional<std::string>();
-  const Json* extension = Member(*extensions, "payment-identifier");
-  if (AbsentOrNull(extension)) return std::optional<std::string>();
-  const std::string path = "extensions.payment-identifier.";
-  if (!extension->is_object()) return Malformed("extensions.payment-identifier must be an object");
-  Result<const Json*> info = RequiredObject(*extension, "info", path);
+bool IsPaymentIdCharacter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
+
+Result<std::optional<std::string>> DecodePaymentIdentifier(Reader& reader) {
+  const size_t extensions = reader.Member(JsonTape::root(), "extensions");
+  if (reader.AbsentOrNull(extensions)) return std::optional<std::string>();
+  const size_t extension = reader.Member(extensions, "payment-identifier");
+  if (reader.AbsentOrNull(extension)) return std::optional<std::string>();
+  constexpr std::string_view path = "extensions.payment-identifier.";
+  if (reader.Type(extension) != JsonType::kObject) {
+    return Malformed("extensions.payment-identifier must be an object");
+  }
+  Result<size_t> info = reader.RequiredObject(extension, "info", path);
   if (!info.ok()) return info.status();
-  const Json* id = Member(**info, "id");
-  if (AbsentOrNull(id)) return std::optional<std::string>();  // declared by us, not filled in
-  if (!id->is_string()) return Malformed(path + "info.id must be a string");
-  const std::string& text = id->get_ref<const std::string&>();
-  const bool valid_chars = std::all_of(text.begin(), text.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-';
-  });
-  if (text.size() < kPaymentIdMinLength || text.size() > kPaymentIdMaxLength || !valid_chars) {
-    return Malformed(path + "info.id must be 16 to 128 characters of A-Z a-z 0-9 _ -");
+  const size_t id = reader.Member(*info, "id");
+  if (reader.AbsentOrNull(id)) return std::optional<std::string>();  // declared, not filled in
+  if (reader.Type(id) != JsonType::kString) {
+    return Malformed(Concat({path, "info.id must be a string"}));
+  }
+  const std::string_view text = reader.String(id);
+  if (text.size() < kPaymentIdMinLength || text.size() > kPaymentIdMaxLength ||
+      !std::all_of(text.begin(), text.end(), IsPaymentIdCharacter)) {
+    return Malformed(Concat({path, "info.id must be 16 to 128 characters of A-Z a-z 0-9 _ -"}));
   }
   return std::optional<std::string>(text);
 }
 
-Status DecodeV2Envelope(const Json& root, PaymentPayload& out) {
-  Result<const Json*> accepted = RequiredObject(root, "accepted", "");
+Status DecodeV2Envelope(Reader& reader, PaymentPayload& out) {
+  Result<size_t> accepted = reader.RequiredObject(JsonTape::root(), "accepted", "");
   if (!accepted.ok()) return accepted.status();
-  Status status = CheckAccepted(**accepted);
+  Status status = CheckAccepted(reader, *accepted);
   if (!status.ok()) return status;
-  for (const char* key : {"resource", "extensions"}) {
-    status = OptionalObject(root, key, "");
+  for (std::string_view key : {"resource", "extensions"}) {
+    status = reader.OptionalObject(JsonTape::root(), key, "");
     if (!status.ok()) return status;
   }
-  out.scheme = (*accepted)->at("scheme").get<std::string>();
-  out.network = (*accepted)->at("network").get<std::string>();
+  out.scheme = reader.String(reader.Member(*accepted, "scheme"));
+  out.network = reader.String(reader.Member(*accepted, "network"));
   out.chain_id = ChainIdV2(out.network);
-  out.accepted = **accepted;
-  Result<std::optional<std::string>> identifier = DecodePaymentIdentifier(root);
+  Result<std::optional<std::string>> identifier = DecodePaymentIdentifier(reader);
   if (!identifier.ok()) return identifier.status();
-  out.payment_identifier = *identifier;
+  out.payment_identifier = std::move(*identifier);
+  out.accepted = reader.tape().ToJson(*accepted);
   return Status::Ok();
 }
 
-Status DecodeV1Envelope(const Json& root, PaymentPayload& out) {
-  Result<std::string> scheme = NonEmptyString(root, "scheme", "");
+Status DecodeV1Envelope(Reader& reader, PaymentPayload& out) {
+  Result<std::string_view> scheme = reader.NonEmptyString(JsonTape::root(), "scheme", "");
   if (!scheme.ok()) return scheme.status();
-  Result<std::string> network = NonEmptyString(root, "network", "");
+  Result<std::string_view> network = reader.NonEmptyString(JsonTape::root(), "network", "");
   if (!network.ok()) return network.status();
   out.scheme = *scheme;
   out.network = *network;
@@ -275,26 +361,28 @@ Status DecodeV1Envelope(const Json& root, PaymentPayload& out) {
 }
 
 Result<PaymentPayload> DecodeChecked(std::string_view value, Version version) {
-  const std::string header(PaymentHeaderName(version));
+  const std::string_view header = PaymentHeaderName(version);
   if (value.size() > kMaxPaymentHeaderBytes) {
-    return Malformed(header + " is " + std::to_string(value.size()) + " bytes; the limit is " +
-                     std::to_string(kMaxPaymentHeaderBytes));
+    return Malformed(Concat({header, " is ", std::to_string(value.size()), " bytes; the limit is ",
+                             std::to_string(kMaxPaymentHeaderBytes)}));
   }
-  if (value.empty()) return Malformed(header + " is empty");
+  if (value.empty()) return Malformed(Concat({header, " is empty"}));
   Result<std::string> text = Base64Decode(value);
   if (!text.ok()) {
-    return Malformed(header + " is not standard padded base64: " + text.status().message());
+    return Malformed(Concat({header, " is not standard padded base64: ", text.status().message()}));
   }
-  Result<Json> root = ParseObject(*text, header);
-  if (!root.ok()) return root.status();
-  Status status = CheckVersion(*root, version);
+  JsonTape tape;
+  Status status = ParseObject(*text, header, tape);
+  if (!status.ok()) return status;
+  Reader reader(tape);
+  status = CheckVersion(reader, version);
   if (!status.ok()) return status;
   PaymentPayload payload;
   payload.version = version;
-  status =
-      version == Version::kV2 ? DecodeV2Envelope(*root, payload) : DecodeV1Envelope(*root, payload);
+  status = version == Version::kV2 ? DecodeV2Envelope(reader, payload)
+                                   : DecodeV1Envelope(reader, payload);
   if (!status.ok()) return status;
-  status = DecodeExactEvmPayload(*root, payload);
+  status = DecodeExactEvmPayload(reader, payload);
   if (!status.ok()) return status;
   return payload;
 }
@@ -414,24 +502,31 @@ Result<SettleResponse> DecodeSettleResponseHeader(std::string_view value) {
   if (value.size() > kMaxPaymentHeaderBytes) return Malformed("settle response header too long");
   Result<std::string> text = Base64Decode(value);
   if (!text.ok()) return Malformed("settle response header: " + text.status().message());
-  Result<Json> root = ParseObject(*text, "settle response header");
-  if (!root.ok()) return root.status();
-  const Json* success = Member(*root, "success");
-  if (success == nullptr || !success->is_boolean()) return Malformed("success must be a boolean");
+  JsonTape tape;
+  Status status = ParseObject(*text, "settle response header", tape);
+  if (!status.ok()) return status;
+  Reader reader(tape);
+  const size_t success = reader.Member(JsonTape::root(), "success");
+  if (success == Reader::kAbsent ||
+      (reader.Type(success) != JsonType::kTrue && reader.Type(success) != JsonType::kFalse)) {
+    return Malformed("success must be a boolean");
+  }
   SettleResponse response;
-  response.success = success->get<bool>();
-  Result<std::string> transaction = RequiredString(*root, "transaction", "");
+  response.success = reader.Type(success) == JsonType::kTrue;
+  Result<std::string_view> transaction = reader.RequiredString(JsonTape::root(), "transaction", "");
   if (!transaction.ok()) return transaction.status();
-  Result<std::string> network = RequiredString(*root, "network", "");
+  Result<std::string_view> network = reader.RequiredString(JsonTape::root(), "network", "");
   if (!network.ok()) return network.status();
   response.transaction = *transaction;
   response.network = *network;
-  for (auto [key, field] :
-       {std::pair{"errorReason", &response.error_reason}, std::pair{"payer", &response.payer}}) {
-    const Json* member = Member(*root, key);
-    if (AbsentOrNull(member)) continue;
-    if (!member->is_string()) return Malformed(std::string(key) + " must be a string");
-    *field = member->get<std::string>();
+  for (auto [key, field] : {std::pair{std::string_view("errorReason"), &response.error_reason},
+                            std::pair{std::string_view("payer"), &response.payer}}) {
+    const size_t member = reader.Member(JsonTape::root(), key);
+    if (reader.AbsentOrNull(member)) continue;
+    if (reader.Type(member) != JsonType::kString) {
+      return Malformed(Concat({key, " must be a string"}));
+    }
+    *field = reader.String(member);
   }
   return response;
 }

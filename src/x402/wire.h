@@ -61,6 +61,13 @@ struct Requirements {
       asset_version;         // EIP-712 domain name/version, sent as extra{name,version}
   std::string resource_url;  // absolute URL; x402 1.2.0 clients reject a v1 body without one
   std::string description, mime_type;
+  // The EIP-712 domain separator of (asset_name, asset_version, chain_id, asset), for a caller that
+  // keeps one Requirements per configured chain and computes it once:
+  //   requirements.domain_separator = x402::DomainSeparatorOf(requirements);  (verify.h)
+  // When set it must match those four fields (reset it when changing them: a stale value checks
+  // signatures against another domain). When empty, VerifyExact computes it, and remembers the
+  // last one per thread, so callers that build Requirements per request need not set it.
+  std::optional<chain::Hash32> domain_separator;
 };
 
 // --- network names ----------------------------------------------------------------------------

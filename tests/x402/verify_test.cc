@@ -5,17 +5,20 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <initializer_list>
 #include <set>
 
-#include "chain/secp256k1.h"
 #include "../chain/test_util.h"
+#include "chain/eip712.h"
+#include "chain/secp256k1.h"
 #include "spec_examples.h"
 
 namespace agentpay::x402 {
 namespace {
 
-using spec::AddressOf;
 using chain::test_util::HighSTwin;
+using spec::AddressOf;
 
 constexpr std::string_view kAnvilKey1 =
     "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
@@ -189,6 +192,42 @@ TEST(Verify, ChecksRunInTheReferenceOrder) {
   PaymentPayload echo = good;
   (*echo.accepted)["asset"] = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913";
   EXPECT_EQ(Verify(echo, requirements), Failure::kValueMismatch);
+}
+
+TEST(Verify, DomainSeparatorIsPrecomputedOrComputedForTheRequirementsAtHand) {
+  const PaymentPayload payload = SpecPayload();
+  const Requirements base = spec::SpecRequirements();
+  const chain::Hash32 expected =
+      chain::DomainSeparator("USDC", "2", 84532, AddressOf(spec::kAsset));
+  EXPECT_EQ(DomainSeparatorOf(base), expected);
+
+  // Set once, it is what VerifyExact uses: the right value verifies, a wrong one does not.
+  Requirements precomputed = base;
+  precomputed.domain_separator = DomainSeparatorOf(base);
+  EXPECT_EQ(Verify(payload, precomputed), Failure::kNone);
+  precomputed.domain_separator = chain::DomainSeparator("USD Coin", "2", 84532, base.asset);
+  EXPECT_EQ(Verify(payload, precomputed), Failure::kInvalidSignature);
+
+  // Unset, it is computed from the four fields each time they change, and the value remembered
+  // for one domain is never used for another (alternating, each of the four in turn).
+  Requirements other = base;
+  other.asset_name = "USD Coin";
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(Verify(payload, base), Failure::kNone);
+    EXPECT_EQ(Verify(payload, other), Failure::kInvalidSignature);
+  }
+  for (auto change : std::initializer_list<std::function<void(Requirements&)>>{
+           [](Requirements& r) { r.asset_version = "1"; },
+           [](Requirements& r) { r.asset = AddressOf(spec::kPayTo); },
+           [](Requirements& r) { r.chain_id = 8453; }}) {
+    Requirements changed = base;
+    change(changed);
+    EXPECT_NE(DomainSeparatorOf(changed), expected);
+    EXPECT_EQ(DomainSeparatorOf(changed),
+              chain::DomainSeparator(changed.asset_name, changed.asset_version, changed.chain_id,
+                                     changed.asset));
+    EXPECT_EQ(DomainSeparatorOf(base), expected);
+  }
 }
 
 TEST(Verify, ZeroBufferAndFarFuture) {

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 
+#include "core/json_depth.h"
 #include "spec_examples.h"
+#include "x402/json_tape.h"
 
 namespace agentpay::x402 {
 namespace {
@@ -393,6 +395,169 @@ TEST(WireMalformed, SizeLimit) {
       Mutated(spec::kPaymentSignature, [](json& j) { j["padding"] = std::string(11000, 'x'); });
   ASSERT_LE(under.size(), kMaxPaymentHeaderBytes);
   EXPECT_TRUE(DecodePaymentHeader(under, Version::kV2).ok());
+}
+
+// --- the strict JSON reader behind DecodePaymentHeader -----------------------------------------
+
+// nlohmann's verdict and value, behind the same depth guard the decoder used to run.
+json Nlohmann(std::string_view text) {
+  if (!JsonNestingWithin(text, kMaxJsonDepth)) return json(json::value_t::discarded);
+  return json::parse(text.begin(), text.end(), nullptr, false);
+}
+
+TEST(JsonTape, AcceptsAndRebuildsWhatNlohmannDoes) {
+  for (std::string_view text : {
+           R"({})",
+           R"([])",
+           R"("")",
+           R"(0)",
+           R"(-0)",
+           R"(true)",
+           R"(null)",
+           " \t\r\n[ 1 , 2 ]\n",
+           R"({"a":[1,-0,1.5e3,-2E-2,0.0e999,1e-400,1E+2,18446744073709551615]})",
+           R"({"u64":18446744073709551616,"i64":-9223372036854775808,"low":-9223372036854775809})",
+           R"({"e":"\u00e9\ud83d\ude00\n\t\"\\\/\b\f\r\u0000x","k\u0065y":1})",
+           "{\"utf8\":\"\xc3\xa9\xe2\x82\xac\xef\xbf\xbf\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf\x7f\"}",
+           "\xef\xbb\xbf{\"bom\":1}",  // nlohmann skips a leading byte order mark
+           R"({"dup":1,"dup":[2],"dup":{"x":3}})",
+           R"(1.7976931348623157e308)",
+       }) {
+    const json expected = Nlohmann(text);
+    ASSERT_FALSE(expected.is_discarded()) << text;
+    JsonTape tape;
+    ASSERT_EQ(tape.Parse(text, kMaxJsonDepth), JsonError::kNone) << text;
+    const json rebuilt = tape.ToJson(JsonTape::root());
+    EXPECT_EQ(rebuilt, expected) << text;
+    EXPECT_EQ(rebuilt.dump(), expected.dump()) << text;  // number kinds too: 1 is not 1.0
+  }
+}
+
+TEST(JsonTape, RefusesWhatNlohmannRefuses) {
+  for (std::string_view text : {
+           "",
+           " ",
+           "01",
+           "1.",
+           ".5",
+           "-",
+           "+1",
+           "1e",
+           "1e+",
+           "0x10",
+           "NaN",
+           "Infinity",
+           "tru",
+           "nul",
+           "[1,]",
+           "[,1]",
+           "{\"a\":1,}",
+           "{\"a\" 1}",
+           "{a:1}",
+           "{'a':1}",
+           "[1 2]",
+           "{} {}",
+           "{} x",
+           "[\"\x01\"]",
+           "[\"\t\"]",
+           "\"\\x\"",
+           "\"\\u12\"",
+           "\"\\ud800\"",
+           "\"\\udc00\"",
+           "\"\\ud800\\u0041\"",
+           "\"\xc0\xaf\"",
+           "\"\xed\xa0\x80\"",
+           "\"\xf4\x90\x80\x80\"",
+           "\"\xe2\x82\"",
+           "\"\x80\"",
+           "\"abc",
+           "1e309",
+           "-1e309",
+           "[1e400]",
+           "\xef\xbb{}",
+           "/*c*/{}",
+           "\xef\xbb\xbf\xef\xbb\xbf{}",
+       }) {
+    EXPECT_TRUE(Nlohmann(text).is_discarded()) << text;
+    JsonTape tape;
+    EXPECT_EQ(tape.Parse(text, kMaxJsonDepth), JsonError::kSyntax) << text;
+  }
+}
+
+TEST(JsonTape, RefusesANulByteThatNlohmannTakesForTheEnd) {
+  // nlohmann stops reading at a NUL, so it accepted a document with anything after one; the
+  // reference implementation's JSON.parse does not, and neither does JsonTape.
+  const std::string text("{\"x402Version\":2}\0garbage", 25);
+  EXPECT_FALSE(Nlohmann(text).is_discarded());
+  JsonTape tape;
+  EXPECT_EQ(tape.Parse(text, kMaxJsonDepth), JsonError::kSyntax);
+  const std::string header = Base64Encode(JsonOf(spec::kPaymentSignature).dump() + '\0');
+  ExpectMalformed(header, Version::kV2, "NUL after the document");
+}
+
+TEST(JsonTape, NestingLimitIsTheDepthGuards) {
+  JsonTape tape;
+  const std::string deepest = std::string(64, '[') + std::string(64, ']');
+  EXPECT_EQ(tape.Parse(deepest, 64), JsonError::kNone);
+  const std::string too_deep = std::string(65, '[') + std::string(65, ']');
+  EXPECT_FALSE(JsonNestingWithin(too_deep, 64));
+  EXPECT_EQ(tape.Parse(too_deep, 64), JsonError::kTooDeep);
+  // Refused at the 65th level even when the rest of the text is never read.
+  EXPECT_EQ(tape.Parse(std::string(100000, '['), 64), JsonError::kTooDeep);
+  std::string objects;
+  for (int i = 0; i < 64; ++i) objects += "{\"a\":";
+  EXPECT_EQ(tape.Parse(objects + "1" + std::string(64, '}'), 64), JsonError::kNone);
+  EXPECT_EQ(tape.Parse("[" + objects + "1" + std::string(64, '}') + "]", 64), JsonError::kTooDeep);
+}
+
+TEST(JsonTape, MemberTakesTheLastDuplicateAndUnescapesKeys) {
+  JsonTape tape;
+  ASSERT_EQ(tape.Parse(R"({"a":1,"b":{"a":5},"\u0061":"two","c":null})", 64), JsonError::kNone);
+  const size_t a = tape.Member(JsonTape::root(), "a");
+  ASSERT_NE(a, JsonTape::kNoNode);
+  std::forward_list<std::string> storage;
+  EXPECT_EQ(tape.String(a, storage), "two");
+  EXPECT_EQ(tape.node(tape.Member(JsonTape::root(), "c")).type, JsonType::kNull);
+  EXPECT_EQ(tape.Member(JsonTape::root(), "d"), JsonTape::kNoNode);
+  EXPECT_EQ(tape.Token(tape.Member(tape.Member(JsonTape::root(), "b"), "a")), "5");
+}
+
+// The decoder reads the document as nlohmann did: the last of duplicate keys, escaped keys and
+// values unescaped.
+TEST(Wire, DuplicateAndEscapedKeysReadAsNlohmannReadsThem) {
+  const std::string body = JsonOf(spec::kPaymentSignature).dump();
+  ASSERT_EQ(body.substr(0, 16), R"({"accepted":{"am)");
+  // x402Version 1 then 2: the later one counts.
+  EXPECT_TRUE(
+      DecodePaymentHeader(Base64Encode(R"({"x402Version":1,)" + body.substr(1)), Version::kV2)
+          .ok());
+  std::string later_wrong = body;
+  later_wrong.insert(later_wrong.size() - 1, R"(,"x402Version":1)");
+  ExpectMalformed(Base64Encode(later_wrong), Version::kV2, "the last x402Version is 1");
+  // An escaped key names the same member; escaped values decode.
+  std::string escaped = body;
+  const size_t version = escaped.find(R"("x402Version")");
+  ASSERT_NE(version, std::string::npos);
+  escaped.replace(version, 13, R"("x402\u0056ersion")");
+  const size_t network = escaped.find(R"("eip155:84532")");
+  ASSERT_NE(network, std::string::npos);
+  escaped.replace(network, 14, R"("eip155\u003a84532")");
+  const PaymentPayload payload = Decoded(Base64Encode(escaped), Version::kV2);
+  EXPECT_EQ(payload.network, "eip155:84532");
+  EXPECT_EQ(payload.chain_id, 84532u);
+  EXPECT_EQ((*payload.accepted)["network"], "eip155:84532");
+}
+
+TEST(Wire, AcceptedEchoIsKeptVerbatim) {
+  const std::string header = Mutated(spec::kPaymentSignature, [](json& j) {
+    j["accepted"]["extra"]["nested"] = {{"list", {1, -2, 2.5, "x", nullptr, true}},
+                                        {"e", "\u00e9"}};
+    j["accepted"]["maxTimeoutSeconds"] = 60.5;
+  });
+  const PaymentPayload payload = Decoded(header, Version::kV2);
+  ASSERT_TRUE(payload.accepted.has_value());
+  EXPECT_EQ(*payload.accepted, JsonOf(header)["accepted"]);
+  EXPECT_EQ(payload.accepted->dump(), JsonOf(header)["accepted"].dump());
 }
 
 }  // namespace
