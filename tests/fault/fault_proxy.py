@@ -16,7 +16,11 @@ Usage, as a program:
     # a random mix (weights in percent-like units; seeded with --seed or "seed")
     curl -X POST 127.0.0.1:C/mode -d '{"mode": "random", "weights": {"pass": 80, "delay:300": 10, "cut_midstream": 10}}'
     curl 127.0.0.1:C/stats        # {"requests": .., "forwarded": .., "responses_dropped": .., ...}
-    curl 127.0.0.1:C/log          # the last 1000 exchanges: [{"method", "path", "mode", "status"}]
+    # only paid requests (PAYMENT-SIGNATURE, X-PAYMENT or Authorization): the next one loses its answer;
+    # unpaid requests (e.g. the first, which gets the 402 challenge) pass
+    curl -X POST 127.0.0.1:C/mode -d '{"mode": "drop_response", "count": 1, "paid_only": true}'
+    curl 127.0.0.1:C/log          # the last 1000 exchanges: [{"method", "path", "mode", "status", "paid",
+                                  #   "idempotency_key", "payment_sha256"}]
     curl -X POST 127.0.0.1:C/reset  # mode pass, queue and counters cleared
 
 Usage, in-process (what tests/fault/fault_suite.py does):
@@ -27,6 +31,12 @@ Usage, in-process (what tests/fault/fault_suite.py does):
     ...                                          # the client talks to 127.0.0.1:proxy.port
     proxy.stats()["responses_dropped"] == 1
     proxy.stop()
+
+With paid_only, a mode (global or one-shot) applies only to paid requests, those carrying a
+PAYMENT-SIGNATURE, X-PAYMENT or Authorization header; other requests pass (and do not use up a one-shot).
+Each /log entry records the request's Idempotency-Key (None if absent) and the SHA-256 (hex) of its
+PAYMENT-SIGNATURE value, else of its X-PAYMENT value (None if neither), so a test can check that every
+attempt re-presented the same signed payment.
 
 A single request may also choose its own fault with the request header `X-Fault-Proxy-Mode: MODE`
 (removed before forwarding); it wins over the one-shot queue, which wins over the global mode.
@@ -48,6 +58,7 @@ upstream_errors (the upstream refused, reset or hung past --upstream-timeout), c
 """
 
 import argparse
+import hashlib
 import http.server
 import json
 import random
@@ -63,6 +74,7 @@ MODE_HEADER = b"x-fault-proxy-mode"
 COUNTERS = ("requests", "forwarded", "passed", "responses_dropped", "responses_cut", "delayed",
             "requests_dropped", "resets", "upstream_errors", "client_errors")
 SIMPLE_MODES = ("pass", "drop_response", "cut_midstream", "drop_request", "reset")
+PAID_HEADERS = (b"payment-signature", b"x-payment", b"authorization")
 
 
 def valid_mode(mode):
@@ -147,7 +159,8 @@ class FaultProxy:
         self.upstream_timeout_s = upstream_timeout_s
         self._lock = threading.Lock()
         self._mode = mode
-        self._queue = []  # one-shot modes, taken first
+        self._paid_only = False  # the global mode applies to paid requests only
+        self._queue = []  # one-shot modes, taken first: [(mode, paid_only)]
         self._weights = None  # random mode: [(mode, weight)]
         self._random = random.Random(seed)
         self._counters = dict.fromkeys(COUNTERS, 0)
@@ -163,9 +176,10 @@ class FaultProxy:
 
     # -- control
 
-    def set_mode(self, mode, count=None, weights=None, seed=None):
+    def set_mode(self, mode, count=None, weights=None, seed=None, paid_only=False):
         """Global mode, or `count` one-shot modes queued before it; mode "random" draws each request's mode
-        from `weights` ({mode: weight})."""
+        from `weights` ({mode: weight}). paid_only: the mode applies to paid requests only (see PAID_HEADERS);
+        the others pass."""
         if mode == "random":
             if not weights or not all(valid_mode(m) and w >= 0 for m, w in weights.items()):
                 raise ValueError("random mode needs weights {mode: weight} of known modes")
@@ -177,9 +191,10 @@ class FaultProxy:
             if count is not None:
                 if mode == "random":
                     raise ValueError("random mode is global only")
-                self._queue.extend([mode] * int(count))
+                self._queue.extend([(mode, bool(paid_only))] * int(count))
                 return
             self._mode = mode
+            self._paid_only = bool(paid_only)
             self._weights = sorted(weights.items()) if mode == "random" else None
 
     def stats(self):
@@ -196,7 +211,7 @@ class FaultProxy:
 
     def reset(self):
         with self._lock:
-            self._mode, self._queue, self._weights = "pass", [], None
+            self._mode, self._queue, self._weights, self._paid_only = "pass", [], None, False
             self._counters = dict.fromkeys(COUNTERS, 0)
             self._by_mode, self._log = {}, []
 
@@ -204,12 +219,15 @@ class FaultProxy:
         with self._lock:
             self._counters[name] += n
 
-    def _choose(self, override):
+    def _choose(self, override, paid=False):
         with self._lock:
+            queued = next((i for i, (_, only) in enumerate(self._queue) if paid or not only), None)
             if override is not None and valid_mode(override):
                 mode = override
-            elif self._queue:
-                mode = self._queue.pop(0)
+            elif queued is not None:
+                mode = self._queue.pop(queued)[0]
+            elif self._paid_only and not paid:
+                mode = "pass"
             elif self._mode == "random":
                 total = sum(w for _, w in self._weights)
                 pick = self._random.uniform(0, total)
@@ -282,15 +300,27 @@ class FaultProxy:
                 return
             self._count("requests")
             request_line, headers, body = request
-            override = next((v.decode("latin-1") for n, v in headers if n.lower() == MODE_HEADER), None)
-            mode = self._choose(override)
-            status = self._exchange(conn, mode, request_line, headers, body)
+            lower = {}
+            for name, value in headers:
+                lower.setdefault(name.lower(), value)
+            override = lower[MODE_HEADER].decode("latin-1") if MODE_HEADER in lower else None
+            paid = any(h in lower for h in PAID_HEADERS)
+            mode = self._choose(override, paid)
             parts = request_line.split(b" ")
-            with self._lock:
-                self._log.append({"method": parts[0].decode("latin-1"),
-                                  "path": parts[1].decode("latin-1") if len(parts) > 1 else "",
-                                  "mode": mode, "status": status})
-                del self._log[:-1000]
+            signed = lower.get(b"payment-signature", lower.get(b"x-payment"))
+            key = lower.get(b"idempotency-key")
+            entry = {"method": parts[0].decode("latin-1"),
+                     "path": parts[1].decode("latin-1") if len(parts) > 1 else "",
+                     "mode": mode, "status": None, "paid": paid,
+                     "idempotency_key": key.decode("latin-1") if key is not None else None,
+                     "payment_sha256": hashlib.sha256(signed).hexdigest() if signed is not None else None}
+
+            def record(status):  # before the client sees anything: a client that got its answer finds it
+                entry["status"] = status
+                with self._lock:
+                    self._log.append(entry)
+                    del self._log[:-1000]
+            self._exchange(conn, mode, request_line, headers, body, record)
         finally:
             with self._lock:
                 self._clients.discard(conn)
@@ -299,22 +329,24 @@ class FaultProxy:
             except OSError:
                 pass
 
-    def _exchange(self, conn, mode, request_line, headers, body):
-        """Applies `mode`; returns the upstream status (None if not forwarded or no answer)."""
+    def _exchange(self, conn, mode, request_line, headers, body, record):
+        """Applies `mode`; calls record(upstream status, None if not forwarded or no answer) before the
+        client gets anything back."""
         if mode == "drop_request":
             self._count("requests_dropped")
-            return None
+            return record(None)
         if mode == "reset":
             self._count("resets")
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            return None
+            return record(None)
         if mode.startswith("delay:"):
             self._count("delayed")
             time.sleep(int(mode.split(":", 1)[1]) / 1000.0)
         response = self._forward(_build_request(request_line, headers, body))
         if response is None:
-            return None
+            return record(None)
         status = _status_of(response)
+        record(status)
         try:
             if mode == "drop_response":
                 self._count("responses_dropped")
@@ -329,7 +361,6 @@ class FaultProxy:
                 self._count("passed")
         except OSError:
             self._count("client_errors")
-        return status
 
     def _forward(self, raw):
         try:
@@ -391,7 +422,8 @@ class _ControlHandler(http.server.BaseHTTPRequestHandler):
             return self._answer(404, {"error": "POST /mode or /reset"})
         try:
             doc = json.loads(raw or b"{}")
-            proxy.set_mode(doc["mode"], count=doc.get("count"), weights=doc.get("weights"), seed=doc.get("seed"))
+            proxy.set_mode(doc["mode"], count=doc.get("count"), weights=doc.get("weights"), seed=doc.get("seed"),
+                           paid_only=bool(doc.get("paid_only")))
         except (ValueError, KeyError, TypeError) as error:
             return self._answer(400, {"error": str(error)})
         return self._answer(200, proxy.stats())

@@ -127,6 +127,29 @@ class FaultProxyTest(unittest.TestCase):
         self.assertEqual(control("GET", "/log")[1][0]["mode"], "drop_response")
         self.assertEqual(control("POST", "/reset")[1]["requests"], 0)
 
+    def test_paid_only_modes_skip_unpaid_requests_and_the_log_records_key_and_signature_hash(self):
+        import hashlib
+        self.proxy.set_mode("drop_response", count=1, paid_only=True)
+        self.assertEqual(post(self.proxy.port)[0], 200, "unpaid: passes, the one-shot is kept")
+        self.assertEqual(self.proxy.stats()["queued"], 1)
+        paid = {"PAYMENT-SIGNATURE": "sig-A", "Idempotency-Key": "k1"}
+        with self.assertRaises((http.client.RemoteDisconnected, ConnectionError)):
+            post(self.proxy.port, headers=paid)
+        self.assertEqual(post(self.proxy.port, headers=paid)[0], 200, "one-shot used up")
+        self.assertEqual(post(self.proxy.port, headers={"X-PAYMENT": "sig-B"})[0], 200)
+        log = self.proxy.log()
+        self.assertEqual([(e["mode"], e["status"], e["paid"], e["idempotency_key"]) for e in log],
+                         [("pass", 200, False, None), ("drop_response", 200, True, "k1"),
+                          ("pass", 200, True, "k1"), ("pass", 200, True, None)])
+        self.assertEqual([e["payment_sha256"] for e in log],
+                         [None] + [hashlib.sha256(b"sig-A").hexdigest()] * 2 + [hashlib.sha256(b"sig-B").hexdigest()])
+        self.proxy.set_mode("drop_request", paid_only=True)  # global: paid requests never arrive
+        self.assertEqual(post(self.proxy.port)[0], 200)
+        with self.assertRaises((http.client.RemoteDisconnected, ConnectionError)):
+            post(self.proxy.port, headers={"Authorization": "Bearer x"})
+        self.assertEqual(self.server.executed, 5, "the dropped paid request never reached the upstream")
+        self.assertEqual(self.proxy.stats()["requests_dropped"], 1)
+
     def test_upstream_down_is_counted_and_closes_the_client(self):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

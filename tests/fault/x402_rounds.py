@@ -10,8 +10,13 @@ reached payTo, no authorization used twice, every relayer transaction accounted 
 invariants (invariants.py: one payment record per authorization, one operation per transaction), and,
 per payment, that a client told 200 has a settled operation whose authorization is used on chain.
 
-Anvil faults beyond kill -9 (automine off, dropped transactions, SIGSTOP) are the x402 integration
-suite's (tests/integration/test_x402_gateway.py).
+Anvil faults, drawn per round with the suite's seed next to the kill -9 (class AnvilFaults):
+  - an automine-off window (1-3 s): settlements wait in the pool, payments get 202 settlement_unknown and
+    are retried; then automine goes back on and a block is mined. A 200 answered before that block is a
+    violation (nothing could have settled);
+  - inside such a window, anvil_dropTransaction of one of the gateway's pending settlement transactions:
+    the reconciler must re-broadcast the same transaction (same hash) within 10 s, else a violation;
+  - SIGSTOP of Anvil for 1-3 s while the round's payments settle, then SIGCONT.
 """
 
 import os
@@ -28,6 +33,8 @@ SETTLE_WAIT_S = 40.0
 GATEWAY_ARGS = ("--sweep-interval-ms", "100", "--upstream-timeout-ms", "1500", "--attach-wait-ms", "1000",
                 "--receipt-timeout-ms", str(RECEIPT_TIMEOUT_MS), "--hold-ttl-ms", "2000")
 ROUTE_PRICES = {"/": X.PRICE, "/after": X.AFTER_PRICE}
+ANVIL_AUTOMINE_OFF_P, ANVIL_DROP_P, ANVIL_SIGSTOP_P = 0.35, 0.6, 0.3  # drop: given an automine-off window
+REBROADCAST_WAIT_S = 10.0
 SELLER_FAULTS = [("ok", 60), ("5xx", 12), ("slow:2200", 8), ("hang", 5), ("drop", 10), ("4xx", 5)]
 NETWORK_ERRORS = (OSError, harness.http.client.HTTPException)
 
@@ -83,8 +90,10 @@ class X402World:
 
 
 class Payment:
-    def __init__(self, world, rng, key, route, signed):
+    def __init__(self, world, rng, key, route, signed, deadline_s=12.0, attempts=10):
         self.world, self.rng, self.key, self.route = world, rng, key, route
+        self.deadline_s, self.attempts = deadline_s, attempts
+        self.final_at = None  # time.monotonic() of the final answer
         accepted, resource = world.challenges[route]
         self.payload = X.b64json(X.v2_payload(accepted, signed, resource))
         self.authorization = signed["message"]
@@ -94,8 +103,8 @@ class Payment:
 
     def run(self):
         tally = self.world.tally
-        deadline = time.monotonic() + 12.0
-        for attempt in range(10):
+        deadline = time.monotonic() + self.deadline_s
+        for attempt in range(self.attempts):
             if time.monotonic() > deadline:
                 break
             fault = weighted(self.rng, SELLER_FAULTS) if attempt == 0 else "ok"
@@ -118,7 +127,7 @@ class Payment:
                 continue
             self.statuses.append(r.status)
             if r.status == 200 or 400 <= r.status < 500 and r.status != 409:
-                self.final = (r.status, r.operation_id)
+                self.final, self.final_at = (r.status, r.operation_id), time.monotonic()
                 return
             time.sleep(self.rng.uniform(0.1, 0.4))  # 202 (in progress, settlement unknown), 409, 5xx
 
@@ -150,14 +159,112 @@ def wait_settled(world, violations, where):
         where, SETTLE_WAIT_S, [(o["id"], o["settlement"]) for o in world.gw.in_flight()]))
 
 
+class AnvilFaults:
+    """One round's Anvil faults (drawn from the round's rng), run on a thread next to the payments."""
+
+    def __init__(self, world, rng, violations, where):
+        self.world, self.violations, self.where = world, violations, where
+        self.rng = random.Random(rng.random())
+        self.automine_off = rng.random() < ANVIL_AUTOMINE_OFF_P
+        self.drop = self.automine_off and rng.random() < ANVIL_DROP_P
+        self.sigstop = rng.random() < ANVIL_SIGSTOP_P
+        self.window_s = rng.uniform(1.0, 3.0)
+        self.stop_after_s, self.stop_for_s = rng.uniform(0.05, 0.8), rng.uniform(1.0, 3.0)
+        self.mined_at = None  # time.monotonic() when automine went back on (None: it never went off)
+        self.restored = False
+        self.thread = None
+
+    def any(self):
+        return self.automine_off or self.sigstop
+
+    def start(self):
+        """Before the payments start: automine off (so their settlements wait in the pool), then the thread."""
+        if self.automine_off:
+            self.world.chain.rpc.set_automine(False)
+            self.world.tally.add("Anvil automine-off windows")
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        chain, tally = self.world.chain, self.world.tally
+        try:
+            if self.sigstop:
+                time.sleep(self.stop_after_s)
+                chain.node.pause()
+                tally.add("Anvil SIGSTOPs")
+                time.sleep(self.stop_for_s)
+                chain.node.resume()
+            if self.drop:
+                self._drop_one()
+            if self.automine_off:
+                time.sleep(max(0.0, self.started + self.window_s - time.monotonic()))
+        except Exception as error:  # noqa: BLE001 - reported as a violation, the round goes on
+            self.violations.append("%s: Anvil fault thread: %r" % (self.where, error))
+        finally:
+            self.end()
+
+    def _drop_one(self):
+        chain = self.world.chain
+        deadline = time.monotonic() + self.window_s + 5.0
+        pending = chain.pending_relayer_txs()
+        while not pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pending = chain.pending_relayer_txs()
+        if not pending:
+            self.world.tally.add("Anvil drops skipped (no settlement tx in the pool)")
+            return
+        h = self.rng.choice(sorted(t["hash"] for t in pending))
+        chain.rpc.drop_transaction(h)
+        if chain.tx(h) is not None:
+            self.violations.append("%s: anvil_dropTransaction(%s) left it in the pool" % (self.where, h))
+            return
+        self.world.tally.add("Anvil dropped txs")
+        deadline = time.monotonic() + REBROADCAST_WAIT_S
+        while chain.tx(h) is None:
+            if time.monotonic() > deadline:
+                self.violations.append("%s: dropped settlement tx %s not re-broadcast within %.0f s (relayer txs "
+                                       "in the pool: %r)" % (self.where, h, REBROADCAST_WAIT_S,
+                                                             [t["hash"] for t in chain.pending_relayer_txs()]))
+                return
+            time.sleep(0.05)
+        self.world.tally.add("Anvil dropped txs re-broadcast")
+
+    def end(self):
+        """Idempotent: Anvil running, automine on, the pool mined."""
+        chain = self.world.chain
+        chain.node.resume()
+        if self.automine_off and not self.restored:
+            if self.mined_at is None:
+                self.mined_at = time.monotonic()  # no block before this instant (automine off, nobody mines)
+            chain.rpc.set_automine(True)
+            chain.rpc.mine()
+            self.restored = True
+
+    def join(self, violations, payments):
+        self.thread.join(timeout=60)
+        if self.thread.is_alive():
+            violations.append("%s: Anvil fault thread still running after 60 s" % self.where)
+        self.end()
+        if self.automine_off:
+            for p in payments:
+                if p.final and p.final[0] == 200 and p.final_at < self.mined_at:
+                    violations.append("%s: x402 payment %s answered 200 while automine was off, before any "
+                                      "block was mined" % (self.where, p.key))
+
+
 def run_x402_round(world, rng, round_no, violations):
+    where = "x402 round %d" % round_no
+    faults = AnvilFaults(world, rng, violations, where)
+    limits = dict(deadline_s=20.0, attempts=16) if faults.any() else {}
     count = rng.randint(2, 5)
     routes = [rng.choice(list(ROUTE_PRICES)) for _ in range(count)]
     signed = world.chain.sign([{"key": X.BUYER, "message": X.auth_message(
         world.chain, value=ROUTE_PRICES[route], valid_before=world.chain.now() + 600)} for route in routes])
-    payments = [Payment(world, random.Random(rng.random()), "x%d-%d" % (round_no, i), route, s)
+    payments = [Payment(world, random.Random(rng.random()), "x%d-%d" % (round_no, i), route, s, **limits)
                 for i, (route, s) in enumerate(zip(routes, signed))]
     threads = [threading.Thread(target=p.run, daemon=True) for p in payments]
+    faults.start()
     started = time.monotonic()
     for thread in threads:
         thread.start()
@@ -165,7 +272,7 @@ def run_x402_round(world, rng, round_no, violations):
     world.kill_and_restart()
     for thread in threads:
         thread.join(timeout=40)
-    where = "x402 round %d" % round_no
+    faults.join(violations, payments)
     wait_settled(world, violations, where)
     for p in payments:
         p.check(violations)
@@ -181,6 +288,9 @@ def summary_rows(world, tally):
     answered = sorted((k, v) for k, v in tally.counts.items() if k.startswith("x402 payments answered"))
     return [("x402 rounds (each with kill -9 + restart)", tally.get("x402 rounds")),
             ("kill -9 of the x402 gateway", tally.get("kill -9 of the x402 gateway")),
+            ("Anvil faults: automine-off windows / dropped txs (re-broadcast) / SIGSTOPs", "%d / %d (%d) / %d" % (
+                tally.get("Anvil automine-off windows"), tally.get("Anvil dropped txs"),
+                tally.get("Anvil dropped txs re-broadcast"), tally.get("Anvil SIGSTOPs"))),
             ("x402 requests", tally.get("x402 requests"))] + answered + [
             ("x402 payments without a final answer", tally.get("x402 payments without a final answer")),
             ("x402 settled operations / Transfers to payTo", "%d / %d" % (settled, transfers))]

@@ -7,9 +7,11 @@ Real processes only: Anvil with TestUSDC (tests/chain_env), the demo seller, `ag
 out of a buyer is accounted for (x402_harness.money_violations after each test), budgets are never exceeded,
 and what the budget file calls spent equals what moved on chain.
 
-Faults come from a small proxy defined here (DropProxy; tests/fault/fault_proxy.py did not exist when this
-was written): it forwards a request and then closes the client's connection without answering (a response
-lost after the server charged), or closes it without forwarding at all (a request that never arrived).
+Faults come from the fault suite's proxy (tests/fault/fault_proxy.py, FaultProxy) with paid_only modes:
+drop_response forwards a paid request and closes the client's connection without the answer (a response
+lost after the server charged); drop_request closes it without forwarding (a request that never arrived).
+Its log records each exchange's Idempotency-Key and the SHA-256 of its PAYMENT-SIGNATURE / X-PAYMENT, so
+the tests check that every attempt re-presented the same signed payment.
 
 Run:  python3 tests/integration/test_agent_client.py --agentpay build/agentpay [unittest args, e.g. -k budget]
 Needs tests/chain_env installed (bash tests/chain_env/install.sh). AGENTPAY_IT_KEEP=1 keeps the temp dirs.
@@ -18,17 +20,17 @@ Needs tests/chain_env installed (bash tests/chain_env/install.sh). AGENTPAY_IT_K
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault"))
 
 import harness  # noqa: E402
+from fault_proxy import FaultProxy  # noqa: E402
 import x402_harness as X  # noqa: E402
 from x402_harness import (BUYER, BUYER2, PAY_TO, PRICE, STRANGER, A, X402TestCase,  # noqa: E402
                           deadline_poll, eq_addr, unb64json)
@@ -39,111 +41,22 @@ SWEEP = ("--sweep-interval-ms", "200")
 
 # ----------------------------------------------------------------------------------------------- proxy
 
-class DropProxy:
-    """A one-request-per-connection HTTP proxy in front of `upstream_port`.
+def fault_proxy(test, upstream_port, mode, count=None):
+    """A FaultProxy in front of `upstream_port` whose `mode` applies to paid requests only (one-shot when
+    `count` is given); stopped when the test ends."""
+    proxy = FaultProxy(("127.0.0.1", upstream_port)).start()
+    test.addCleanup(proxy.stop)
+    proxy.set_mode(mode, count=count, paid_only=True)
+    return proxy
 
-    mode "lost_response": the first `count` paid requests (carrying PAYMENT-SIGNATURE, X-PAYMENT or
-    Authorization) are forwarded, their full answer is read, and the client's connection is closed without
-    a byte of it. mode "black_hole": paid requests are never forwarded; the connection is just closed.
-    Everything else is forwarded and answered with Connection: close. `paid` records each paid request's
-    headers (lower-case names) in arrival order, `dropped` how many were dropped."""
 
-    PAID_HEADERS = ("payment-signature", "x-payment", "authorization")
+def proxy_url(proxy, path):
+    return "http://127.0.0.1:%d%s" % (proxy.port, path)
 
-    def __init__(self, upstream_port, mode="lost_response", count=1):
-        self.upstream_port = upstream_port
-        self.mode = mode
-        self.count = count
-        self.paid = []
-        self.dropped = 0
-        self.forwarded_answers = []  # (status, headers) of the answers dropped after forwarding
-        self._lock = threading.Lock()
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(64)
-        self.port = self._sock.getsockname()[1]
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
 
-    def url(self, path):
-        return "http://127.0.0.1:%d%s" % (self.port, path)
-
-    def close(self):
-        self._closed = True
-        try:
-            self._sock.close()
-        except OSError:
-            pass
-
-    def _accept(self):
-        while not self._closed:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    @staticmethod
-    def _read_request(conn):
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return None
-            data += chunk
-        head, body = data.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, _ = lines[0].split(" ", 2)
-        headers = []
-        for line in lines[1:]:
-            name, value = line.split(":", 1)
-            headers.append((name.strip(), value.strip()))
-        length = int(next((v for k, v in headers if k.lower() == "content-length"), "0"))
-        while len(body) < length:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return None
-            body += chunk
-        return method, target, headers, body
-
-    def _serve(self, conn):
-        try:
-            request = self._read_request(conn)
-            if request is None:
-                return
-            method, target, headers, body = request
-            lower = {k.lower(): v for k, v in headers}
-            drop = False
-            if any(h in lower for h in self.PAID_HEADERS):
-                with self._lock:
-                    self.paid.append(lower)
-                    drop = self.mode == "black_hole" or self.dropped < self.count
-                    if drop:
-                        self.dropped += 1
-            if drop and self.mode == "black_hole":
-                return
-            forward = {k: v for k, v in headers if k.lower() not in ("host", "connection", "content-length")}
-            r = harness.http_request(self.upstream_port, method, target, body=body or None, headers=forward,
-                                     timeout=60)
-            if drop:
-                with self._lock:
-                    self.forwarded_answers.append((r.status, r.headers))
-                return  # the answer is lost: close without a byte
-            out = ["HTTP/1.1 %d %s" % (r.status, r.reason)]
-            for k, v in r.headers:
-                if k.lower() not in ("connection", "content-length", "transfer-encoding", "keep-alive"):
-                    out.append("%s: %s" % (k, v))
-            out += ["Content-Length: %d" % len(r.body), "Connection: close", "", ""]
-            conn.sendall("\r\n".join(out).encode("latin-1") + r.body)
-        except OSError:
-            pass
-        finally:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            conn.close()
+def paid_exchanges(proxy):
+    """The proxy's log entries of paid requests, in the order they were handled."""
+    return [e for e in proxy.log() if e["paid"]]
 
 
 # ----------------------------------------------------------------------------------------------- client
@@ -308,22 +221,23 @@ class AgentClientTest(ClientTestCase):
         self.assertBudget(self.db, 5 * PRICE, 5 * PRICE, ["spent"] * 5)
 
     def test_response_lost_after_the_gateway_charged_is_retried_with_the_same_signature(self):
-        proxy = DropProxy(self.gw.port, mode="lost_response", count=1)
-        self.addCleanup(proxy.close)
+        proxy = fault_proxy(self, self.gw.port, "drop_response", count=1)
         before = tx_hashes(buyer_transfers(self.chain, BUYER))
         executed = self.seller.executed()
-        r = run_pay(proxy.url("/lost"), self.db, "--buyer-key-file", self.buyer_key, "--budget", 10 * PRICE,
+        r = run_pay(proxy_url(proxy, "/lost"), self.db, "--buyer-key-file", self.buyer_key, "--budget", 10 * PRICE,
                     "--task", "lost-response", "--step", 1, "--max-attempts", 4)
         self.assertEqual(r.rc, 0, r)
         self.assertEqual((r.out["outcome"], r.out["attempts"], r.out["replayed"]), ("paid", 2, True), r)
         self.assertEqual(json.loads(r.out["body"]).get("ok"), True, r)
-        self.assertEqual(proxy.dropped, 1)
-        self.assertEqual([a[0] for a in proxy.forwarded_answers], [200], "the dropped answer was the paid 200")
-        self.assertEqual(len(proxy.paid), 2, proxy.paid)
-        first, second = proxy.paid
-        self.assertEqual(first["payment-signature"], second["payment-signature"], "same signed payment")
-        self.assertEqual(first["idempotency-key"], second["idempotency-key"])
-        self.assertEqual(first["idempotency-key"], r.out["key"])
+        self.assertEqual(proxy.stats()["responses_dropped"], 1)
+        paid = paid_exchanges(proxy)
+        self.assertEqual([(e["mode"], e["status"]) for e in paid], [("drop_response", 200), ("pass", 200)],
+                         "the dropped answer was the paid 200, then one re-send: %r" % paid)
+        first, second = paid
+        self.assertIsNotNone(first["payment_sha256"], first)
+        self.assertEqual(first["payment_sha256"], second["payment_sha256"], "same signed payment")
+        self.assertEqual(first["idempotency_key"], second["idempotency_key"])
+        self.assertEqual(first["idempotency_key"], r.out["key"])
         new = tx_hashes(buyer_transfers(self.chain, BUYER)) - before
         self.assertEqual(len(new), 1, "exactly one Transfer on chain: %r" % new)
         self.assertEqual({r.out["evidence"]["transaction"].lower()}, new, r)
@@ -371,16 +285,21 @@ class AgentClientTest(ClientTestCase):
         self.assertEqual(gw.account(acct)["captured"], 0)
 
     def test_reconcile_releases_only_after_expiry_plus_buffer_and_an_unused_nonce(self):
-        proxy = DropProxy(self.gw.port, mode="black_hole")
-        self.addCleanup(proxy.close)
-        url = proxy.url("/never-arrives")
+        proxy = fault_proxy(self, self.gw.port, "drop_request")
+        url = proxy_url(proxy, "/never-arrives")
         runs = {}
         for step in (1, 2):
             runs[step] = run_pay(url, self.db, "--buyer-key-file", self.buyer_key, "--budget", 4 * PRICE,
                                  "--task", "black-hole", "--step", step, "--max-attempts", 2,
                                  "--timeout-ms", 5000)
             self.assertEqual((runs[step].rc, runs[step].out["reservation_state"]), (3, "unknown"), runs[step])
-        self.assertEqual(proxy.dropped, 4, "2 attempts each, none forwarded")
+        self.assertEqual(proxy.stats()["requests_dropped"], 4, "2 attempts each, none forwarded")
+        paid = paid_exchanges(proxy)
+        self.assertEqual([(e["mode"], e["status"]) for e in paid], [("drop_request", None)] * 4, paid)
+        for step in (1, 2):
+            attempts = [e for e in paid if e["idempotency_key"] == runs[step].out["key"]]
+            self.assertEqual(len(attempts), 2, paid)
+            self.assertEqual(len({e["payment_sha256"] for e in attempts}), 1, "same signed payment: %r" % attempts)
         self.assertBudget(self.db, 2 * PRICE, 0, ["unknown", "unknown"])
         unused, used = (stored_row(self.db, runs[s].out["key"]) for s in (1, 2))
         # Someone relays step 2's authorization (the header is in the budget file): it is used on chain.
@@ -439,10 +358,9 @@ class AgentClientTest(ClientTestCase):
         line = proc.stdout.readline()
         self.assertTrue(line, "reference server did not start")
         info = json.loads(line)
-        proxy = DropProxy(info["port"], mode="lost_response", count=1)
-        self.addCleanup(proxy.close)
+        proxy = fault_proxy(self, info["port"], "drop_response", count=1)
         before = tx_hashes(buyer_transfers(self.chain, BUYER2, to=STRANGER))
-        r = run_pay(proxy.url("/paid"), self.db, "--buyer-key-file", self.buyer2_key, "--budget", 3 * PRICE,
+        r = run_pay(proxy_url(proxy, "/paid"), self.db, "--buyer-key-file", self.buyer2_key, "--budget", 3 * PRICE,
                     "--task", "reference", "--step", 1, "--max-attempts", 4, "--chain-rpc", self.chain.url)
         new = tx_hashes(buyer_transfers(self.chain, BUYER2, to=STRANGER)) - before
         # The reference server settled once; account for it in the money check of tearDown.
@@ -451,8 +369,10 @@ class AgentClientTest(ClientTestCase):
         self.assertEqual(len(new), 1, "exactly one payment on chain: %r (%r)" % (new, r))
         self.assertEqual((r.rc, r.out["outcome"]), (3, "paid_not_delivered"), r)
         self.assertIn("nonce_already_used", r.out["reason"], r)
-        self.assertEqual(len(proxy.paid), 2, "one send, one re-send: %r" % proxy.paid)
-        self.assertEqual(proxy.paid[0]["payment-signature"], proxy.paid[1]["payment-signature"],
+        paid = paid_exchanges(proxy)
+        self.assertEqual([e["mode"] for e in paid], ["drop_response", "pass"], "one send, one re-send: %r" % paid)
+        self.assertIsNotNone(paid[0]["payment_sha256"], paid)
+        self.assertEqual(paid[0]["payment_sha256"], paid[1]["payment_sha256"],
                          "the same signature was re-presented, never a new one")
         ev = r.out["evidence"]
         row = stored_row(self.db, r.out["key"])
