@@ -42,6 +42,31 @@ def set_binary(path):
     _binary = os.path.abspath(path)
 
 
+def take_binary_arg(argv):
+    """Takes `--agentpay PATH` (or `--agentpay=PATH`) out of argv, checks the binary and makes it the
+    one tests start; returns the remaining arguments (argv[0] first) for unittest.main."""
+    binary = DEFAULT_BINARY
+    rest = [argv[0]]
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--agentpay":
+            if i + 1 >= len(argv):
+                sys.exit("--agentpay needs a path")
+            binary = argv[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--agentpay="):
+            binary = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+        i += 1
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        sys.exit("agentpay binary not found or not executable: %s" % binary)
+    set_binary(binary)
+    return rest
+
+
 def binary():
     return _binary
 

@@ -1038,25 +1038,7 @@ class InvariantCheckerSelfTest(GatewayTestCase):
 
 
 def main(argv):
-    binary = harness.DEFAULT_BINARY
-    rest = [argv[0]]
-    i = 1
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--agentpay":
-            if i + 1 >= len(argv):
-                sys.exit("--agentpay needs a path")
-            binary = argv[i + 1]
-            i += 2
-            continue
-        if arg.startswith("--agentpay="):
-            binary = arg.split("=", 1)[1]
-        else:
-            rest.append(arg)
-        i += 1
-    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-        sys.exit("agentpay binary not found or not executable: %s" % binary)
-    harness.set_binary(binary)
+    rest = harness.take_binary_arg(argv)
     # A SIGTERM (e.g. a ctest timeout) kills every child at once; SIGKILL of this runner is covered by
     # PR_SET_PDEATHSIG in the children (see harness._die_with_parent).
     signal.signal(signal.SIGTERM, harness.emergency_shutdown)

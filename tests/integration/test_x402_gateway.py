@@ -872,25 +872,7 @@ class MoneyCheckSelfTest(unittest.TestCase):
 
 
 def main(argv):
-    binary = harness.DEFAULT_BINARY
-    rest = [argv[0]]
-    i = 1
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--agentpay":
-            if i + 1 >= len(argv):
-                sys.exit("--agentpay needs a path")
-            binary = argv[i + 1]
-            i += 2
-            continue
-        if arg.startswith("--agentpay="):
-            binary = arg.split("=", 1)[1]
-        else:
-            rest.append(arg)
-        i += 1
-    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-        sys.exit("agentpay binary not found or not executable: %s" % binary)
-    harness.set_binary(binary)
+    rest = harness.take_binary_arg(argv)
     A.anvil_binary()  # fails loudly when tests/chain_env is not installed
     signal.signal(signal.SIGTERM, X.emergency_shutdown)
     unittest.main(argv=rest, verbosity=2)
