@@ -108,6 +108,18 @@ AccountRecord ReadAccount(const Statement& row) {
 
 constexpr char kAccountColumns[] = "id, name, api_key_hash, deposited, captured, held, created_ms";
 
+// The row a lookup by key finds, read by `read`, or nullopt when there is none.
+template <typename Reader>
+auto FindOne(Statement& stmt, Reader read) -> Result<std::optional<decltype(read(stmt))>> {
+  using Row = decltype(read(stmt));
+  Status status;
+  if (!stmt.Step(&status)) {
+    if (!status.ok()) return status;
+    return std::optional<Row>();
+  }
+  return std::optional<Row>(read(stmt));
+}
+
 constexpr char kPaymentColumns[] =
     "operation_id, payer, nonce, valid_after_s, valid_before_s, value, pay_to, signature, "
     "x402_version, tx_hash, raw_tx, relayer, relayer_nonce, submitted_ms, broadcasts";
@@ -173,13 +185,9 @@ class SqliteTransaction final : public Transaction {
                      "SELECT principal, key, operation_id, fingerprint, created_ms "
                      "FROM idempotency_keys WHERE principal = ?1 AND key = ?2");
     stmt.Bind(1, principal).Bind(2, key);
-    Status status;
-    if (!stmt.Step(&status)) {
-      if (!status.ok()) return status;
-      return std::optional<KeyRecord>();
-    }
-    return std::optional<KeyRecord>(
-        KeyRecord{stmt.Text(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4)});
+    return FindOne(stmt, [](const Statement& row) {
+      return KeyRecord{row.Text(0), row.Text(1), row.Text(2), row.Text(3), row.Int(4)};
+    });
   }
 
   Status DeleteKey(std::string_view principal, std::string_view key) override {
@@ -285,12 +293,7 @@ class SqliteTransaction final : public Transaction {
                      std::string("SELECT ") + kPaymentColumns +
                          " FROM x402_payments WHERE operation_id = ?1");
     stmt.Bind(1, operation_id);
-    Status status;
-    if (!stmt.Step(&status)) {
-      if (!status.ok()) return status;
-      return std::optional<X402PaymentRecord>();
-    }
-    return std::optional<X402PaymentRecord>(ReadPayment(stmt));
+    return FindOne(stmt, ReadPayment);
   }
 
   Status UpdateX402Payment(const X402PaymentRecord& r) override {
@@ -314,12 +317,7 @@ class SqliteTransaction final : public Transaction {
                          " FROM x402_payments WHERE relayer = ?1 AND relayer_nonce = ?2 "
                          "ORDER BY submitted_ms LIMIT 1");
     stmt.Bind(1, relayer).Bind(2, relayer_nonce);
-    Status status;
-    if (!stmt.Step(&status)) {
-      if (!status.ok()) return status;
-      return std::optional<X402PaymentRecord>();
-    }
-    return std::optional<X402PaymentRecord>(ReadPayment(stmt));
+    return FindOne(stmt, ReadPayment);
   }
 
   Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) override {
@@ -475,13 +473,9 @@ class SqliteTransaction final : public Transaction {
                      "SELECT account_id, reference, amount, created_ms FROM deposits "
                      "WHERE account_id = ?1 AND reference = ?2");
     stmt.Bind(1, account_id).Bind(2, reference);
-    Status status;
-    if (!stmt.Step(&status)) {
-      if (!status.ok()) return status;
-      return std::optional<DepositRecord>();
-    }
-    return std::optional<DepositRecord>(
-        DepositRecord{stmt.Text(0), stmt.Text(1), stmt.Int(2), stmt.Int(3)});
+    return FindOne(stmt, [](const Statement& row) {
+      return DepositRecord{row.Text(0), row.Text(1), row.Int(2), row.Int(3)};
+    });
   }
 
   Result<MoveOutcome> Move(std::string_view account_id, MoveKind kind, int64_t amount,
@@ -583,12 +577,7 @@ class SqliteTransaction final : public Transaction {
         stmt, db_,
         std::string("SELECT ") + kAccountColumns + " FROM accounts WHERE " + column + " = ?1");
     stmt.Bind(1, value);
-    Status status;
-    if (!stmt.Step(&status)) {
-      if (!status.ok()) return status;
-      return std::optional<AccountRecord>();
-    }
-    return std::optional<AccountRecord>(ReadAccount(stmt));
+    return FindOne(stmt, ReadAccount);
   }
 
   Database& db_;
