@@ -160,15 +160,19 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
     std::lock_guard lock(completion_mutex_);
     ++paid_in_flight_;
   }
+  // The request's decisions are all committed when its answer is given: it stops counting as in
+  // flight first, and `respond` comes last. Whoever waits for the answer (Handle, a test, shutdown
+  // after Drain) may destroy the gateway as soon as it has it; nothing here touches the gateway
+  // after that (it once did, and a test that destroyed its gateway right away corrupted the heap).
   Respond answer = [this, respond = std::move(respond)](HttpResponse response) {
     if (!response.Header("Idempotent-Replayed")) response.SetHeader("Idempotent-Replayed", "false");
     metrics_.CountResponse(response.status);
-    respond(std::move(response));
     {
       std::lock_guard lock(completion_mutex_);
       --paid_in_flight_;
+      completion_cv_.notify_all();  // under the lock: Drain cannot return before it is done
     }
-    completion_cv_.notify_all();
+    respond(std::move(response));
   };
   bool has_wallet = request->Header("Authorization").has_value();
   bool has_x402 = request->Header("PAYMENT-SIGNATURE") || request->Header("X-PAYMENT");
@@ -385,10 +389,8 @@ int64_t Gateway::Drain(int64_t timeout_ms) {
 }
 
 void Gateway::NotifyCompletion() {
-  {
-    std::lock_guard lock(completion_mutex_);
-    ++completions_;
-  }
+  std::lock_guard lock(completion_mutex_);
+  ++completions_;
   completion_cv_.notify_all();
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "gateway/hashing.h"
@@ -344,6 +345,34 @@ TEST_F(GatewayTest, ForgottenKeyIsANewAction) {
   EXPECT_EQ(late.Header("Idempotent-Replayed"), "false");
   EXPECT_NE(late.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
   EXPECT_EQ(BalancesOf(id), (Balances{1000, 2 * kPrice, 0}));
+}
+
+// Whoever gets an answer may destroy the gateway at once, even from inside the callback that
+// delivers it (the store's thread, for a paid request): nothing of the gateway is touched after the
+// answer is given. It once was (the in-flight count was decremented after the answer), and a test
+// that destroyed its gateway right after an answer corrupted the heap. ctest runs this test with
+// MALLOC_PERTURB_ set, so freed memory is scribbled over and such a late touch crashes.
+TEST_F(GatewayTest, GatewayMayBeDestroyedFromItsOwnAnswer) {
+  auto [id, key] = Account(100000);
+  for (int i = 0; i < 50; ++i) {
+    auto request = std::make_shared<HttpRequest>();
+    request->method = "POST";
+    request->target = "/work";
+    request->headers = {{"Authorization", "Bearer " + key},
+                        {"Idempotency-Key", "k" + std::to_string(i)}};
+    request->body = "{}";
+    std::promise<int> answered;
+    gateway_->HandleAsync(request, [&](HttpResponse response) {
+      gateway_.reset();
+      answered.set_value(response.status);
+    });
+    ASSERT_EQ(answered.get_future().get(), 200);
+    // The callback's thread returns into the gateway's code after the promise is set: give it
+    // time to touch (freed) memory if it were going to.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    MakeGateway(GatewayConfig{});
+  }
+  EXPECT_EQ(BalancesOf(id), (Balances{100000, 50 * kPrice, 0}));
 }
 
 TEST_F(GatewayTest, KeysAreScopedByAccount) {
