@@ -2,7 +2,12 @@
 // asynchronous client.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "http/client.h"
 #include "http/server.h"
@@ -13,8 +18,16 @@ namespace {
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = HttpServer::Start("127.0.0.1", 0, ServerLimits{}, [](const HttpRequest& request) {
+    auto server = HttpServer::Start("127.0.0.1", 0, ServerLimits{}, [this](const HttpRequest& request) {
       HttpResponse response;
+      if (request.Path() == "/together") {
+        // Answers once `together_needed_` such requests have arrived: each needs a connection.
+        std::unique_lock lock(together_mutex_);
+        ++together_arrived_;
+        together_cv_.notify_all();
+        together_cv_.wait_for(lock, std::chrono::seconds(5),
+                              [this] { return together_arrived_ >= together_needed_; });
+      }
       if (request.Path() == "/big") response.body = std::string(64 * 1024, 'x');
       if (request.Path() == "/hang") response.disposition = Disposition::kHang;
       if (request.Path() == "/drop") response.disposition = Disposition::kDropConnection;
@@ -32,6 +45,10 @@ class ClientTest : public ::testing::Test {
     return SendHttp(endpoint_, request, options);
   }
 
+  std::mutex together_mutex_;
+  std::condition_variable together_cv_;
+  int together_arrived_ = 0;
+  int together_needed_ = 0;
   std::unique_ptr<HttpServer> server_;
   Endpoint endpoint_;
 };
@@ -68,6 +85,35 @@ TEST_F(ClientTest, AsyncClientCompletesOnItsOwnThread) {
   EXPECT_EQ(response.error, ClientError::kNone);
   EXPECT_EQ(response.status, 200);
   EXPECT_EQ(response.body, "hello");
+}
+
+// The gateway has up to one upstream call in flight per client connection: the async client keeps
+// every connection those calls opened for the next ones, instead of closing all but a few and
+// making the upstream accept a new connection for most calls (it kept 4, which cost the upstream
+// a connect per paid request under load).
+TEST_F(ClientTest, AsyncClientKeepsTheConnectionsOfConcurrentCalls) {
+  constexpr int kCalls = 16;
+  AsyncHttpClient client;
+  auto round = [&] {
+    {
+      std::lock_guard lock(together_mutex_);
+      together_needed_ += kCalls;
+    }
+    std::vector<std::promise<ClientResponse>> answers(kCalls);
+    for (auto& answer : answers) {
+      ClientRequest request;
+      request.target = "/together";
+      client.Send(endpoint_, request, ClientOptions{},
+                  [&answer](ClientResponse response) { answer.set_value(std::move(response)); });
+    }
+    for (auto& answer : answers) EXPECT_EQ(answer.get_future().get().status, 200);
+  };
+  round();
+  round();
+  // A connection the client closed is gone from the server's count within a few milliseconds.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(server_->Stats().open_connections, static_cast<uint64_t>(kCalls));
+  EXPECT_EQ(server_->Stats().requests, static_cast<uint64_t>(2 * kCalls));
 }
 
 TEST_F(ClientTest, ConnectionRefusedMeansNeverSent) {
