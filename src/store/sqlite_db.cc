@@ -98,21 +98,21 @@ Status Database::Exec(const std::string& sql) {
   return Status::Ok();
 }
 
-Status Database::Run(const std::string& sql) {
+Status Database::Run(std::string_view sql) {
   auto stmt = Prepare(sql);
   if (!stmt.ok()) return stmt.status();
   return stmt->Run();
 }
 
-Result<Statement> Database::Prepare(const std::string& sql) {
+Result<Statement> Database::Prepare(std::string_view sql) {
   auto found = cache_.find(sql);
   if (found != cache_.end()) return Statement(found->second);
   sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) !=
-      SQLITE_OK) {
+  if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                         &stmt, nullptr) != SQLITE_OK) {
     return LastError("prepare");
   }
-  cache_.emplace(sql, stmt);
+  cache_.emplace(std::string(sql), stmt);
   return Statement(stmt);
 }
 

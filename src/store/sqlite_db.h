@@ -50,9 +50,9 @@ class Database {
 
   Status Exec(const std::string& sql);
   // Runs one cached statement (BEGIN, COMMIT, SAVEPOINT…): parsed once per connection.
-  Status Run(const std::string& sql);
-  // A prepared statement from this connection's cache.
-  Result<Statement> Prepare(const std::string& sql);
+  Status Run(std::string_view sql);
+  // A prepared statement from this connection's cache (looked up without copying `sql`).
+  Result<Statement> Prepare(std::string_view sql);
   int64_t Changes() const;
   sqlite3* handle() const { return db_; }
   Status LastError(std::string_view context) const;
@@ -60,7 +60,11 @@ class Database {
  private:
   explicit Database(sqlite3* db) : db_(db) {}
   sqlite3* db_;
-  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  struct SqlHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view sql) const { return std::hash<std::string_view>{}(sql); }
+  };
+  std::unordered_map<std::string, sqlite3_stmt*, SqlHash, std::equal_to<>> cache_;
 };
 
 }  // namespace agentpay::sqlite
