@@ -642,10 +642,6 @@ class SqliteStore final : public Store {
       pthread_setname_np(pthread_self(), "store-writer");
       WriterLoop();
     });
-    notifier_thread_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "store-sync");
-      NotifierLoop();
-    });
     checkpoint_thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "store-ckpt");
       CheckpointLoop();
@@ -659,12 +655,6 @@ class SqliteStore final : public Store {
     }
     work_ready_.notify_all();
     writer_thread_.join();
-    {
-      std::lock_guard lock(notify_mutex_);
-      notifier_stopping_ = true;
-    }
-    notify_ready_.notify_all();
-    notifier_thread_.join();
     ::close(wal_fd_);
     {
       std::lock_guard lock(checkpoint_mutex_);
@@ -676,20 +666,17 @@ class SqliteStore final : public Store {
 
   void WriteAsync(TransactionFn fn, WriteDone done) override {
     auto job = std::make_unique<Job>(Job{std::move(fn), std::move(done)});
-    bool wake = false;
     {
       std::lock_guard lock(mutex_);
       if (queue_.size() < options_.max_queued_writes) {
         queue_.push_back(std::move(job));
-        // While a sync runs the writer waits for it (WriterLoop); the syncer wakes it then.
-        wake = SyncerCaughtUp() || queue_.size() >= options_.max_batch;
       }
     }
     if (job) {  // not queued
       job->done(Status::Error("store_overloaded", "too many decisions waiting for the store"));
       return;
     }
-    if (wake) work_ready_.notify_one();
+    work_ready_.notify_one();
   }
 
   Status Read(const TransactionFn& fn) override {
@@ -747,21 +734,20 @@ class SqliteStore final : public Store {
     }
   }
 
-  // Group commit that follows the disk: while the syncer is making earlier commits durable, new
-  // decisions wait in the queue (nothing could be acknowledged sooner anyway), and run together in
-  // one transaction once it has caught up, or once a batch is full. One commit then writes the pages
-  // every decision touches (the account, the index roots, the header) once for all of them, and one
-  // sync covers them all. No write lock is held while a sync runs, so another process sharing the
-  // database gets its turn then.
+  // Group commit that follows the disk: one thread takes every decision queued so far, runs them
+  // in one transaction, commits, makes the commit durable (fdatasync of the WAL) and only then
+  // runs their completions. Decisions that arrive while it works wait in the queue and share the
+  // next commit and sync: the busier the store, the larger the batches. No write lock is held
+  // during the sync, so another process sharing the database gets its turn then. (A separate
+  // syncer thread overlapped a sync with the next batch, but cost every batch two thread
+  // hand-offs on the way to its answer; with batches following the syncs there was little to
+  // overlap.)
   void WriterLoop() {
     std::vector<std::unique_ptr<Job>> batch;
     for (;;) {
       {
         std::unique_lock lock(mutex_);
-        work_ready_.wait(lock, [this] {
-          return stopping_ || (!queue_.empty() && (SyncerCaughtUp() ||
-                                                   queue_.size() >= options_.max_batch));
-        });
+        work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;
         while (!queue_.empty() && batch.size() < options_.max_batch) {
           batch.push_back(std::move(queue_.front()));
@@ -773,21 +759,13 @@ class SqliteStore final : public Store {
     }
   }
 
-  // True when every commit made so far is durable: the syncer has nothing left to sync.
-  bool SyncerCaughtUp() const {
-    return durable_through_.load(std::memory_order_acquire) >=
-           commits_started_.load(std::memory_order_acquire);
-  }
-
   // Runs each decision in its own savepoint inside one transaction, then commits once.
   void CommitBatch(std::vector<std::unique_ptr<Job>>& batch) {
     Database& db = *writer_db_;
     std::vector<Status> results(batch.size());
     Status begun = db.Run("BEGIN IMMEDIATE");
     if (!begun.ok()) {
-      std::lock_guard lock(notify_mutex_);
-      for (auto& job : batch) to_notify_.emplace_back(std::move(job), begun);
-      notify_ready_.notify_one();
+      for (auto& job : batch) job->done(begun);
       return;
     }
     SqliteTransaction tx(db);
@@ -818,15 +796,12 @@ class SqliteStore final : public Store {
       }
       stats_.decisions_rolled_back += rolled_back;
     }
-    {
-      std::lock_guard lock(notify_mutex_);
-      for (size_t i = 0; i < batch.size(); ++i) {
-        to_notify_.emplace_back(std::move(batch[i]),
-                                results[i].ok() && !committed.ok() ? committed : results[i]);
-      }
-      unsynced_through_ = sequence;
+    // Durable before anyone hears of it: the commit's WAL frames are written (synchronous=NORMAL),
+    // this syncs them. A failed commit is synced too, so that readers waiting for its number go on.
+    SyncWal(sequence);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i]->done(results[i].ok() && !committed.ok() ? committed : results[i]);
     }
-    notify_ready_.notify_one();
   }
 
   // Checkpoint once the WAL has this many pages (40 MiB at 4 KiB pages). The same hot pages (the
@@ -866,34 +841,6 @@ class SqliteStore final : public Store {
     }
   }
 
-  // Durability is made here, off the writer's path: the writer commits with synchronous=NORMAL
-  // (WAL frames written, not synced) and goes on with the next batch while this thread syncs the
-  // WAL once for every commit written so far, and only then runs their completions. A completion
-  // therefore still means "durable", as with synchronous=FULL, but the sync of one batch overlaps
-  // the decisions of the next.
-  void NotifierLoop() {
-    std::vector<std::pair<std::unique_ptr<Job>, Status>> ready;
-    for (;;) {
-      uint64_t through = 0;
-      {
-        std::unique_lock lock(notify_mutex_);
-        notify_ready_.wait(lock, [this] {
-          return notifier_stopping_ || !to_notify_.empty() ||
-                 unsynced_through_ > durable_through_.load(std::memory_order_acquire);
-        });
-        if (notifier_stopping_ && to_notify_.empty() &&
-            unsynced_through_ <= durable_through_.load()) {
-          return;
-        }
-        ready.swap(to_notify_);
-        through = unsynced_through_;
-      }
-      if (through > durable_through_.load(std::memory_order_acquire)) SyncWal(through);
-      for (auto& [job, status] : ready) job->done(std::move(status));
-      ready.clear();
-    }
-  }
-
   void SyncWal(uint64_t through) {
     if (::fdatasync(wal_fd_) != 0) {
       // The commits are visible but may not be on disk, and cannot be taken back: going on would
@@ -907,20 +854,10 @@ class SqliteStore final : public Store {
       durable_through_.store(through, std::memory_order_release);
     }
     durable_.notify_all();
-    {
-      // The writer may have decisions queued, waiting for this sync to finish (WriterLoop).
-      std::lock_guard lock(mutex_);
-    }
-    work_ready_.notify_one();
   }
 
   void AwaitDurable(uint64_t sequence) {
     if (durable_through_.load(std::memory_order_acquire) >= sequence) return;
-    {
-      // Wake the syncer even when it has nothing to notify (a commit of reads only, say).
-      std::lock_guard lock(notify_mutex_);
-    }
-    notify_ready_.notify_one();
     std::unique_lock lock(durable_mutex_);
     durable_.wait(lock, [&] { return durable_through_.load(std::memory_order_acquire) >= sequence; });
   }
@@ -972,12 +909,6 @@ class SqliteStore final : public Store {
   StoreStats stats_;
   std::thread writer_thread_;
 
-  std::mutex notify_mutex_;
-  std::condition_variable notify_ready_;
-  std::vector<std::pair<std::unique_ptr<Job>, Status>> to_notify_;
-  uint64_t unsynced_through_ = 0;  // the last commit written (guarded by notify_mutex_)
-  bool notifier_stopping_ = false;
-  std::thread notifier_thread_;
 
   const int wal_fd_;  // the WAL file, for the syncs that make commits durable
   std::atomic<uint64_t> commits_started_{0};
@@ -1026,8 +957,8 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
   auto db = Database::Open(path, /*read_only=*/false);
   if (!db.ok()) return db.status();
   // Durability as synchronous=FULL gives it (NOTES: NORMAL alone can lose acknowledged commits):
-  // migrations run with FULL; then the writer commits with NORMAL and the store's syncer thread
-  // fdatasyncs the WAL before any decision is acknowledged or read (SqliteStore::NotifierLoop).
+  // migrations run with FULL; then the writer commits with NORMAL and fdatasyncs the WAL itself
+  // before any decision of the commit is acknowledged or read (SqliteStore::CommitBatch).
   // temp_store=MEMORY keeps each decision's savepoint journal off the disk. The page cache stays
   // at SQLite's default (2 MiB): every commit walks the cache's hash table when it ends the write
   // transaction, so a 64 MiB cache cost the writer more per commit (measured: ~8 % of the paid
