@@ -37,6 +37,51 @@ HttpResponse Overloaded() {
   return busy;
 }
 
+}  // namespace
+
+std::string SerializeResponse(const HttpResponse& response, bool keep_alive) {
+  const auto status = static_cast<http::status>(response.status);
+  const bool bodyless = response.status < 200 || response.status == 204 || response.status == 304;
+  bool has_length = false;
+  std::string wire;
+  wire.reserve(128 + response.body.size() + 64 * response.headers.size());
+  wire += "HTTP/1.1 ";
+  wire += std::to_string(response.status);
+  wire += ' ';
+  beast::string_view reason = http::obsolete_reason(status);
+  wire.append(reason.data(), reason.size());
+  wire += "\r\n";
+  for (const auto& header : response.headers) {
+    // A name or value that would end the header line early is never sent (response splitting).
+    if (header.name.empty() || header.name.find_first_of("\r\n: ") != std::string::npos ||
+        header.value.find_first_of("\r\n") != std::string::npos) {
+      continue;
+    }
+    if (HeaderNameEquals(header.name, "Connection") ||
+        HeaderNameEquals(header.name, "Transfer-Encoding")) {
+      continue;  // framing is this function's business
+    }
+    if (HeaderNameEquals(header.name, "Content-Length")) has_length = true;
+    wire += header.name;
+    wire += ": ";
+    wire += header.value;
+    wire += "\r\n";
+  }
+  // A handler that set Content-Length itself answers a HEAD: the length, no body.
+  const bool send_body = !bodyless && !has_length;
+  if (send_body) {
+    wire += "Content-Length: ";
+    wire += std::to_string(response.body.size());
+    wire += "\r\n";
+  }
+  if (!keep_alive) wire += "Connection: close\r\n";
+  wire += "\r\n";
+  if (send_body) wire += response.body;
+  return wire;
+}
+
+namespace {
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, std::shared_ptr<Shared> shared)
@@ -153,22 +198,15 @@ class Session : public std::enable_shared_from_this<Session> {
       case Disposition::kRespond:
         break;
     }
-    auto message = std::make_shared<http::response<http::string_body>>();
-    message->result(static_cast<unsigned>(response.status));
-    message->version(11);
-    for (auto& header : response.headers) message->insert(header.name, header.value);
-    if (!message->has_content_length() && response.status >= 200 && response.status != 204 &&
-        response.status != 304) {
-      message->body() = std::move(response.body);
-    }
-    message->keep_alive(keep_alive);
-    message->prepare_payload();
+    // The wire bytes in one buffer, written with one call: Beast's message and serializer cost
+    // an allocation per header field and a walk over a buffer sequence per write.
+    auto wire = std::make_shared<std::string>(SerializeResponse(response, keep_alive));
     stream_.expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
-    http::async_write(stream_, *message,
-                      [self = shared_from_this(), message](beast::error_code ec, size_t) {
-                        if (ec || !message->keep_alive()) return self->Close();
-                        self->ReadRequest();
-                      });
+    net::async_write(stream_, net::buffer(*wire),
+                     [self = shared_from_this(), wire, keep_alive](beast::error_code ec, size_t) {
+                       if (ec || !keep_alive) return self->Close();
+                       self->ReadRequest();
+                     });
   }
 
   // Holds the connection without answering until the peer closes it or the hang limit passes.

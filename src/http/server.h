@@ -56,6 +56,12 @@ class HttpServer {
   virtual void Stop() = 0;
 };
 
+// The bytes of `response` as an HTTP/1.1 answer: status line, the handler's headers (any whose name
+// or value holds CR or LF is dropped, Connection and Transfer-Encoding are the server's), then
+// Content-Length and the body, except for 1xx/204/304 or when the handler set Content-Length itself
+// (a HEAD answer); "Connection: close" when the connection ends after it.
+std::string SerializeResponse(const HttpResponse& response, bool keep_alive);
+
 // Splits "HOST:PORT" (IPv6 as "[::1]:PORT"). Port 0 is allowed.
 Result<std::pair<std::string, uint16_t>> ParseListenAddress(const std::string& address);
 

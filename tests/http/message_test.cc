@@ -49,6 +49,45 @@ TEST(HttpMessage, ProblemJsonSurvivesInvalidUtf8) {
   EXPECT_NO_THROW(nlohmann::json::parse(response.body));
 }
 
+TEST(HttpResponseWire, StatusHeadersLengthAndBody) {
+  HttpResponse response;
+  response.status = 402;
+  response.SetHeader("Content-Type", "application/json");
+  response.SetHeader("AgentPay-Operation-Id", "op_1");
+  response.body = "{\"a\":1}";
+  EXPECT_EQ(SerializeResponse(response, true),
+            "HTTP/1.1 402 Payment Required\r\nContent-Type: application/json\r\n"
+            "AgentPay-Operation-Id: op_1\r\nContent-Length: 7\r\n\r\n{\"a\":1}");
+  EXPECT_EQ(SerializeResponse(HttpResponse{}, false),
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
+TEST(HttpResponseWire, NoBodyWhereHttpForbidsOne) {
+  HttpResponse response;
+  response.status = 204;
+  response.body = "ignored";
+  EXPECT_EQ(SerializeResponse(response, true), "HTTP/1.1 204 No Content\r\n\r\n");
+  response.status = 304;
+  EXPECT_EQ(SerializeResponse(response, true), "HTTP/1.1 304 Not Modified\r\n\r\n");
+  // A handler that sets Content-Length answers a HEAD: its length, no body.
+  response.status = 200;
+  response.SetHeader("Content-Length", "42");
+  EXPECT_EQ(SerializeResponse(response, true), "HTTP/1.1 200 OK\r\nContent-Length: 42\r\n\r\n");
+}
+
+TEST(HttpResponseWire, HeadersThatWouldSplitTheResponseAreDropped) {
+  HttpResponse response;
+  response.headers = {{"X-Ok", "fine"},
+                      {"X-Bad", "a\r\nSet-Cookie: stolen=1"},
+                      {"X-Bad\r\nInjected", "v"},
+                      {"Bad Name", "v"},
+                      {"", "v"},
+                      {"Connection", "upgrade"},
+                      {"Transfer-Encoding", "chunked"}};
+  EXPECT_EQ(SerializeResponse(response, true),
+            "HTTP/1.1 200 OK\r\nX-Ok: fine\r\nContent-Length: 0\r\n\r\n");
+}
+
 TEST(HttpUrl, Parses) {
   auto endpoint = ParseHttpUrl("http://127.0.0.1:9000/base/");
   ASSERT_TRUE(endpoint.ok());
