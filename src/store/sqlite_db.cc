@@ -66,11 +66,12 @@ bool Statement::IsNull(int column) const {
   return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
 }
 
-Result<std::unique_ptr<Database>> Database::Open(const std::string& path, bool read_only) {
+Result<std::unique_ptr<Database>> Database::Open(const std::string& path, bool read_only,
+                                                 const char* vfs) {
   sqlite3* db = nullptr;
   int flags = SQLITE_OPEN_NOMUTEX |
               (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, vfs);
   if (rc != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);

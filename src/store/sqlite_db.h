@@ -45,7 +45,9 @@ class Statement {
 
 class Database {
  public:
-  static Result<std::unique_ptr<Database>> Open(const std::string& path, bool read_only);
+  // `vfs`: the name of a registered SQLite VFS, or null for the default one.
+  static Result<std::unique_ptr<Database>> Open(const std::string& path, bool read_only,
+                                                const char* vfs = nullptr);
   ~Database();
 
   Status Exec(const std::string& sql);

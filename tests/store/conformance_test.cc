@@ -362,6 +362,44 @@ TEST_P(StoreConformance, DataSurvivesReopen) {
   EXPECT_EQ(BalancesOf("acct_d"), (Balances{77, 0, 0}));
 }
 
+// One decision that writes megabytes (stored answers of up to 1 MiB each are allowed): every byte
+// of it is readable at once, from another connection, and after a reopen. (SQLite's unix VFS writes
+// at most 128 KiB per call; a writer that gathers WAL writes must split larger runs.)
+TEST_P(StoreConformance, ALargeDecisionIsReadableAndSurvivesReopen) {
+  std::vector<Operation> ops;
+  for (int i = 0; i < 24; ++i) {
+    Operation op = SampleOperation("op_big" + std::to_string(i));
+    op.response = StoredResponse{200, "application/octet-stream",
+                                 std::string(100 * 1024 + i, static_cast<char>('a' + i % 26))};
+    ops.push_back(op);
+  }
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    for (const auto& op : ops) {
+      if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }).ok());
+  auto expect_all = [&] {
+    ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+      for (const auto& op : ops) {
+        auto found = tx.FindOperation(op.id);
+        if (!found.ok()) return found.status();
+        EXPECT_TRUE(found->has_value()) << op.id;
+        if (found->has_value()) {
+          EXPECT_EQ((*found)->response, op.response) << op.id;
+        }
+      }
+      return Status::Ok();
+    }).ok());
+  };
+  expect_all();
+  store_.reset();
+  auto reopened = OpenStore(url_);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(*reopened);
+  expect_all();
+}
+
 TEST_P(StoreConformance, ReadsDoNotWrite) {
   AddAccount("acct_ro", 5);
   Status status = Read([&](Transaction& tx) -> Status {
