@@ -3,10 +3,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli/devnet_admin.h"
 #include "cli/seller.h"
@@ -27,6 +29,15 @@
 
 namespace agentpay {
 namespace {
+
+// Client connections are served by half the CPUs by default: the gateway's store writer, its
+// upstream client and often the upstream itself want the rest. On the 2-core bench machine one I/O
+// thread instead of two cost the gateway 5 % less CPU per paid request (142 -> 135 us, 5
+// interleaved runs each).
+size_t ServeIoThreads(int64_t configured) {
+  if (configured > 0) return static_cast<size_t>(configured);
+  return std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
+}
 
 constexpr char kDemoDir[] = "./agentpay-data";
 constexpr int64_t kDemoPrice = 10000;            // 0.01 USDC
@@ -278,6 +289,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   ServerLimits limits;
   limits.max_body_bytes = config->max_body_bytes;
   limits.max_connections = static_cast<size_t>(options.max_connections);
+  limits.io_threads = ServeIoThreads(options.io_threads);
   auto server = HttpServer::StartAsync(
       listen->first, listen->second, limits,
       [&gateway, devnet = settlement->devnet, token = config->admin_token](

@@ -37,6 +37,8 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"max-body-bytes", &o.max_body_bytes, "largest request body accepted (413 past it)"},
       {"workers", &o.workers, "threads for admin calls, views and attached duplicates"},
       {"max-connections", &o.max_connections, "open connections accepted (503 past it)"},
+      {"io-threads", &o.io_threads,
+       "threads serving client connections (0: half the CPUs, at least 1)"},
       {"chain", &o.chain, "chain: devnet (built in); see --chain-rpc for any EVM node"},
       {"chain-rpc", &o.chain_rpc, "JSON-RPC URL of an EVM node to settle x402 payments on"},
       {"chain-id", &o.chain_id, "that node's chain id (checked at start)"},
@@ -231,7 +233,8 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
                          Range{"attach-wait-ms", options.attach_wait_ms, 0, kMaxTimeoutMs},
                          Range{"max-body-bytes", options.max_body_bytes, 1, kMaxBodyLimit},
                          Range{"workers", options.workers, 1, 1024},
-                         Range{"max-connections", options.max_connections, 1, 1000000}}) {
+                         Range{"max-connections", options.max_connections, 1, 1000000},
+                         Range{"io-threads", options.io_threads, 0, 256}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
   }
   if (options.chain != "devnet") {

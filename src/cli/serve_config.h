@@ -27,6 +27,8 @@ struct ServeOptions {
   int64_t max_body_bytes = 1048576;
   int64_t workers = 16;
   int64_t max_connections = 4096;
+  // Threads that serve client connections; 0: half the CPUs, at least 1 (ServeIoThreads).
+  int64_t io_threads = 0;
   std::string chain = "devnet";
   // Any EVM JSON-RPC node instead of the devnet (CONTRACT §2).
   std::string chain_rpc;
