@@ -20,8 +20,8 @@
 #include "store/ledger.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
-#include "store/wal_write_vfs.h"
 #include "store/store.h"
+#include "store/wal_write_vfs.h"
 
 namespace agentpay {
 namespace {
@@ -799,9 +799,9 @@ class SqliteStore final : public Store {
       }
       stats_.decisions_rolled_back += rolled_back;
     }
-    // Durable before anyone hears of it: the commit's WAL frames are written (synchronous=NORMAL),
-    // this syncs them. A failed commit is synced too, so that readers waiting for its number go on.
-    // The commit published its frames (the VFS wrote them then); nothing may stay behind.
+    // Durable before anyone hears of it: the commit's WAL frames are written (synchronous=NORMAL;
+    // the VFS wrote any it had gathered when the commit was published, Flush makes sure), then
+    // synced. A failed commit is synced too, so that readers waiting for its number go on.
     if (Status written = wal_vfs_->Flush(); !written.ok()) {
       std::fprintf(stderr, "agentpay store: %s; stopping\n", written.message().c_str());
       std::abort();
@@ -918,7 +918,6 @@ class SqliteStore final : public Store {
   bool stopping_ = false;
   StoreStats stats_;
   std::thread writer_thread_;
-
 
   const int wal_fd_;  // the WAL file, for the syncs that make commits durable
   std::atomic<uint64_t> commits_started_{0};
