@@ -175,9 +175,7 @@ class SqliteTransaction final : public Transaction {
                      "ON CONFLICT DO NOTHING");
     stmt.Bind(1, record.principal).Bind(2, record.key).Bind(3, record.operation_id);
     stmt.Bind(4, record.fingerprint).Bind(5, record.created_ms);
-    Status status = stmt.Run();
-    if (!status.ok()) return status;
-    return db_.Changes() == 1;
+    return RunChangingOneRow(stmt);
   }
 
   Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
@@ -235,9 +233,7 @@ class SqliteTransaction final : public Transaction {
         "WHERE id = ?1 AND fulfillment = 'in_progress' AND attempts = ?20");
     BindOperation(stmt, op);
     stmt.Bind(20, static_cast<int64_t>(expected_attempts));
-    Status status = stmt.Run();
-    if (!status.ok()) return status;
-    return db_.Changes() == 1;
+    return RunChangingOneRow(stmt);
   }
 
   Result<std::optional<Operation>> FindOperation(std::string_view id) override {
@@ -285,9 +281,7 @@ class SqliteTransaction final : public Transaction {
                          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
                          "ON CONFLICT DO NOTHING");
     BindPayment(stmt, r);
-    Status status = stmt.Run();
-    if (!status.ok()) return status;
-    return db_.Changes() == 1;
+    return RunChangingOneRow(stmt);
   }
 
   Result<std::optional<X402PaymentRecord>> FindX402Payment(
@@ -370,9 +364,8 @@ class SqliteTransaction final : public Transaction {
                      "UPDATE alerts SET resolved_ms = ?2, resolution = ?3, note = ?4 "
                      "WHERE id = ?1 AND resolved_ms IS NULL");
     stmt.Bind(1, resolved.id).Bind(2, resolved.resolved_ms).Bind(3, resolved.resolution);
-    Status status = stmt.Bind(4, resolved.note).Run();
-    if (!status.ok()) return status;
-    return db_.Changes() == 1;
+    stmt.Bind(4, resolved.note);
+    return RunChangingOneRow(stmt);
   }
 
   Result<std::vector<std::string>> ListExpiredResults(int64_t now_ms, int limit) override {
@@ -438,9 +431,7 @@ class SqliteTransaction final : public Transaction {
     stmt.Bind(1, account.id).Bind(2, account.name).Bind(3, account.api_key_hash);
     stmt.Bind(4, account.balances.deposited).Bind(5, account.balances.captured);
     stmt.Bind(6, account.balances.held).Bind(7, account.created_ms);
-    Status status = stmt.Run();
-    if (!status.ok()) return status;
-    return db_.Changes() == 1;
+    return RunChangingOneRow(stmt);
   }
 
   Result<std::optional<AccountRecord>> FindAccount(std::string_view id) override {
@@ -465,9 +456,8 @@ class SqliteTransaction final : public Transaction {
                      "INSERT INTO deposits (account_id, reference, amount, created_ms) "
                      "VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING");
     stmt.Bind(1, deposit.account_id).Bind(2, deposit.reference).Bind(3, deposit.amount);
-    Status status = stmt.Bind(4, deposit.created_ms).Run();
-    if (!status.ok()) return status;
-    return db_.Changes() == 1;
+    stmt.Bind(4, deposit.created_ms);
+    return RunChangingOneRow(stmt);
   }
 
   Result<std::optional<DepositRecord>> FindDeposit(std::string_view account_id,
@@ -581,6 +571,14 @@ class SqliteTransaction final : public Transaction {
         std::string("SELECT ") + kAccountColumns + " FROM accounts WHERE " + column + " = ?1");
     stmt.Bind(1, value);
     return FindOne(stmt, ReadAccount);
+  }
+
+  // Runs an INSERT … ON CONFLICT DO NOTHING or a compare-and-set UPDATE: true when it changed the
+  // one row it targets, false when the conflict or the condition left everything as it was.
+  Result<bool> RunChangingOneRow(Statement& stmt) {
+    Status status = stmt.Run();
+    if (!status.ok()) return status;
+    return db_.Changes() == 1;
   }
 
   Database& db_;
