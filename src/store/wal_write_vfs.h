@@ -32,9 +32,9 @@ class WalWriteVfs {
   // its own. Must be called from the thread that uses the connection.
   Status Flush();
 
-  struct File;  // the wrapped file; public for the C callbacks in the .cc
-
  private:
+  struct File;  // the wrapped file (in the .cc, with the C callbacks)
+
   WalWriteVfs() = default;
 
   std::string name_;
