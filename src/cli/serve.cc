@@ -10,18 +10,19 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "cli/devnet_admin.h"
-#include "cli/seller.h"
-#include "cli/sim_http.h"
-#include "cli/system_world.h"
-#include "gateway/gateway.h"
-#include "gateway/hashing.h"
-#include "cli/signals.h"
-#include "http/server.h"
-#include "store/store.h"
 #include "chain/devnet.h"
 #include "chain/rpc_chain.h"
+#include "cli/devnet_admin.h"
+#include "cli/log.h"
+#include "cli/seller.h"
+#include "cli/signals.h"
+#include "cli/sim_http.h"
+#include "cli/system_world.h"
 #include "core/check.h"
+#include "gateway/gateway.h"
+#include "gateway/hashing.h"
+#include "http/server.h"
+#include "store/store.h"
 #include "workers/hold_sweeper.h"
 #include "workers/periodic.h"
 #include "workers/pruner.h"
@@ -40,11 +41,17 @@ size_t ServeIoThreads(int64_t configured) {
 }
 
 constexpr char kDemoDir[] = "./agentpay-data";
-constexpr int64_t kDemoPrice = 10000;            // 0.01 USDC
-constexpr int64_t kDemoFunding = 10'000'000;     // 10 USDC
+constexpr int64_t kDemoPrice = 10000;         // 0.01 USDC
+constexpr int64_t kDemoFunding = 10'000'000;  // 10 USDC
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "agentpay serve: %s\n", message.c_str());
+// Start-up failures are written as text before --log-format is known to be valid, and through the
+// log once it is.
+int Fail(const std::string& message, Logger* log = nullptr) {
+  if (log != nullptr) {
+    log->Error("start_failed", message);
+  } else {
+    std::fprintf(stderr, "agentpay serve: %s\n", message.c_str());
+  }
   return 2;
 }
 
@@ -57,14 +64,20 @@ Status WriteSecretFile(const std::string& path, const std::string& content) {
   return Status::Ok();
 }
 
+struct DemoAccount {
+  std::string id;
+  std::string api_key;
+  Balances balances;  // as they are now, after any earlier runs of the demo
+};
+
 // The demo account survives restarts: its id and API key live in agentpay-data/demo-account.json.
-Result<std::pair<std::string, std::string>> EnsureDemoAccount(Store& store, Clock& clock,
-                                                              Random& random) {
+Result<DemoAccount> EnsureDemoAccount(Store& store, Clock& clock, Random& random) {
   const std::string path = std::string(kDemoDir) + "/demo-account.json";
   std::string account_id, api_key;
   if (std::ifstream file(path); file) {
     auto saved = nlohmann::json::parse(file, nullptr, false);
-    if (saved.is_object() && saved.value("account_id", "") != "" && saved.value("api_key", "") != "") {
+    if (saved.is_object() && saved.value("account_id", "") != "" &&
+        saved.value("api_key", "") != "") {
       account_id = saved["account_id"];
       api_key = saved["api_key"];
     }
@@ -73,6 +86,7 @@ Result<std::pair<std::string, std::string>> EnsureDemoAccount(Store& store, Cloc
     account_id = NewAccountId(random);
     api_key = NewApiKey(random);
   }
+  Balances balances;
   Status status = store.Write([&](Transaction& tx) -> Status {
     const int64_t now = clock.NowMs();
     auto inserted = tx.InsertAccount({account_id, "demo", Sha256Hex(api_key), {}, now});
@@ -83,13 +97,17 @@ Result<std::pair<std::string, std::string>> EnsureDemoAccount(Store& store, Cloc
       auto moved = tx.Move(account_id, MoveKind::kDeposit, kDemoFunding, "", now);
       if (!moved.ok()) return moved.status();
     }
+    auto account = tx.FindAccount(account_id);
+    if (!account.ok()) return account.status();
+    if (!account->has_value()) return Status::Error("store_corrupt", "demo account vanished");
+    balances = (*account)->balances;
     return Status::Ok();
   });
   if (!status.ok()) return status;
   Status saved = WriteSecretFile(
       path, nlohmann::json({{"account_id", account_id}, {"api_key", api_key}}).dump());
   if (!saved.ok()) return saved;
-  return std::make_pair(account_id, api_key);
+  return DemoAccount{account_id, api_key, balances};
 }
 
 // Keys of the built-in devnet only: its tokens are worth nothing, so the keys are no secret. The
@@ -132,7 +150,9 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
   std::string key_text = kDevnetRelayerKey;
   if (auto rpc = RpcChainOf(options)) {
     auto secret = ReadSecretFile(rpc->relayer_key_file);
-    if (!secret.ok()) return secret.status();
+    if (!secret.ok()) {
+      return Status::Error("invalid_config", "--relayer-key-file: " + secret.status().message());
+    }
     key_text = *secret;
     auto node = OpenRpcNode(*rpc, config);
     if (!node.ok()) return node.status();
@@ -166,8 +186,13 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
   return out;
 }
 
-// Tops the demo buyer up to kDemoFunding on the devnet; returns its address.
-Result<std::string> FundDemoBuyer(chain::Devnet& devnet, const GatewayConfig& config) {
+struct DemoBuyer {
+  std::string address;
+  chain::U256 balance;
+};
+
+// Tops the demo buyer up to kDemoFunding on the devnet; returns its address and balance.
+Result<DemoBuyer> FundDemoBuyer(chain::Devnet& devnet, const GatewayConfig& config) {
   auto key = chain::ParsePrivateKey(kDevnetDemoBuyerKey);
   AGENTPAY_CHECK(key.ok());
   const chain::Address buyer = chain::AddressOf(*key);
@@ -178,21 +203,171 @@ Result<std::string> FundDemoBuyer(chain::Devnet& devnet, const GatewayConfig& co
     if (Status s = devnet.Mint(buyer, *chain::U256::CheckedSub(target, *balance)); !s.ok()) {
       return s;
     }
+    return DemoBuyer{chain::ToChecksumHex(buyer), target};
   }
-  return chain::ToChecksumHex(buyer);
+  return DemoBuyer{chain::ToChecksumHex(buyer), *balance};
 }
 
-void LogReconcile(const Result<ReconcileReport>& report) {
+void LogReconcile(Logger& log, const Result<ReconcileReport>& report) {
   if (!report.ok()) {
-    std::fprintf(stderr, "agentpay serve: reconciler: %s\n", report.status().ToString().c_str());
+    log.Error("reconciler_failed", "reconciler: " + report.status().ToString(),
+              {{"code", report.status().code()}});
     return;
   }
-  if (!report->changed() && report->errors == 0) return;
-  std::fprintf(stderr,
-               "agentpay serve: reconciler: %d settled, %d re-broadcast, %d void, %d failed, %d "
-               "marked unknown, %d relayer nonce gap(s) filled, %d error(s)\n",
-               report->settled, report->rebroadcast, report->voided, report->failed,
-               report->marked_unknown, report->gaps_filled, report->errors);
+  for (const WorkerDecision& decision : report->decisions) {
+    const bool error = decision.action.ends_with("_error");
+    log.Log(error ? LogLevel::kWarning : LogLevel::kInfo, "reconciler_decision",
+            "reconciler: " + decision.operation_id + ": " + decision.action + " (" +
+                decision.reason + ")",
+            {{"operation_id", decision.operation_id},
+             {"action", decision.action},
+             {"reason", decision.reason}});
+  }
+  if (report->gaps_filled > 0) {
+    log.Info("relayer_nonce_gap_filled",
+             "reconciler: re-sent the stored transaction at the relayer's next nonce",
+             {{"count", report->gaps_filled}});
+  }
+}
+
+void LogSweep(Logger& log, const Result<SweepReport>& report) {
+  if (!report.ok()) {
+    log.Error("sweeper_failed", "hold sweeper: " + report.status().ToString(),
+              {{"code", report.status().code()}});
+    return;
+  }
+  for (const WorkerDecision& decision : report->decisions) {
+    log.Warn("hold_expired",
+             "hold sweeper: released the expired hold of " + decision.operation_id +
+                 " and raised an alert (" + decision.reason + ")",
+             {{"operation_id", decision.operation_id},
+              {"action", decision.action},
+              {"reason", decision.reason}});
+  }
+}
+
+// What a person at a terminal reads at start; in JSON the same facts are log events.
+void AnnounceStart(Logger& log, const std::string& base, const ServeOptions& options,
+                   const GatewayConfig& config, const SettlementChain& settlement) {
+  const std::string listening =
+      "agentpay gateway listening on " + base + " (store " + options.db + ")";
+  const std::string chain =
+      settlement.devnet != nullptr
+          ? "x402 on the built-in devnet: chain " + config.chain.Network() + ", asset " +
+                config.chain.asset + " (\"" + config.chain.asset_name + "\" v" +
+                config.chain.asset_version + "), pay to " + config.chain.pay_to
+          : "x402 on " + options.chain_rpc + ": chain " + config.chain.Network() + ", asset " +
+                config.chain.asset + ", relayer " +
+                chain::ToChecksumHex(settlement.settler->relayer());
+  if (log.format() == LogFormat::kJson) {
+    log.Info("listening", listening, {{"url", base}, {"store", options.db}});
+    log.Info("chain", chain,
+             {{"network", config.chain.Network()},
+              {"asset", config.chain.asset},
+              {"pay_to", config.chain.pay_to},
+              {"kind", settlement.devnet != nullptr ? "devnet" : "rpc"}});
+    for (const auto& route : config.routes) {
+      log.Info("route", "paid route " + route.prefix + " -> " + route.upstream_url,
+               {{"prefix", route.prefix},
+                {"upstream", route.upstream_url},
+                {"price", static_cast<long long>(route.price)}});
+    }
+    return;
+  }
+  std::printf("%s\n  %s\n", listening.c_str(), chain.c_str());
+  std::printf("  request/effect inspector: %s/inspector/\n", base.c_str());
+  for (const auto& route : config.routes) {
+    std::printf("  paid route %s -> %s at %lld atomic units\n", route.prefix.c_str(),
+                route.upstream_url.c_str(), static_cast<long long>(route.price));
+  }
+}
+
+void AnnounceDemo(Logger& log, const std::string& base, const ServeOptions& options,
+                  const GatewayConfig& config, const std::optional<DemoAccount>& account,
+                  const std::optional<DemoBuyer>& buyer) {
+  if (log.format() == LogFormat::kJson) {
+    if (account) {
+      log.Info("demo_account", "demo account " + account->id,
+               {{"account_id", account->id},
+                {"api_key", account->api_key},
+                {"balance", static_cast<long long>(account->balances.balance())},
+                {"available", static_cast<long long>(account->balances.available())},
+                {"admin_token_file", options.admin_token_file}});
+    }
+    if (buyer) {
+      log.Info("demo_buyer", "demo x402 buyer " + buyer->address,
+               {{"address", buyer->address},
+                {"balance", buyer->balance.ToDecimal()},
+                {"private_key", kDevnetDemoBuyerKey}});
+    }
+    return;
+  }
+  if (account) {
+    std::printf(
+        "\nDemo account %s: balance %lld atomic units (%lld available, %lld held).\n"
+        "  API key:      %s\n"
+        "  admin token:  in %s\n"
+        "\nA paid request (run it twice: the second is a free replay):\n"
+        "  curl -i -H 'Authorization: Bearer %s' -H 'Idempotency-Key: demo-1' "
+        "-d '{\"query\":\"hello\"}' %s/hello\n"
+        "Then look at the account and the operation:\n"
+        "  curl -s -H 'Authorization: Bearer %s' %s/v1/account\n"
+        "  curl -s -H 'Authorization: Bearer %s' %s/v1/operations/<AgentPay-Operation-Id from "
+        "the first answer>\n",
+        account->id.c_str(), static_cast<long long>(account->balances.balance()),
+        static_cast<long long>(account->balances.available()),
+        static_cast<long long>(account->balances.held), account->api_key.c_str(),
+        options.admin_token_file.c_str(), account->api_key.c_str(), base.c_str(),
+        account->api_key.c_str(), base.c_str(), account->api_key.c_str(), base.c_str());
+  }
+  if (buyer) {
+    std::printf(
+        "\nDemo x402 buyer on the devnet: %s, balance %s atomic units.\n"
+        "  private key (devnet only, worth nothing): %s\n"
+        "  Any x402 client can pay with it (network %s, asset %s).\n",
+        buyer->address.c_str(), buyer->balance.ToDecimal().c_str(), kDevnetDemoBuyerKey,
+        config.chain.Network().c_str(), config.chain.asset.c_str());
+  }
+}
+
+// The demo's upstream, in process, when no route was configured.
+Result<std::unique_ptr<HttpServer>> StartDemoSeller(Seller& seller, GatewayConfig& config,
+                                                    int64_t upstream_timeout_ms) {
+  auto started =
+      HttpServer::Start("127.0.0.1", 0, ServerLimits{},
+                        [&seller](const HttpRequest& request) { return seller.Handle(request); });
+  if (!started.ok()) return started.status();
+  RouteConfig route;
+  route.upstream_url = "http://127.0.0.1:" + std::to_string((*started)->port());
+  route.upstream = *ParseHttpUrl(route.upstream_url);
+  route.price = kDemoPrice;
+  route.timeout_ms = upstream_timeout_ms;
+  config.routes.push_back(route);
+  return std::move(*started);
+}
+
+// The demo's directory (private: it holds the demo's API key and admin token) and admin token.
+Status PrepareDemo(Random& random, ServeOptions& options, GatewayConfig& config) {
+  std::error_code ec;
+  std::filesystem::create_directories(kDemoDir, ec);
+  if (ec)
+    return Status::Error("io_error",
+                         std::string("cannot create ") + kDemoDir + ": " + ec.message());
+  std::filesystem::permissions(kDemoDir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec)
+    return Status::Error("io_error",
+                         std::string("cannot make ") + kDemoDir + " private: " + ec.message());
+  if (!options.admin_token_file.empty()) return Status::Ok();
+  const std::string token_path = std::string(kDemoDir) + "/admin-token";
+  if (!std::filesystem::exists(token_path)) {
+    if (Status s = WriteSecretFile(token_path, "adm_" + RandomHex(random, 32)); !s.ok()) return s;
+  }
+  auto token = ReadSecretFile(token_path);
+  if (!token.ok()) return token.status();
+  config.admin_token = *token;
+  options.admin_token_file = token_path;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -201,66 +376,49 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   auto config = ResolveServeConfig(command, options);
   if (!config.ok()) return Fail(config.status().message());
   auto listen = ParseListenAddress(options.listen);
-  if (!listen.ok()) return Fail(listen.status().message());
+  if (!listen.ok()) return Fail("--listen " + options.listen + ": " + listen.status().message());
 
   TerminationSignals signals;  // before any thread starts: they inherit the mask
 
   SystemClock clock;
   SystemRandom random;
+  Logger log(options.log_format == "json" ? LogFormat::kJson : LogFormat::kText, clock,
+             "agentpay serve");
   std::unique_ptr<Seller> demo_seller;
   std::unique_ptr<HttpServer> demo_seller_server;
   if (options.demo) {
-    std::error_code ec;
-    std::filesystem::create_directories(kDemoDir, ec);
-    if (ec) return Fail(std::string("cannot create ") + kDemoDir + ": " + ec.message());
-    if (options.admin_token_file.empty()) {
-      std::string token_path = std::string(kDemoDir) + "/admin-token";
-      if (!std::filesystem::exists(token_path)) {
-        if (Status s = WriteSecretFile(token_path, "adm_" + RandomHex(random, 32)); !s.ok()) {
-          return Fail(s.message());
-        }
-      }
-      auto token = ReadSecretFile(token_path);
-      if (!token.ok()) return Fail(token.status().message());
-      config->admin_token = *token;
-      options.admin_token_file = token_path;
-    }
+    if (Status s = PrepareDemo(random, options, *config); !s.ok()) return Fail(s.message(), &log);
     if (config->routes.empty()) {
       demo_seller = std::make_unique<Seller>("ok");
-      auto started = HttpServer::Start("127.0.0.1", 0, ServerLimits{},
-                                       [seller = demo_seller.get()](const HttpRequest& request) {
-                                         return seller->Handle(request);
-                                       });
-      if (!started.ok()) return Fail(started.status().message());
+      auto started = StartDemoSeller(*demo_seller, *config, options.upstream_timeout_ms);
+      if (!started.ok()) return Fail(started.status().message(), &log);
       demo_seller_server = std::move(*started);
-      RouteConfig route;
-      route.upstream_url = "http://127.0.0.1:" + std::to_string(demo_seller_server->port());
-      route.upstream = *ParseHttpUrl(route.upstream_url);
-      route.price = kDemoPrice;
-      route.timeout_ms = options.upstream_timeout_ms;
-      config->routes.push_back(route);
     }
   }
 
+  if (Status s = PrepareStoreDirectory(options); !s.ok()) return Fail(s.message(), &log);
   auto store = OpenStore(options.db);
-  if (!store.ok()) return Fail(store.status().message());
+  if (!store.ok()) return Fail("--db " + options.db + ": " + store.status().message(), &log);
   auto settlement = OpenSettlementChain(options, *config, clock);
-  if (!settlement.ok()) return Fail(settlement.status().message());
+  if (!settlement.ok()) return Fail(settlement.status().message(), &log);
   HttpUpstream upstream(config->max_upstream_response_bytes);
   Gateway gateway(*config, **store, clock, random, upstream, settlement->settler.get());
   // Liveness first, for the whole process lifetime: other gateway processes on this database then
   // leave this one's calls alone, and its own recovery below only takes over dead processes' calls.
   if (Status registered = gateway.RegisterInstance(); !registered.ok()) {
-    return Fail("cannot register this gateway instance with the store: " + registered.message());
+    return Fail("cannot register this gateway instance with the store: " + registered.message(),
+                &log);
   }
   auto recovered = gateway.RecoverInterrupted();
-  if (!recovered.ok()) return Fail("crash recovery failed: " + recovered.status().message());
+  if (!recovered.ok()) {
+    return Fail("crash recovery failed: " + recovered.status().message(), &log);
+  }
   if (*recovered > 0) {
-    std::fprintf(stderr,
-                 "agentpay serve: recovered %d operation(s) interrupted mid-flight in gateway "
-                 "processes that are gone: holds kept, settlements left to the reconciler, "
-                 "fulfillment pending_retry\n",
-                 *recovered);
+    log.Warn("crash_recovery",
+             "recovered " + std::to_string(*recovered) +
+                 " operation(s) interrupted mid-flight in gateway processes that are gone: holds "
+                 "kept, settlements left to the reconciler, fulfillment pending_retry",
+             {{"operations", *recovered}});
   }
   ReconcilerConfig reconciler_config;
   reconciler_config.receipt_timeout_ms = config->receipt_timeout_ms;
@@ -269,20 +427,20 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   auto reconcile = [&] {
     auto report = ReconcileSettlements(**store, *settlement->settler, clock, random,
                                        reconciler_config, &gateway.metrics());
-    LogReconcile(report);
+    LogReconcile(log, report);
   };
   reconcile();  // settlements a previous process left behind, before traffic is accepted
 
-  std::optional<std::pair<std::string, std::string>> demo_account;
+  std::optional<DemoAccount> demo_account;
   if (options.demo) {
     auto ensured = EnsureDemoAccount(**store, clock, random);
-    if (!ensured.ok()) return Fail("demo account: " + ensured.status().message());
+    if (!ensured.ok()) return Fail("demo account: " + ensured.status().message(), &log);
     demo_account = *ensured;
   }
-  std::optional<std::string> demo_buyer;
+  std::optional<DemoBuyer> demo_buyer;
   if (options.demo && settlement->devnet != nullptr) {
     auto funded = FundDemoBuyer(*settlement->devnet, *config);
-    if (!funded.ok()) return Fail("demo buyer: " + funded.status().message());
+    if (!funded.ok()) return Fail("demo buyer: " + funded.status().message(), &log);
     demo_buyer = *funded;
   }
 
@@ -290,35 +448,31 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   limits.max_body_bytes = config->max_body_bytes;
   limits.max_connections = static_cast<size_t>(options.max_connections);
   limits.io_threads = ServeIoThreads(options.io_threads);
-  auto server = HttpServer::StartAsync(
-      listen->first, listen->second, limits,
-      [&gateway, devnet = settlement->devnet, token = config->admin_token](
-          std::shared_ptr<const HttpRequest> request, Respond respond) {
-        // The model is answered here: the gateway may not include src/sim (DESIGN layering).
-        if (auto sim = HandleSimRequest(*request)) return respond(std::move(*sim));
-        if (devnet != nullptr) {
-          if (auto answer = HandleDevnetAdmin(*request, *devnet, token)) {
-            return respond(std::move(*answer));
-          }
-        }
-        gateway.HandleAsync(std::move(request), std::move(respond));
-      });
-  if (!server.ok()) return Fail(server.status().message());
+  auto server =
+      HttpServer::StartAsync(listen->first, listen->second, limits,
+                             [&gateway, devnet = settlement->devnet, token = config->admin_token](
+                                 std::shared_ptr<const HttpRequest> request, Respond respond) {
+                               // The model is answered here: the gateway may not include src/sim
+                               // (DESIGN layering).
+                               if (auto sim = HandleSimRequest(*request))
+                                 return respond(std::move(*sim));
+                               if (devnet != nullptr) {
+                                 if (auto answer = HandleDevnetAdmin(*request, *devnet, token)) {
+                                   return respond(std::move(*answer));
+                                 }
+                               }
+                               gateway.HandleAsync(std::move(request), std::move(respond));
+                             });
+  if (!server.ok()) {
+    return Fail("--listen " + options.listen + ": " + server.status().message(), &log);
+  }
   gateway.AttachServer(server->get());
   constexpr int kSweepBatch = 500;
   PeriodicWorker sweeper(config->sweep_interval_ms, [&] {
     auto report = SweepExpiredHolds(**store, clock, random, kSweepBatch);
     gateway.metrics().CountSweep(report.ok() ? report->released : 0,
                                  report.ok() ? report->alerts : 0, !report.ok());
-    if (!report.ok()) {
-      std::fprintf(stderr, "agentpay serve: hold sweeper: %s\n",
-                   report.status().ToString().c_str());
-    } else if (report->released > 0) {
-      std::fprintf(stderr,
-                   "agentpay serve: hold sweeper released %d expired hold(s) and raised %d "
-                   "alert(s)\n",
-                   report->released, report->alerts);
-    }
+    LogSweep(log, report);
   });
 
   PeriodicWorker reconciler(config->sweep_interval_ms, reconcile);
@@ -330,55 +484,18 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     gateway.metrics().CountPrune(report.ok() ? report->pruned : 0,
                                  report.ok() ? report->keys_deleted : 0, !report.ok());
     if (!report.ok()) {
-      std::fprintf(stderr, "agentpay serve: pruner: %s\n", report.status().ToString().c_str());
+      log.Error("pruner_failed", "pruner: " + report.status().ToString(),
+                {{"code", report.status().code()}});
     }
   });
 
   const std::string base = "http://" + listen->first + ":" + std::to_string((*server)->port());
-  std::printf("agentpay gateway listening on %s (store %s)\n", base.c_str(), options.db.c_str());
-  if (settlement->devnet != nullptr) {
-    std::printf("  x402 on the built-in devnet: chain %s, asset %s (\"%s\" v%s), pay to %s\n",
-                config->chain.Network().c_str(), config->chain.asset.c_str(),
-                config->chain.asset_name.c_str(), config->chain.asset_version.c_str(),
-                config->chain.pay_to.c_str());
-  } else {
-    std::printf("  x402 on %s: chain %s, asset %s, relayer %s\n", options.chain_rpc.c_str(),
-                config->chain.Network().c_str(), config->chain.asset.c_str(),
-                chain::ToChecksumHex(settlement->settler->relayer()).c_str());
-  }
-  std::printf("  request/effect inspector: %s/inspector/\n", base.c_str());
-  for (const auto& route : config->routes) {
-    std::printf("  paid route %s -> %s at %lld atomic units\n", route.prefix.c_str(),
-                route.upstream_url.c_str(), static_cast<long long>(route.price));
-  }
-  if (demo_account) {
-    std::printf(
-        "\nDemo account %s, funded with %lld atomic units (10 USDC).\n"
-        "  API key:      %s\n"
-        "  admin token:  in %s\n"
-        "\nA paid request (run it twice: the second is a free replay):\n"
-        "  curl -i -H 'Authorization: Bearer %s' -H 'Idempotency-Key: demo-1' "
-        "-d '{\"query\":\"hello\"}' %s/hello\n"
-        "Then look at the account and the operation:\n"
-        "  curl -s -H 'Authorization: Bearer %s' %s/v1/account\n"
-        "  curl -s %s/v1/operations/<AgentPay-Operation-Id from the first answer>\n",
-        demo_account->first.c_str(), static_cast<long long>(kDemoFunding),
-        demo_account->second.c_str(), options.admin_token_file.c_str(),
-        demo_account->second.c_str(), base.c_str(), demo_account->second.c_str(), base.c_str(),
-        base.c_str());
-  }
-  if (demo_buyer) {
-    std::printf(
-        "\nDemo x402 buyer on the devnet: %s, funded with %lld atomic units.\n"
-        "  private key (devnet only, worth nothing): %s\n"
-        "  Any x402 client can pay with it (network %s, asset %s).\n",
-        demo_buyer->c_str(), static_cast<long long>(kDemoFunding), kDevnetDemoBuyerKey,
-        config->chain.Network().c_str(), config->chain.asset.c_str());
-  }
+  AnnounceStart(log, base, options, *config, *settlement);
+  AnnounceDemo(log, base, options, *config, demo_account, demo_buyer);
   std::fflush(stdout);
 
   signals.Wait();
-  std::fprintf(stderr, "agentpay serve: stopping\n");
+  log.Info("stopping", "stopping");
   (*server)->Stop();
   // Paid requests in flight finish their decisions (their answers can no longer be sent): a
   // stopped gateway leaves holds kept or captured, never half-written.
@@ -389,8 +506,9 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     max_timeout_ms = std::max(max_timeout_ms, route.timeout_ms + config->receipt_timeout_ms);
   }
   if (int64_t left = gateway.Drain(max_timeout_ms + kLeaseMarginMs); left > 0) {
-    std::fprintf(stderr, "agentpay serve: %lld paid request(s) still in flight at exit\n",
-                 static_cast<long long>(left));
+    log.Warn("stopped_with_requests_in_flight",
+             std::to_string(left) + " paid request(s) still in flight at exit",
+             {{"in_flight", static_cast<long long>(left)}});
   }
   if (demo_seller_server) demo_seller_server->Stop();
   return 0;

@@ -1,12 +1,19 @@
 // See serve_config.h.
 #include "cli/serve_config.h"
 
+#include <toml++/toml.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 #include <variant>
 
 #include "chain/bytes.h"
+#include "cli/closest_name.h"
 #include "core/money.h"
 
 namespace agentpay {
@@ -24,7 +31,9 @@ struct Flag {
 std::vector<Flag> Flags(ServeOptions& o) {
   return {
       {"listen", &o.listen, "HOST:PORT to listen on"},
-      {"db", &o.db, "store URL: sqlite:PATH"},
+      {"db", &o.db,
+       "store URL: sqlite:PATH (the default directory is created, 0700; a directory you name "
+       "must exist)"},
       {"upstream", &o.upstream, "upstream URL of the single paid route \"/\""},
       {"price", &o.price, "price of that route, in atomic units of the asset"},
       {"upstream-timeout-ms", &o.upstream_timeout_ms, "upstream call timeout"},
@@ -55,7 +64,9 @@ std::vector<Flag> Flags(ServeOptions& o) {
        "devnet: how long a settlement waits before it is mined"},
       {"expiry-buffer-seconds", &o.expiry_buffer_seconds,
        "an unknown settlement is void this long after validBefore, if its nonce is unused"},
-      {"log-format", &o.log_format, "json or text"},
+      {"log-format", &o.log_format,
+       "text (lines for a person) or json (one object per line: time, level, event, message, "
+       "operation_id and other fields)"},
   };
 }
 
@@ -79,7 +90,8 @@ Status CheckRange(const char* name, int64_t value, int64_t low, int64_t high) {
 Result<int64_t> ParsePrice(const std::string& text, const std::string& where) {
   auto price = ParseAmount(text);
   if (!price || *price == 0) {
-    return Invalid(where + ": price must be a positive integer of atomic units, got '" + text + "'");
+    return Invalid(where + ": price must be a positive integer of atomic units, got '" + text +
+                   "'");
   }
   return *price;
 }
@@ -111,23 +123,81 @@ Result<RouteConfig> MakeRoute(std::string prefix, const std::string& upstream,
   return route;
 }
 
-Result<std::vector<RouteConfig>> RoutesFromToml(const toml::array& tables, int64_t default_timeout) {
+// The fields a [[route]] table may hold.
+const std::vector<std::string>& RouteFields() {
+  static const std::vector<std::string> fields = {
+      "prefix", "upstream", "price", "timeout_ms", "require_idempotency_key", "settle"};
+  return fields;
+}
+
+// "FILE:LINE: " for messages about a node of the config file.
+std::string At(const std::string& file, const toml::source_region& source) {
+  return file + ":" + std::to_string(source.begin.line) + ": ";
+}
+
+// Every key of `table` must be one of `valid`; the first that is not is refused with the closest
+// valid one named (a misspelt key silently ignored is a setting the operator thinks they made).
+Status CheckKnownKeys(const toml::table& table, const std::vector<std::string>& valid,
+                      const std::string& file, std::string_view what) {
+  for (const auto& [key, node] : table) {
+    if (std::find(valid.begin(), valid.end(), key.str()) != valid.end()) continue;
+    std::string message = UnknownNameMessage(what, key.str(), valid);
+    if (key.str().find('-') != std::string_view::npos) {
+      message += " (keys in the file use '_' where flags use '-')";
+    }
+    return Invalid(At(file, key.source()) + message);
+  }
+  return Status::Ok();
+}
+
+// A [[route]] field of one type, or its default when absent; any other type is refused.
+template <typename T>
+Result<T> RouteField(const toml::table& table, const char* key, T fallback, const char* type_name,
+                     const std::string& where) {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) return fallback;
+  if (auto value = node->value_exact<T>()) return *value;
+  return Invalid(where + ": '" + key + "' must be " + type_name);
+}
+
+Result<std::vector<RouteConfig>> RoutesFromToml(const toml::array& tables, int64_t default_timeout,
+                                                const std::string& file) {
   std::vector<RouteConfig> routes;
   for (size_t i = 0; i < tables.size(); ++i) {
     const toml::table* table = tables[i].as_table();
-    std::string where = "[[route]] #" + std::to_string(i + 1);
+    std::string where = At(file, tables[i].source()) + "[[route]] #" + std::to_string(i + 1);
     if (table == nullptr) return Invalid(where + " is not a table");
-    auto price_node = (*table)["price"];
-    std::string price = price_node.value<std::string>().value_or(
-        price_node.value<int64_t>() ? std::to_string(*price_node.value<int64_t>()) : "");
-    auto route = MakeRoute((*table)["prefix"].value_or(std::string("/")),
-                           (*table)["upstream"].value_or(std::string()), price,
-                           (*table)["timeout_ms"].value_or(default_timeout),
-                           (*table)["require_idempotency_key"].value_or(false),
-                           (*table)["settle"].value_or(std::string("before")), where);
+    if (Status s = CheckKnownKeys(*table, RouteFields(), file, "[[route]] field"); !s.ok()) {
+      return s;
+    }
+    std::string price;
+    if (const toml::node* node = table->get("price")) {
+      if (auto text = node->value_exact<std::string>()) {
+        price = *text;
+      } else if (auto number = node->value_exact<int64_t>()) {
+        price = std::to_string(*number);
+      } else {
+        return Invalid(where + ": 'price' must be a string or an integer of atomic units");
+      }
+    }
+    auto prefix = RouteField<std::string>(*table, "prefix", "/", "a string", where);
+    auto upstream = RouteField<std::string>(*table, "upstream", "", "a string", where);
+    auto timeout_ms =
+        RouteField<int64_t>(*table, "timeout_ms", default_timeout, "an integer", where);
+    auto require_key =
+        RouteField<bool>(*table, "require_idempotency_key", false, "true or false", where);
+    auto settle = RouteField<std::string>(*table, "settle", "before", "a string", where);
+    for (const Status* s : {&prefix.status(), &upstream.status(), &timeout_ms.status(),
+                            &require_key.status(), &settle.status()}) {
+      if (!s->ok()) return *s;
+    }
+    if (upstream->empty()) return Invalid(where + ": 'upstream' is required");
+    auto route = MakeRoute(*prefix, *upstream, price, *timeout_ms, *require_key, *settle, where);
     if (!route.ok()) return route.status();
     for (const auto& existing : routes) {
-      if (existing.prefix == route->prefix) return Invalid(where + ": duplicate prefix");
+      if (existing.prefix == route->prefix) {
+        return Invalid(where + ": duplicate prefix " + route->prefix);
+      }
     }
     routes.push_back(std::move(*route));
   }
@@ -139,8 +209,10 @@ Status ResolveRpcChain(const ServeOptions& options, ChainConfig& chain) {
   auto endpoint = ParseHttpUrl(options.chain_rpc);
   if (!endpoint.ok()) return Invalid("--chain-rpc: " + endpoint.status().message());
   const std::pair<const char*, const std::string*> required[] = {
-      {"asset", &options.asset},         {"asset-name", &options.asset_name},
-      {"asset-version", &options.asset_version}, {"pay-to", &options.pay_to},
+      {"asset", &options.asset},
+      {"asset-name", &options.asset_name},
+      {"asset-version", &options.asset_version},
+      {"pay-to", &options.pay_to},
       {"relayer-key-file", &options.relayer_key_file}};
   for (const auto& [name, value] : required) {
     if (value->empty()) return Invalid(std::string("--chain-rpc needs --") + name);
@@ -168,11 +240,17 @@ std::optional<RpcChainOptions> RpcChainOf(const ServeOptions& options) {
 }
 
 void AddServeFlags(CLI::App& command, ServeOptions& options) {
-  command.add_option("--config", options.config_file, "TOML file with any of these settings");
+  command.add_option("--config", options.config_file,
+                     "TOML file with any of these settings (keys are the flag names with '_' for "
+                     "'-', plus [[route]] tables); a flag given here wins over the file; an "
+                     "unknown key is an error");
   for (const Flag& flag : Flags(options)) {
-    std::visit([&](auto* target) { command.add_option(std::string("--") + flag.name, *target,
-                                                      flag.help)->capture_default_str(); },
-               flag.target);
+    std::visit(
+        [&](auto* target) {
+          command.add_option(std::string("--") + flag.name, *target, flag.help)
+              ->capture_default_str();
+        },
+        flag.target);
   }
   command.add_flag("--demo", options.demo,
                    "everything in process for a first look: data in ./agentpay-data, demo seller, "
@@ -181,7 +259,7 @@ void AddServeFlags(CLI::App& command, ServeOptions& options) {
 
 Result<std::string> ReadSecretFile(const std::string& path) {
   std::ifstream file(path);
-  if (!file) return Invalid("cannot read " + path);
+  if (!file) return Invalid("cannot read " + path + " (" + std::strerror(errno) + ")");
   std::stringstream content;
   content << file.rdbuf();
   std::string secret = content.str();
@@ -192,60 +270,125 @@ Result<std::string> ReadSecretFile(const std::string& path) {
   return secret;
 }
 
-Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& options) {
-  std::optional<toml::table> file;
-  if (!options.config_file.empty()) {
-    try {
-      file = toml::parse_file(options.config_file);
-    } catch (const toml::parse_error& error) {
-      return Invalid(options.config_file + ": " + std::string(error.description()));
+Status PrepareStoreDirectory(const ServeOptions& options) {
+  if (!options.db.starts_with("sqlite:")) return Status::Ok();
+  const std::filesystem::path file = options.db.substr(7);
+  if (file.empty())
+    return Invalid("--db sqlite: needs a path, e.g. sqlite:./agentpay-data/agentpay.db");
+  const std::filesystem::path directory = file.has_parent_path() ? file.parent_path() : ".";
+  std::error_code ec;
+  const auto status = std::filesystem::status(directory, ec);
+  if (std::filesystem::exists(status)) {
+    if (!std::filesystem::is_directory(status)) {
+      return Invalid("--db " + options.db + ": " + directory.string() + " is not a directory");
     }
-    for (const Flag& flag : Flags(options)) {
-      if (command.count(std::string("--") + flag.name) > 0) continue;
-      auto node = (*file)[TomlKey(flag.name)];
-      if (!node) continue;
-      bool ok = std::visit(
-          [&](auto* target) {
-            using T = std::remove_pointer_t<decltype(target)>;
-            if constexpr (std::is_same_v<T, std::string>) {
-              if (auto text = node.value<std::string>()) return (*target = *text, true);
-              if (auto number = node.value<int64_t>()) {
-                return (*target = std::to_string(*number), true);
-              }
-              return false;
-            } else {
-              if (auto number = node.value<int64_t>()) return (*target = *number, true);
-              return false;
+    if (access(directory.c_str(), W_OK | X_OK) != 0) {
+      return Invalid("--db " + options.db + ": cannot write in " + directory.string() + " (" +
+                     std::strerror(errno) + ")");
+    }
+    return Status::Ok();
+  }
+  if (!options.db_is_default) {
+    return Invalid("--db " + options.db + ": the directory " + directory.string() +
+                   " does not exist; create it (mkdir -p " + directory.string() +
+                   ") or leave --db out to keep the data in ./agentpay-data");
+  }
+  // The default place is ours to make; private, since it holds keys and the books.
+  std::filesystem::create_directories(directory, ec);
+  if (ec) return Invalid("cannot create " + directory.string() + ": " + ec.message());
+  std::filesystem::permissions(directory, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec) return Invalid("cannot make " + directory.string() + " private: " + ec.message());
+  return Status::Ok();
+}
+
+namespace {
+
+// Reads --config: every key must be a flag's (with '_' for '-') or a [[route]] table; a flag given
+// on the command line wins over the file. Returns the parsed file for its routes.
+Result<std::optional<toml::table>> ApplyConfigFile(const CLI::App& command, ServeOptions& options) {
+  if (options.config_file.empty()) return std::optional<toml::table>();
+  const std::string& path = options.config_file;
+  if (std::ifstream probe(path); !probe) {
+    return Invalid("--config " + path + ": cannot open it (" + std::strerror(errno) + ")");
+  }
+  toml::table file;
+  try {
+    file = toml::parse_file(path);
+  } catch (const toml::parse_error& error) {
+    return Invalid(At(path, error.source()) + std::string(error.description()));
+  }
+  std::vector<std::string> keys = {"route"};
+  for (const Flag& flag : Flags(options)) keys.push_back(TomlKey(flag.name));
+  if (Status s = CheckKnownKeys(file, keys, path, "key"); !s.ok()) return s;
+  if (const toml::node* routes = file.get("route"); routes != nullptr && !routes->is_array()) {
+    return Invalid(At(path, routes->source()) +
+                   "routes are [[route]] tables (an array of tables), not [route]");
+  }
+  for (const Flag& flag : Flags(options)) {
+    const toml::node* node = file.get(TomlKey(flag.name));
+    if (node == nullptr) continue;
+    if (flag.name == std::string_view("db")) options.db_is_default = false;
+    if (command.count(std::string("--") + flag.name) > 0) continue;
+    bool ok = std::visit(
+        [&](auto* target) {
+          using T = std::remove_pointer_t<decltype(target)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            if (auto text = node->value_exact<std::string>()) return (*target = *text, true);
+            if (auto number = node->value_exact<int64_t>()) {
+              return (*target = std::to_string(*number), true);
             }
-          },
-          flag.target);
-      if (!ok) return Invalid(options.config_file + ": '" + TomlKey(flag.name) + "' has the wrong type");
+            return false;
+          } else {
+            if (auto number = node->value_exact<int64_t>()) return (*target = *number, true);
+            return false;
+          }
+        },
+        flag.target);
+    if (!ok) {
+      const bool number = std::holds_alternative<int64_t*>(flag.target);
+      return Invalid(At(path, node->source()) + "'" + TomlKey(flag.name) + "' must be " +
+                     (number ? "an integer" : "a string"));
     }
   }
+  return std::optional<toml::table>(std::move(file));
+}
+
+}  // namespace
+
+Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& options) {
+  options.db_is_default = command.count("--db") == 0;
+  auto applied = ApplyConfigFile(command, options);
+  if (!applied.ok()) return applied.status();
+  std::optional<toml::table>& file = *applied;
 
   GatewayConfig config;
-  struct Range { const char* name; int64_t value, low, high; };
-  for (const Range& r : {Range{"upstream-timeout-ms", options.upstream_timeout_ms, 1, kMaxTimeoutMs},
-                         Range{"hold-ttl-ms", options.hold_ttl_ms, 1000, 30LL * 86400 * 1000},
-                         Range{"retention-ms", options.retention_ms, 0, 365LL * 86400 * 1000},
-                         Range{"sweep-interval-ms", options.sweep_interval_ms, 10, kMaxTimeoutMs},
-                         Range{"receipt-timeout-ms", options.receipt_timeout_ms, 1, kMaxTimeoutMs},
-                         Range{"attach-wait-ms", options.attach_wait_ms, 0, kMaxTimeoutMs},
-                         Range{"max-body-bytes", options.max_body_bytes, 1, kMaxBodyLimit},
-                         Range{"workers", options.workers, 1, 1024},
-                         Range{"max-connections", options.max_connections, 1, 1000000},
-                         Range{"io-threads", options.io_threads, 0, 256}}) {
+  struct Range {
+    const char* name;
+    int64_t value, low, high;
+  };
+  for (const Range& r :
+       {Range{"upstream-timeout-ms", options.upstream_timeout_ms, 1, kMaxTimeoutMs},
+        Range{"hold-ttl-ms", options.hold_ttl_ms, 1000, 30LL * 86400 * 1000},
+        Range{"retention-ms", options.retention_ms, 0, 365LL * 86400 * 1000},
+        Range{"sweep-interval-ms", options.sweep_interval_ms, 10, kMaxTimeoutMs},
+        Range{"receipt-timeout-ms", options.receipt_timeout_ms, 1, kMaxTimeoutMs},
+        Range{"attach-wait-ms", options.attach_wait_ms, 0, kMaxTimeoutMs},
+        Range{"max-body-bytes", options.max_body_bytes, 1, kMaxBodyLimit},
+        Range{"workers", options.workers, 1, 1024},
+        Range{"max-connections", options.max_connections, 1, 1000000},
+        Range{"io-threads", options.io_threads, 0, 256}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
   }
   if (options.chain != "devnet") {
     return Invalid("--chain " + options.chain +
                    ": the built-in chain is 'devnet'; give --chain-rpc URL for any other node");
   }
-  for (const Range& r : {Range{"rpc-timeout-ms", options.rpc_timeout_ms, 1, kMaxTimeoutMs},
-                         Range{"max-timeout-seconds", options.max_timeout_seconds, 10, 86400},
-                         Range{"expiry-buffer-seconds", options.expiry_buffer_seconds, 0, 86400},
-                         Range{"devnet-mine-delay-ms", options.devnet_mine_delay_ms, 0,
-                               kMaxTimeoutMs}}) {
+  for (const Range& r :
+       {Range{"rpc-timeout-ms", options.rpc_timeout_ms, 1, kMaxTimeoutMs},
+        Range{"max-timeout-seconds", options.max_timeout_seconds, 10, 86400},
+        Range{"expiry-buffer-seconds", options.expiry_buffer_seconds, 0, 86400},
+        Range{"devnet-mine-delay-ms", options.devnet_mine_delay_ms, 0, kMaxTimeoutMs}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
   }
   config.chain.max_timeout_seconds = options.max_timeout_seconds;
@@ -265,7 +408,7 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
   config.blocking_threads = static_cast<size_t>(options.workers);
   if (!options.admin_token_file.empty()) {
     auto token = ReadSecretFile(options.admin_token_file);
-    if (!token.ok()) return token.status();
+    if (!token.ok()) return Invalid("--admin-token-file: " + token.status().message());
     config.admin_token = *token;
   }
 
@@ -274,15 +417,15 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
     return Invalid("give either --upstream/--price or [[route]] tables, not both");
   }
   if (route_tables != nullptr) {
-    auto routes = RoutesFromToml(*route_tables, options.upstream_timeout_ms);
+    auto routes = RoutesFromToml(*route_tables, options.upstream_timeout_ms, options.config_file);
     if (!routes.ok()) return routes.status();
     config.routes = std::move(*routes);
   } else if (!options.upstream.empty() || !options.price.empty()) {
     if (options.upstream.empty() || options.price.empty()) {
       return Invalid("--upstream and --price go together");
     }
-    auto route = MakeRoute("/", options.upstream, options.price, options.upstream_timeout_ms,
-                           false, "before", "--upstream");
+    auto route = MakeRoute("/", options.upstream, options.price, options.upstream_timeout_ms, false,
+                           "before", "--upstream");
     if (!route.ok()) return route.status();
     config.routes.push_back(std::move(*route));
   } else if (!options.demo) {

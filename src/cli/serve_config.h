@@ -15,6 +15,8 @@ struct ServeOptions {
   std::string config_file;
   std::string listen = "127.0.0.1:8402";
   std::string db = "sqlite:./agentpay-data/agentpay.db";
+  // Set by ResolveServeConfig: neither --db nor the file named a store, so its directory is ours.
+  bool db_is_default = true;
   std::string upstream;
   std::string price;
   int64_t upstream_timeout_ms = 10000;
@@ -57,6 +59,10 @@ struct RpcChainOptions {
   std::string relayer_key_file;
 };
 std::optional<RpcChainOptions> RpcChainOf(const ServeOptions& options);
+
+// Makes sure the SQLite file's directory is there: the default ./agentpay-data is created
+// (0700); a directory the operator named must exist and be writable. The message names the path.
+Status PrepareStoreDirectory(const ServeOptions& options);
 
 // Reads a secret from a file (trailing whitespace removed); an empty file is an error.
 Result<std::string> ReadSecretFile(const std::string& path);

@@ -26,11 +26,18 @@ Status ReleaseOne(Transaction& tx, const std::string& operation_id, Clock& clock
   if (Status s = tx.AppendEvent({op.id, now, "worker", "hold_expired", expiry->reason}); !s.ok()) {
     return s;
   }
-  Alert alert{"alert_" + RandomHex(random, 16), op.id, "hold_expired_after_possible_work",
-              expiry->reason, now, std::nullopt, "", ""};
+  Alert alert{"alert_" + RandomHex(random, 16),
+              op.id,
+              "hold_expired_after_possible_work",
+              expiry->reason,
+              now,
+              std::nullopt,
+              "",
+              ""};
   if (Status s = tx.InsertAlert(alert); !s.ok()) return s;
   ++report.released;
   ++report.alerts;
+  report.decisions.push_back({op.id, "hold_released_alert_raised", expiry->reason});
   return Status::Ok();
 }
 
@@ -55,6 +62,7 @@ Result<SweepReport> SweepExpiredHolds(Store& store, Clock& clock, Random& random
     if (!status.ok()) return status;
     report.released += one.released;
     report.alerts += one.alerts;
+    for (WorkerDecision& decision : one.decisions) report.decisions.push_back(std::move(decision));
   }
   return report;
 }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "core/world.h"
@@ -11,7 +13,15 @@
 
 namespace agentpay {
 
+// One operation a worker pass changed, for the process log (bounded by the pass's batch).
+struct WorkerDecision {
+  std::string operation_id;
+  std::string action;
+  std::string reason;
+};
+
 struct SweepReport {
+  std::vector<WorkerDecision> decisions;  // one per released hold
   int released = 0;
   int alerts = 0;
 };

@@ -28,7 +28,8 @@ Result<std::vector<Candidate>> ListCandidates(Store& store, int64_t now,
         auto payment = tx.FindX402Payment(op.id);
         if (!payment.ok()) return payment.status();
         if (!payment->has_value() || !(*payment)->submitted()) {
-          return Status::Error("store_corrupt", "settling operation without a transaction " + op.id);
+          return Status::Error("store_corrupt",
+                               "settling operation without a transaction " + op.id);
         }
         if (state == Settlement::kSubmitted &&
             now < (*payment)->submitted_ms + config.receipt_timeout_ms) {
@@ -57,6 +58,7 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
   const Operation& listed = seen_candidate.op;
   Status status = store.Write([&](Transaction& tx) {
     applied = Applied{};
+    report.decisions.clear();
     auto found = tx.FindOperation(listed.id);
     if (!found.ok()) return found.status();
     if (!found->has_value() || **found != listed) return Status::Ok();  // moved meanwhile
@@ -73,6 +75,7 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
       ++report.marked_unknown;
       events.push_back({op.id, now, "worker", "settlement_unknown",
                         "no attempt is waiting on " + seen_candidate.payment.tx_hash});
+      report.decisions.push_back({op.id, "settlement_unknown", events.back().detail});
     }
     Reconciliation r = Reconcile(Settlement::kUnknown, ToSettlementRecord(seen_candidate.payment),
                                  seen, config.expiry_buffer_seconds);
@@ -107,7 +110,9 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
         break;
     }
     if (r.action != ReconcileAction::kWait) {
-      events.push_back({op.id, now, "worker", std::string(ReconcileActionName(r.action)), r.reason});
+      events.push_back(
+          {op.id, now, "worker", std::string(ReconcileActionName(r.action)), r.reason});
+      report.decisions.push_back({op.id, std::string(ReconcileActionName(r.action)), r.reason});
     }
     if (op == listed && !applied.broadcast) return Status::Ok();
     applied.changed = true;
@@ -129,8 +134,8 @@ Result<bool> FillRelayerGap(Store& store, Settler& settler) {
   if (!next.ok()) return next.status();
   std::optional<X402PaymentRecord> stuck;
   Status read = store.Read([&](Transaction& tx) {
-    auto found = tx.FindX402PaymentByRelayerNonce(settler.RelayerHex(),
-                                                  static_cast<int64_t>(*next));
+    auto found =
+        tx.FindX402PaymentByRelayerNonce(settler.RelayerHex(), static_cast<int64_t>(*next));
     if (!found.ok()) return found.status();
     stuck = std::move(*found);
     return Status::Ok();
@@ -160,20 +165,29 @@ Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clo
     auto seen = settler.Observe(candidate.payment);
     if (!seen.ok()) {
       ++report.errors;
+      report.decisions.push_back({candidate.op.id, "chain_error", seen.status().message()});
       continue;
     }
     ReconcileReport delta;
     auto applied = Apply(store, random, candidate, *seen, clock.NowMs(), config, delta);
     if (!applied.ok()) {
       ++report.errors;
+      report.decisions.push_back({candidate.op.id, "store_error", applied.status().message()});
       continue;
     }
+    for (WorkerDecision& decision : delta.decisions)
+      report.decisions.push_back(std::move(decision));
     report.settled += delta.settled;
     report.rebroadcast += delta.rebroadcast;
     report.voided += delta.voided;
     report.failed += delta.failed;
     report.marked_unknown += delta.marked_unknown;
-    if (applied->broadcast && !settler.Broadcast(candidate.payment).ok()) ++report.errors;
+    if (applied->broadcast) {
+      if (Status sent = settler.Broadcast(candidate.payment); !sent.ok()) {
+        ++report.errors;
+        report.decisions.push_back({candidate.op.id, "broadcast_error", sent.message()});
+      }
+    }
   }
   auto filled = FillRelayerGap(store, settler);
   if (!filled.ok()) {

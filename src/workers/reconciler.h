@@ -13,6 +13,7 @@
 #include "gateway/metrics.h"
 #include "gateway/settler.h"
 #include "store/store.h"
+#include "workers/hold_sweeper.h"
 
 namespace agentpay {
 
@@ -24,13 +25,16 @@ struct ReconcilerConfig {
 };
 
 struct ReconcileReport {
+  // What the pass did to each operation it changed or could not judge (bounded by the batch).
+  std::vector<WorkerDecision> decisions;
   int examined = 0;
   int settled = 0;
   int rebroadcast = 0;
   int voided = 0;
   int failed = 0;
   int marked_unknown = 0;
-  int gaps_filled = 0;  // stored transactions re-sent because the relayer's chain nonce stopped there
+  int gaps_filled =
+      0;           // stored transactions re-sent because the relayer's chain nonce stopped there
   int errors = 0;  // chain or store errors on single operations (they are retried next pass)
   bool changed() const {
     return settled + rebroadcast + voided + failed + marked_unknown + gaps_filled > 0;

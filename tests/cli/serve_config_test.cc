@@ -1,0 +1,215 @@
+// `agentpay serve`'s configuration: a misspelt or misplaced setting is refused with the key named
+// and the closest valid one suggested, never silently ignored; paths are checked at start.
+#include "cli/serve_config.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli/closest_name.h"
+
+namespace agentpay {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ServeConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("agentpay_serve_config_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "admin-token") << "secret-token\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+
+  // Parses `args` as `agentpay serve` would and resolves them.
+  Result<GatewayConfig> Resolve(std::vector<std::string> args) {
+    options_ = ServeOptions{};
+    CLI::App app;
+    AddServeFlags(app, options_);
+    std::vector<const char*> argv = {"serve"};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    return ResolveServeConfig(app, options_);
+  }
+
+  Result<GatewayConfig> ResolveFile(const std::string& toml) {
+    return Resolve({"--config", Write("agentpay.toml", toml)});
+  }
+
+  fs::path dir_;
+  ServeOptions options_;
+};
+
+TEST(ClosestNameTest, SuggestsTheNearestValidName) {
+  const std::vector<std::string> keys = {"listen", "db", "admin_token_file", "hold_ttl_ms"};
+  EXPECT_EQ(ClosestName("admin-token-file", keys), "admin_token_file");
+  EXPECT_EQ(ClosestName("listn", keys), "listen");
+  EXPECT_EQ(ClosestName("hold_ttl", keys), "hold_ttl_ms");
+  EXPECT_EQ(ClosestName("completely_different", keys), "");
+  EXPECT_EQ(ClosestName("require_idempotency", {"prefix", "require_idempotency_key", "price"}),
+            "require_idempotency_key");
+}
+
+TEST(ClosestNameTest, ListsTheValidNamesWhenNothingIsClose) {
+  EXPECT_EQ(UnknownNameMessage("field", "zzzzzzzz", {"automine", "mine"}),
+            "unknown field 'zzzzzzzz'; valid fields: automine, mine");
+  EXPECT_EQ(UnknownNameMessage("field", "automin", {"automine", "mine"}),
+            "unknown field 'automin'; did you mean 'automine'?");
+}
+
+TEST_F(ServeConfigTest, DashedKeyIsRefusedWithTheUnderscoreSpelling) {
+  auto config = ResolveFile("admin-token-file = \"" + (dir_ / "admin-token").string() +
+                            "\"\nupstream = \"http://127.0.0.1:9\"\nprice = \"1\"\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), "invalid_config");
+  const std::string& message = config.status().message();
+  EXPECT_NE(message.find("agentpay.toml:1: unknown key 'admin-token-file'"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("did you mean 'admin_token_file'?"), std::string::npos) << message;
+}
+
+TEST_F(ServeConfigTest, UnknownRouteFieldIsRefusedWithTheClosestField) {
+  auto config = ResolveFile(
+      "[[route]]\nprefix = \"/weather\"\nupstream = \"http://127.0.0.1:9001\"\nprice = "
+      "\"2500\"\nrequire_idempotency = true\n");
+  ASSERT_FALSE(config.ok());
+  const std::string& message = config.status().message();
+  EXPECT_NE(message.find("agentpay.toml:5: unknown [[route]] field 'require_idempotency'"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("did you mean 'require_idempotency_key'?"), std::string::npos) << message;
+}
+
+TEST_F(ServeConfigTest, UnknownTopLevelKeyIsRefused) {
+  auto config = ResolveFile("listn = \"127.0.0.1:1\"\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("unknown key 'listn'; did you mean 'listen'?"),
+            std::string::npos)
+      << config.status().message();
+}
+
+TEST_F(ServeConfigTest, WrongTypesAreRefusedNotDefaulted) {
+  auto flag = ResolveFile("hold_ttl_ms = \"60000\"\n");
+  ASSERT_FALSE(flag.ok());
+  EXPECT_NE(flag.status().message().find("'hold_ttl_ms' must be an integer"), std::string::npos)
+      << flag.status().message();
+  auto route = ResolveFile(
+      "[[route]]\nupstream = \"http://127.0.0.1:9001\"\nprice = 5\nrequire_idempotency_key = "
+      "\"yes\"\n");
+  ASSERT_FALSE(route.ok());
+  EXPECT_NE(route.status().message().find("'require_idempotency_key' must be true or false"),
+            std::string::npos)
+      << route.status().message();
+  auto single = ResolveFile("[route]\nupstream = \"http://127.0.0.1:9001\"\nprice = 5\n");
+  ASSERT_FALSE(single.ok());
+  EXPECT_NE(single.status().message().find("[[route]] tables"), std::string::npos)
+      << single.status().message();
+  auto missing = ResolveFile("[[route]]\nprice = 5\n");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("'upstream' is required"), std::string::npos)
+      << missing.status().message();
+}
+
+TEST_F(ServeConfigTest, AValidFileResolvesEveryRouteField) {
+  auto config = ResolveFile("listen = \"127.0.0.1:8405\"\nadmin_token_file = \"" +
+                            (dir_ / "admin-token").string() +
+                            "\"\nhold_ttl_ms = 60000\n[[route]]\nprefix = \"/weather/\"\n"
+                            "upstream = \"http://127.0.0.1:9001\"\nprice = \"2500\"\n"
+                            "timeout_ms = 5000\nrequire_idempotency_key = true\nsettle = "
+                            "\"after\"\n[[route]]\nprefix = \"/news\"\nupstream = "
+                            "\"http://127.0.0.1:9002\"\nprice = 7\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(options_.listen, "127.0.0.1:8405");
+  EXPECT_EQ(config->admin_token, "secret-token");
+  EXPECT_EQ(config->hold_ttl_ms, 60000);
+  ASSERT_EQ(config->routes.size(), 2u);
+  EXPECT_EQ(config->routes[0].prefix, "/weather");
+  EXPECT_EQ(config->routes[0].price, 2500);
+  EXPECT_EQ(config->routes[0].timeout_ms, 5000);
+  EXPECT_TRUE(config->routes[0].require_idempotency_key);
+  EXPECT_EQ(config->routes[0].settle, SettleTiming::kAfter);
+  EXPECT_FALSE(config->routes[1].require_idempotency_key);
+  EXPECT_EQ(config->routes[1].settle, SettleTiming::kBefore);
+  EXPECT_EQ(config->routes[1].price, 7);
+}
+
+TEST_F(ServeConfigTest, AFlagWinsOverTheFile) {
+  auto config = Resolve({"--config", Write("a.toml", "listen = \"127.0.0.1:1\"\n"), "--listen",
+                         "127.0.0.1:2", "--upstream", "http://127.0.0.1:9", "--price", "1"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(options_.listen, "127.0.0.1:2");
+}
+
+TEST_F(ServeConfigTest, MissingFilesAreNamed) {
+  auto config = Resolve({"--config", (dir_ / "nope.toml").string()});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("--config " + (dir_ / "nope.toml").string() +
+                                           ": cannot open it"),
+            std::string::npos)
+      << config.status().message();
+  auto token = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--admin-token-file",
+                        (dir_ / "no-token").string()});
+  ASSERT_FALSE(token.ok());
+  EXPECT_NE(token.status().message().find("--admin-token-file: cannot read " +
+                                          (dir_ / "no-token").string()),
+            std::string::npos)
+      << token.status().message();
+}
+
+TEST_F(ServeConfigTest, TheDefaultStoreDirectoryIsCreatedPrivate) {
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir_);
+  auto config = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(options_.db_is_default);
+  Status prepared = PrepareStoreDirectory(options_);
+  fs::current_path(cwd);
+  ASSERT_TRUE(prepared.ok()) << prepared.ToString();
+  struct stat info {};
+  ASSERT_EQ(::stat((dir_ / "agentpay-data").c_str(), &info), 0);
+  EXPECT_TRUE(S_ISDIR(info.st_mode));
+  EXPECT_EQ(info.st_mode & 0777, 0700u);
+}
+
+TEST_F(ServeConfigTest, ANamedStoreDirectoryMustExist) {
+  const std::string missing = (dir_ / "missing" / "agentpay.db").string();
+  auto config =
+      Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--db", "sqlite:" + missing});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_FALSE(options_.db_is_default);
+  Status prepared = PrepareStoreDirectory(options_);
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_NE(
+      prepared.message().find("the directory " + (dir_ / "missing").string() + " does not exist"),
+      std::string::npos)
+      << prepared.message();
+  EXPECT_FALSE(fs::exists(dir_ / "missing"));
+  // Named in the file, it is the operator's too.
+  auto from_file = ResolveFile("db = \"sqlite:" + missing +
+                               "\"\nupstream = \"http://127.0.0.1:9\"\nprice = \"1\"\n");
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  EXPECT_FALSE(options_.db_is_default);
+  EXPECT_FALSE(PrepareStoreDirectory(options_).ok());
+  // A file where the directory should be.
+  Write("plain-file", "x");
+  auto under_file = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--db",
+                             "sqlite:" + (dir_ / "plain-file" / "a.db").string()});
+  ASSERT_TRUE(under_file.ok());
+  Status refused = PrepareStoreDirectory(options_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("is not a directory"), std::string::npos) << refused.message();
+}
+
+}  // namespace
+}  // namespace agentpay
