@@ -54,10 +54,10 @@ struct PayOptions {
   int64_t attempt_timeout_ms = 15000;  // one HTTP exchange
   // Spend controls, checked against the 402 before anything is reserved or signed; an offer
   // outside them ends the run with ExitCode::kError, outcome "refused".
-  int x402_version = 0;  // 0: v2 when usable, else v1; or 1 / 2
-  std::string asset;     // when set, only an offer in this token (0x + 40 hex) is paid
+  int x402_version = 0;               // 0: v2 when usable, else v1; or 1 / 2
+  std::string asset;                  // when set, only an offer in this token (0x + 40 hex) is paid
   std::vector<std::string> networks;  // when set, only an offer on one of these (eip155:<id>)
-  std::string chain_rpc;               // optional: evidence for "paid, not delivered"
+  std::string chain_rpc;              // optional: evidence for "paid, not delivered"
 };
 
 // What the chain and the server say about a payment whose response was lost.

@@ -229,8 +229,8 @@ Result<Offer> ChooseOffer(const Challenge& challenge, const Allowance& allowance
   static constexpr Stage kStages[] = {
       {"network_not_allowed",
        [](const Offer& o, const Allowance& a) {
-         return a.chain_ids.empty() || std::find(a.chain_ids.begin(), a.chain_ids.end(),
-                                                 o.chain_id) != a.chain_ids.end();
+         return a.chain_ids.empty() ||
+                std::find(a.chain_ids.begin(), a.chain_ids.end(), o.chain_id) != a.chain_ids.end();
        }},
       {"asset_not_allowed",
        [](const Offer& o, const Allowance& a) { return !a.asset || o.asset == *a.asset; }},
@@ -252,10 +252,11 @@ Result<Offer> ChooseOffer(const Challenge& challenge, const Allowance& allowance
   for (const Stage& stage : kStages) apply(stage);
   // Offers keep the server's order, v2 first: the first one left is v2 whenever v2 is allowed.
   if (!left.empty()) return *left.front();
-  if (refusal == nullptr) refusal = "no_offer";  // an empty challenge: ParseChallenge never makes one
+  // Nothing refused anything: the challenge was empty (ParseChallenge never returns one).
+  if (refusal == nullptr) refusal = "no_offer";
   std::string message = "refused before paying: the server offers " +
-                        DescribeOffers(challenge.offers, signing) + "; allowed: " +
-                        DescribeAllowance(allowance, signing);
+                        DescribeOffers(challenge.offers, signing) +
+                        "; allowed: " + DescribeAllowance(allowance, signing);
   if (signing && allowance.x402_version == 1) message += V1Hint(challenge.offers);
   return Status::Error(refusal, message + "; nothing was reserved, signed or sent");
 }

@@ -51,8 +51,8 @@ bool NetworkFitsVersion(const Offer& offer);
 
 // What the caller allows itself to pay with (its spend controls).
 struct Allowance {
-  int x402_version = 0;               // 0: v2 when usable, else v1; or exactly 1 or 2
-  std::vector<uint64_t> chain_ids;    // empty: any network
+  int x402_version = 0;                 // 0: v2 when usable, else v1; or exactly 1 or 2
+  std::vector<uint64_t> chain_ids;      // empty: any network
   std::optional<chain::Address> asset;  // nullopt: any asset
 };
 

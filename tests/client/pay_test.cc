@@ -467,8 +467,8 @@ TEST_F(RefusalTest, AutoSelectionNeverPicksAnUnusableV1) {
 
 TEST_F(RefusalTest, AV2OfferNamingItsNetworkTheV1WayIsNotSigned) {
   x402::Requirements r = TestRequirements();
-  nlohmann::json header = nlohmann::json::parse(
-      x402::Base64Decode(x402::EncodePaymentRequiredHeader({r}, "")).value());
+  nlohmann::json header =
+      nlohmann::json::parse(x402::Base64Decode(x402::EncodePaymentRequiredHeader({r}, "")).value());
   header["accepts"][0]["network"] = "base-sepolia";
   HttpResponse challenge = JsonResponse(402, R"({"error":"payment required"})");
   challenge.SetHeader("PAYMENT-REQUIRED", x402::Base64Encode(header.dump()));
