@@ -1,4 +1,4 @@
-// The AgentPay agent client (CONTRACT §6), the library behind `agentpay pay`: pays for one HTTP
+// The AgentPay agent client, the library behind `agentpay pay`: pays for one HTTP
 // request with a wallet API key or an x402 buyer key, against a local budget file, retrying with
 // the same idempotency key and the same signed payment so that one business action is paid at most
 // once.
@@ -14,10 +14,12 @@
 
 namespace agentpay::client {
 
-// The process exit codes of `agentpay pay` (CONTRACT §6; 1 is ours, see docs/agent-client.md).
+// The process exit codes of `agentpay pay` (see docs/agent-client.md).
 enum class ExitCode : int {
-  kPaid = 0,        // paid (or free) and served: the body is in PayResult::body
-  kError = 1,       // could not run (bad setup, budget file, no price): nothing was paid
+  kPaid = 0,  // paid (or free) and served: the body is in PayResult::body
+  // Could not run (bad setup, budget file, no price), or the client refused the offer itself
+  // (outside --x402-version / --network / --asset): nothing was reserved or paid.
+  kError = 1,
   kRejected = 2,    // refused for good (4xx, a payment the server will not take)
   kUnknown = 3,     // the outcome is not known after the attempt budget; state kept for reconcile
   kOverBudget = 4,  // the budget cannot cover the price: no payment was signed or sent
@@ -50,9 +52,12 @@ struct PayOptions {
   int max_attempts = 5;                // paid sends of the request, the first included
   int64_t timeout_ms = 60000;          // deadline of the whole run, polling included
   int64_t attempt_timeout_ms = 15000;  // one HTTP exchange
-  int x402_version = 0;                // 0: v2 when offered, else v1; or 1 / 2
-  std::string asset;                   // when set, only a challenge in this asset is paid
-  std::string chain_rpc;               // optional: evidence for "paid, not delivered"
+  // Spend controls, checked against the 402 before anything is reserved or signed; an offer
+  // outside them ends the run with ExitCode::kError, outcome "refused".
+  int x402_version = 0;               // 0: v2 when usable, else v1; or 1 / 2
+  std::string asset;                  // when set, only an offer in this token (0x + 40 hex) is paid
+  std::vector<std::string> networks;  // when set, only an offer on one of these (eip155:<id>)
+  std::string chain_rpc;              // optional: evidence for "paid, not delivered"
 };
 
 // What the chain and the server say about a payment whose response was lost.
@@ -65,7 +70,8 @@ struct Evidence {
 
 struct PayResult {
   ExitCode exit_code = ExitCode::kError;
-  // "paid", "free", "rejected", "unknown", "paid_not_delivered", "over_budget", "error"
+  // "paid", "free", "rejected", "unknown", "paid_not_delivered", "over_budget", "refused" (by
+  // this client's own spend controls, before anything was reserved), "error"
   std::string outcome;
   std::string message;  // one sentence in plain words
   std::string key;
@@ -77,7 +83,9 @@ struct PayResult {
   int attempts = 0;          // paid sends made in this run
   bool replayed = false;     // Idempotent-Replayed: true
   std::string operation_id;  // AgentPay-Operation-Id, when seen
-  std::string reason;        // problem code or x402 reason of a refusal
+  // Problem code or x402 reason of the server's refusal; for outcome "refused" this client's own
+  // code: x402_version_not_usable, network_not_allowed or asset_not_allowed.
+  std::string reason;
   Evidence evidence;
   int64_t budget_total = 0;
   int64_t budget_committed = 0;  // reserved + spent + unknown, after this run
@@ -139,8 +147,9 @@ struct ReconcileReport {
   int64_t committed = 0;
   int64_t total = 0;
 };
-// Settles the reservations whose outcome is not known (CONTRACT §5): wallet ones by the gateway's
-// operation, x402 ones by the chain. Reservations a running `pay` holds are skipped.
+// Settles the reservations whose outcome is not known: wallet ones by the gateway's operation,
+// x402 ones by the chain (released only once the authorization has expired, plus the buffer, and
+// the chain says it was never used). Reservations a running `pay` holds are skipped.
 ReconcileReport Reconcile(const ReconcileOptions& options, const Progress& progress = {});
 
 }  // namespace agentpay::client

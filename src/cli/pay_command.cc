@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "agentpay/client.h"
+#include "chain/bytes.h"
 #include "cli/serve_config.h"
 #include "core/money.h"
+#include "x402/wire.h"
 
 namespace agentpay {
 namespace {
@@ -189,6 +191,23 @@ int RunReconcile(const PayFlags& flags) {
   return report.kept.empty() ? 0 : static_cast<int>(client::ExitCode::kUnknown);
 }
 
+// Flag checks: a bad spend control is a usage error, found before anything is sent.
+CLI::Validator AddressCheck() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        return chain::ParseAddress(value).ok() ? "" : "not an address (0x + 40 hex digits)";
+      },
+      "ADDRESS");
+}
+
+CLI::Validator NetworkCheck() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        return x402::ChainIdForNetwork(value) ? "" : "not a network: give eip155:<chain id>";
+      },
+      "NETWORK");
+}
+
 void AddPayFlags(CLI::App& pay, PayFlags& f) {
   client::PayOptions& o = f.options;
   pay.add_option("url", o.url, "the paid URL (http://HOST[:PORT]/PATH)");
@@ -221,9 +240,18 @@ void AddPayFlags(CLI::App& pay, PayFlags& f) {
       ->capture_default_str();
   pay.add_option("--attempt-timeout-ms", o.attempt_timeout_ms, "deadline of one HTTP exchange")
       ->capture_default_str();
-  pay.add_option("--x402-version", o.x402_version, "1 or 2 (default: 2 when offered, else 1)")
+  pay.add_option("--x402-version", o.x402_version,
+                 "1 or 2 (default: 2 when the server offers it, else 1); a version that cannot "
+                 "name the offered network is refused before anything is signed")
       ->check(CLI::IsMember({1, 2}));
-  pay.add_option("--asset", o.asset, "pay only a challenge in this token (x402 spend control)");
+  pay.add_option("--asset", o.asset,
+                 "pay only an offer in this token, 0x + 40 hex (default: any); others are refused "
+                 "before anything is reserved")
+      ->check(AddressCheck());
+  pay.add_option("--network", o.networks,
+                 "pay only an offer on this network, eip155:<chain id> (repeatable; default: any); "
+                 "others are refused before anything is reserved")
+      ->check(NetworkCheck());
   pay.add_option("--chain-rpc", o.chain_rpc,
                  "EVM JSON-RPC URL: evidence on chain when a paid answer was lost");
   pay.add_flag("--json", f.json, "print one JSON object on stdout instead of the body");
@@ -234,22 +262,34 @@ void AddPayFlags(CLI::App& pay, PayFlags& f) {
 std::function<int()> AddPayCommand(CLI::App& pay) {
   auto flags = std::make_shared<PayFlags>();
   pay.footer(
-      "Exit codes: 0 paid and served, 1 could not run (nothing paid), 2 rejected, 3 outcome "
-      "unknown (state kept for `agentpay pay reconcile`), 4 over budget (nothing sent).\n"
+      "Exit codes: 0 paid and served; 1 could not run, or the offer is outside --x402-version, "
+      "--network or --asset (nothing reserved or paid); 2 rejected by the server, or bad flags; 3 "
+      "outcome unknown (state kept for `agentpay pay reconcile`); 4 over budget (nothing sent).\n"
       "The key of --task T --step N is \"task:\" + first 32 hex digits of sha256(T) + \":step:\" + "
       "N. See docs/agent-client.md.");
   AddPayFlags(pay, *flags);
   CLI::App* budget = pay.add_subcommand("budget", "list the budget file's reservations");
+  // CLI11 copies a parent's footer into each subcommand made after it: without a footer of their
+  // own, `pay budget --help` and `pay reconcile --help` would print pay's exit codes and --task.
+  // Options are not inherited (no fallthrough), so each help lists only its own flags.
+  budget->footer("Exit codes: 0 listed, 1 the budget file could not be read.");
   budget->add_option("--budget-db", flags->list_db, "the budget file")->capture_default_str();
   budget->add_flag("--json", flags->list_json, "one JSON object on stdout");
   CLI::App* reconcile =
-      pay.add_subcommand("reconcile", "settle reservations whose outcome is unknown (CONTRACT §5)");
+      pay.add_subcommand("reconcile", "settle the reservations whose outcome is unknown");
+  reconcile->footer(
+      "An x402 reservation is released only once its authorization has expired (validBefore plus "
+      "--expiry-buffer-seconds) and the chain confirms it was never used; if the chain says it "
+      "was used, it is spent. A wallet reservation follows the gateway's operation (settled: "
+      "spent; released: released).\n"
+      "Exit codes: 0 nothing left open, 1 could not run, 3 some outcomes still unknown (run it "
+      "again later). See docs/agent-client.md.");
   reconcile->add_option("--budget-db", flags->reconcile.budget_db, "the budget file")
       ->capture_default_str();
   reconcile->add_option("--chain-rpc", flags->reconcile.chain_rpc,
                         "EVM JSON-RPC URL (needed for x402 reservations)");
   reconcile
-      ->add_option("--expiry-buffer-s", flags->reconcile.expiry_buffer_seconds,
+      ->add_option("--expiry-buffer-seconds", flags->reconcile.expiry_buffer_seconds,
                    "seconds after validBefore before an unused authorization is released")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

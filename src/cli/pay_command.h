@@ -1,5 +1,5 @@
 // `agentpay pay URL`, `agentpay pay budget` and `agentpay pay reconcile`: the agent client on the
-// command line (CONTRACT §6), over the library in include/agentpay/client.h.
+// command line, over the library in include/agentpay/client.h.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,7 +8,8 @@
 namespace agentpay {
 
 // Registers the flags and the two subcommands on `pay`; returns a callable that runs whichever was
-// given and yields the exit code (0 paid, 1 could not run, 2 rejected, 3 unknown, 4 over budget).
+// given and yields the exit code (0 paid; 1 could not run, or the offer is outside the spend
+// controls, nothing reserved; 2 rejected or a usage error; 3 unknown; 4 over budget).
 std::function<int()> AddPayCommand(CLI::App& pay);
 
 }  // namespace agentpay

@@ -2,6 +2,8 @@
 // its type and range, and nothing here throws.
 #include "client/challenge.h"
 
+#include <algorithm>
+
 #include "core/json_depth.h"
 #include "core/money.h"
 #include "x402/base64.h"
@@ -80,23 +82,23 @@ std::optional<Offer> ReadOffer(const Json& entry, x402::Version version, std::st
   return offer;
 }
 
-std::optional<Offer> FirstOffer(const Json& root, x402::Version version,
-                                const std::optional<chain::Address>& asset, std::string* why) {
+// Appends the `exact` EVM offers of a challenge's accepts list (at most kMaxOffersPerVersion); sets
+// *why when none was kept.
+void ReadOffers(const Json& root, x402::Version version, std::vector<Offer>* offers,
+                std::string* why) {
   const Json* accepts = Member(root, "accepts");
   if (accepts == nullptr || !accepts->is_array() || accepts->empty()) {
     *why = "no accepts list";
-    return std::nullopt;
+    return;
   }
+  size_t kept = 0;
   for (const Json& entry : *accepts) {
+    if (kept == kMaxOffersPerVersion) break;
     std::optional<Offer> offer = ReadOffer(entry, version, why);
     if (!offer) continue;
-    if (asset && offer->asset != *asset) {
-      *why = "no offer in asset " + chain::ToLowerHex(*asset);
-      continue;
-    }
-    return offer;
+    offers->push_back(std::move(*offer));
+    ++kept;
   }
-  return std::nullopt;
 }
 
 std::optional<Json> DecodeHeaderJson(const ClientResponse& response) {
@@ -114,36 +116,149 @@ bool VersionIs(const Json& root, int version) {
 
 }  // namespace
 
-Result<Challenge> ParseChallenge(const ClientResponse& response,
-                                 const std::optional<chain::Address>& asset) {
+Result<Challenge> ParseChallenge(const ClientResponse& response) {
   Challenge challenge;
   std::string why_v2 = "no PAYMENT-REQUIRED header", why_v1 = "no x402 v1 body";
   if (std::optional<Json> v2 = DecodeHeaderJson(response); v2 && VersionIs(*v2, 2)) {
-    challenge.v2 = FirstOffer(*v2, x402::Version::kV2, asset, &why_v2);
-    if (challenge.v2) {
-      const Json* resource = Member(*v2, "resource");
-      if (resource != nullptr && resource->is_object()) challenge.v2->resource = *resource;
+    const size_t before = challenge.offers.size();
+    ReadOffers(*v2, x402::Version::kV2, &challenge.offers, &why_v2);
+    const Json* resource = Member(*v2, "resource");
+    if (resource != nullptr && resource->is_object()) {
+      for (size_t i = before; i < challenge.offers.size(); ++i) {
+        challenge.offers[i].resource = *resource;
+      }
     }
     challenge.error = StringMember(*v2, "error").value_or("");
   }
   if (std::optional<Json> v1 = ParseJsonObject(response.body); v1 && VersionIs(*v1, 1)) {
-    challenge.v1 = FirstOffer(*v1, x402::Version::kV1, asset, &why_v1);
+    ReadOffers(*v1, x402::Version::kV1, &challenge.offers, &why_v1);
     if (challenge.error.empty()) challenge.error = StringMember(*v1, "error").value_or("");
   }
-  if (!challenge.v2 && !challenge.v1) {
+  if (challenge.offers.empty()) {
     return Status::Error("no_offer", "the 402 offers no payment this client can make (v2: " +
                                          why_v2 + "; v1: " + why_v1 + ")");
   }
   return challenge;
 }
 
-Result<Offer> ChooseOffer(const Challenge& challenge, int version) {
-  if (version == 2 || (version == 0 && challenge.v2)) {
-    if (challenge.v2) return *challenge.v2;
-    return Status::Error("no_offer", "the server offers no x402 v2 payment");
+bool NetworkFitsVersion(const Offer& offer) {
+  const bool caip2 = offer.network == x402::V2Network(offer.chain_id);
+  return offer.version == x402::Version::kV2 ? caip2 : !caip2;
+}
+
+namespace {
+
+std::string VersionWords(x402::Version version) {
+  return version == x402::Version::kV2 ? "x402 v2" : "x402 v1";
+}
+
+// "x402 v1 on eip155:1337 in 0x… for 10000", with why it cannot be signed when it cannot.
+std::string DescribeOffer(const Offer& offer, bool signing) {
+  std::string text = (signing ? VersionWords(offer.version) + " on " : "a price on ") +
+                     offer.network + " in " + chain::ToLowerHex(offer.asset) + " for " +
+                     std::to_string(offer.amount);
+  if (signing && !NetworkFitsVersion(offer)) {
+    text += offer.version == x402::Version::kV2 ? " (not an eip155:<chain id> network)"
+                                                : " (not an x402 v1 network name)";
   }
-  if (challenge.v1) return *challenge.v1;
-  return Status::Error("no_offer", "the server offers no x402 v1 payment");
+  return text;
+}
+
+std::string DescribeOffers(const std::vector<Offer>& offers, bool signing) {
+  constexpr size_t kNamed = 4;  // keeps the refusal one readable line
+  std::string text;
+  for (size_t i = 0; i < offers.size() && i < kNamed; ++i) {
+    if (i > 0) text += ", ";
+    text += DescribeOffer(offers[i], signing);
+  }
+  if (offers.size() > kNamed) text += " and " + std::to_string(offers.size() - kNamed) + " more";
+  return text;
+}
+
+std::string DescribeAllowance(const Allowance& allowance, bool signing) {
+  std::string text;
+  if (signing) {
+    text = allowance.x402_version == 0
+               ? "x402 v2 or v1"
+               : "x402 v" + std::to_string(allowance.x402_version) + " (--x402-version)";
+  } else {
+    text = "a wallet payment";
+  }
+  if (allowance.chain_ids.empty()) {
+    text += ", any network";
+  } else {
+    text += ", network";
+    for (size_t i = 0; i < allowance.chain_ids.size(); ++i) {
+      text += (i == 0 ? " " : " or ") + x402::V2Network(allowance.chain_ids[i]);
+    }
+    text += " (--network)";
+  }
+  text += allowance.asset ? ", asset " + chain::ToLowerHex(*allowance.asset) + " (--asset)"
+                          : ", any asset";
+  return text;
+}
+
+// Why v1 cannot pay where the server is: the offered chains x402 v1 has no name for.
+std::string V1Hint(const std::vector<Offer>& offers) {
+  std::string chains;
+  for (const Offer& offer : offers) {
+    if (x402::V1NetworkName(offer.chain_id)) continue;
+    const std::string id = std::to_string(offer.chain_id);
+    if (chains.find(id) != std::string::npos) continue;
+    chains += (chains.empty() ? "" : ", ") + id;
+  }
+  if (chains.empty()) return "";
+  return "; x402 v1 has no network name for chain " + chains + ", pay there with x402 v2";
+}
+
+}  // namespace
+
+Result<Offer> ChooseOffer(const Challenge& challenge, const Allowance& allowance, bool signing) {
+  struct Stage {
+    const char* code;
+    bool (*allows)(const Offer&, const Allowance&);
+  };
+  static constexpr Stage kSigningStages[] = {
+      {"x402_version_not_usable",
+       [](const Offer& o, const Allowance& a) {
+         return a.x402_version == 0 || static_cast<int>(o.version) == a.x402_version;
+       }},
+      {"x402_version_not_usable",
+       [](const Offer& o, const Allowance&) { return NetworkFitsVersion(o); }},
+  };
+  static constexpr Stage kStages[] = {
+      {"network_not_allowed",
+       [](const Offer& o, const Allowance& a) {
+         return a.chain_ids.empty() ||
+                std::find(a.chain_ids.begin(), a.chain_ids.end(), o.chain_id) != a.chain_ids.end();
+       }},
+      {"asset_not_allowed",
+       [](const Offer& o, const Allowance& a) { return !a.asset || o.asset == *a.asset; }},
+  };
+  std::vector<const Offer*> left;
+  for (const Offer& offer : challenge.offers) left.push_back(&offer);
+  const char* refusal = nullptr;
+  auto apply = [&](const Stage& stage) {
+    std::vector<const Offer*> next;
+    for (const Offer* offer : left) {
+      if (stage.allows(*offer, allowance)) next.push_back(offer);
+    }
+    if (next.empty() && refusal == nullptr) refusal = stage.code;
+    left = std::move(next);
+  };
+  if (signing) {
+    for (const Stage& stage : kSigningStages) apply(stage);
+  }
+  for (const Stage& stage : kStages) apply(stage);
+  // Offers keep the server's order, v2 first: the first one left is v2 whenever v2 is allowed.
+  if (!left.empty()) return *left.front();
+  // Nothing refused anything: the challenge was empty (ParseChallenge never returns one).
+  if (refusal == nullptr) refusal = "no_offer";
+  std::string message = "refused before paying: the server offers " +
+                        DescribeOffers(challenge.offers, signing) +
+                        "; allowed: " + DescribeAllowance(allowance, signing);
+  if (signing && allowance.x402_version == 1) message += V1Hint(challenge.offers);
+  return Status::Error(refusal, message + "; nothing was reserved, signed or sent");
 }
 
 std::string RefusalReason(const ClientResponse& response) {

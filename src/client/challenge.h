@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chain/bytes.h"
 #include "core/result.h"
@@ -30,21 +31,37 @@ struct Offer {
   std::optional<nlohmann::json> resource;  // v2: the challenge's resource object
 };
 
+// Offers read per version; the rest of a longer accepts list is ignored.
+inline constexpr size_t kMaxOffersPerVersion = 16;
+
 struct Challenge {
-  std::optional<Offer> v2;  // from PAYMENT-REQUIRED
-  std::optional<Offer> v1;  // from the body
-  std::string error;        // the challenge's `error`, "" when none
+  std::vector<Offer> offers;  // v2 (PAYMENT-REQUIRED) first, then v1 (body), each in server order
+  std::string error;          // the challenge's `error`, "" when none
 };
 
 // Reads both forms of a 402's challenge; only `exact` offers on an EVM network whose amount fits
-// int64 are kept, the first of each version (or the first in `asset` when asset is given). Errors
-// ("no_offer") when neither form holds one, with what was wrong in the message.
-Result<Challenge> ParseChallenge(const ClientResponse& response,
-                                 const std::optional<chain::Address>& asset);
+// int64 are kept, at most kMaxOffersPerVersion of each version. Errors ("no_offer") when neither
+// form holds one, with what was wrong in the message.
+Result<Challenge> ParseChallenge(const ClientResponse& response);
 
-// The offer to pay with: `version` 2 or 1 when asked, else v2 when offered, else v1.
-// Errors: "no_offer" (the asked version is not offered).
-Result<Offer> ChooseOffer(const Challenge& challenge, int version);
+// Whether the offer names its network the way its version's payload must: "eip155:<id>" for v2,
+// an x402 v1 name ("base-sepolia", …) for v1. A v1 payload cannot pay on a chain v1 has no name
+// for (a local devnet): the server would refuse it with network_mismatch.
+bool NetworkFitsVersion(const Offer& offer);
+
+// What the caller allows itself to pay with (its spend controls).
+struct Allowance {
+  int x402_version = 0;                 // 0: v2 when usable, else v1; or exactly 1 or 2
+  std::vector<uint64_t> chain_ids;      // empty: any network
+  std::optional<chain::Address> asset;  // nullopt: any asset
+};
+
+// The offer to pay with: the first allowed one, v2 preferred when the version is not fixed. For an
+// x402 payment (`signing`) the version must be the allowed one and the offer's network must fit it;
+// a wallet payment only needs a price, so only network and asset apply. Errors, each with one line
+// naming what was offered and what is allowed: "x402_version_not_usable" (the allowed version is
+// not offered, or cannot name the offered network), "network_not_allowed", "asset_not_allowed".
+Result<Offer> ChooseOffer(const Challenge& challenge, const Allowance& allowance, bool signing);
 
 // Why a server refused a payment (any status): the x402 `error` of a PAYMENT-REQUIRED header, else
 // the body's `code` (problem+json) or `error` (x402 v1), else "".

@@ -15,6 +15,7 @@
 #include "client/x402_signer.h"
 #include "core/retry_policy.h"
 #include "http/client.h"
+#include "x402/wire.h"
 
 namespace agentpay::client {
 namespace {
@@ -45,6 +46,7 @@ class PayRun {
     return false;
   }
   bool Setup();
+  bool ReadAllowance();
   bool FetchPrice(Challenge* challenge);
   bool ReserveFor(const Challenge& challenge);
   Status SignInto(const Offer& offer, StoredReservation& row);
@@ -73,6 +75,7 @@ class PayRun {
   int64_t deadline_ms_ = 0;
   std::string fingerprint_;
   std::optional<chain::PrivateKey> buyer_;
+  Allowance allowance_;  // the spend controls the options give
   std::unique_ptr<BudgetDb> budget_;
   StoredReservation reservation_;
   bool have_reservation_ = false;
@@ -148,6 +151,7 @@ bool PayRun::Setup() {
     }
     buyer_ = *key;
   }
+  if (!ReadAllowance()) return false;
   fingerprint_ = RequestFingerprint(options_.method, options_.url, ContentTypeOf(options_.headers),
                                     options_.body);
   auto budget = BudgetDb::Open(options_.budget_db, options_.budget, Now());
@@ -155,6 +159,31 @@ bool PayRun::Setup() {
     return Stop(ExitCode::kError, "error", budget.status().message());
   }
   budget_ = std::move(*budget);
+  return true;
+}
+
+// The spend controls, checked before anything is sent.
+bool PayRun::ReadAllowance() {
+  if (options_.x402_version < 0 || options_.x402_version > 2) {
+    return Stop(ExitCode::kError, "error", "the x402 version must be 1 or 2 (or 0: either)");
+  }
+  allowance_.x402_version = options_.x402_version;
+  if (!options_.asset.empty()) {
+    auto asset = chain::ParseAddress(options_.asset);
+    if (!asset.ok()) {
+      return Stop(ExitCode::kError, "error",
+                  "--asset '" + options_.asset + "' is not an address (0x + 40 hex digits)");
+    }
+    allowance_.asset = *asset;
+  }
+  for (const std::string& network : options_.networks) {
+    auto chain_id = x402::ChainIdForNetwork(network);
+    if (!chain_id) {
+      return Stop(ExitCode::kError, "error",
+                  "--network '" + network + "' is not a network: give eip155:<chain id>");
+    }
+    allowance_.chain_ids.push_back(*chain_id);
+  }
   return true;
 }
 
@@ -218,18 +247,12 @@ bool PayRun::Backoff(int retry, const ClientResponse& response, const char* why)
 bool PayRun::FetchPrice(Challenge* challenge) {
   std::vector<HttpHeader> headers;
   for (const auto& [name, value] : options_.headers) headers.push_back({name, value});
-  std::optional<chain::Address> asset;
-  if (!options_.asset.empty()) {
-    auto parsed = chain::ParseAddress(options_.asset);
-    if (!parsed.ok()) return Stop(ExitCode::kError, "error", "--asset is not an address");
-    asset = *parsed;
-  }
   Say("asking " + options_.url + " for its price");
   for (int attempt = 1;; ++attempt) {
     ClientResponse response = Send(options_.method, target_, headers, options_.body);
     TakeResponse(response);
     if (response.error == ClientError::kNone && response.status == 402) {
-      auto parsed = ParseChallenge(response, asset);
+      auto parsed = ParseChallenge(response);
       if (!parsed.ok()) {
         return Stop(ExitCode::kError, "error", parsed.status().message());
       }
@@ -272,10 +295,15 @@ bool PayRun::ReserveFor(const Challenge& challenge) {
   wanted.fingerprint = fingerprint_;
   wanted.method = options_.method;
   wanted.url = options_.url;
+  // Refused here, before the budget file or the key is touched: an offer the spend controls
+  // exclude, or one whose version cannot name its network, would be signed only to be refused.
+  auto chosen = ChooseOffer(challenge, allowance_, /*signing=*/buyer_.has_value());
+  if (!chosen.ok()) {
+    result_.reason = chosen.status().code();
+    return Stop(ExitCode::kError, "refused", chosen.status().message());
+  }
   std::optional<Offer> offer;
   if (buyer_) {
-    auto chosen = ChooseOffer(challenge, options_.x402_version);
-    if (!chosen.ok()) return Stop(ExitCode::kError, "error", chosen.status().message());
     offer = *chosen;
     wanted.scheme = "x402";
     wanted.x402_version = static_cast<int>(offer->version);
@@ -285,8 +313,7 @@ bool PayRun::ReserveFor(const Challenge& challenge) {
   } else {
     wanted.scheme = "wallet";
   }
-  wanted.amount =
-      offer ? offer->amount : (challenge.v2 ? challenge.v2->amount : challenge.v1->amount);
+  wanted.amount = chosen->amount;
   Say("price: " + Amount(wanted.amount) +
       (offer ? " (x402 v" + std::to_string(wanted.x402_version) + ", asset " + wanted.asset +
                    ", pay to " + wanted.pay_to + ")"

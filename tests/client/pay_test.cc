@@ -12,6 +12,7 @@
 #include "client/budget_db.h"
 #include "client/keys.h"
 #include "http/server.h"
+#include "x402/base64.h"
 #include "x402/verify.h"
 #include "x402/wire.h"
 
@@ -104,6 +105,10 @@ class ScriptedSeller {
     std::lock_guard lock(mutex_);
     return polls_;
   }
+  int Unpaid() const {
+    std::lock_guard lock(mutex_);
+    return unpaid_;
+  }
   HttpResponse challenge = Challenge();
 
  private:
@@ -123,6 +128,7 @@ class ScriptedSeller {
     }
     if (!request.Header("PAYMENT-SIGNATURE") && !request.Header("X-PAYMENT") &&
         !request.Header("Authorization")) {
+      ++unpaid_;
       return challenge;
     }
     paid_.push_back(request);
@@ -137,6 +143,7 @@ class ScriptedSeller {
   std::deque<std::string> operations_;
   std::vector<HttpRequest> paid_;
   int polls_ = 0;
+  int unpaid_ = 0;
   std::unique_ptr<HttpServer> server_;
 };
 
@@ -356,11 +363,188 @@ TEST_F(PayTest, AFreeAnswerReservesNothing) {
   EXPECT_EQ(Figures().committed, 0);
 }
 
-TEST_F(PayTest, AChallengeInAnotherAssetIsNotPaid) {
+// --- refusals before paying: nothing reserved, nothing signed, nothing sent after the 402 -------
+
+constexpr uint64_t kDevnetChainId = 1337;  // a local chain: x402 v1 has no name for it
+
+// The 402 a gateway on a local chain sends: v2 on eip155:1337, and a v1 body that can only spell
+// the network the v2 way (as `agentpay serve --demo` did), or that lists nothing (`v1_entry`
+// false, as x402::PaymentRequiredV1Body does for a chain without a v1 name).
+HttpResponse DevnetChallenge(bool v1_entry) {
+  x402::Requirements r = TestRequirements();
+  r.chain_id = kDevnetChainId;
+  r.network = "eip155:1337";
+  nlohmann::json body = x402::PaymentRequiredV1Body({TestRequirements()}, "payment required");
+  if (v1_entry) {
+    body["accepts"][0]["network"] = "eip155:1337";
+  } else {
+    body["accepts"] = nlohmann::json::array();
+  }
+  HttpResponse response = JsonResponse(402, body.dump());
+  response.SetHeader("PAYMENT-REQUIRED", x402::EncodePaymentRequiredHeader({r}, ""));
+  return response;
+}
+
+class RefusalTest : public PayTest {
+ protected:
+  // The run was refused by the client itself: one unpaid request, no paid one, and the budget file
+  // holds no reservation at all.
+  void ExpectRefusedBeforePaying(const PayResult& r, std::string_view reason) {
+    EXPECT_EQ(r.exit_code, ExitCode::kError) << r.message;
+    EXPECT_EQ(r.outcome, "refused");
+    EXPECT_EQ(r.reason, reason);
+    EXPECT_EQ(r.attempts, 0);
+    EXPECT_EQ(r.amount, 0);
+    EXPECT_EQ(r.reservation_state, "");
+    EXPECT_EQ(r.message.find('\n'), std::string::npos) << "one line";
+    EXPECT_NE(r.message.find("nothing was reserved, signed or sent"), std::string::npos)
+        << r.message;
+    EXPECT_EQ(seller_.Unpaid(), 1) << "only the request that learned the price";
+    EXPECT_TRUE(seller_.Paid().empty()) << "no payment header was ever sent";
+    BudgetReport report = ReadBudget(dir_ + "/budget.db");
+    ASSERT_TRUE(report.error.empty()) << report.error;
+    EXPECT_TRUE(report.reservations.empty());
+    EXPECT_EQ(report.committed, 0);
+  }
+};
+
+TEST_F(RefusalTest, V1OnAChainV1CannotNameIsRefusedBeforeSigning) {
+  for (bool v1_entry : {true, false}) {
+    SCOPED_TRACE(v1_entry ? "v1 body names eip155:1337" : "v1 body lists nothing");
+    seller_.challenge = DevnetChallenge(v1_entry);
+    PayOptions options = Options();
+    options.x402_version = 1;
+    const int unpaid_before = seller_.Unpaid();
+    PayResult r = Run(options);
+    EXPECT_EQ(seller_.Unpaid() - unpaid_before, 1);
+    EXPECT_EQ(r.exit_code, ExitCode::kError) << r.message;
+    EXPECT_EQ(r.outcome, "refused");
+    EXPECT_EQ(r.reason, "x402_version_not_usable");
+    EXPECT_TRUE(seller_.Paid().empty());
+    EXPECT_EQ(Figures().committed, 0);
+    EXPECT_TRUE(ReadBudget(options.budget_db).reservations.empty());
+    // Names what was offered and what is allowed, and why v1 cannot work here.
+    EXPECT_NE(r.message.find("x402 v2 on eip155:1337"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("allowed: x402 v1 (--x402-version)"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("x402 v1 has no network name for chain 1337"), std::string::npos)
+        << r.message;
+  }
+}
+
+TEST_F(RefusalTest, V1OnADevnetChallengeLeavesNoTrace) {
+  seller_.challenge = DevnetChallenge(true);
+  PayOptions options = Options();
+  options.x402_version = 1;
+  ExpectRefusedBeforePaying(Run(options), "x402_version_not_usable");
+  EXPECT_FALSE(lines_.empty()) << "progress was reported";
+  for (const std::string& line : lines_) {
+    EXPECT_EQ(line.find("reserved"), std::string::npos) << line;
+    EXPECT_EQ(line.find("price:"), std::string::npos) << line;
+  }
+}
+
+TEST_F(PayTest, AutoSelectionPaysV2WhereV1CannotWork) {
+  seller_.challenge = DevnetChallenge(true);  // the v1 entry is there, but unusable
+  PayResult r = Run(Options());
+  ASSERT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
+  auto paid = seller_.Paid();
+  ASSERT_EQ(paid.size(), 1u);
+  EXPECT_FALSE(HeaderOf(paid[0], "PAYMENT-SIGNATURE").empty());
+  EXPECT_TRUE(HeaderOf(paid[0], "X-PAYMENT").empty());
+  auto payload =
+      x402::DecodePaymentHeader(HeaderOf(paid[0], "PAYMENT-SIGNATURE"), x402::Version::kV2);
+  ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+  EXPECT_EQ(payload->chain_id, kDevnetChainId);
+}
+
+TEST_F(RefusalTest, AutoSelectionNeverPicksAnUnusableV1) {
+  // A server that offers only v1, spelled in a way no v1 payload can carry.
+  nlohmann::json body = x402::PaymentRequiredV1Body({TestRequirements()}, "payment required");
+  body["accepts"][0]["network"] = "eip155:1337";
+  seller_.challenge = JsonResponse(402, body.dump());
+  ExpectRefusedBeforePaying(Run(Options()), "x402_version_not_usable");
+}
+
+TEST_F(RefusalTest, AV2OfferNamingItsNetworkTheV1WayIsNotSigned) {
+  x402::Requirements r = TestRequirements();
+  nlohmann::json header =
+      nlohmann::json::parse(x402::Base64Decode(x402::EncodePaymentRequiredHeader({r}, "")).value());
+  header["accepts"][0]["network"] = "base-sepolia";
+  HttpResponse challenge = JsonResponse(402, R"({"error":"payment required"})");
+  challenge.SetHeader("PAYMENT-REQUIRED", x402::Base64Encode(header.dump()));
+  seller_.challenge = challenge;
+  PayOptions options = Options();
+  options.x402_version = 2;
+  ExpectRefusedBeforePaying(Run(options), "x402_version_not_usable");
+}
+
+TEST_F(RefusalTest, ANetworkOutsideTheAllowanceIsRefused) {
+  PayOptions options = Options();
+  options.networks = {"eip155:8453", "eip155:1"};
+  PayResult r = Run(options);
+  ExpectRefusedBeforePaying(r, "network_not_allowed");
+  EXPECT_NE(r.message.find("network eip155:8453 or eip155:1 (--network)"), std::string::npos)
+      << r.message;
+  EXPECT_NE(r.message.find("x402 v2 on eip155:84532"), std::string::npos) << r.message;
+}
+
+TEST_F(PayTest, ANetworkInsideTheAllowancePays) {
+  PayOptions options = Options();
+  options.networks = {"eip155:8453", "base-sepolia"};  // a v1 name stands for its chain
+  PayResult r = Run(options);
+  EXPECT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
+  EXPECT_EQ(seller_.Paid().size(), 1u);
+}
+
+TEST_F(PayTest, TheFirstAllowedOfferIsTaken) {
+  x402::Requirements elsewhere = TestRequirements();
+  elsewhere.chain_id = 8453;
+  elsewhere.amount = chain::U256(static_cast<uint64_t>(kPrice * 3));
+  HttpResponse challenge = JsonResponse(
+      402, x402::PaymentRequiredV1Body({elsewhere, TestRequirements()}, "payment required").dump());
+  challenge.SetHeader("PAYMENT-REQUIRED",
+                      x402::EncodePaymentRequiredHeader({elsewhere, TestRequirements()}, ""));
+  seller_.challenge = challenge;
+  PayOptions options = Options();
+  options.networks = {"eip155:84532"};
+  PayResult r = Run(options);
+  ASSERT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
+  EXPECT_EQ(r.amount, kPrice);
+  auto payload = x402::DecodePaymentHeader(HeaderOf(seller_.Paid().at(0), "PAYMENT-SIGNATURE"),
+                                           x402::Version::kV2);
+  ASSERT_TRUE(payload.ok());
+  EXPECT_EQ(payload->chain_id, 84532u);
+}
+
+TEST_F(RefusalTest, AChallengeInAnotherAssetIsRefused) {
   PayOptions options = Options();
   options.asset = "0x0000000000000000000000000000000000000001";
   PayResult r = Run(options);
-  EXPECT_EQ(r.exit_code, ExitCode::kError);
+  ExpectRefusedBeforePaying(r, "asset_not_allowed");
+  EXPECT_NE(r.message.find("asset 0x0000000000000000000000000000000000000001 (--asset)"),
+            std::string::npos)
+      << r.message;
+}
+
+TEST_F(RefusalTest, AWalletPaymentHonoursTheNetworkAllowanceToo) {
+  PayOptions options = Options();
+  options.buyer_key.clear();
+  options.api_key = "ak_test";
+  options.networks = {"eip155:8453"};
+  ExpectRefusedBeforePaying(Run(options), "network_not_allowed");
+}
+
+TEST_F(PayTest, MalformedSpendControlsStopBeforeAnythingIsSent) {
+  for (auto [asset, network] : {std::pair<std::string, std::string>{"0x12", ""},
+                                std::pair<std::string, std::string>{"", "mainnet-ish"}}) {
+    PayOptions options = Options();
+    options.asset = asset;
+    if (!network.empty()) options.networks = {network};
+    PayResult r = Run(options);
+    EXPECT_EQ(r.exit_code, ExitCode::kError) << r.message;
+    EXPECT_EQ(r.outcome, "error");
+  }
+  EXPECT_EQ(seller_.Unpaid(), 0);
   EXPECT_TRUE(seller_.Paid().empty());
 }
 
