@@ -243,7 +243,7 @@ std::function<int()> AddPayCommand(CLI::App& pay) {
   budget->add_option("--budget-db", flags->list_db, "the budget file")->capture_default_str();
   budget->add_flag("--json", flags->list_json, "one JSON object on stdout");
   CLI::App* reconcile =
-      pay.add_subcommand("reconcile", "settle reservations whose outcome is unknown (CONTRACT §5)");
+      pay.add_subcommand("reconcile", "settle reservations whose outcome is unknown (docs/agent-client.md)");
   reconcile->add_option("--budget-db", flags->reconcile.budget_db, "the budget file")
       ->capture_default_str();
   reconcile->add_option("--chain-rpc", flags->reconcile.chain_rpc,
