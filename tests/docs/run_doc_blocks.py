@@ -24,8 +24,8 @@ Markers, each an HTML comment on its own line right before a fence (several may 
   <!-- doc-test: file NAME -->      (non-sh blocks) the block's content is written to NAME in the
                                     scratch directory when the session reaches it.
 A command meant for "a second terminal" is written with a trailing ` &` in the block.
-A marker that is not followed by a fence, an unknown marker, a skip without a reason or a file
-marker on an sh block is an error of the doc (reported as a failure).
+A marker that is not followed by a fence, an unknown marker, a skip without a reason, a file
+marker on an sh block or an indented ```sh fence is an error of the doc (reported as a failure).
 
 Before anything runs, the TCP ports the run blocks name (127.0.0.1:PORT, localhost:PORT) and
 8402-8405 must be free; the runner fails at once, naming the port, if one is not.
@@ -109,6 +109,9 @@ def parse_blocks(path: Path, shown: str) -> list[Block]:
             blocks.append(block)
             i = j + 1
             continue
+        if re.match(r"^\s+`{3,}\s*sh\s*$", line):
+            raise DocError(f"{shown}:{i + 1}: an indented ```sh fence would not be run; start it at "
+                           "the beginning of the line")
         if pending and line.strip():
             at, text = pending[0]
             raise DocError(f"{shown}:{at}: marker '{text}' is not right before a fence")

@@ -134,7 +134,8 @@ class RunnerTest(unittest.TestCase):
                 ('<!-- doc-test: expect "x" -->\nsome prose\n```sh\necho x\n```\n',
                  "is not right before a fence"),
                 ("<!-- doc-test: retry 3 -->\n```sh\ntrue\n```\n", "unknown marker"),
-                ("<!-- doc-test: file x.sh -->\n```sh\ntrue\n```\n", "'file' is for non-sh")]:
+                ("<!-- doc-test: file x.sh -->\n```sh\ntrue\n```\n", "'file' is for non-sh"),
+                ("- a list item:\n  ```sh\n  true\n  ```\n", "an indented ```sh fence")]:
             result = run(text)
             self.assertEqual(result.returncode, 1, result.stdout)
             self.assertIn(message, result.stdout)
