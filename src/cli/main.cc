@@ -9,7 +9,9 @@
 #include "cli/sim_command.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"AgentPay: a payment gateway for AI agents that never charges twice"};
+  // Named, not taken from argv[0]: usage lines then read as the docs write them, without the
+  // path the binary was started from.
+  CLI::App app{"AgentPay: a payment gateway for AI agents that never charges twice", "agentpay"};
   app.require_subcommand(1);
 
   agentpay::ServeOptions serve_options;
@@ -29,7 +31,7 @@ int main(int argc, char** argv) {
   CLI::App* pay = app.add_subcommand("pay", "the agent client: pay for one request");
   auto run_pay = agentpay::AddPayCommand(*pay);
 
-  CLI::App* sim = app.add_subcommand("sim", "run the request/effect model (MODEL.md)");
+  CLI::App* sim = app.add_subcommand("sim", "run the request/effect model (docs/request-effect-model.md)");
   auto run_sim = agentpay::AddSimCommand(*sim);
 
   try {
