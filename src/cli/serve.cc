@@ -20,6 +20,7 @@
 #include "http/server.h"
 #include "store/store.h"
 #include "chain/devnet.h"
+#include "chain/devnet_rpc.h"
 #include "chain/rpc_chain.h"
 #include "core/check.h"
 #include "workers/hold_sweeper.h"
@@ -297,6 +298,9 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
         // The model is answered here: the gateway may not include src/sim (DESIGN layering).
         if (auto sim = HandleSimRequest(*request)) return respond(std::move(*sim));
         if (devnet != nullptr) {
+          if (auto answer = chain::HandleDevnetRpc(*request, *devnet)) {
+            return respond(std::move(*answer));
+          }
           if (auto answer = HandleDevnetAdmin(*request, *devnet, token)) {
             return respond(std::move(*answer));
           }
@@ -341,6 +345,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
                 config->chain.Network().c_str(), config->chain.asset.c_str(),
                 config->chain.asset_name.c_str(), config->chain.asset_version.c_str(),
                 config->chain.pay_to.c_str());
+    std::printf("  devnet JSON-RPC (reads): %s%s\n", base.c_str(), chain::kDevnetRpcPath.data());
   } else {
     std::printf("  x402 on %s: chain %s, asset %s, relayer %s\n", options.chain_rpc.c_str(),
                 config->chain.Network().c_str(), config->chain.asset.c_str(),
