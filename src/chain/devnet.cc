@@ -1124,9 +1124,8 @@ DevnetTransaction MinedView(const MinedTransaction& mined) {
 
 // geth's rule: a filter with more topic positions than the log has topics never matches it.
 bool LogMatches(const LogEntry& log, const DevnetLogFilter& filter) {
-  if (!filter.addresses.empty() &&
-      std::find(filter.addresses.begin(), filter.addresses.end(), log.address) ==
-          filter.addresses.end()) {
+  if (!filter.addresses.empty() && std::find(filter.addresses.begin(), filter.addresses.end(),
+                                             log.address) == filter.addresses.end()) {
     return false;
   }
   if (filter.topics.size() > log.topics.size()) return false;
@@ -1204,9 +1203,9 @@ Result<std::vector<DevnetPlacedLog>> Devnet::Logs(const DevnetLogFilter& filter)
   std::lock_guard lock(mutex_);
   if (Status entered = Enter(); !entered.ok()) return entered;
   if (filter.from_block > filter.to_block) {
-    return Status::Error("invalid_block_range",
-                         "fromBlock " + std::to_string(filter.from_block) + " is after toBlock " +
-                             std::to_string(filter.to_block));
+    return Status::Error("invalid_block_range", "fromBlock " + std::to_string(filter.from_block) +
+                                                    " is after toBlock " +
+                                                    std::to_string(filter.to_block));
   }
   std::vector<DevnetPlacedLog> found;
   const uint64_t latest = state_->block_number();

@@ -142,6 +142,8 @@ class Devnet final : public Chain {
 
   // Reads for the JSON-RPC endpoint; they fail only as the Chain methods do (rpc_unreachable).
   //
+  // The one contract of this chain.
+  const Address& token() const { return config_.token; }
   // Block `number`, or the latest for nullopt; nullopt when it is not mined yet.
   Result<std::optional<DevnetBlock>> Block(std::optional<uint64_t> number);
   // A pending or mined transaction; nullopt when unknown or dropped.

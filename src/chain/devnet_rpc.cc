@@ -184,9 +184,9 @@ std::optional<CallParams> ParseCall(const json& value, std::string* error) {
   }
   const auto chosen = data != value.end() ? data : input;
   if (chosen != value.end() && !chosen->is_null()) {
-    Result<Bytes> bytes =
-        chosen->is_string() ? ParseHex(chosen->get_ref<const std::string&>())
-                            : Result<Bytes>(Status::Error("invalid_hex", "not a string"));
+    Result<Bytes> bytes = chosen->is_string()
+                              ? ParseHex(chosen->get_ref<const std::string&>())
+                              : Result<Bytes>(Status::Error("invalid_hex", "not a string"));
     if (!bytes.ok()) {
       *error = "call.data must be 0x-prefixed hex: " + bytes.status().message();
       return std::nullopt;
@@ -222,27 +222,27 @@ U256 EffectiveGasPrice(const DevnetTransaction& transaction) {
 
 json TransactionJson(const DevnetTransaction& transaction) {
   const bool mined = transaction.block_number.has_value();
-  json out = {{"hash", HashHex(transaction.hash)},
-              {"type", "0x2"},
-              {"chainId", Quantity(transaction.chain_id)},
-              {"nonce", Quantity(transaction.nonce)},
-              {"from", ToLowerHex(transaction.from)},
-              {"to", transaction.to ? json(ToLowerHex(*transaction.to)) : json(nullptr)},
-              {"value", Quantity(transaction.value)},
-              {"gas", Quantity(transaction.gas_limit)},
-              {"maxFeePerGas", Quantity(transaction.max_fee_per_gas)},
-              {"maxPriorityFeePerGas", Quantity(transaction.max_priority_fee_per_gas)},
-              {"gasPrice", Quantity(mined ? EffectiveGasPrice(transaction)
-                                          : transaction.max_fee_per_gas)},
-              {"input", Hex(transaction.data)},
-              {"accessList", json::array()},
-              {"v", Quantity(transaction.y_parity)},
-              {"yParity", Quantity(transaction.y_parity)},
-              {"r", Quantity(transaction.r)},
-              {"s", Quantity(transaction.s)},
-              {"blockHash", mined ? json(HashHex(transaction.block_hash)) : json(nullptr)},
-              {"blockNumber", mined ? json(Quantity(*transaction.block_number)) : json(nullptr)},
-              {"transactionIndex", mined ? json(Quantity(transaction.index)) : json(nullptr)}};
+  json out = {
+      {"hash", HashHex(transaction.hash)},
+      {"type", "0x2"},
+      {"chainId", Quantity(transaction.chain_id)},
+      {"nonce", Quantity(transaction.nonce)},
+      {"from", ToLowerHex(transaction.from)},
+      {"to", transaction.to ? json(ToLowerHex(*transaction.to)) : json(nullptr)},
+      {"value", Quantity(transaction.value)},
+      {"gas", Quantity(transaction.gas_limit)},
+      {"maxFeePerGas", Quantity(transaction.max_fee_per_gas)},
+      {"maxPriorityFeePerGas", Quantity(transaction.max_priority_fee_per_gas)},
+      {"gasPrice", Quantity(mined ? EffectiveGasPrice(transaction) : transaction.max_fee_per_gas)},
+      {"input", Hex(transaction.data)},
+      {"accessList", json::array()},
+      {"v", Quantity(transaction.y_parity)},
+      {"yParity", Quantity(transaction.y_parity)},
+      {"r", Quantity(transaction.r)},
+      {"s", Quantity(transaction.s)},
+      {"blockHash", mined ? json(HashHex(transaction.block_hash)) : json(nullptr)},
+      {"blockNumber", mined ? json(Quantity(*transaction.block_number)) : json(nullptr)},
+      {"transactionIndex", mined ? json(Quantity(transaction.index)) : json(nullptr)}};
   return out;
 }
 
@@ -267,7 +267,8 @@ json ReceiptJson(const DevnetReceipt& answer) {
   json logs = json::array();
   for (size_t i = 0; i < receipt.logs.size(); ++i) {
     logs.push_back(LogJson(receipt.logs[i], receipt.block_number, receipt.block_hash,
-                           receipt.transaction_hash, transaction.index, answer.first_log_index + i));
+                           receipt.transaction_hash, transaction.index,
+                           answer.first_log_index + i));
   }
   return {{"transactionHash", HashHex(receipt.transaction_hash)},
           {"transactionIndex", Quantity(transaction.index)},
@@ -299,23 +300,24 @@ Outcome BlockJson(const DevnetBlock& block, bool full_transactions, Devnet& devn
     if (!transaction->has_value()) return Fail(kRpcServerError, "mined transaction not found");
     transactions.push_back(TransactionJson(**transaction));
   }
-  return Ok({{"number", Quantity(block.number)},
-             {"hash", HashHex(block.hash)},
-             {"parentHash", HashHex(block.parent_hash)},
-             {"timestamp", Quantity(static_cast<uint64_t>(std::max<int64_t>(block.timestamp_s, 0)))},
-             {"nonce", "0x0000000000000000"},
-             {"mixHash", ZeroHash()},
-             {"sha3Uncles", kEmptyUnclesHash},
-             {"logsBloom", LogsBloom(block.logs)},
-             {"miner", ToLowerHex(Address{})},
-             {"difficulty", "0x0"},
-             {"totalDifficulty", "0x0"},
-             {"extraData", "0x"},
-             {"gasLimit", Quantity(kDevnetBlockGasLimit)},
-             {"gasUsed", Quantity(block.gas_used)},
-             {"baseFeePerGas", Quantity(kDevnetBaseFeePerGas)},
-             {"transactions", std::move(transactions)},
-             {"uncles", json::array()}});
+  return Ok(
+      {{"number", Quantity(block.number)},
+       {"hash", HashHex(block.hash)},
+       {"parentHash", HashHex(block.parent_hash)},
+       {"timestamp", Quantity(static_cast<uint64_t>(std::max<int64_t>(block.timestamp_s, 0)))},
+       {"nonce", "0x0000000000000000"},
+       {"mixHash", ZeroHash()},
+       {"sha3Uncles", kEmptyUnclesHash},
+       {"logsBloom", LogsBloom(block.logs)},
+       {"miner", ToLowerHex(Address{})},
+       {"difficulty", "0x0"},
+       {"totalDifficulty", "0x0"},
+       {"extraData", "0x"},
+       {"gasLimit", Quantity(kDevnetBlockGasLimit)},
+       {"gasUsed", Quantity(block.gas_used)},
+       {"baseFeePerGas", Quantity(kDevnetBaseFeePerGas)},
+       {"transactions", std::move(transactions)},
+       {"uncles", json::array()}});
 }
 
 // ---- Methods ------------------------------------------------------------------------------
@@ -382,7 +384,8 @@ Outcome GetTransactionCount(const json& params, Devnet& devnet) {
   if (!account) return InvalidParams("argument 0 must be an address");
   bool pending = false;
   if (auto refused = RequireLatest(params, 1, devnet, true, &pending)) return *refused;
-  Result<uint64_t> count = pending ? devnet.PendingNonce(*account) : devnet.TransactionCount(*account);
+  Result<uint64_t> count =
+      pending ? devnet.PendingNonce(*account) : devnet.TransactionCount(*account);
   if (!count.ok()) return ChainFailure(count.status());
   return Ok(Quantity(*count));
 }
@@ -439,8 +442,8 @@ std::optional<std::string> ParseFilterRange(const json& filter, uint64_t latest,
     return "filter.blockHash is not supported by the devnet: use fromBlock and toBlock";
   }
   std::string error;
-  for (auto [key, target] : {std::pair{"fromBlock", &out.from_block},
-                             std::pair{"toBlock", &out.to_block}}) {
+  for (auto [key, target] :
+       {std::pair{"fromBlock", &out.from_block}, std::pair{"toBlock", &out.to_block}}) {
     auto value = filter.find(key);
     if (value == filter.end() || value->is_null()) {
       *target = latest;
@@ -479,6 +482,26 @@ Outcome GetLogs(const json& params, Devnet& devnet) {
   return Ok(std::move(out));
 }
 
+// Accounts have no code; the token runs natively in the devnet, so it has no EVM bytecode to
+// show, and answering "0x" for it would claim it is not a contract.
+Outcome GetCode(const json& params, Devnet& devnet) {
+  if (Outcome arity = CheckArity(params, 1, 2); arity.error) return arity;
+  std::optional<Address> address = AddressParam(params[0]);
+  if (!address) return InvalidParams("argument 0 must be an address");
+  Result<uint64_t> latest = devnet.BlockNumber();
+  if (!latest.ok()) return ChainFailure(latest.status());
+  std::string error;
+  if (params.size() == 2 && !ParseBlockRef(params[1], *latest, &error)) {
+    return InvalidParams(error);
+  }
+  if (*address == devnet.token()) {
+    return Fail(kRpcServerError,
+                "the devnet's token is built into the devnet and has no EVM bytecode; call it "
+                "with eth_call");
+  }
+  return Ok("0x");
+}
+
 bool IsWriteMethod(std::string_view method) {
   return method == "eth_sendRawTransaction" || method == "eth_sendTransaction" ||
          method == "eth_sign" || method == "eth_signTransaction" ||
@@ -502,6 +525,7 @@ Outcome Dispatch(const std::string& method, const json& params, Devnet& devnet) 
       {"eth_getTransactionByHash", GetTransactionByHash},
       {"eth_getTransactionReceipt", GetTransactionReceipt},
       {"eth_getLogs", GetLogs},
+      {"eth_getCode", GetCode},
   };
   if (auto found = kMethods.find(method); found != kMethods.end()) {
     return found->second(params, devnet);
@@ -569,12 +593,13 @@ std::string AnswerBatch(const json& batch, Devnet& devnet, bool* only_notificati
     std::optional<json> answer;
     if (out.size() > kDevnetRpcMaxResponseBytes) {
       const json id = call.is_object() && call.contains("id") && ValidId(call["id"])
-                          ? call["id"] : json(nullptr);
-      answer = ErrorObject(id, {kRpcLimitExceeded,
-                                "the batch's answer passed " +
-                                    std::to_string(kDevnetRpcMaxResponseBytes) +
-                                    " bytes: send the rest of it again",
-                                {}});
+                          ? call["id"]
+                          : json(nullptr);
+      answer = ErrorObject(
+          id, {kRpcLimitExceeded,
+               "the batch's answer passed " + std::to_string(kDevnetRpcMaxResponseBytes) +
+                   " bytes: send the rest of it again",
+               {}});
     } else {
       answer = AnswerCall(call, devnet);
     }
@@ -611,11 +636,11 @@ std::optional<std::string> AnswerDevnetRpc(std::string_view body, Devnet& devnet
   if (!answer) return std::nullopt;
   std::string text = answer->dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() > kDevnetRpcMaxResponseBytes) {
-    return ErrorObject((*answer)["id"], {kRpcLimitExceeded,
-                                         "the answer passed " +
-                                             std::to_string(kDevnetRpcMaxResponseBytes) +
-                                             " bytes: narrow the request",
-                                         {}})
+    return ErrorObject((*answer)["id"],
+                       {kRpcLimitExceeded,
+                        "the answer passed " + std::to_string(kDevnetRpcMaxResponseBytes) +
+                            " bytes: narrow the request",
+                        {}})
         .dump();
   }
   return text;
@@ -630,10 +655,10 @@ std::optional<HttpResponse> HandleDevnetRpc(const HttpRequest& request, Devnet& 
     return refused;
   }
   if (request.body.size() > kDevnetRpcMaxBodyBytes) {
-    HttpResponse too_large = JsonResponse(
-        413, Single(kRpcInvalidRequest, "the body is " + std::to_string(request.body.size()) +
-                                            " bytes: at most " +
-                                            std::to_string(kDevnetRpcMaxBodyBytes)));
+    HttpResponse too_large =
+        JsonResponse(413, Single(kRpcInvalidRequest,
+                                 "the body is " + std::to_string(request.body.size()) +
+                                     " bytes: at most " + std::to_string(kDevnetRpcMaxBodyBytes)));
     return too_large;
   }
   std::optional<std::string> answer = AnswerDevnetRpc(request.body, devnet);

@@ -29,10 +29,10 @@ inline constexpr int kRpcParseError = -32700;
 inline constexpr int kRpcInvalidRequest = -32600;
 inline constexpr int kRpcMethodNotFound = -32601;
 inline constexpr int kRpcInvalidParams = -32602;
-inline constexpr int kRpcServerError = -32000;       // the chain could not answer
+inline constexpr int kRpcServerError = -32000;         // the chain could not answer
 inline constexpr int kRpcMethodNotSupported = -32004;  // a write method: this endpoint reads
-inline constexpr int kRpcLimitExceeded = -32005;     // block range, result count, response size
-inline constexpr int kRpcExecutionReverted = 3;      // eth_call / eth_estimateGas reverted (geth)
+inline constexpr int kRpcLimitExceeded = -32005;       // block range, result count, response size
+inline constexpr int kRpcExecutionReverted = 3;        // eth_call / eth_estimateGas reverted (geth)
 
 // The JSON text answering one JSON-RPC body (a call or a batch); nullopt when nothing is to be
 // sent back (only notifications, i.e. calls without an id). Never fails: every problem is a

@@ -99,8 +99,8 @@ int Call(const AdminOptions& options, const std::string& method, const std::stri
     return 1;
   }
   if (response.error != ClientError::kNone) {
-    std::fprintf(stderr, "agentpay admin: no complete answer from %s %s (%s: %s)\n",
-                 method.c_str(), url.c_str(), std::string(ClientErrorName(response.error)).c_str(),
+    std::fprintf(stderr, "agentpay admin: no complete answer from %s %s (%s: %s)\n", method.c_str(),
+                 url.c_str(), std::string(ClientErrorName(response.error)).c_str(),
                  LowerFirst(response.detail).c_str());
     return 1;
   }
@@ -139,13 +139,15 @@ struct DevnetCommands {
 DevnetCommands AddDevnetCommands(CLI::App& admin, AdminOptions& options) {
   DevnetCommands c;
   c.devnet = admin.add_subcommand(
-      "devnet", "the built-in devnet of `serve` (demo chain): show it, hold settlements back, "
-                "mine, drop a pending transaction; without a subcommand: show");
+      "devnet",
+      "the built-in devnet of `serve` (demo chain): show it, hold settlements back, "
+      "mine, drop a pending transaction; without a subcommand: show");
   c.devnet->require_subcommand(0, 1);
   c.show = c.devnet->add_subcommand("show", "block number and latest block time");
   c.automine = c.devnet->add_subcommand(
-      "automine", "on: transactions are mined once the mine delay has passed; off: only by "
-                  "`mine` (the gateway then answers 202 settlement_unknown)");
+      "automine",
+      "on: transactions are mined once the mine delay has passed; off: only by "
+      "`mine` (the gateway then answers 202 settlement_unknown)");
   c.automine->add_option("state", options.automine, "on or off")
       ->required()
       ->check(CLI::IsMember({"on", "off"}));
@@ -182,8 +184,9 @@ int RunDevnet(const DevnetCommands& c, const AdminOptions& options) {
 std::function<int()> AddAdminCommands(CLI::App& admin) {
   auto options = std::make_shared<AdminOptions>();
   admin.add_option("--url", options->url, "gateway base URL")->capture_default_str();
-  admin.add_option("--token-file", options->token_file,
-                   "file with the admin token (`serve --demo` writes ./agentpay-data/admin-token)")
+  admin
+      .add_option("--token-file", options->token_file,
+                  "file with the admin token (`serve --demo` writes ./agentpay-data/admin-token)")
       ->capture_default_str();
   admin.require_subcommand(1);
 
@@ -209,7 +212,8 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
   auto* resolve = admin.add_subcommand(
       "resolve",
       "resolve an operation's open alerts (idempotent; outcomes: delivered, refunded, written_off, "
-      "no_action; only refunded moves money: a wallet operation's capture goes back to the wallet)");
+      "no_action; only refunded moves money: a wallet operation's capture goes back to the "
+      "wallet)");
   resolve->add_option("operation", options->operation, "operation id")->required();
   resolve->add_option("--outcome", options->outcome, "delivered|refunded|written_off|no_action")
       ->required()
@@ -225,9 +229,9 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
                   options->env ? Output::kEnv : Output::kJson);
     }
     if (deposit->parsed()) {
-      return Call(*options, "POST", "/admin/v1/accounts/" + options->account + "/deposits",
-                  nlohmann::json({{"amount", options->amount}, {"reference", options->reference}})
-                      .dump());
+      return Call(
+          *options, "POST", "/admin/v1/accounts/" + options->account + "/deposits",
+          nlohmann::json({{"amount", options->amount}, {"reference", options->reference}}).dump());
     }
     if (show->parsed()) return Call(*options, "GET", "/admin/v1/accounts/" + options->account, "");
     if (alerts->parsed()) {

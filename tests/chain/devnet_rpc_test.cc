@@ -75,7 +75,11 @@ class DevnetRpcTest : public ::testing::Test {
   }
 
   TransferAuthorization Authorization(uint64_t value, uint32_t nonce_number) {
-    return {payer_, seller_, U256(value), U256(0), U256(clock_.NowS() + 600),
+    return {payer_,
+            seller_,
+            U256(value),
+            U256(0),
+            U256(clock_.NowS() + 600),
             NonceNumber(nonce_number)};
   }
 
@@ -157,7 +161,7 @@ class DevnetRpcTest : public ::testing::Test {
 TEST_F(DevnetRpcTest, ChainIdNetVersionAndFees) {
   EXPECT_EQ(ResultOf("eth_chainId"), "0x14a34");
   EXPECT_EQ(ResultOf("net_version"), "84532");
-  EXPECT_EQ(ResultOf("eth_maxPriorityFeePerGas"), "0xf4240");                 // 0.001 gwei
+  EXPECT_EQ(ResultOf("eth_maxPriorityFeePerGas"), "0xf4240");                // 0.001 gwei
   EXPECT_EQ(ResultOf("eth_gasPrice"), U256(1'001'000'000).ToHexQuantity());  // base + tip
   EXPECT_EQ(MethodError("eth_chainId", json::array({1}), "too many arguments"), kRpcInvalidParams);
 }
@@ -249,11 +253,11 @@ TEST_F(DevnetRpcTest, EthCallErrors) {
             kRpcInvalidParams);
   EXPECT_EQ(MethodError("eth_call", json::array({{{"data", "0x"}}}), "call.to"), kRpcInvalidParams);
   EXPECT_EQ(MethodError("eth_call", json::array({{{"to", "0x12"}}}), "call.to"), kRpcInvalidParams);
-  EXPECT_EQ(MethodError("eth_call", json::array({{{"to", kTokenHex}, {"data", "0xabc"}}}),
-                        "call.data"),
-            kRpcInvalidParams);
-  EXPECT_EQ(MethodError("eth_call", json::array({{{"to", kTokenHex}, {"data", "0x01"},
-                                                 {"input", "0x02"}}}),
+  EXPECT_EQ(
+      MethodError("eth_call", json::array({{{"to", kTokenHex}, {"data", "0xabc"}}}), "call.data"),
+      kRpcInvalidParams);
+  EXPECT_EQ(MethodError("eth_call",
+                        json::array({{{"to", kTokenHex}, {"data", "0x01"}, {"input", "0x02"}}}),
                         "differ"),
             kRpcInvalidParams);
   EXPECT_EQ(MethodError("eth_call", json::array({"0x"}), "object"), kRpcInvalidParams);
@@ -261,6 +265,14 @@ TEST_F(DevnetRpcTest, EthCallErrors) {
   EXPECT_EQ(MethodError("eth_call", {{{"to", kTokenHex}}, "latest", json::object()},
                         "too many arguments"),
             kRpcInvalidParams);
+}
+
+TEST_F(DevnetRpcTest, CodeOfAccountsAndOfTheBuiltInToken) {
+  EXPECT_EQ(ResultOf("eth_getCode", {ToLowerHex(payer_), "latest"}), "0x");
+  EXPECT_EQ(ResultOf("eth_getCode", {ToLowerHex(seller_)}), "0x");
+  EXPECT_EQ(MethodError("eth_getCode", {kTokenHex, "latest"}, "no EVM bytecode"), kRpcServerError);
+  EXPECT_EQ(MethodError("eth_getCode", {"0x12", "latest"}, "address"), kRpcInvalidParams);
+  EXPECT_EQ(MethodError("eth_getCode", {ToLowerHex(payer_), "later"}, "later"), kRpcInvalidParams);
 }
 
 TEST_F(DevnetRpcTest, EstimateGasOfASettlement) {
@@ -340,7 +352,9 @@ TEST_F(DevnetRpcTest, GetLogsFiltersByRangeAddressAndTopics) {
   const Hash32 first = Settle(10'000, 1);
   const Hash32 second = Settle(20'000, 2);
   // What `agentpay pay reconcile` asks: the AuthorizationUsed log of (payer, nonce).
-  json filter = {{"address", kTokenHex}, {"fromBlock", "0x0"}, {"toBlock", "latest"},
+  json filter = {{"address", kTokenHex},
+                 {"fromBlock", "0x0"},
+                 {"toBlock", "latest"},
                  {"topics", {used_topic_, Topic(payer_), Hex(NonceNumber(2))}}};
   json logs = ResultOf("eth_getLogs", json::array({filter}));
   ASSERT_EQ(logs.size(), 1u);
@@ -355,7 +369,8 @@ TEST_F(DevnetRpcTest, GetLogsFiltersByRangeAddressAndTopics) {
   EXPECT_EQ(logs[0]["transactionHash"], Hex(first));
   EXPECT_EQ(logs[1]["data"], Hex(U256(20'000).ToBigEndian()));
   // Alternatives at one position, null as a wildcard, a list of addresses.
-  json either = {{"fromBlock", "0x1"}, {"toBlock", "0x2"},
+  json either = {{"fromBlock", "0x1"},
+                 {"toBlock", "0x2"},
                  {"address", {kTokenHex, ToLowerHex(seller_)}},
                  {"topics", {{used_topic_, transfer_topic_}, nullptr, nullptr}}};
   EXPECT_EQ(ResultOf("eth_getLogs", json::array({either})).size(), 4u);
@@ -413,7 +428,9 @@ TEST_F(DevnetRpcTest, GetLogsResultCountAndBatchAnswerSizeAreBounded) {
 
   json batch = json::array();
   for (int id = 0; id < 8; ++id) {
-    batch.push_back({{"jsonrpc", "2.0"}, {"id", id}, {"method", "eth_getLogs"},
+    batch.push_back({{"jsonrpc", "2.0"},
+                     {"id", id},
+                     {"method", "eth_getLogs"},
                      {"params", json::array({transfers})}});
   }
   const std::string text = *AnswerDevnetRpc(batch.dump(), *devnet_);

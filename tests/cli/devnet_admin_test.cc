@@ -110,7 +110,8 @@ TEST_F(DevnetAdminTest, EachFieldDoesWhatItSays) {
 }
 
 TEST_F(DevnetAdminTest, BadOrUnknownFieldsAreRefusedWholeAndNamed) {
-  ExpectRefused(R"({"mine":true,"automine":false,"mine_dealy_ms":5})", "unknown field \"mine_dealy_ms\"");
+  ExpectRefused(R"({"mine":true,"automine":false,"mine_dealy_ms":5})",
+                "unknown field \"mine_dealy_ms\"");
   ExpectRefused(R"({"mine":true,"automine":"off"})", "automine");
   ExpectRefused(R"({"automine":false,"mine_delay_ms":-1})", "mine_delay_ms");
   ExpectRefused(R"({"automine":false,"mine_delay_ms":3600001})", "mine_delay_ms");
