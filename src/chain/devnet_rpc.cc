@@ -536,7 +536,9 @@ Outcome Dispatch(const std::string& method, const json& params, Devnet& devnet) 
                     " is not available: this endpoint only reads the devnet (the gateway's "
                     "relayer sends settlements; the devnet controls are /admin/v1/devnet)");
   }
-  return Fail(kRpcMethodNotFound, "the method " + method + " does not exist/is not available");
+  constexpr size_t kMaxEchoedName = 100;  // the name is echoed, but not a whole body of it
+  return Fail(kRpcMethodNotFound, "the method " + method.substr(0, kMaxEchoedName) +
+                                      " does not exist/is not available");
 }
 
 // ---- Envelope -----------------------------------------------------------------------------

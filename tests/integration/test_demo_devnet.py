@@ -315,7 +315,9 @@ class PayReconcileOnDevnetTest(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="agentpay-demo-reconcile-")
-        self.demo = Demo(self.dir, ["--max-timeout-seconds", "10"])
+        # validBefore = signing + 12 s: `pay` gives up 7 s after it starts, which leaves the test
+        # about 5 s to see reconcile keep the reservation before validBefore + the 1 s buffer.
+        self.demo = Demo(self.dir, ["--max-timeout-seconds", "12"])
         self.key_file = os.path.join(self.dir, "buyer-key")
         with open(self.key_file, "w") as f:
             f.write(self.demo.buyer_key + "\n")
@@ -336,7 +338,7 @@ class PayReconcileOnDevnetTest(unittest.TestCase):
         self.assertFalse(self.admin("devnet", "automine", "off")["automine"])
         done = subprocess.run([AGENTPAY, "pay", self.demo.base + "/hello", "--buyer-key-file", self.key_file,
                                "--budget-db", self.budget_db, "--budget", "1000000", "--task", "t",
-                               "--step", "1", "--timeout-ms", "9000", "--json"],
+                               "--step", "1", "--timeout-ms", "7000", "--json"],
                               capture_output=True, text=True, timeout=60)
         self.assertEqual(done.returncode, 3, (done.stdout, done.stderr))
         self.assertEqual(self.reservation()["state"], "unknown")
