@@ -27,7 +27,7 @@ namespace {
 constexpr uint8_t kEip1559Type = 0x02;
 constexpr size_t kEip1559Fields = 12;
 constexpr uint64_t kIntrinsicGas = 21'000;
-constexpr uint64_t kBaseFeePerGas = 1'000'000'000;  // 1 gwei
+constexpr uint64_t kBaseFeePerGas = kDevnetBaseFeePerGas;
 constexpr uint64_t kPriorityFeePerGas = 1'000'000;  // 0.001 gwei, what Base asks
 constexpr size_t kWord = 32;
 
@@ -183,6 +183,8 @@ struct DecodedTransaction {
   U256 value;
   Bytes data;
   Address from;  // recovered from the signature
+  uint8_t y_parity = 0;
+  U256 r, s;
 };
 
 // Reads the fields of a decoded RLP list; the first bad field sticks, later reads give zeros.
@@ -279,6 +281,9 @@ Result<DecodedTransaction> DecodeRawTransaction(std::span<const uint8_t> raw) {
   Result<Address> sender = RecoverSender(*items, reader);
   if (!sender.ok()) return sender.status();
   transaction.from = *sender;
+  transaction.y_parity = static_cast<uint8_t>(reader.Uint(9, "yParity").Limb(0));  // checked ≤ 1
+  transaction.r = reader.Uint(10, "r");
+  transaction.s = reader.Uint(11, "s");
   return transaction;
 }
 
@@ -318,6 +323,16 @@ struct MinedTransaction {
   TxInfo info;
   Receipt receipt;
   std::optional<std::string> revert_reason;  // nullopt: succeeded
+  DecodedTransaction transaction;
+  uint64_t index = 0;  // position in its block
+};
+
+// A mined block as the state remembers it (block 0 is the genesis).
+struct BlockRecord {
+  Hash32 hash{};
+  Hash32 parent_hash{};
+  int64_t timestamp_s = 0;
+  std::vector<Hash32> transactions;
 };
 
 // The outcome of running a settlement: a revert reason, or the authorization to apply.
@@ -345,6 +360,8 @@ class DevnetState {
   bool Knows(const Hash32& hash) const { return pending_.count(hash) || mined_.count(hash); }
   const PendingTransaction* FindPending(const Hash32& hash) const;
   const MinedTransaction* FindMined(const Hash32& hash) const;
+  // Precondition: number <= block_number().
+  const BlockRecord& BlockAt(uint64_t number) const { return blocks_.at(number); }
 
   // rpc_error when transaction's nonce is not its sender's next one.
   Status CheckNonce(const DecodedTransaction& transaction) const;
@@ -366,7 +383,7 @@ class DevnetState {
  private:
   Execution Run(const DecodedTransaction& transaction, int64_t timestamp_s) const;
   std::vector<LogEntry> Settle(const TransferAuthorization& authorization);
-  void MineOne(const Hash32& hash);
+  void MineOne(const Hash32& hash, uint64_t index);
 
   Address token_;
   Hash32 domain_separator_;
@@ -382,6 +399,7 @@ class DevnetState {
   std::set<std::tuple<int64_t, uint64_t, Hash32>> pending_by_due_;
   uint64_t next_sequence_ = 0;
   std::map<Hash32, MinedTransaction> mined_;
+  std::vector<BlockRecord> blocks_;  // index: block number
 };
 
 namespace {
@@ -407,6 +425,7 @@ DevnetState::DevnetState(const DevnetConfig& config, int64_t genesis_ms)
   genesis.insert(genesis.end(), config.token.bytes.begin(), config.token.bytes.end());
   AppendBigEndian(genesis, static_cast<uint64_t>(genesis_ms));
   block_hash_ = Keccak256(genesis);
+  blocks_.push_back({block_hash_, Hash32{}, block_timestamp_s_, {}});
 }
 
 U256 DevnetState::Balance(const Address& owner) const {
@@ -544,17 +563,19 @@ Status DevnetState::ApplyBlock(int64_t timestamp_s, const std::vector<Hash32>& h
     if (pending->transaction.nonce != expected) return Corrupt("nonce gap at " + Hex(hash));
     next_nonces[from] = expected + 1;
   }
+  const Hash32 parent_hash = block_hash_;
   Bytes header(block_hash_.begin(), block_hash_.end());
   AppendBigEndian(header, ++block_number_);
   block_timestamp_s_ = std::max(block_timestamp_s_, timestamp_s);
   AppendBigEndian(header, static_cast<uint64_t>(block_timestamp_s_));
   for (const Hash32& hash : hashes) header.insert(header.end(), hash.begin(), hash.end());
   block_hash_ = Keccak256(header);
-  for (const Hash32& hash : hashes) MineOne(hash);
+  blocks_.push_back({block_hash_, parent_hash, block_timestamp_s_, hashes});
+  for (uint64_t index = 0; index < hashes.size(); ++index) MineOne(hashes[index], index);
   return Status::Ok();
 }
 
-void DevnetState::MineOne(const Hash32& hash) {
+void DevnetState::MineOne(const Hash32& hash, uint64_t index) {
   const DecodedTransaction transaction = pending_.at(hash).transaction;
   RemovePending(hash);
   ++account_nonces_[transaction.from];
@@ -566,6 +587,8 @@ void DevnetState::MineOne(const Hash32& hash) {
   mined.receipt.block_hash = block_hash_;
   mined.receipt.gas_used = std::min(transaction.gas_limit, kDevnetSettlementGas);
   mined.revert_reason = execution.revert_reason;
+  mined.transaction = transaction;
+  mined.index = index;
   if (!execution.revert_reason) {
     mined.receipt.status = 1;
     mined.receipt.logs = Settle(execution.authorization);
@@ -1051,6 +1074,12 @@ Result<uint64_t> Devnet::Mine() {
   return state_->block_number();
 }
 
+Devnet::Controls Devnet::CurrentControls() {
+  std::lock_guard lock(mutex_);
+  (void)MineDue();  // the pool as the next read would see it
+  return Controls{automine_, mine_delay_ms_, state_->pending_count()};
+}
+
 void Devnet::SetUnavailable(bool unavailable) {
   std::lock_guard lock(mutex_);
   unavailable_ = unavailable;
@@ -1061,6 +1090,153 @@ std::optional<std::string> Devnet::RevertReason(const Hash32& transaction_hash) 
   (void)MineDue();  // report what is known even if a block could not be recorded
   const MinedTransaction* mined = state_->FindMined(transaction_hash);
   return mined == nullptr ? std::nullopt : mined->revert_reason;
+}
+
+// ---- Reads for the JSON-RPC endpoint -----------------------------------------------------
+
+namespace {
+
+DevnetTransaction TransactionView(const Hash32& hash, const DecodedTransaction& transaction) {
+  DevnetTransaction view;
+  view.hash = hash;
+  view.from = transaction.from;
+  view.to = transaction.to;
+  view.chain_id = transaction.chain_id;
+  view.nonce = transaction.nonce;
+  view.gas_limit = transaction.gas_limit;
+  view.max_priority_fee_per_gas = transaction.max_priority_fee_per_gas;
+  view.max_fee_per_gas = transaction.max_fee_per_gas;
+  view.value = transaction.value;
+  view.data = transaction.data;
+  view.y_parity = transaction.y_parity;
+  view.r = transaction.r;
+  view.s = transaction.s;
+  return view;
+}
+
+DevnetTransaction MinedView(const MinedTransaction& mined) {
+  DevnetTransaction view = TransactionView(mined.info.hash, mined.transaction);
+  view.block_number = mined.receipt.block_number;
+  view.block_hash = mined.receipt.block_hash;
+  view.index = mined.index;
+  return view;
+}
+
+// geth's rule: a filter with more topic positions than the log has topics never matches it.
+bool LogMatches(const LogEntry& log, const DevnetLogFilter& filter) {
+  if (!filter.addresses.empty() && std::find(filter.addresses.begin(), filter.addresses.end(),
+                                             log.address) == filter.addresses.end()) {
+    return false;
+  }
+  if (filter.topics.size() > log.topics.size()) return false;
+  for (size_t position = 0; position < filter.topics.size(); ++position) {
+    const std::vector<Hash32>& wanted = filter.topics[position];
+    if (!wanted.empty() &&
+        std::find(wanted.begin(), wanted.end(), log.topics[position]) == wanted.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::optional<DevnetBlock>> Devnet::Block(std::optional<uint64_t> number) {
+  std::lock_guard lock(mutex_);
+  if (Status entered = Enter(); !entered.ok()) return entered;
+  const uint64_t wanted = number.value_or(state_->block_number());
+  if (wanted > state_->block_number()) return std::optional<DevnetBlock>();
+  const BlockRecord& record = state_->BlockAt(wanted);
+  DevnetBlock block;
+  block.number = wanted;
+  block.hash = record.hash;
+  block.parent_hash = record.parent_hash;
+  block.timestamp_s = record.timestamp_s;
+  block.transactions = record.transactions;
+  for (const Hash32& hash : record.transactions) {
+    const MinedTransaction* mined = state_->FindMined(hash);
+    AGENTPAY_CHECK(mined != nullptr);  // a block's transactions stay mined
+    block.gas_used += mined->receipt.gas_used;
+    block.logs.insert(block.logs.end(), mined->receipt.logs.begin(), mined->receipt.logs.end());
+  }
+  return std::optional<DevnetBlock>(std::move(block));
+}
+
+Result<std::optional<DevnetTransaction>> Devnet::Transaction(const Hash32& transaction_hash) {
+  std::lock_guard lock(mutex_);
+  if (Status entered = Enter(); !entered.ok()) return entered;
+  if (const MinedTransaction* mined = state_->FindMined(transaction_hash)) {
+    return std::optional<DevnetTransaction>(MinedView(*mined));
+  }
+  if (const PendingTransaction* pending = state_->FindPending(transaction_hash)) {
+    return std::optional<DevnetTransaction>(
+        TransactionView(transaction_hash, pending->transaction));
+  }
+  return std::optional<DevnetTransaction>();
+}
+
+Result<std::optional<DevnetReceipt>> Devnet::ReceiptWithContext(const Hash32& transaction_hash) {
+  std::lock_guard lock(mutex_);
+  if (Status entered = Enter(); !entered.ok()) return entered;
+  const MinedTransaction* mined = state_->FindMined(transaction_hash);
+  if (mined == nullptr) return std::optional<DevnetReceipt>();
+  DevnetReceipt answer;
+  answer.receipt = mined->receipt;
+  answer.transaction = MinedView(*mined);
+  const BlockRecord& block = state_->BlockAt(mined->receipt.block_number);
+  for (uint64_t index = 0; index <= mined->index; ++index) {
+    const MinedTransaction* earlier = state_->FindMined(block.transactions.at(index));
+    AGENTPAY_CHECK(earlier != nullptr);
+    answer.cumulative_gas_used += earlier->receipt.gas_used;
+    if (index < mined->index) answer.first_log_index += earlier->receipt.logs.size();
+  }
+  return std::optional<DevnetReceipt>(std::move(answer));
+}
+
+Result<uint64_t> Devnet::TransactionCount(const Address& account) {
+  std::lock_guard lock(mutex_);
+  if (Status entered = Enter(); !entered.ok()) return entered;
+  return state_->AccountNonce(account);
+}
+
+Result<std::vector<DevnetPlacedLog>> Devnet::Logs(const DevnetLogFilter& filter) {
+  std::lock_guard lock(mutex_);
+  if (Status entered = Enter(); !entered.ok()) return entered;
+  if (filter.from_block > filter.to_block) {
+    return Status::Error("invalid_block_range", "fromBlock " + std::to_string(filter.from_block) +
+                                                    " is after toBlock " +
+                                                    std::to_string(filter.to_block));
+  }
+  std::vector<DevnetPlacedLog> found;
+  const uint64_t latest = state_->block_number();
+  if (filter.from_block > latest) return found;
+  const uint64_t to_block = std::min(filter.to_block, latest);
+  if (to_block - filter.from_block >= kDevnetMaxLogBlockRange) {
+    return Status::Error("block_range_too_large",
+                         "the range spans " + std::to_string(to_block - filter.from_block + 1) +
+                             " blocks; at most " + std::to_string(kDevnetMaxLogBlockRange) +
+                             " per call");
+  }
+  for (uint64_t number = filter.from_block; number <= to_block; ++number) {
+    const BlockRecord& block = state_->BlockAt(number);
+    uint64_t log_index = 0;
+    for (uint64_t index = 0; index < block.transactions.size(); ++index) {
+      const MinedTransaction* mined = state_->FindMined(block.transactions[index]);
+      AGENTPAY_CHECK(mined != nullptr);
+      for (const LogEntry& log : mined->receipt.logs) {
+        if (LogMatches(log, filter)) {
+          if (found.size() == kDevnetMaxLogResults) {
+            return Status::Error("too_many_results",
+                                 "more than " + std::to_string(kDevnetMaxLogResults) +
+                                     " logs match; narrow the block range or the filter");
+          }
+          found.push_back({log, number, block.hash, mined->info.hash, index, log_index});
+        }
+        ++log_index;
+      }
+    }
+  }
+  return found;
 }
 
 }  // namespace agentpay::chain

@@ -34,6 +34,70 @@ struct DevnetConfig {
   int64_t empty_block_interval_ms = 0;
 };
 
+// What the JSON-RPC read endpoint (devnet_rpc.h) shows of the chain: blocks, transactions and
+// logs as a node would, read from the devnet's memory.
+struct DevnetBlock {
+  uint64_t number = 0;
+  Hash32 hash{};
+  Hash32 parent_hash{};  // zero for block 0
+  int64_t timestamp_s = 0;
+  std::vector<Hash32> transactions;  // in execution order
+  uint64_t gas_used = 0;
+  std::vector<LogEntry> logs;  // every log of the block, in order (for logsBloom)
+};
+
+struct DevnetTransaction {
+  Hash32 hash{};
+  Address from;
+  std::optional<Address> to;
+  uint64_t chain_id = 0;
+  uint64_t nonce = 0;
+  uint64_t gas_limit = 0;
+  U256 max_priority_fee_per_gas;
+  U256 max_fee_per_gas;
+  U256 value;
+  Bytes data;
+  uint8_t y_parity = 0;
+  U256 r, s;
+  std::optional<uint64_t> block_number;  // nullopt while pending; then the fields below are unset
+  Hash32 block_hash{};
+  uint64_t index = 0;  // position in its block
+};
+
+struct DevnetReceipt {
+  Receipt receipt;
+  DevnetTransaction transaction;
+  uint64_t first_log_index = 0;      // block-wide index of the receipt's first log
+  uint64_t cumulative_gas_used = 0;  // of its block, up to and including it
+};
+
+// A log as eth_getLogs places it.
+struct DevnetPlacedLog {
+  LogEntry entry;
+  uint64_t block_number = 0;
+  Hash32 block_hash{};
+  Hash32 transaction_hash{};
+  uint64_t transaction_index = 0;
+  uint64_t log_index = 0;  // block-wide
+};
+
+// eth_getLogs' filter. An empty addresses list matches any emitter; topics[i] empty matches any
+// topic at position i, else one of the listed ones.
+struct DevnetLogFilter {
+  uint64_t from_block = 0;  // inclusive
+  uint64_t to_block = 0;    // inclusive; past the latest block means up to it
+  std::vector<Address> addresses;
+  std::vector<std::vector<Hash32>> topics;  // at most four positions
+};
+
+// One Logs call scans at most this many blocks and returns at most this many logs: a call stays
+// a few milliseconds and its answer a few megabytes.
+inline constexpr uint64_t kDevnetMaxLogBlockRange = 100'000;
+inline constexpr size_t kDevnetMaxLogResults = 5'000;
+// What BaseFeePerGas answers and every block carries: the devnet's fees never change.
+inline constexpr uint64_t kDevnetBaseFeePerGas = 1'000'000'000;  // 1 gwei
+inline constexpr uint64_t kDevnetBlockGasLimit = 30'000'000;
+
 class DevnetLog;    // the SQLite event log (devnet.cc)
 class DevnetState;  // balances, nonces, pool, receipts (devnet.cc)
 
@@ -76,6 +140,23 @@ class Devnet final : public Chain {
   Result<uint64_t> BlockNumber() override;
   Result<int64_t> LatestBlockTimestamp() override;
 
+  // Reads for the JSON-RPC endpoint; they fail only as the Chain methods do (rpc_unreachable).
+  //
+  // The one contract of this chain.
+  const Address& token() const { return config_.token; }
+  // Block `number`, or the latest for nullopt; nullopt when it is not mined yet.
+  Result<std::optional<DevnetBlock>> Block(std::optional<uint64_t> number);
+  // A pending or mined transaction; nullopt when unknown or dropped.
+  Result<std::optional<DevnetTransaction>> Transaction(const Hash32& transaction_hash);
+  // nullopt while the transaction is not mined.
+  Result<std::optional<DevnetReceipt>> ReceiptWithContext(const Hash32& transaction_hash);
+  // The sender's mined transaction count: its next nonce at the latest block.
+  Result<uint64_t> TransactionCount(const Address& account);
+  // The logs matching `filter`, oldest first. Errors: "invalid_block_range" (from_block past
+  // to_block), "block_range_too_large" (more than kDevnetMaxLogBlockRange blocks once to_block is
+  // capped at the latest), "too_many_results" (more than kDevnetMaxLogResults logs).
+  Result<std::vector<DevnetPlacedLog>> Logs(const DevnetLogFilter& filter);
+
   // Test and demo controls; they work while the chain is unavailable.
   //
   // Creates `amount` tokens for `owner`. Errors: "invalid_amount" (the supply would pass
@@ -91,6 +172,13 @@ class Devnet final : public Chain {
   // Mines one block now with every pending transaction that can run (evm_mine), even none.
   // Returns the new block number.
   Result<uint64_t> Mine();
+  struct Controls {
+    bool automine = true;
+    int64_t mine_delay_ms = 0;
+    size_t pending_transactions = 0;
+  };
+  // The control settings and the pool size, as they are now.
+  Controls CurrentControls();
   // While true every Chain method fails with rpc_unreachable (a node that is down); blocks
   // that fall due meanwhile are still mined at their due time once it is back.
   void SetUnavailable(bool unavailable);

@@ -1,6 +1,8 @@
-// See admin_command.h.
+// See admin_command.h. Every call prints the answer's JSON on stdout; failures also get one line on
+// stderr that names the URL tried, and a replayed call (Idempotent-Replayed: true) says so there.
 #include "cli/admin_command.h"
 
+#include <cctype>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -11,24 +13,77 @@
 namespace agentpay {
 namespace {
 
+constexpr char kDemoTokenFile[] = "./agentpay-data/admin-token";
+
 struct AdminOptions {
   std::string url = "http://127.0.0.1:8402";
-  std::string token_file = "./agentpay-data/admin-token";
+  std::string token_file = kDemoTokenFile;
   std::string name, account, amount, reference, settlement, fulfillment;
   std::string operation, outcome, note;
   int limit = 100;
+  bool env = false;  // create-account: shell assignments instead of JSON
+  std::string automine, transaction;
+  int64_t mine_delay_ms = 0;
 };
 
+std::string LowerFirst(std::string text) {
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
+// A value in single quotes, safe for `eval` in any POSIX shell.
+std::string ShellQuote(const std::string& value) {
+  std::string quoted = "'";
+  for (char c : value) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// How the answer is printed on stdout.
+enum class Output { kJson, kEnv };
+
+// Prints `NAME='value'` lines for create-account --env; false when the answer lacks a field.
+bool PrintEnv(const nlohmann::json& answer) {
+  const std::pair<const char*, const char*> fields[] = {{"ACCOUNT_ID", "account_id"},
+                                                        {"API_KEY", "api_key"}};
+  for (const auto& [variable, field] : fields) {
+    if (!answer.is_object() || !answer.contains(field) || !answer[field].is_string()) return false;
+  }
+  for (const auto& [variable, field] : fields) {
+    std::printf("%s=%s\n", variable, ShellQuote(answer[field].get<std::string>()).c_str());
+  }
+  return true;
+}
+
+void ReportProblem(const std::string& method, const std::string& url, int status,
+                   const nlohmann::json& answer) {
+  std::string what = std::to_string(status);
+  if (answer.is_object() && answer.contains("code") && answer["code"].is_string()) {
+    what += " " + answer["code"].get<std::string>();
+  }
+  if (answer.is_object() && answer.contains("detail") && answer["detail"].is_string()) {
+    what += ": " + answer["detail"].get<std::string>();
+  }
+  std::fprintf(stderr, "agentpay admin: %s %s: %s\n", method.c_str(), url.c_str(), what.c_str());
+}
+
 int Call(const AdminOptions& options, const std::string& method, const std::string& path,
-         const std::string& body) {
+         const std::string& body, Output output = Output::kJson) {
   auto endpoint = ParseHttpUrl(options.url);
   if (!endpoint.ok()) {
-    std::fprintf(stderr, "agentpay admin: %s\n", endpoint.status().message().c_str());
+    std::fprintf(stderr, "agentpay admin: --url %s: %s\n", options.url.c_str(),
+                 endpoint.status().message().c_str());
     return 2;
   }
+  std::string base = options.url;
+  while (base.ends_with("/")) base.pop_back();
+  const std::string url = base + path;
   auto token = ReadSecretFile(options.token_file);
   if (!token.ok()) {
-    std::fprintf(stderr, "agentpay admin: %s\n", token.status().message().c_str());
+    std::fprintf(stderr,
+                 "agentpay admin: cannot read the admin token from %s (%s); `agentpay serve "
+                 "--demo` writes one at %s, otherwise give --token-file with the file the "
+                 "gateway was started with (--admin-token-file)\n",
+                 options.token_file.c_str(), token.status().message().c_str(), kDemoTokenFile);
     return 2;
   }
   ClientRequest request;
@@ -38,15 +93,90 @@ int Call(const AdminOptions& options, const std::string& method, const std::stri
   if (!body.empty()) request.headers.push_back({"Content-Type", "application/json"});
   request.body = body;
   ClientResponse response = SendHttp(*endpoint, request, ClientOptions{});
+  if (response.error == ClientError::kConnect) {
+    std::fprintf(stderr, "agentpay admin: cannot reach %s: %s\n", url.c_str(),
+                 LowerFirst(response.detail).c_str());
+    return 1;
+  }
   if (response.error != ClientError::kNone) {
-    std::fprintf(stderr, "agentpay admin: %s: %s\n", std::string(ClientErrorName(response.error)).c_str(),
-                 response.detail.c_str());
+    std::fprintf(stderr, "agentpay admin: no complete answer from %s %s (%s: %s)\n", method.c_str(),
+                 url.c_str(), std::string(ClientErrorName(response.error)).c_str(),
+                 LowerFirst(response.detail).c_str());
     return 1;
   }
   auto json = nlohmann::json::parse(response.body, nullptr, false);
-  std::string shown = json.is_discarded() ? response.body : json.dump(2);
-  std::printf("%s\n", shown.c_str());
-  return response.status >= 200 && response.status < 300 ? 0 : 1;
+  const bool ok = response.status >= 200 && response.status < 300;
+  if (!ok) ReportProblem(method, url, response.status, json);
+  if (ok && output == Output::kEnv) {
+    if (!PrintEnv(json)) {
+      std::fprintf(stderr, "agentpay admin: %s %s: the answer has no account_id/api_key: %s\n",
+                   method.c_str(), url.c_str(), response.body.c_str());
+      return 1;
+    }
+  } else {
+    std::printf("%s\n", json.is_discarded() ? response.body.c_str() : json.dump(2).c_str());
+  }
+  for (const HttpHeader& header : response.headers) {
+    if (ok && HeaderNameEquals(header.name, "Idempotent-Replayed") && header.value == "true") {
+      std::fprintf(stderr,
+                   "agentpay admin: replayed (Idempotent-Replayed: true): the gateway had "
+                   "already done this very call, nothing changed now\n");
+    }
+  }
+  return ok ? 0 : 1;
+}
+
+// `agentpay admin devnet ...`: the built-in devnet's controls (GET/POST /admin/v1/devnet).
+struct DevnetCommands {
+  CLI::App* devnet = nullptr;
+  CLI::App* show = nullptr;
+  CLI::App* automine = nullptr;
+  CLI::App* mine = nullptr;
+  CLI::App* drop = nullptr;
+  CLI::App* mine_delay = nullptr;
+};
+
+DevnetCommands AddDevnetCommands(CLI::App& admin, AdminOptions& options) {
+  DevnetCommands c;
+  c.devnet = admin.add_subcommand(
+      "devnet",
+      "the built-in devnet of `serve` (demo chain): show it, hold settlements back, "
+      "mine, drop a pending transaction; without a subcommand: show");
+  c.devnet->require_subcommand(0, 1);
+  c.show = c.devnet->add_subcommand("show", "block number and latest block time");
+  c.automine = c.devnet->add_subcommand(
+      "automine",
+      "on: transactions are mined once the mine delay has passed; off: only by "
+      "`mine` (the gateway then answers 202 settlement_unknown)");
+  c.automine->add_option("state", options.automine, "on or off")
+      ->required()
+      ->check(CLI::IsMember({"on", "off"}));
+  c.mine = c.devnet->add_subcommand("mine", "mine one block now with every pending transaction");
+  c.drop = c.devnet->add_subcommand(
+      "drop", "remove a pending transaction from the pool, as if the node had lost it");
+  c.drop->add_option("transaction", options.transaction, "the transaction hash (0x + 64 hex)")
+      ->required();
+  c.mine_delay = c.devnet->add_subcommand(
+      "mine-delay", "how long after it arrives a transaction is mined (applies to later ones)");
+  c.mine_delay->add_option("milliseconds", options.mine_delay_ms, "0 to 3600000")->required();
+  return c;
+}
+
+int RunDevnet(const DevnetCommands& c, const AdminOptions& options) {
+  constexpr char kPath[] = "/admin/v1/devnet";
+  nlohmann::json body;
+  if (c.automine->parsed()) {
+    body["automine"] = options.automine == "on";
+  } else if (c.mine->parsed()) {
+    body["mine"] = true;
+  } else if (c.drop->parsed()) {
+    body["drop"] = options.transaction;
+  } else if (c.mine_delay->parsed()) {
+    body["mine_delay_ms"] = options.mine_delay_ms;
+  } else {
+    return Call(options, "GET", kPath, "");
+  }
+  return Call(options, "POST", kPath, body.dump());
 }
 
 }  // namespace
@@ -54,13 +184,19 @@ int Call(const AdminOptions& options, const std::string& method, const std::stri
 std::function<int()> AddAdminCommands(CLI::App& admin) {
   auto options = std::make_shared<AdminOptions>();
   admin.add_option("--url", options->url, "gateway base URL")->capture_default_str();
-  admin.add_option("--token-file", options->token_file, "file with the admin token")
+  admin
+      .add_option("--token-file", options->token_file,
+                  "file with the admin token (`serve --demo` writes ./agentpay-data/admin-token)")
       ->capture_default_str();
   admin.require_subcommand(1);
 
   auto* create = admin.add_subcommand("create-account", "create an account and print its API key");
   create->add_option("name", options->name, "account name")->required();
-  auto* deposit = admin.add_subcommand("deposit", "deposit into an account (idempotent by reference)");
+  create->add_flag("--env", options->env,
+                   "print ACCOUNT_ID='...' and API_KEY='...' lines instead of JSON, for "
+                   "eval \"$(agentpay admin create-account NAME --env)\"");
+  auto* deposit = admin.add_subcommand(
+      "deposit", "deposit into an account (idempotent by reference: a repeat says it replayed)");
   deposit->add_option("account", options->account, "account id")->required();
   deposit->add_option("amount", options->amount, "atomic units")->required();
   deposit->add_option("--reference", options->reference, "unique reference of this deposit")
@@ -76,23 +212,26 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
   auto* resolve = admin.add_subcommand(
       "resolve",
       "resolve an operation's open alerts (idempotent; outcomes: delivered, refunded, written_off, "
-      "no_action; only refunded moves money: a wallet operation's capture goes back to the wallet)");
+      "no_action; only refunded moves money: a wallet operation's capture goes back to the "
+      "wallet)");
   resolve->add_option("operation", options->operation, "operation id")->required();
   resolve->add_option("--outcome", options->outcome, "delivered|refunded|written_off|no_action")
       ->required()
       ->check(CLI::IsMember({"delivered", "refunded", "written_off", "no_action"}));
   resolve->add_option("--note", options->note, "why (1-1000 characters; kept in the audit trail)")
       ->required();
+  const DevnetCommands devnet = AddDevnetCommands(admin, *options);
 
-  return [options, create, deposit, show, ops, alerts, resolve]() {
+  return [options, create, deposit, show, ops, alerts, resolve, devnet]() {
     if (create->parsed()) {
       return Call(*options, "POST", "/admin/v1/accounts",
-                  nlohmann::json({{"name", options->name}}).dump());
+                  nlohmann::json({{"name", options->name}}).dump(),
+                  options->env ? Output::kEnv : Output::kJson);
     }
     if (deposit->parsed()) {
-      return Call(*options, "POST", "/admin/v1/accounts/" + options->account + "/deposits",
-                  nlohmann::json({{"amount", options->amount}, {"reference", options->reference}})
-                      .dump());
+      return Call(
+          *options, "POST", "/admin/v1/accounts/" + options->account + "/deposits",
+          nlohmann::json({{"amount", options->amount}, {"reference", options->reference}}).dump());
     }
     if (show->parsed()) return Call(*options, "GET", "/admin/v1/accounts/" + options->account, "");
     if (alerts->parsed()) {
@@ -102,6 +241,7 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
       return Call(*options, "POST", "/admin/v1/operations/" + options->operation + "/resolve",
                   nlohmann::json({{"outcome", options->outcome}, {"note", options->note}}).dump());
     }
+    if (devnet.devnet->parsed()) return RunDevnet(devnet, *options);
     std::string query = "?limit=" + std::to_string(options->limit);
     if (!options->settlement.empty()) query += "&settlement=" + options->settlement;
     if (!options->fulfillment.empty()) query += "&fulfillment=" + options->fulfillment;

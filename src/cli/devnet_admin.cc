@@ -2,55 +2,95 @@
 #include "cli/devnet_admin.h"
 
 #include <nlohmann/json.hpp>
+#include <variant>
 
+#include "core/json_depth.h"
 #include "gateway/hashing.h"
 
 namespace agentpay {
 namespace {
 
 constexpr int64_t kMaxMineDelayMs = 3600 * 1000;
+constexpr int kMaxJsonDepth = 8;  // the body is one flat object
 
-HttpResponse State(chain::Devnet& devnet, nlohmann::json done) {
+// `done` (what a POST did) is left out of a GET's answer.
+HttpResponse State(chain::Devnet& devnet, std::optional<nlohmann::json> done) {
   auto number = devnet.BlockNumber();
   auto time = devnet.LatestBlockTimestamp();
   if (!number.ok() || !time.ok()) {
     return ProblemResponse(503, "chain_unavailable", "the devnet cannot be read");
   }
-  nlohmann::json body = {{"block_number", *number}, {"latest_block_timestamp", *time}};
-  if (!done.empty()) body["done"] = std::move(done);
+  const chain::Devnet::Controls controls = devnet.CurrentControls();
+  nlohmann::json body = {{"block_number", *number},
+                         {"latest_block_timestamp", *time},
+                         {"automine", controls.automine},
+                         {"mine_delay_ms", controls.mine_delay_ms},
+                         {"pending_transactions", controls.pending_transactions}};
+  if (done) body["done"] = std::move(*done);
   return JsonResponse(200, body.dump());
 }
 
-// Applies one POST body; an answer means it was refused (nothing after the refused field ran).
-std::optional<HttpResponse> Apply(const nlohmann::json& body, chain::Devnet& devnet,
-                                  nlohmann::json& done) {
-  if (body.contains("automine")) {
-    if (!body["automine"].is_boolean()) {
-      return ProblemResponse(400, "invalid_request", "automine must be true or false");
+// A POST body, checked whole before anything runs: a refused body changes nothing.
+struct DevnetCommand {
+  std::optional<bool> automine;
+  std::optional<int64_t> mine_delay_ms;
+  std::optional<chain::Hash32> drop;
+  bool mine = false;
+};
+
+HttpResponse Refused(const std::string& detail) {
+  return ProblemResponse(400, "invalid_request", detail);
+}
+
+// The command in `body`, or the 400 answer that names the first bad or unknown field.
+std::variant<DevnetCommand, HttpResponse> ParseCommand(const nlohmann::json& body) {
+  DevnetCommand command;
+  for (const auto& [key, value] : body.items()) {
+    if (key == "automine") {
+      if (!value.is_boolean()) return Refused("automine must be true or false");
+      command.automine = value.get<bool>();
+    } else if (key == "mine_delay_ms") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+          value.get<int64_t>() > kMaxMineDelayMs) {
+        return Refused("mine_delay_ms must be an integer from 0 to 3600000");
+      }
+      command.mine_delay_ms = value.get<int64_t>();
+    } else if (key == "drop") {
+      auto hash = value.is_string() ? chain::ParseHash32(value.get<std::string>())
+                                    : Result<chain::Hash32>(Status::Error("x", "not a string"));
+      if (!hash.ok()) return Refused("drop must be a transaction hash: 0x and 64 hex digits");
+      command.drop = *hash;
+    } else if (key == "mine") {
+      if (!value.is_boolean()) return Refused("mine must be true or false");
+      command.mine = value.get<bool>();
+    } else {
+      return Refused("unknown field \"" + key +
+                     "\": the fields are automine, mine_delay_ms, drop and mine");
     }
-    if (!devnet.SetAutomine(body["automine"].get<bool>()).ok()) {
+  }
+  return command;
+}
+
+// Runs the command in a fixed order: automine, mine delay, drop, mine. An answer means the chain
+// failed part way; what ran before it stays done, and `done` says what that was.
+std::optional<HttpResponse> Apply(const DevnetCommand& command, chain::Devnet& devnet,
+                                  nlohmann::json& done) {
+  if (command.automine) {
+    if (!devnet.SetAutomine(*command.automine).ok()) {
       return ProblemResponse(503, "chain_unavailable", "the devnet could not change automine");
     }
-    done.push_back(body["automine"].get<bool>() ? "automine on" : "automine off");
+    done.push_back(*command.automine ? "automine on" : "automine off");
   }
-  if (body.contains("mine_delay_ms")) {
-    const auto& delay = body["mine_delay_ms"];
-    if (!delay.is_number_integer() || delay.get<int64_t>() < 0 ||
-        delay.get<int64_t>() > kMaxMineDelayMs) {
-      return ProblemResponse(400, "invalid_request", "mine_delay_ms must be 0 to 3600000");
-    }
-    devnet.SetMineDelayMs(delay.get<int64_t>());
-    done.push_back("mine delay " + std::to_string(delay.get<int64_t>()) + " ms");
+  if (command.mine_delay_ms) {
+    devnet.SetMineDelayMs(*command.mine_delay_ms);
+    done.push_back("mine delay " + std::to_string(*command.mine_delay_ms) + " ms");
   }
-  if (body.contains("drop")) {
-    auto hash = body["drop"].is_string() ? chain::ParseHash32(body["drop"].get<std::string>())
-                                         : Result<chain::Hash32>(Status::Error("x", "x"));
-    if (!hash.ok()) return ProblemResponse(400, "invalid_request", "drop must be a 0x tx hash");
-    auto dropped = devnet.DropTransaction(*hash);
+  if (command.drop) {
+    auto dropped = devnet.DropTransaction(*command.drop);
     if (!dropped.ok()) return ProblemResponse(503, "chain_unavailable", "the devnet failed");
     done.push_back(*dropped ? "dropped" : "not pending: nothing dropped");
   }
-  if (body.value("mine", false)) {
+  if (command.mine) {
     auto mined = devnet.Mine();
     if (!mined.ok()) return ProblemResponse(503, "chain_unavailable", "the devnet failed");
     done.push_back("mined block " + std::to_string(*mined));
@@ -69,12 +109,20 @@ std::optional<HttpResponse> HandleDevnetAdmin(const HttpRequest& request, chain:
       !SecretEquals(header->substr(kBearer.size()), admin_token)) {
     return ProblemResponse(401, "unauthorized", "the admin API needs the admin bearer token");
   }
-  if (request.method == "GET") return State(devnet, {});
+  if (request.method == "GET") return State(devnet, std::nullopt);
   if (request.method != "POST") return ProblemResponse(405, "method_not_allowed", "GET or POST");
+  // The same codes as the admin API: every bad body, JSON or not, is 400 invalid_request.
+  if (!JsonNestingWithin(request.body, kMaxJsonDepth)) return Refused("the body nests too deep");
   auto body = nlohmann::json::parse(request.body, nullptr, false);
-  if (!body.is_object()) return ProblemResponse(400, "invalid_json", "the body must be an object");
+  if (!body.is_object()) {
+    return Refused("the body must be a JSON object, e.g. {\"automine\": false}");
+  }
+  auto command = ParseCommand(body);
+  if (auto* refused = std::get_if<HttpResponse>(&command)) return std::move(*refused);
   nlohmann::json done = nlohmann::json::array();
-  if (auto refused = Apply(body, devnet, done)) return std::move(*refused);
+  if (auto failed = Apply(std::get<DevnetCommand>(command), devnet, done)) {
+    return std::move(*failed);
+  }
   return State(devnet, std::move(done));
 }
 

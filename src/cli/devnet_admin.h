@@ -12,8 +12,12 @@
 
 namespace agentpay {
 
-// nullopt when the request is not for /admin/v1/devnet. Body of a POST, every field optional:
-// {"automine": bool, "mine_delay_ms": int, "mine": true, "drop": "0x<tx hash>"}.
+// nullopt when the request is not for /admin/v1/devnet. Only the admin token may call it (401
+// otherwise). GET answers {block_number, latest_block_timestamp, automine, mine_delay_ms,
+// pending_transactions}. POST takes an object, every field optional: {"automine": bool,
+// "mine_delay_ms": 0..3600000, "drop": "0x<tx hash>", "mine": bool}; it is checked whole first
+// (400 invalid_request naming the bad or unknown field; nothing runs), then applied in that order,
+// and answers the GET object plus "done": what it did.
 std::optional<HttpResponse> HandleDevnetAdmin(const HttpRequest& request, chain::Devnet& devnet,
                                               const std::string& admin_token);
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "chain/devnet.h"
+#include "chain/devnet_rpc.h"
 #include "chain/rpc_chain.h"
 #include "cli/devnet_admin.h"
 #include "cli/log.h"
@@ -259,8 +260,13 @@ void AnnounceStart(Logger& log, const std::string& base, const ServeOptions& opt
           : "x402 on " + options.chain_rpc + ": chain " + config.chain.Network() + ", asset " +
                 config.chain.asset + ", relayer " +
                 chain::ToChecksumHex(settlement.settler->relayer());
+  const std::string rpc_url =
+      settlement.devnet != nullptr ? base + std::string(chain::kDevnetRpcPath) : "";
   if (log.format() == LogFormat::kJson) {
     log.Info("listening", listening, {{"url", base}, {"store", options.db}});
+    if (!rpc_url.empty()) {
+      log.Info("devnet_rpc", "devnet JSON-RPC (reads): " + rpc_url, {{"url", rpc_url}});
+    }
     log.Info("chain", chain,
              {{"network", config.chain.Network()},
               {"asset", config.chain.asset},
@@ -275,6 +281,7 @@ void AnnounceStart(Logger& log, const std::string& base, const ServeOptions& opt
     return;
   }
   std::printf("%s\n  %s\n", listening.c_str(), chain.c_str());
+  if (!rpc_url.empty()) std::printf("  devnet JSON-RPC (reads): %s\n", rpc_url.c_str());
   std::printf("  request/effect inspector: %s/inspector/\n", base.c_str());
   for (const auto& route : config.routes) {
     std::printf("  paid route %s -> %s at %lld atomic units\n", route.prefix.c_str(),
@@ -457,6 +464,9 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
                                if (auto sim = HandleSimRequest(*request))
                                  return respond(std::move(*sim));
                                if (devnet != nullptr) {
+                                 if (auto answer = chain::HandleDevnetRpc(*request, *devnet)) {
+                                   return respond(std::move(*answer));
+                                 }
                                  if (auto answer = HandleDevnetAdmin(*request, *devnet, token)) {
                                    return respond(std::move(*answer));
                                  }
