@@ -20,6 +20,7 @@ namespace agentpay {
 namespace {
 
 constexpr int64_t kMaxTimeoutMs = 3600 * 1000;
+constexpr char kDataDir[] = "agentpay-data";  // the default store's directory, relative to the cwd
 constexpr int64_t kMaxBodyLimit = 64 * 1024 * 1024;
 
 struct Flag {
@@ -288,10 +289,14 @@ Status PrepareStoreDirectory(const ServeOptions& options) {
     }
     return Status::Ok();
   }
-  if (!options.db_is_default) {
+  // ./agentpay-data is the default place whatever the file's name in it; any other directory is
+  // the operator's to make (a typo there should not silently scatter data into a new tree).
+  const bool default_directory =
+      options.db_is_default || directory.lexically_normal() == std::filesystem::path(kDataDir);
+  if (!default_directory) {
     return Invalid("--db " + options.db + ": the directory " + directory.string() +
                    " does not exist; create it (mkdir -p " + directory.string() +
-                   ") or leave --db out to keep the data in ./agentpay-data");
+                   ") or keep the data in ./agentpay-data, which serve creates");
   }
   // The default place is ours to make; private, since it holds keys and the books.
   std::filesystem::create_directories(directory, ec);

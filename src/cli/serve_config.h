@@ -60,8 +60,8 @@ struct RpcChainOptions {
 };
 std::optional<RpcChainOptions> RpcChainOf(const ServeOptions& options);
 
-// Makes sure the SQLite file's directory is there: the default ./agentpay-data is created
-// (0700); a directory the operator named must exist and be writable. The message names the path.
+// Makes sure the SQLite file's directory is there: ./agentpay-data (the default) is created
+// (0700); any other directory must exist and be writable. The message names the path.
 Status PrepareStoreDirectory(const ServeOptions& options);
 
 // Reads a secret from a file (trailing whitespace removed); an empty file is an error.

@@ -201,6 +201,16 @@ TEST_F(ServeConfigTest, ANamedStoreDirectoryMustExist) {
   ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
   EXPECT_FALSE(options_.db_is_default);
   EXPECT_FALSE(PrepareStoreDirectory(options_).ok());
+  // A file of another name in the default directory: that directory is still serve's to make.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir_);
+  auto in_default = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--db",
+                             "sqlite:./agentpay-data/routes.db"});
+  Status made = PrepareStoreDirectory(options_);
+  fs::current_path(cwd);
+  ASSERT_TRUE(in_default.ok());
+  EXPECT_TRUE(made.ok()) << made.ToString();
+  EXPECT_TRUE(fs::is_directory(dir_ / "agentpay-data"));
   // A file where the directory should be.
   Write("plain-file", "x");
   auto under_file = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--db",

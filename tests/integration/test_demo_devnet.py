@@ -188,7 +188,7 @@ class DemoDevnetTest(unittest.TestCase):
         again = demo.pay()
         self.assertEqual(again["status"], 200, again)
         self.assertEqual(settled_count(self.dir), 3)
-        self.assertIn("funded with %d atomic units" % DEMO_FUNDING, demo.banner)
+        self.assertIn("balance %d atomic units" % DEMO_FUNDING, demo.banner)
 
     def test_devnet_admin_needs_the_admin_token_and_checks_its_input(self):
         status, _, _ = self.demo.request("GET", "/admin/v1/devnet")
@@ -269,7 +269,7 @@ class DevnetRpcTest(unittest.TestCase):
         first_block = demo.devnet()["block_number"]
         before = viem_reads(demo)
         self.assertEqual("eip155:%d" % before["chainId"], demo.network)
-        self.assertIn("funded with %d atomic units" % DEMO_FUNDING, demo.banner)
+        self.assertIn("balance %d atomic units" % DEMO_FUNDING, demo.banner)
         self.assertEqual(int(before["balance"]), DEMO_FUNDING)
         # An idle devnet stamps an empty block every 2 s: the number viem saw lies between the two.
         self.assertLessEqual(first_block, int(before["blockNumber"]))
