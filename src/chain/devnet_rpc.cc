@@ -549,7 +549,9 @@ json ErrorObject(const json& id, const RpcFailure& failure) {
   return {{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}};
 }
 
-bool ValidId(const json& id) { return id.is_string() || id.is_number() || id.is_null(); }
+// Fractional ids (and integers past 64 bits, which the parser can only hold as doubles) are
+// refused: they could not be echoed back exactly.
+bool ValidId(const json& id) { return id.is_string() || id.is_number_integer() || id.is_null(); }
 
 // One call's answer; nullopt for a notification (a valid call without "id").
 std::optional<json> AnswerCall(const json& call, Devnet& devnet) {
@@ -558,7 +560,8 @@ std::optional<json> AnswerCall(const json& call, Devnet& devnet) {
   }
   auto id = call.find("id");
   if (id != call.end() && !ValidId(*id)) {
-    return ErrorObject(nullptr, {kRpcInvalidRequest, "id must be a string, a number or null", {}});
+    return ErrorObject(nullptr,
+                       {kRpcInvalidRequest, "id must be a string, a 64-bit integer or null", {}});
   }
   const json id_value = id != call.end() ? *id : json(nullptr);
   auto version = call.find("jsonrpc");
@@ -572,8 +575,11 @@ std::optional<json> AnswerCall(const json& call, Devnet& devnet) {
   auto params = call.find("params");
   Outcome outcome;
   if (params != call.end() && !params->is_array() && !params->is_null()) {
-    outcome = params->is_object() ? InvalidParams("params must be an array (by position)")
-                                  : Fail(kRpcInvalidRequest, "params must be an array");
+    if (!params->is_object()) {
+      // Not a call at all: answered even without an id, as any other invalid request.
+      return ErrorObject(id_value, {kRpcInvalidRequest, "params must be an array", {}});
+    }
+    outcome = InvalidParams("params must be an array (by position)");
   } else {
     const json empty = json::array();
     outcome = Dispatch(method->get<std::string>(),
@@ -594,6 +600,7 @@ std::string AnswerBatch(const json& batch, Devnet& devnet, bool* only_notificati
   for (const json& call : batch) {
     std::optional<json> answer;
     if (out.size() > kDevnetRpcMaxResponseBytes) {
+      if (call.is_object() && !call.contains("id")) continue;  // a notification gets no answer
       const json id = call.is_object() && call.contains("id") && ValidId(call["id"])
                           ? call["id"]
                           : json(nullptr);

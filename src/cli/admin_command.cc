@@ -41,12 +41,26 @@ std::string ShellQuote(const std::string& value) {
 // How the answer is printed on stdout.
 enum class Output { kJson, kEnv };
 
-// Prints `NAME='value'` lines for create-account --env; false when the answer lacks a field.
+// An id or key as the gateway makes them ("acct_" or "ak_" + hex): the only values --env prints,
+// so that whatever a gateway (or whoever stands between it and us) answers, `eval` runs nothing.
+bool IsPlainToken(const std::string& value) {
+  if (value.empty() || value.size() > 256) return false;
+  for (char c : value) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+// Prints `NAME='value'` lines for create-account --env; false (nothing printed) when the answer
+// lacks a field or a value is not a plain id.
 bool PrintEnv(const nlohmann::json& answer) {
   const std::pair<const char*, const char*> fields[] = {{"ACCOUNT_ID", "account_id"},
                                                         {"API_KEY", "api_key"}};
   for (const auto& [variable, field] : fields) {
-    if (!answer.is_object() || !answer.contains(field) || !answer[field].is_string()) return false;
+    if (!answer.is_object() || !answer.contains(field) || !answer[field].is_string() ||
+        !IsPlainToken(answer[field].get<std::string>())) {
+      return false;
+    }
   }
   for (const auto& [variable, field] : fields) {
     std::printf("%s=%s\n", variable, ShellQuote(answer[field].get<std::string>()).c_str());
@@ -107,10 +121,13 @@ int Call(const AdminOptions& options, const std::string& method, const std::stri
   auto json = nlohmann::json::parse(response.body, nullptr, false);
   const bool ok = response.status >= 200 && response.status < 300;
   if (!ok) ReportProblem(method, url, response.status, json);
-  if (ok && output == Output::kEnv) {
-    if (!PrintEnv(json)) {
-      std::fprintf(stderr, "agentpay admin: %s %s: the answer has no account_id/api_key: %s\n",
-                   method.c_str(), url.c_str(), response.body.c_str());
+  if (output == Output::kEnv) {
+    // Nothing but the assignments on stdout: an error answer would be run by `eval`.
+    if (ok && !PrintEnv(json)) {
+      std::fprintf(stderr,
+                   "agentpay admin: %s %s: the answer has no plain account_id and api_key; "
+                   "nothing printed for the shell\n",
+                   method.c_str(), url.c_str());
       return 1;
     }
   } else {
@@ -124,6 +141,29 @@ int Call(const AdminOptions& options, const std::string& method, const std::stri
     }
   }
   return ok ? 0 : 1;
+}
+
+// POST of a JSON body built from the command line; an argument that is not UTF-8 is refused here
+// (nlohmann would throw) rather than sent mangled.
+int PostJson(const AdminOptions& options, const std::string& path, const nlohmann::json& body,
+             Output output = Output::kJson) {
+  std::string text;
+  try {
+    text = body.dump();
+  } catch (const nlohmann::json::type_error&) {
+    std::fprintf(stderr, "agentpay admin: an argument is not valid UTF-8; nothing was sent\n");
+    return 2;
+  }
+  return Call(options, "POST", path, text, output);
+}
+
+// An account or operation id on the command line goes into a URL path: only the characters ids
+// are made of.
+bool CheckId(const char* what, const std::string& id) {
+  if (IsPlainToken(id)) return true;
+  std::fprintf(stderr, "agentpay admin: %s takes letters, digits, _ and - only, got '%s'\n", what,
+               id.c_str());
+  return false;
 }
 
 // `agentpay admin devnet ...`: the built-in devnet's controls (GET/POST /admin/v1/devnet).
@@ -176,7 +216,7 @@ int RunDevnet(const DevnetCommands& c, const AdminOptions& options) {
   } else {
     return Call(options, "GET", kPath, "");
   }
-  return Call(options, "POST", kPath, body.dump());
+  return PostJson(options, kPath, body);
 }
 
 }  // namespace
@@ -224,24 +264,30 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
 
   return [options, create, deposit, show, ops, alerts, resolve, devnet]() {
     if (create->parsed()) {
-      return Call(*options, "POST", "/admin/v1/accounts",
-                  nlohmann::json({{"name", options->name}}).dump(),
-                  options->env ? Output::kEnv : Output::kJson);
+      return PostJson(*options, "/admin/v1/accounts", nlohmann::json({{"name", options->name}}),
+                      options->env ? Output::kEnv : Output::kJson);
     }
+    if ((deposit->parsed() || show->parsed()) && !CheckId("ACCOUNT", options->account)) return 2;
+    if (resolve->parsed() && !CheckId("OPERATION", options->operation)) return 2;
     if (deposit->parsed()) {
-      return Call(
-          *options, "POST", "/admin/v1/accounts/" + options->account + "/deposits",
-          nlohmann::json({{"amount", options->amount}, {"reference", options->reference}}).dump());
+      return PostJson(
+          *options, "/admin/v1/accounts/" + options->account + "/deposits",
+          nlohmann::json({{"amount", options->amount}, {"reference", options->reference}}));
     }
     if (show->parsed()) return Call(*options, "GET", "/admin/v1/accounts/" + options->account, "");
     if (alerts->parsed()) {
       return Call(*options, "GET", "/admin/v1/alerts?limit=" + std::to_string(options->limit), "");
     }
     if (resolve->parsed()) {
-      return Call(*options, "POST", "/admin/v1/operations/" + options->operation + "/resolve",
-                  nlohmann::json({{"outcome", options->outcome}, {"note", options->note}}).dump());
+      return PostJson(*options, "/admin/v1/operations/" + options->operation + "/resolve",
+                      nlohmann::json({{"outcome", options->outcome}, {"note", options->note}}));
     }
     if (devnet.devnet->parsed()) return RunDevnet(devnet, *options);
+    for (const auto& [what, value] :
+         {std::pair<const char*, const std::string*>{"--settlement", &options->settlement},
+          {"--fulfillment", &options->fulfillment}}) {
+      if (!value->empty() && !CheckId(what, *value)) return 2;
+    }
     std::string query = "?limit=" + std::to_string(options->limit);
     if (!options->settlement.empty()) query += "&settlement=" + options->settlement;
     if (!options->fulfillment.empty()) query += "&fulfillment=" + options->fulfillment;

@@ -382,15 +382,17 @@ Status PrepareDemo(Random& random, ServeOptions& options, GatewayConfig& config)
 int RunServe(const CLI::App& command, ServeOptions& options) {
   auto config = ResolveServeConfig(command, options);
   if (!config.ok()) return Fail(config.status().message());
-  auto listen = ParseListenAddress(options.listen);
-  if (!listen.ok()) return Fail("--listen " + options.listen + ": " + listen.status().message());
-
-  TerminationSignals signals;  // before any thread starts: they inherit the mask
-
   SystemClock clock;
   SystemRandom random;
   Logger log(options.log_format == "json" ? LogFormat::kJson : LogFormat::kText, clock,
              "agentpay serve");
+  auto listen = ParseListenAddress(options.listen);
+  if (!listen.ok()) {
+    return Fail("--listen " + options.listen + ": " + listen.status().message(), &log);
+  }
+
+  TerminationSignals signals;  // before any thread starts: they inherit the mask
+
   std::unique_ptr<Seller> demo_seller;
   std::unique_ptr<HttpServer> demo_seller_server;
   if (options.demo) {

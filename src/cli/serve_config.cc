@@ -317,6 +317,10 @@ Result<std::optional<toml::table>> ApplyConfigFile(const CLI::App& command, Serv
   if (std::ifstream probe(path); !probe) {
     return Invalid("--config " + path + ": cannot open it (" + std::strerror(errno) + ")");
   }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Invalid("--config " + path + ": is a directory, not a TOML file");
+  }
   toml::table file;
   try {
     file = toml::parse_file(path);
@@ -359,6 +363,33 @@ Result<std::optional<toml::table>> ApplyConfigFile(const CLI::App& command, Serv
   return std::optional<toml::table>(std::move(file));
 }
 
+// A setting given on the command line or in the file (as opposed to left at its default).
+bool Given(const CLI::App& command, const toml::table* file, const char* name) {
+  return command.count(std::string("--") + name) > 0 ||
+         (file != nullptr && file->contains(TomlKey(name)));
+}
+
+// The node's settings mean nothing to the built-in devnet (it has its own token, payee and
+// relayer), and the devnet's mean nothing to a node: given on the wrong side, they would be
+// silently ignored, so they are refused.
+Status CheckChainFlagsApply(const CLI::App& command, const ServeOptions& options,
+                            const toml::table* file) {
+  if (options.chain_rpc.empty()) {
+    for (const char* name : {"chain-id", "asset", "asset-name", "asset-version", "pay-to",
+                             "relayer-key-file", "rpc-timeout-ms"}) {
+      if (Given(command, file, name)) {
+        return Invalid(std::string("--") + name +
+                       " applies only with --chain-rpc; the built-in devnet has its own token, "
+                       "payee and relayer");
+      }
+    }
+  } else if (Given(command, file, "devnet-mine-delay-ms")) {
+    return Invalid(
+        "--devnet-mine-delay-ms applies only to the built-in devnet, not with --chain-rpc");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& options) {
@@ -398,6 +429,9 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
   }
   config.chain.max_timeout_seconds = options.max_timeout_seconds;
   config.expiry_buffer_seconds = options.expiry_buffer_seconds;
+  if (Status s = CheckChainFlagsApply(command, options, file ? &*file : nullptr); !s.ok()) {
+    return s;
+  }
   if (!options.chain_rpc.empty()) {
     if (Status s = ResolveRpcChain(options, config.chain); !s.ok()) return s;
   }
@@ -418,7 +452,7 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
   }
 
   const toml::array* route_tables = file ? (*file)["route"].as_array() : nullptr;
-  if (route_tables != nullptr && !options.upstream.empty()) {
+  if (route_tables != nullptr && (!options.upstream.empty() || !options.price.empty())) {
     return Invalid("give either --upstream/--price or [[route]] tables, not both");
   }
   if (route_tables != nullptr) {
@@ -433,7 +467,8 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
                            "before", "--upstream");
     if (!route.ok()) return route.status();
     config.routes.push_back(std::move(*route));
-  } else if (!options.demo) {
+  }
+  if (config.routes.empty() && !options.demo) {
     return Invalid("no paid route: give --upstream URL --price ATOMIC or [[route]] tables");
   }
   return config;

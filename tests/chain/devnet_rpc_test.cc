@@ -21,6 +21,8 @@ namespace {
 
 using nlohmann::json;
 using test_util::AddressFrom;
+using test_util::KeyNumber;
+using test_util::NonceNumber;
 
 constexpr uint64_t kChainId = 84532;
 constexpr char kTokenHex[] = "0x036cbd53842c5426634e7929541ec2318f3dcf7e";
@@ -36,22 +38,6 @@ class ManualClock final : public Clock {
  private:
   std::atomic<int64_t> now_ms_ = kStartMs;
 };
-
-PrivateKey KeyNumber(uint8_t number) {
-  std::array<uint8_t, 32> bytes{};
-  bytes[31] = number;
-  return PrivateKey(bytes);
-}
-
-Hash32 NonceNumber(uint32_t number) {
-  Hash32 nonce{};
-  nonce[0] = 0xab;
-  nonce[28] = static_cast<uint8_t>(number >> 24);
-  nonce[29] = static_cast<uint8_t>(number >> 16);
-  nonce[30] = static_cast<uint8_t>(number >> 8);
-  nonce[31] = static_cast<uint8_t>(number);
-  return nonce;
-}
 
 std::string Topic(const Address& address) {
   Hash32 word{};
@@ -433,6 +419,8 @@ TEST_F(DevnetRpcTest, GetLogsResultCountAndBatchAnswerSizeAreBounded) {
                      {"method", "eth_getLogs"},
                      {"params", json::array({transfers})}});
   }
+  // Notifications past the limit are not run and, like any notification, get no answer.
+  batch.push_back({{"jsonrpc", "2.0"}, {"method", "eth_chainId"}});
   const std::string text = *AnswerDevnetRpc(batch.dump(), *devnet_);
   const json answers = json::parse(text);
   ASSERT_EQ(answers.size(), 8u);
@@ -482,6 +470,16 @@ TEST_F(DevnetRpcTest, EnvelopeErrors) {
             kRpcInvalidRequest);
   EXPECT_EQ(code(R"({"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":{"a":1}})"),
             kRpcInvalidParams);
+  // Not a call even without an id: answered, with id null (a notification is a valid call).
+  const json no_id = Raw(R"({"jsonrpc":"2.0","method":"eth_chainId","params":"bar"})");
+  EXPECT_EQ(ErrorOf(no_id), kRpcInvalidRequest);
+  EXPECT_EQ(no_id["id"], nullptr);
+  // An id the answer could not echo exactly (fractional, or past 64 bits) is refused.
+  EXPECT_EQ(code(R"({"jsonrpc":"2.0","id":1.5,"method":"eth_chainId"})"), kRpcInvalidRequest);
+  EXPECT_EQ(code(R"({"jsonrpc":"2.0","id":12345678901234567890123,"method":"eth_chainId"})"),
+            kRpcInvalidRequest);
+  EXPECT_EQ(Raw(R"({"jsonrpc":"2.0","id":-9223372036854775807,"method":"eth_chainId"})")["id"],
+            -9223372036854775807LL);
   const json unknown = Raw(R"({"jsonrpc":"2.0","id":1,"method":"eth_frobnicate","params":[]})");
   EXPECT_EQ(ErrorOf(unknown, "eth_frobnicate"), kRpcMethodNotFound);
   EXPECT_EQ(unknown["id"], 1);

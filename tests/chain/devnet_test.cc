@@ -23,6 +23,8 @@ namespace agentpay::chain {
 namespace {
 
 using test_util::AddressFrom;
+using test_util::KeyNumber;
+using test_util::NonceNumber;
 using test_util::HighSTwin;
 
 constexpr uint64_t kChainId = 84532;
@@ -40,18 +42,6 @@ class ManualClock final : public Clock {
   int64_t now_ms_ = kStartMs;
 };
 
-PrivateKey KeyNumber(uint8_t number) {
-  std::array<uint8_t, 32> bytes{};
-  bytes[31] = number;
-  return PrivateKey(bytes);
-}
-
-Hash32 NonceNumber(uint8_t number) {
-  Hash32 nonce{};
-  nonce[0] = 0xab;
-  nonce[31] = number;
-  return nonce;
-}
 
 class DevnetTest : public ::testing::Test {
  protected:

@@ -52,4 +52,22 @@ inline Signature HighSTwin(const Signature& signature) {
   return twin;
 }
 
+// A private key whose 32 bytes are all zero but the last: distinct test signers by number.
+inline PrivateKey KeyNumber(uint8_t number) {
+  std::array<uint8_t, 32> bytes{};
+  bytes[31] = number;
+  return PrivateKey(bytes);
+}
+
+// A distinct EIP-3009 nonce per number (0xab.. then the number in the last four bytes).
+inline Hash32 NonceNumber(uint32_t number) {
+  Hash32 nonce{};
+  nonce[0] = 0xab;
+  nonce[28] = static_cast<uint8_t>(number >> 24);
+  nonce[29] = static_cast<uint8_t>(number >> 16);
+  nonce[30] = static_cast<uint8_t>(number >> 8);
+  nonce[31] = static_cast<uint8_t>(number);
+  return nonce;
+}
+
 }  // namespace agentpay::chain::test_util

@@ -121,6 +121,42 @@ TEST_F(ServeConfigTest, WrongTypesAreRefusedNotDefaulted) {
       << missing.status().message();
 }
 
+TEST_F(ServeConfigTest, SettingsThatWouldBeIgnoredAreRefused) {
+  // An empty route list is no route at all (it used to reach the gateway and abort it).
+  auto empty = ResolveFile("route = []\n");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("no paid route"), std::string::npos)
+      << empty.status().message();
+  // A price beside [[route]] tables would be nobody's price.
+  auto price =
+      ResolveFile("price = \"5\"\n[[route]]\nupstream = \"http://127.0.0.1:9\"\nprice = 7\n");
+  ASSERT_FALSE(price.ok());
+  EXPECT_NE(price.status().message().find("not both"), std::string::npos);
+  // A node's settings mean nothing to the built-in devnet, and the devnet's nothing to a node.
+  auto pay_to = ResolveFile(
+      "pay_to = \"0x1111111111111111111111111111111111111111\"\n"
+      "upstream = \"http://127.0.0.1:9\"\nprice = \"1\"\n");
+  ASSERT_FALSE(pay_to.ok());
+  EXPECT_NE(pay_to.status().message().find("--pay-to applies only with --chain-rpc"),
+            std::string::npos)
+      << pay_to.status().message();
+  auto chain_id = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--chain-id", "5"});
+  ASSERT_FALSE(chain_id.ok());
+  EXPECT_NE(chain_id.status().message().find("--chain-id applies only with --chain-rpc"),
+            std::string::npos);
+  auto mine_delay = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--chain-rpc",
+                             "http://127.0.0.1:8545", "--devnet-mine-delay-ms", "10"});
+  ASSERT_FALSE(mine_delay.ok());
+  EXPECT_NE(mine_delay.status().message().find("--devnet-mine-delay-ms applies only to the "
+                                               "built-in devnet"),
+            std::string::npos)
+      << mine_delay.status().message();
+  // A directory is not a configuration file.
+  auto directory = Resolve({"--config", dir_.string()});
+  ASSERT_FALSE(directory.ok());
+  EXPECT_NE(directory.status().message().find("is a directory"), std::string::npos);
+}
+
 TEST_F(ServeConfigTest, AValidFileResolvesEveryRouteField) {
   auto config = ResolveFile("listen = \"127.0.0.1:8405\"\nadmin_token_file = \"" +
                             (dir_ / "admin-token").string() +

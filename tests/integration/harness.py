@@ -584,6 +584,72 @@ def assert_invariants(testcase, gateway):
 
 
 # ----------------------------------------------------------------------------------------------
+# serve --demo
+
+class DemoServer:
+    """One `agentpay serve --demo` in `workdir` on a free port, and what its banner printed: the
+    devnet buyer's key and address, the network, asset and payee, the devnet JSON-RPC URL, and the
+    admin token the demo wrote."""
+
+    BANNER_END = "Any x402 client can pay with it"
+
+    def __init__(self, workdir, extra_args=(), timeout=20):
+        self.workdir = workdir
+        self.port = free_port()
+        self.base = "http://127.0.0.1:%d" % self.port
+        self.admin_base = self.base  # where the admin API and the devnet controls are served
+        self.proc = subprocess.Popen(
+            [binary(), "serve", "--demo", "--listen", "127.0.0.1:%d" % self.port, *extra_args],
+            cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, preexec_fn=_die_with_parent)
+        lines = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line and self.proc.poll() is not None:
+                break
+            lines.append(line)
+            if self.BANNER_END in line:
+                break
+        self.banner = "".join(lines)
+        found = {name: re.search(pattern, self.banner) for name, pattern in (
+            ("key", r"private key \(devnet only, worth nothing\): (0x[0-9a-f]{64})"),
+            ("chain", r"network (eip155:\d+), asset (0x[0-9a-fA-F]{40})"),
+            ("rpc", r"devnet JSON-RPC \(reads\): (http://\S+)"),
+            ("buyer", r"Demo x402 buyer on the devnet: (0x[0-9a-fA-F]{40})"),
+            ("pay_to", r"pay to (0x[0-9a-fA-F]{40})"))}
+        missing = [name for name, match in found.items() if not match]
+        if missing:
+            self.stop()
+            raise AssertionError("the demo did not print %s:\n%s" % (", ".join(missing), self.banner))
+        self.buyer_key = found["key"].group(1)
+        self.network, self.asset = found["chain"].group(1), found["chain"].group(2)
+        self.rpc_url, self.buyer = found["rpc"].group(1), found["buyer"].group(1)
+        self.pay_to = found["pay_to"].group(1)
+        self.token_file = os.path.join(workdir, "agentpay-data", "admin-token")
+        with open(self.token_file) as f:
+            self.admin_token = f.read().strip()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+
+    def count_operations(self, where="1 = 1"):
+        """Operations in the demo's database matching a SQL condition (read-only)."""
+        db = open_db(os.path.join(self.workdir, "agentpay-data", "agentpay.db"))
+        try:
+            return db.execute("SELECT COUNT(*) FROM operations WHERE " + where).fetchone()[0]
+        finally:
+            db.close()
+
+
+# ----------------------------------------------------------------------------------------------
 # base test case
 
 class GatewayTestCase(unittest.TestCase):

@@ -13,12 +13,9 @@ import json
 import os
 import re
 import shutil
-import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 import urllib.error
 import urllib.request
@@ -37,59 +34,11 @@ def agentpay(*args, cwd=None, timeout=PAY_TIMEOUT_S):
     return p.returncode, p.stdout, p.stderr
 
 
-class Demo:
-    """One `agentpay serve --demo` in `workdir`, and the buyer key its banner prints."""
-
-    def __init__(self, workdir):
-        self.workdir = workdir
-        self.port = harness.free_port()
-        self.base = "http://127.0.0.1:%d" % self.port
-        self.proc = subprocess.Popen(
-            [harness.binary(), "serve", "--demo", "--listen", "127.0.0.1:%d" % self.port],
-            cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, preexec_fn=harness._die_with_parent)
-        lines = []
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line and self.proc.poll() is not None:
-                break
-            lines.append(line)
-            if "Any x402 client can pay with it" in line:
-                break
-        self.banner = "".join(lines)
-        key = re.search(r"private key \(devnet only, worth nothing\): (0x[0-9a-f]{64})", self.banner)
-        network = re.search(r"network (eip155:\d+)", self.banner)
-        if not key or not network:
-            self.stop()
-            raise AssertionError("the demo did not print its buyer:\n" + self.banner)
-        self.buyer_key, self.network = key.group(1), network.group(1)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stdout.close()
-
-    def operations(self):
-        """How many operations the gateway has recorded (its SQLite file, read-only)."""
-        path = os.path.join(self.workdir, "agentpay-data", "agentpay.db")
-        db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
-        try:
-            return db.execute("SELECT COUNT(*) FROM operations").fetchone()[0]
-        finally:
-            db.close()
-
-
 class PayAgainstTheDemoTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="agentpay-pay-demo-")
-        cls.demo = Demo(cls.dir)
+        cls.demo = harness.DemoServer(cls.dir)
         cls.key_file = os.path.join(cls.dir, "buyer.key")
         with open(cls.key_file, "w") as f:
             f.write(cls.demo.buyer_key + "\n")
@@ -128,7 +77,7 @@ class PayAgainstTheDemoTest(unittest.TestCase):
         before = self.budget(budget_db)
         self.assertEqual(before["committed"], str(DEMO_PRICE))
         raw_before = self.file_bytes(budget_db)
-        operations_before = self.demo.operations()
+        operations_before = self.demo.count_operations()
 
         rc, refused, err = self.pay(budget_db, 2, "--x402-version", 1)
         self.assertEqual(rc, 1, (refused, err))
@@ -145,7 +94,7 @@ class PayAgainstTheDemoTest(unittest.TestCase):
         self.assertIn(message, err, "the same line on stderr")
         self.assertEqual(self.budget(budget_db), before, "the budget file is unchanged")
         self.assertEqual(self.file_bytes(budget_db), raw_before)
-        self.assertEqual(self.demo.operations(), operations_before, "no paid request reached it")
+        self.assertEqual(self.demo.count_operations(), operations_before, "no paid request reached it")
 
         # The refused step left nothing behind: the same step pays with v2.
         rc, paid, err = self.pay(budget_db, 2, "--x402-version", 2)
@@ -155,14 +104,14 @@ class PayAgainstTheDemoTest(unittest.TestCase):
 
     def test_a_network_outside_the_allowance_is_refused(self):
         budget_db = os.path.join(self.dir, "network.db")
-        operations_before = self.demo.operations()
+        operations_before = self.demo.count_operations()
         rc, refused, err = self.pay(budget_db, 1, "--network", "eip155:84532")
         self.assertEqual(rc, 1, (refused, err))
         self.assertEqual(refused["reason"], "network_not_allowed", refused)
         self.assertIn("network eip155:84532 (--network)", refused["message"])
         self.assertEqual(self.budget(budget_db)["reservations"], [])
         self.assertEqual(self.budget(budget_db)["committed"], "0")
-        self.assertEqual(self.demo.operations(), operations_before)
+        self.assertEqual(self.demo.count_operations(), operations_before)
         rc, paid, err = self.pay(budget_db, 1, "--network", "eip155:84532", "--network", "eip155:1337")
         self.assertEqual(rc, 0, err)
         self.assertEqual(paid["outcome"], "paid", paid)

@@ -11,9 +11,7 @@ usage: test_demo_devnet.py [--agentpay PATH] [unittest args]"""
 import base64
 import json
 import os
-import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +22,10 @@ import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import harness  # noqa: E402
+
 AGENTPAY = os.path.join(HERE, "..", "..", "build", "agentpay")
 CHAIN_ENV = os.path.join(HERE, "..", "chain_env")
 CLIENT = os.path.join(CHAIN_ENV, "x402_client.mjs")
@@ -37,54 +39,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Demo:
-    """One `serve --demo` process in `workdir`; what it printed, parsed."""
-
-    def __init__(self, workdir, extra_args=()):
-        self.workdir = workdir
-        self.port = free_port()
-        self.proc = subprocess.Popen([AGENTPAY, "serve", "--demo", "--listen", "127.0.0.1:%d" % self.port,
-                                      *extra_args],
-                                     cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True)
-        lines = []
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line and self.proc.poll() is not None:
-                break
-            lines.append(line)
-            if "Any x402 client can pay with it" in line:
-                break
-        self.banner = "".join(lines)
-        key = re.search(r"private key \(devnet only, worth nothing\): (0x[0-9a-f]{64})", self.banner)
-        chain = re.search(r"network (eip155:\d+), asset (0x[0-9a-fA-F]{40})", self.banner)
-        token = os.path.join(workdir, "agentpay-data", "admin-token")
-        if not key or not chain:
-            self.stop()
-            raise AssertionError("demo did not print the buyer:\n" + self.banner)
-        rpc = re.search(r"devnet JSON-RPC \(reads\): (http://\S+)", self.banner)
-        buyer = re.search(r"Demo x402 buyer on the devnet: (0x[0-9a-fA-F]{40})", self.banner)
-        pay_to = re.search(r"pay to (0x[0-9a-fA-F]{40})", self.banner)
-        if not rpc or not buyer:
-            self.stop()
-            raise AssertionError("demo did not print the devnet RPC URL or the buyer:\n" + self.banner)
-        self.buyer_key, self.network, self.asset = key.group(1), chain.group(1), chain.group(2)
-        self.rpc_url, self.buyer, self.pay_to = rpc.group(1), buyer.group(1), pay_to.group(1)
-        with open(token) as f:
-            self.admin_token = f.read().strip()
-        self.token_file = token
-        self.base = "http://127.0.0.1:%d" % self.port
-        self.admin_base = self.base  # where the admin API and the devnet controls are served
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+class Demo(harness.DemoServer):
+    """The demo, with what these tests do to it over HTTP and with the official x402 client."""
 
     def request(self, method, path, body=None, headers=None):
         if body is None:
@@ -518,9 +474,80 @@ class AdminCliTest(unittest.TestCase):
         self.assertIn("422 deposit_reference_mismatch", other.stderr)
         self.assertEqual(json.loads(self.cli("account", account_id).stdout)["deposited"], "5000")
 
+    def test_create_account_env_prints_nothing_eval_could_run(self):
+        """--env output goes to `eval`: an error answer, or an answer whose id or key is not a plain
+        token (from a hostile gateway or whatever stands in between), prints nothing on stdout."""
+        wrong = self.cli("create-account", "mallory", "--env",
+                         token_file=self.write_token("adm_wrong_token"))
+        self.assertEqual(wrong.returncode, 1)
+        self.assertEqual(wrong.stdout, "")
+        self.assertIn("401 unauthorized", wrong.stderr)
+        for answer in ({"account_id": "acct_x\u0000", "api_key": "; touch pwned; #"},
+                       {"account_id": "acct_1", "api_key": "ak_1'$(touch pwned)'"},
+                       {"account_id": "acct_1"}):
+            with FakeGateway(201, answer) as fake:
+                done = self.cli("create-account", "bob", "--env", url=fake.url)
+            self.assertEqual(done.returncode, 1, answer)
+            self.assertEqual(done.stdout, "", answer)
+            self.assertIn("nothing printed for the shell", done.stderr)
+        with FakeGateway(400, {"code": "invalid_request", "detail": "$(touch pwned)"}) as fake:
+            done = self.cli("create-account", "bob", "--env", url=fake.url)
+        self.assertEqual((done.returncode, done.stdout), (1, ""))
+
+    def test_arguments_that_are_not_ids_or_utf8_are_refused_before_sending(self):
+        done = self.cli("account", "acct_1/../../accounts?x=1")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("ACCOUNT takes letters, digits, _ and - only", done.stderr)
+        done = subprocess.run([AGENTPAY, "admin", "--url", self.demo.admin_base, "--token-file",
+                               self.demo.token_file, "create-account", b"bad\xff"],
+                              capture_output=True, timeout=30)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn(b"not valid UTF-8", done.stderr)
+
+    def write_token(self, token):
+        path = os.path.join(self.dir, "other-token")
+        with open(path, "w") as f:
+            f.write(token + "\n")
+        return path
+
+
+class FakeGateway:
+    """A loopback HTTP server that answers every request with one fixed status and JSON body."""
+
+    def __init__(self, status, body):
+        import http.server
+        import threading
+        payload = json.dumps(body).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if len(args) >= 2 and args[0] == "--agentpay":
         AGENTPAY = os.path.abspath(args[1])
         args = args[2:]
+    harness.set_binary(AGENTPAY)
     unittest.main(argv=[sys.argv[0]] + args, verbosity=2)
