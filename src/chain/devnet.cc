@@ -19,7 +19,7 @@
 #include "chain/rlp.h"
 #include "chain/secp256k1.h"
 #include "chain/transaction.h"
-#include "store/sqlite_db.h"
+#include "sqlite/sqlite_db.h"
 
 namespace agentpay::chain {
 namespace {

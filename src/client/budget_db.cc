@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
-#include "store/sqlite_db.h"
+#include "sqlite/sqlite_db.h"
 
 namespace agentpay::client {
 namespace {

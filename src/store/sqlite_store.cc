@@ -19,7 +19,7 @@
 #include "store/instance_locks.h"
 #include "store/ledger.h"
 #include "store/schema.h"
-#include "store/sqlite_db.h"
+#include "sqlite/sqlite_db.h"
 #include "store/store.h"
 #include "store/wal_write_vfs.h"
 

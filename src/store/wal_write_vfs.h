@@ -6,6 +6,9 @@
 // truncates or sizes the WAL, or touches the wal-index (shared memory) through the database file,
 // which is how a commit is published to readers. So no reader, in this process or another, can
 // find a frame in the wal-index before the frame is in the file.
+// It stays in src/store, not in the shared SQLite leaf (src/sqlite): it is the store's write path,
+// whose durability needs the store to Flush before it fdatasyncs the WAL itself, and nothing else
+// uses it. (Its namespace is agentpay::sqlite because it is a SQLite VFS.)
 #pragma once
 
 #include <sqlite3.h>

@@ -1,6 +1,10 @@
 // A thin RAII layer over one SQLite connection: cached prepared statements, typed binding and
 // column access, and errors as Status values. Used by src/store, and by the devnet (src/chain) and
 // the agent client's budget file (src/client), which keep SQLite files of their own.
+// A leaf library (agentpay_sqlite): it includes nothing from src/ but core/result.h, so that the
+// chain and the client can keep SQLite files without depending on the store. Its error codes keep
+// the names they had when it lived in src/store (store_error, store_constraint, store_unavailable):
+// the devnet, the budget file and their tests report them as they are.
 #pragma once
 
 #include <sqlite3.h>

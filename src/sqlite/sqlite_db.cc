@@ -1,5 +1,5 @@
 // SQLite connection and statement helpers; see sqlite_db.h.
-#include "store/sqlite_db.h"
+#include "sqlite/sqlite_db.h"
 
 namespace agentpay::sqlite {
 
