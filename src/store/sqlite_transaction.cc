@@ -1,0 +1,570 @@
+// The SQL of SqliteTransaction (see sqlite_transaction.h): how each record is bound into a
+// statement and read back from a row.
+#include "store/sqlite_transaction.h"
+
+#include <unordered_map>
+
+#include "core/check.h"
+#include "store/ledger.h"
+
+namespace agentpay {
+namespace {
+
+using sqlite::Database;
+using sqlite::Statement;
+
+constexpr char kOperationColumns[] =
+    "id, principal, idempotency_key, fingerprint, route, amount, intent, settlement, fulfillment, "
+    "hold_expires_ms, lease_expires_ms, attempts, response_status, response_content_type, "
+    "response_body, retained_until_ms, created_ms, updated_ms, claimed_by";
+
+Result<Operation> ReadOperation(const Statement& row) {
+  Operation op;
+  op.id = row.Text(0);
+  op.principal = row.Text(1);
+  op.idempotency_key = row.Text(2);
+  op.fingerprint = row.Text(3);
+  op.route = row.Text(4);
+  op.amount = row.Int(5);
+  auto intent = ParseIntent(row.Text(6));
+  auto settlement = ParseSettlement(row.Text(7));
+  auto fulfillment = ParseFulfillment(row.Text(8));
+  if (!intent || !settlement || !fulfillment) {
+    return Status::Error("store_corrupt", "operation " + op.id + " has an unknown state");
+  }
+  op.intent = *intent;
+  op.settlement = *settlement;
+  op.fulfillment = *fulfillment;
+  op.hold_expires_ms = row.OptionalInt(9);
+  op.lease_expires_ms = row.Int(10);
+  op.attempts = static_cast<int32_t>(row.Int(11));
+  if (!row.IsNull(12)) {
+    op.response = StoredResponse{static_cast<int>(row.Int(12)), row.Text(13), row.Text(14)};
+  }
+  op.retained_until_ms = row.OptionalInt(15);
+  op.created_ms = row.Int(16);
+  op.updated_ms = row.Int(17);
+  op.claimed_by = row.Text(18);
+  return op;
+}
+
+Result<std::vector<Operation>> ReadOperations(Statement& stmt) {
+  std::vector<Operation> ops;
+  Status status;
+  while (stmt.Step(&status)) {
+    auto op = ReadOperation(stmt);
+    if (!op.ok()) return op.status();
+    ops.push_back(std::move(*op));
+  }
+  if (!status.ok()) return status;
+  return ops;
+}
+
+void BindOperation(Statement& stmt, const Operation& op) {
+  stmt.Bind(1, op.id).Bind(2, op.principal).Bind(3, op.idempotency_key).Bind(4, op.fingerprint);
+  stmt.Bind(5, op.route).Bind(6, op.amount).Bind(7, IntentName(op.intent));
+  stmt.Bind(8, SettlementName(op.settlement)).Bind(9, FulfillmentName(op.fulfillment));
+  stmt.Bind(10, op.hold_expires_ms).Bind(11, op.lease_expires_ms);
+  stmt.Bind(12, static_cast<int64_t>(op.attempts));
+  if (op.response) {
+    stmt.Bind(13, static_cast<int64_t>(op.response->status)).Bind(14, op.response->content_type);
+    stmt.BindBlob(15, op.response->body);
+  } else {
+    stmt.BindNull(13).BindNull(14).BindNull(15);
+  }
+  stmt.Bind(16, op.retained_until_ms).Bind(17, op.created_ms).Bind(18, op.updated_ms);
+  stmt.Bind(19, op.claimed_by);
+}
+
+AccountRecord ReadAccount(const Statement& row) {
+  AccountRecord account;
+  account.id = row.Text(0);
+  account.name = row.Text(1);
+  account.api_key_hash = row.Text(2);
+  account.balances = Balances{row.Int(3), row.Int(4), row.Int(5)};
+  account.created_ms = row.Int(6);
+  return account;
+}
+
+constexpr char kAccountColumns[] = "id, name, api_key_hash, deposited, captured, held, created_ms";
+
+// The row a lookup by key finds, read by `read`, or nullopt when there is none.
+template <typename Reader>
+auto FindOne(Statement& stmt, Reader read) -> Result<std::optional<decltype(read(stmt))>> {
+  using Row = decltype(read(stmt));
+  Status status;
+  if (!stmt.Step(&status)) {
+    if (!status.ok()) return status;
+    return std::optional<Row>();
+  }
+  return std::optional<Row>(read(stmt));
+}
+
+constexpr char kPaymentColumns[] =
+    "operation_id, payer, nonce, valid_after_s, valid_before_s, value, pay_to, signature, "
+    "x402_version, tx_hash, raw_tx, relayer, relayer_nonce, submitted_ms, broadcasts";
+
+void BindPayment(Statement& stmt, const X402PaymentRecord& r) {
+  const Authorization& a = r.authorization;
+  stmt.Bind(1, r.operation_id).Bind(2, a.from).Bind(3, a.nonce_hex).Bind(4, a.valid_after_s);
+  stmt.Bind(5, a.valid_before_s).Bind(6, a.value).Bind(7, r.pay_to).Bind(8, r.signature_hex);
+  stmt.Bind(9, static_cast<int64_t>(r.x402_version)).Bind(10, r.tx_hash).Bind(11, r.raw_tx_hex);
+  stmt.Bind(12, r.relayer).Bind(13, r.relayer_nonce).Bind(14, r.submitted_ms);
+  stmt.Bind(15, r.broadcasts);
+}
+
+X402PaymentRecord ReadPayment(const Statement& row) {
+  X402PaymentRecord r;
+  r.operation_id = row.Text(0);
+  r.authorization = Authorization{row.Text(1), row.Text(2), row.Int(3), row.Int(4), row.Int(5)};
+  r.pay_to = row.Text(6);
+  r.signature_hex = row.Text(7);
+  r.x402_version = static_cast<int>(row.Int(8));
+  r.tx_hash = row.Text(9);
+  r.raw_tx_hex = row.Text(10);
+  r.relayer = row.Text(11);
+  r.relayer_nonce = row.Int(12);
+  r.submitted_ms = row.Int(13);
+  r.broadcasts = row.Int(14);
+  return r;
+}
+
+constexpr char kAlertColumns[] =
+    "id, operation_id, kind, detail, created_ms, resolved_ms, resolution, note";
+
+Result<std::vector<Alert>> ReadAlerts(Statement& stmt) {
+  std::vector<Alert> alerts;
+  Status status;
+  while (stmt.Step(&status)) {
+    alerts.push_back({stmt.Text(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4),
+                      stmt.OptionalInt(5), stmt.Text(6), stmt.Text(7)});
+  }
+  if (!status.ok()) return status;
+  return alerts;
+}
+
+}  // namespace
+
+Result<bool> SqliteTransaction::InsertKey(const KeyRecord& record) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "INSERT INTO idempotency_keys (principal, key, operation_id, fingerprint, "
+                   "created_ms) VALUES (?1, ?2, ?3, ?4, ?5) "
+                   "ON CONFLICT DO NOTHING");
+  stmt.Bind(1, record.principal).Bind(2, record.key).Bind(3, record.operation_id);
+  stmt.Bind(4, record.fingerprint).Bind(5, record.created_ms);
+  return RunChangingOneRow(stmt);
+}
+
+Result<std::optional<KeyRecord>> SqliteTransaction::FindKey(std::string_view principal,
+                                                            std::string_view key) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "SELECT principal, key, operation_id, fingerprint, created_ms "
+                   "FROM idempotency_keys WHERE principal = ?1 AND key = ?2");
+  stmt.Bind(1, principal).Bind(2, key);
+  return FindOne(stmt, [](const Statement& row) {
+    return KeyRecord{row.Text(0), row.Text(1), row.Text(2), row.Text(3), row.Int(4)};
+  });
+}
+
+Status SqliteTransaction::DeleteKey(std::string_view principal, std::string_view key) {
+  AGENTPAY_PREPARE(stmt, db_, "DELETE FROM idempotency_keys WHERE principal = ?1 AND key = ?2");
+  return stmt.Bind(1, principal).Bind(2, key).Run();
+}
+
+Status SqliteTransaction::InsertOperation(const Operation& op) {
+  static const std::string kSql =
+      std::string("INSERT INTO operations (") + kOperationColumns +
+      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+      "?18, ?19)";
+  AGENTPAY_PREPARE(stmt, db_, kSql);
+  BindOperation(stmt, op);
+  return stmt.Run();
+}
+
+Status SqliteTransaction::UpdateOperation(const Operation& op) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "UPDATE operations SET principal = ?2, idempotency_key = ?3, fingerprint = ?4, "
+                   "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
+                   "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
+                   "response_status = ?13, response_content_type = ?14, response_body = ?15, "
+                   "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18, claimed_by = ?19 "
+                   "WHERE id = ?1");
+  BindOperation(stmt, op);
+  Status status = stmt.Run();
+  if (status.ok() && db_.Changes() != 1) {
+    return Status::Error("store_not_found", "no operation " + op.id);
+  }
+  return status;
+}
+
+Result<bool> SqliteTransaction::UpdateClaimedOperation(const Operation& op,
+                                                       int32_t expected_attempts) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "UPDATE operations SET principal = ?2, idempotency_key = ?3, fingerprint = ?4, "
+                   "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
+                   "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
+                   "response_status = ?13, response_content_type = ?14, response_body = ?15, "
+                   "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18, "
+                   "claimed_by = ?19 "
+                   "WHERE id = ?1 AND fulfillment = 'in_progress' AND attempts = ?20");
+  BindOperation(stmt, op);
+  stmt.Bind(20, static_cast<int64_t>(expected_attempts));
+  return RunChangingOneRow(stmt);
+}
+
+Result<std::optional<Operation>> SqliteTransaction::FindOperation(std::string_view id) {
+  static const std::string kSql =
+      std::string("SELECT ") + kOperationColumns + " FROM operations WHERE id = ?1";
+  AGENTPAY_PREPARE(stmt, db_, kSql);
+  stmt.Bind(1, id);
+  Status status;
+  if (!stmt.Step(&status)) {
+    if (!status.ok()) return status;
+    return std::optional<Operation>();
+  }
+  auto op = ReadOperation(stmt);
+  if (!op.ok()) return op.status();
+  return std::optional<Operation>(std::move(*op));
+}
+
+Result<std::vector<Operation>> SqliteTransaction::ListOperations(const OperationFilter& filter) {
+  // State names go into the SQL text (they are our own enum names, never client input): only a
+  // literal lets SQLite use the partial indexes over unfinished operations.
+  std::string sql = std::string("SELECT ") + kOperationColumns + " FROM operations WHERE 1";
+  if (filter.settlement)
+    sql += " AND settlement = '" + std::string(SettlementName(*filter.settlement)) + "'";
+  if (filter.fulfillment) {
+    sql += " AND fulfillment = '" + std::string(FulfillmentName(*filter.fulfillment)) + "'";
+  }
+  sql += " ORDER BY id DESC LIMIT ?1";
+  AGENTPAY_PREPARE(stmt, db_, sql);
+  stmt.Bind(1, static_cast<int64_t>(filter.limit));
+  return ReadOperations(stmt);
+}
+
+Result<std::vector<Operation>> SqliteTransaction::ListExpiredHolds(int64_t now_ms, int limit) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("SELECT ") + kOperationColumns +
+                       " FROM operations WHERE settlement = 'held' AND hold_expires_ms <= ?1 "
+                       "ORDER BY hold_expires_ms, id LIMIT ?2");
+  stmt.Bind(1, now_ms).Bind(2, static_cast<int64_t>(limit));
+  return ReadOperations(stmt);
+}
+
+Result<bool> SqliteTransaction::InsertX402Payment(const X402PaymentRecord& r) {
+  AGENTPAY_PREPARE(
+      stmt, db_,
+      std::string("INSERT INTO x402_payments (") + kPaymentColumns +
+          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
+          "ON CONFLICT DO NOTHING");
+  BindPayment(stmt, r);
+  return RunChangingOneRow(stmt);
+}
+
+Result<std::optional<X402PaymentRecord>> SqliteTransaction::FindX402Payment(
+    std::string_view operation_id) {
+  AGENTPAY_PREPARE(
+      stmt, db_,
+      std::string("SELECT ") + kPaymentColumns + " FROM x402_payments WHERE operation_id = ?1");
+  stmt.Bind(1, operation_id);
+  return FindOne(stmt, ReadPayment);
+}
+
+Status SqliteTransaction::UpdateX402Payment(const X402PaymentRecord& r) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "UPDATE x402_payments SET tx_hash = ?2, raw_tx = ?3, relayer = ?4, "
+                   "relayer_nonce = ?5, submitted_ms = ?6, broadcasts = ?7 "
+                   "WHERE operation_id = ?1");
+  stmt.Bind(1, r.operation_id).Bind(2, r.tx_hash).Bind(3, r.raw_tx_hex).Bind(4, r.relayer);
+  stmt.Bind(5, r.relayer_nonce).Bind(6, r.submitted_ms).Bind(7, r.broadcasts);
+  Status status = stmt.Run();
+  if (status.ok() && db_.Changes() != 1) {
+    return Status::Error("store_not_found", "no x402 payment for operation " + r.operation_id);
+  }
+  return status;
+}
+
+Result<std::optional<X402PaymentRecord>> SqliteTransaction::FindX402PaymentByRelayerNonce(
+    std::string_view relayer, int64_t relayer_nonce) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("SELECT ") + kPaymentColumns +
+                       " FROM x402_payments WHERE relayer = ?1 AND relayer_nonce = ?2 "
+                       "ORDER BY submitted_ms LIMIT 1");
+  stmt.Bind(1, relayer).Bind(2, relayer_nonce);
+  return FindOne(stmt, ReadPayment);
+}
+
+Result<int64_t> SqliteTransaction::TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) {
+  int64_t next = chain_floor;
+  {
+    AGENTPAY_PREPARE(read, db_, "SELECT next_nonce FROM relayer_nonces WHERE relayer = ?1");
+    read.Bind(1, relayer);
+    Status status;
+    if (read.Step(&status)) next = std::max(next, read.Int(0));
+    if (!status.ok()) return status;
+  }
+  AGENTPAY_PREPARE(write, db_,
+                   "INSERT INTO relayer_nonces (relayer, next_nonce) VALUES (?1, ?2) "
+                   "ON CONFLICT (relayer) DO UPDATE SET next_nonce = excluded.next_nonce");
+  if (Status s = write.Bind(1, relayer).Bind(2, next + 1).Run(); !s.ok()) return s;
+  return next;
+}
+
+Status SqliteTransaction::InsertAlert(const Alert& alert) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "INSERT INTO alerts (id, operation_id, kind, detail, created_ms, resolved_ms, "
+                   "resolution, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  stmt.Bind(1, alert.id).Bind(2, alert.operation_id).Bind(3, alert.kind).Bind(4, alert.detail);
+  stmt.Bind(5, alert.created_ms).Bind(6, alert.resolved_ms).Bind(7, alert.resolution);
+  return stmt.Bind(8, alert.note).Run();
+}
+
+Result<std::vector<Alert>> SqliteTransaction::ListAlerts(int limit) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("SELECT ") + kAlertColumns +
+                       " FROM alerts ORDER BY created_ms DESC, id LIMIT ?1");
+  stmt.Bind(1, static_cast<int64_t>(limit));
+  return ReadAlerts(stmt);
+}
+
+Result<std::vector<Alert>> SqliteTransaction::ListAlertsOf(std::string_view operation_id) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("SELECT ") + kAlertColumns +
+                       " FROM alerts WHERE operation_id = ?1 ORDER BY created_ms, id");
+  stmt.Bind(1, operation_id);
+  return ReadAlerts(stmt);
+}
+
+Result<bool> SqliteTransaction::ResolveAlert(const Alert& resolved) {
+  AGENTPAY_CHECK(resolved.resolved_ms.has_value());
+  AGENTPAY_PREPARE(stmt, db_,
+                   "UPDATE alerts SET resolved_ms = ?2, resolution = ?3, note = ?4 "
+                   "WHERE id = ?1 AND resolved_ms IS NULL");
+  stmt.Bind(1, resolved.id).Bind(2, resolved.resolved_ms).Bind(3, resolved.resolution);
+  stmt.Bind(4, resolved.note);
+  return RunChangingOneRow(stmt);
+}
+
+Result<std::vector<std::string>> SqliteTransaction::ListExpiredResults(int64_t now_ms, int limit) {
+  // The terms include the partial index operations_retained's, so SQLite uses it. Only final
+  // operations (core's IsFinal) are listed: nothing else may ever block the head of the list.
+  AGENTPAY_PREPARE(stmt, db_,
+                   "SELECT id FROM operations WHERE response_body IS NOT NULL "
+                   "AND retained_until_ms <= ?1 AND fulfillment IN ('succeeded', 'rejected') "
+                   "ORDER BY retained_until_ms, id LIMIT ?2");
+  stmt.Bind(1, now_ms).Bind(2, static_cast<int64_t>(limit));
+  std::vector<std::string> ids;
+  Status status;
+  while (stmt.Step(&status)) ids.push_back(stmt.Text(0));
+  if (!status.ok()) return status;
+  return ids;
+}
+
+Result<PruneOutcome> SqliteTransaction::PruneResult(const Operation& op) {
+  PruneOutcome outcome;
+  {
+    AGENTPAY_PREPARE(body, db_,
+                     "UPDATE operations SET response_body = NULL "
+                     "WHERE id = ?1 AND response_body IS NOT NULL");
+    if (Status s = body.Bind(1, op.id).Run(); !s.ok()) return s;
+    if (db_.Changes() != 1) return outcome;
+  }
+  outcome.pruned = true;
+  AGENTPAY_PREPARE(key, db_,
+                   "DELETE FROM idempotency_keys WHERE principal = ?1 AND key = ?2 "
+                   "AND operation_id = ?3");
+  key.Bind(1, op.principal).Bind(2, op.idempotency_key).Bind(3, op.id);
+  if (Status s = key.Run(); !s.ok()) return s;
+  outcome.key_deleted = db_.Changes() == 1;
+  return outcome;
+}
+
+Status SqliteTransaction::AppendEvent(const TraceEvent& event) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "INSERT INTO operation_events (operation_id, at_ms, actor, kind, detail) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5)");
+  stmt.Bind(1, event.operation_id).Bind(2, event.at_ms).Bind(3, event.actor);
+  return stmt.Bind(4, event.kind).Bind(5, event.detail).Run();
+}
+
+Result<std::vector<TraceEvent>> SqliteTransaction::ListEvents(std::string_view operation_id) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "SELECT operation_id, at_ms, actor, kind, detail FROM operation_events "
+                   "WHERE operation_id = ?1 ORDER BY id");
+  stmt.Bind(1, operation_id);
+  std::vector<TraceEvent> events;
+  Status status;
+  while (stmt.Step(&status)) {
+    events.push_back({stmt.Text(0), stmt.Int(1), stmt.Text(2), stmt.Text(3), stmt.Text(4)});
+  }
+  if (!status.ok()) return status;
+  return events;
+}
+
+Result<bool> SqliteTransaction::InsertAccount(const AccountRecord& account) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("INSERT INTO accounts (") + kAccountColumns +
+                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING");
+  stmt.Bind(1, account.id).Bind(2, account.name).Bind(3, account.api_key_hash);
+  stmt.Bind(4, account.balances.deposited).Bind(5, account.balances.captured);
+  stmt.Bind(6, account.balances.held).Bind(7, account.created_ms);
+  return RunChangingOneRow(stmt);
+}
+
+Result<std::optional<AccountRecord>> SqliteTransaction::FindAccount(std::string_view id) {
+  return FindAccountWhere("id", id);
+}
+
+Result<std::optional<AccountRecord>> SqliteTransaction::FindAccountByKeyHash(
+    std::string_view hash) {
+  return FindAccountWhere("api_key_hash", hash);
+}
+
+Result<std::vector<AccountRecord>> SqliteTransaction::ListAccounts() {
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("SELECT ") + kAccountColumns + " FROM accounts ORDER BY id");
+  std::vector<AccountRecord> accounts;
+  Status status;
+  while (stmt.Step(&status)) accounts.push_back(ReadAccount(stmt));
+  if (!status.ok()) return status;
+  return accounts;
+}
+
+Result<bool> SqliteTransaction::InsertDeposit(const DepositRecord& deposit) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "INSERT INTO deposits (account_id, reference, amount, created_ms) "
+                   "VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING");
+  stmt.Bind(1, deposit.account_id).Bind(2, deposit.reference).Bind(3, deposit.amount);
+  stmt.Bind(4, deposit.created_ms);
+  return RunChangingOneRow(stmt);
+}
+
+Result<std::optional<DepositRecord>> SqliteTransaction::FindDeposit(std::string_view account_id,
+                                                                    std::string_view reference) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "SELECT account_id, reference, amount, created_ms FROM deposits "
+                   "WHERE account_id = ?1 AND reference = ?2");
+  stmt.Bind(1, account_id).Bind(2, reference);
+  return FindOne(stmt, [](const Statement& row) {
+    return DepositRecord{row.Text(0), row.Text(1), row.Int(2), row.Int(3)};
+  });
+}
+
+Result<MoveOutcome> SqliteTransaction::Move(std::string_view account_id, MoveKind kind,
+                                            int64_t amount, std::string_view operation_id,
+                                            int64_t at_ms) {
+  Balances balances;
+  {
+    AGENTPAY_PREPARE(read, db_, "SELECT deposited, captured, held FROM accounts WHERE id = ?1");
+    read.Bind(1, account_id);
+    Status status;
+    if (!read.Step(&status)) {
+      if (!status.ok()) return status;
+      return Status::Error("store_not_found", "no account " + std::string(account_id));
+    }
+    balances = Balances{read.Int(0), read.Int(1), read.Int(2)};
+  }
+  MoveOutcome outcome = ApplyMove(&balances, kind, amount);
+  if (outcome != MoveOutcome::kOk) return outcome;
+  {
+    AGENTPAY_PREPARE(update, db_,
+                     "UPDATE accounts SET deposited = ?2, captured = ?3, held = ?4 WHERE id = ?1");
+    update.Bind(1, account_id).Bind(2, balances.deposited).Bind(3, balances.captured);
+    Status status = update.Bind(4, balances.held).Run();
+    if (!status.ok()) return status;
+  }
+  Posting posting = PostingFor(kind);
+  AGENTPAY_PREPARE(insert, db_,
+                   "INSERT INTO ledger_entries (operation_id, kind, debit, credit, amount, at_ms) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  if (operation_id.empty()) {
+    insert.BindNull(1);
+  } else {
+    insert.Bind(1, operation_id);
+  }
+  insert.Bind(2, MoveKindName(kind));
+  insert.Bind(3, LedgerAccountName(posting.debit_kind, account_id));
+  insert.Bind(4, LedgerAccountName(posting.credit_kind, account_id));
+  Status status = insert.Bind(5, amount).Bind(6, at_ms).Run();
+  if (!status.ok()) return status;
+  return MoveOutcome::kOk;
+}
+
+Result<std::vector<PostingRecord>> SqliteTransaction::ListPostings(std::string_view operation_id) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "SELECT operation_id, kind, debit, credit, amount, at_ms FROM ledger_entries "
+                   "WHERE operation_id = ?1 ORDER BY id");
+  stmt.Bind(1, operation_id);
+  std::vector<PostingRecord> postings;
+  Status status;
+  while (stmt.Step(&status)) {
+    postings.push_back(
+        {stmt.Text(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4), stmt.Int(5)});
+  }
+  if (!status.ok()) return status;
+  return postings;
+}
+
+Result<LedgerAudit> SqliteTransaction::Audit() {
+  LedgerAudit audit;
+  auto accounts = ListAccounts();
+  if (!accounts.ok()) return accounts.status();
+  AGENTPAY_PREPARE(sums, db_,
+                   "SELECT account, kind, SUM(amount) FROM ("
+                   " SELECT credit AS account, kind, amount FROM ledger_entries"
+                   " UNION ALL SELECT debit, kind, -amount FROM ledger_entries"
+                   ") GROUP BY account, kind");
+  std::unordered_map<std::string, AccountAudit> by_account;
+  for (const auto& account : *accounts) {
+    by_account[account.id] = AccountAudit{account.id, account.balances, Balances{}};
+  }
+  Status status;
+  while (sums.Step(&status)) {
+    std::string account = sums.Text(0);
+    std::string kind = sums.Text(1);
+    int64_t net = sums.Int(2);
+    if (account == "external") audit.external_total += net;
+    if (account == "revenue") audit.revenue_total += net;
+    auto colon = account.find(':');
+    if (colon == std::string::npos) continue;
+    std::string prefix = account.substr(0, colon);
+    auto& entry = by_account[account.substr(colon + 1)];
+    entry.account_id = account.substr(colon + 1);
+    if (prefix == "wallet" && kind == "deposit") entry.from_ledger.deposited += net;
+    if (prefix == "hold" && kind == "capture") entry.from_ledger.captured -= net;
+    if (prefix == "wallet" && kind == "refund") entry.from_ledger.captured -= net;
+    if (prefix == "hold") entry.from_ledger.held += net;
+    if (prefix == "wallet") entry.wallet_net += net;
+  }
+  if (!status.ok()) return status;
+  for (auto& [id, entry] : by_account) audit.accounts.push_back(entry);
+  return audit;
+}
+
+Result<std::optional<AccountRecord>> SqliteTransaction::FindAccountWhere(const char* column,
+                                                                         std::string_view value) {
+  AGENTPAY_PREPARE(
+      stmt, db_,
+      std::string("SELECT ") + kAccountColumns + " FROM accounts WHERE " + column + " = ?1");
+  stmt.Bind(1, value);
+  return FindOne(stmt, ReadAccount);
+}
+
+Result<bool> SqliteTransaction::RunChangingOneRow(Statement& stmt) {
+  Status status = stmt.Run();
+  if (!status.ok()) return status;
+  return db_.Changes() == 1;
+}
+
+bool HasColumnsRead(Database& db) {
+  for (std::string probe :
+       {std::string("SELECT ") + kOperationColumns + " FROM operations LIMIT 0",
+        std::string("SELECT principal, key, operation_id, fingerprint, "
+                    "created_ms FROM idempotency_keys LIMIT 0"),
+        std::string("SELECT ") + kPaymentColumns + " FROM x402_payments LIMIT 0"}) {
+    if (!db.Exec(probe).ok()) return false;
+  }
+  return true;
+}
+
+}  // namespace agentpay

@@ -1,0 +1,77 @@
+// The SQLite backend's Transaction: the SQL that stores and finds each record, over one
+// connection. When a transaction begins, commits or rolls back is the store's business
+// (sqlite_store.cc: the writer thread's group commit, the read connections), not this file's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sqlite/sqlite_db.h"
+#include "store/store.h"
+
+// Prepares `sql` on `db` as `sqlite::Statement& var`, or returns the error from the enclosing
+// function (which returns a Status or a Result).
+#define AGENTPAY_PREPARE(var, db, sql)                  \
+  auto var##_result = (db).Prepare(sql);                \
+  if (!var##_result.ok()) return var##_result.status(); \
+  agentpay::sqlite::Statement& var = *var##_result
+
+namespace agentpay {
+
+class SqliteTransaction final : public Transaction {
+ public:
+  // Precondition: `db` has a transaction open (BEGIN or a savepoint) for as long as this is used.
+  explicit SqliteTransaction(sqlite::Database& db) : db_(db) {}
+
+  Result<bool> InsertKey(const KeyRecord& record) override;
+  Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
+                                           std::string_view key) override;
+  Status DeleteKey(std::string_view principal, std::string_view key) override;
+  Status InsertOperation(const Operation& op) override;
+  Status UpdateOperation(const Operation& op) override;
+  Result<bool> UpdateClaimedOperation(const Operation& op, int32_t expected_attempts) override;
+  Result<std::optional<Operation>> FindOperation(std::string_view id) override;
+  Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) override;
+  Result<std::vector<Operation>> ListExpiredHolds(int64_t now_ms, int limit) override;
+  Result<bool> InsertX402Payment(const X402PaymentRecord& r) override;
+  Result<std::optional<X402PaymentRecord>> FindX402Payment(std::string_view operation_id) override;
+  Status UpdateX402Payment(const X402PaymentRecord& r) override;
+  Result<std::optional<X402PaymentRecord>> FindX402PaymentByRelayerNonce(
+      std::string_view relayer, int64_t relayer_nonce) override;
+  Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) override;
+  Status InsertAlert(const Alert& alert) override;
+  Result<std::vector<Alert>> ListAlerts(int limit) override;
+  Result<std::vector<Alert>> ListAlertsOf(std::string_view operation_id) override;
+  Result<bool> ResolveAlert(const Alert& resolved) override;
+  Result<std::vector<std::string>> ListExpiredResults(int64_t now_ms, int limit) override;
+  Result<PruneOutcome> PruneResult(const Operation& op) override;
+  Status AppendEvent(const TraceEvent& event) override;
+  Result<std::vector<TraceEvent>> ListEvents(std::string_view operation_id) override;
+  Result<bool> InsertAccount(const AccountRecord& account) override;
+  Result<std::optional<AccountRecord>> FindAccount(std::string_view id) override;
+  Result<std::optional<AccountRecord>> FindAccountByKeyHash(std::string_view hash) override;
+  Result<std::vector<AccountRecord>> ListAccounts() override;
+  Result<bool> InsertDeposit(const DepositRecord& deposit) override;
+  Result<std::optional<DepositRecord>> FindDeposit(std::string_view account_id,
+                                                   std::string_view reference) override;
+  Result<MoveOutcome> Move(std::string_view account_id, MoveKind kind, int64_t amount,
+                           std::string_view operation_id, int64_t at_ms) override;
+  Result<std::vector<PostingRecord>> ListPostings(std::string_view operation_id) override;
+  Result<LedgerAudit> Audit() override;
+
+ private:
+  Result<std::optional<AccountRecord>> FindAccountWhere(const char* column, std::string_view value);
+  // Runs an INSERT … ON CONFLICT DO NOTHING or a compare-and-set UPDATE: true when it changed the
+  // one row it targets, false when the conflict or the condition left everything as it was.
+  Result<bool> RunChangingOneRow(sqlite::Statement& stmt);
+  sqlite::Database& db_;
+};
+
+// False when `db` lacks a column this file reads: a database made by a pre-release build whose
+// migration 1 differs, though its version number is the same.
+bool HasColumnsRead(sqlite::Database& db);
+
+}  // namespace agentpay
