@@ -1,5 +1,5 @@
 // See settler.h.
-#include "gateway/settler.h"
+#include "settlement/settler.h"
 
 #include <algorithm>
 #include <limits>

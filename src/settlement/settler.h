@@ -1,6 +1,7 @@
-// The gateway's side of EIP-3009 settlement over a Chain (CONTRACT §5): what the token would say of
+// The relayer's side of EIP-3009 settlement over a Chain (CONTRACT §5): what the token would say of
 // a payment before anything is stored, the relayer's signed transaction, its broadcast, and one
-// look at the chain in the order the reconciliation rules of core/settlement.h require.
+// look at the chain in the order the reconciliation rules of core/settlement.h require. Below both
+// the gateway (which settles) and the workers (whose reconciler settles what the gateway could not).
 #pragma once
 
 #include <cstdint>
