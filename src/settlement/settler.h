@@ -75,14 +75,6 @@ class Settler {
   chain::Address relayer_;
 };
 
-// The stored answers of final x402 operations that were never served: a failed settlement (409,
-// never 402: the payer may have paid, CONTRACT §3) and a void one (402: nothing was charged).
-StoredResponse SettlementFailedResponse(const std::string& operation_id);
-StoredResponse SettlementVoidResponse(const std::string& operation_id);
-// The admin alert every failed settlement raises.
-Alert SettlementFailedAlert(Random& random, const std::string& operation_id,
-                            const std::string& reason, int64_t now_ms);
-
 // The record's authorization and signature in chain form. Errors: "store_corrupt".
 Result<chain::TransferAuthorization> AuthorizationOf(const X402PaymentRecord& record);
 Result<chain::Signature> SignatureOf(const X402PaymentRecord& record);

@@ -2,6 +2,7 @@
 #include "workers/reconciler.h"
 
 #include "core/check.h"
+#include "settlement/answers.h"
 
 namespace agentpay {
 namespace {
