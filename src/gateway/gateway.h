@@ -13,11 +13,11 @@
 #include "core/world.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
-#include "gateway/settler.h"
 #include "gateway/upstream.h"
 #include "http/message.h"
 #include "http/server.h"
 #include "http/worker_pool.h"
+#include "settlement/settler.h"
 #include "store/store.h"
 
 namespace agentpay {

@@ -13,24 +13,6 @@ void Counter(std::string& out, const std::string& name, const std::string& help,
 }
 }  // namespace
 
-std::string_view SettlementEventName(SettlementEvent event) {
-  switch (event) {
-    case SettlementEvent::kSettled: return "settled";
-    case SettlementEvent::kUnknown: return "unknown";
-    case SettlementEvent::kFailed: return "failed";
-    case SettlementEvent::kBroadcastError: return "broadcast_error";
-    case SettlementEvent::kReconcilerRuns: return "reconciler_run";
-    case SettlementEvent::kReconcilerErrors: return "reconciler_error";
-    case SettlementEvent::kReconciledSettled: return "reconciled_settled";
-    case SettlementEvent::kRebroadcast: return "rebroadcast";
-    case SettlementEvent::kVoid: return "void";
-    case SettlementEvent::kReconciledFailed: return "reconciled_failed";
-    case SettlementEvent::kGapFilled: return "relayer_gap_filled";
-    case SettlementEvent::kCount: break;
-  }
-  return "?";
-}
-
 void Metrics::CountResponse(int status) {
   size_t index = static_cast<size_t>(status / 100);
   if (index < responses_by_class_.size()) ++responses_by_class_[index];

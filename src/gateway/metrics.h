@@ -8,34 +8,21 @@
 
 #include "core/idempotency.h"
 #include "core/operation.h"
+#include "settlement/events.h"
 
 namespace agentpay {
 
 struct StoreStats;
 struct ServerStats;
 
-// x402 settlement events, by the gateway's own attempts and by the reconciler.
-enum class SettlementEvent {
-  kSettled,          // receipt seen within the receipt timeout
-  kUnknown,          // not seen in time: 202 settlement_unknown
-  kFailed,           // nonce spent by another transaction
-  kBroadcastError,   // the node refused or did not answer a broadcast
-  kReconcilerRuns,   // reconciler passes
-  kReconcilerErrors, // reconciler passes (or operations) that failed on the chain or store
-  kReconciledSettled,
-  kRebroadcast,
-  kVoid,
-  kReconciledFailed,
-  kGapFilled,  // a stored transaction re-sent to fill the relayer's next nonce
-  kCount,
-};
-std::string_view SettlementEventName(SettlementEvent event);
-
-class Metrics {
+// Also the SettlementCounter the reconciler counts into (`final`: the gateway's own calls on its
+// member need no virtual dispatch).
+class Metrics final : public SettlementCounter {
  public:
-  void CountSettlement(SettlementEvent event, uint64_t count = 1) {
+  void CountSettlement(SettlementEvent event, uint64_t count) override {
     settlement_events_[static_cast<size_t>(event)] += count;
   }
+  void CountSettlement(SettlementEvent event) { CountSettlement(event, 1); }
   void CountResponse(int status);
   void CountArrival(ArrivalOutcome outcome) { ++arrivals_[static_cast<size_t>(outcome)]; }
   void CountVerdict(Verdict verdict) { ++verdicts_[static_cast<size_t>(verdict)]; }

@@ -14,6 +14,7 @@
 #include "gateway/gateway_internal.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
+#include "settlement/answers.h"
 #include "x402/verify.h"
 #include "x402/wire.h"
 

@@ -2,6 +2,7 @@
 #include "workers/reconciler.h"
 
 #include "core/check.h"
+#include "settlement/answers.h"
 
 namespace agentpay {
 namespace {
@@ -155,7 +156,7 @@ Result<bool> FillRelayerGap(Store& store, Settler& settler) {
 
 Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,
                                              Random& random, const ReconcilerConfig& config,
-                                             Metrics* metrics) {
+                                             SettlementCounter* metrics) {
   AGENTPAY_CHECK(config.batch > 0 && config.expiry_buffer_seconds >= 0);
   ReconcileReport report;
   auto candidates = ListCandidates(store, clock.NowMs(), config);
@@ -197,7 +198,7 @@ Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clo
   }
   if (metrics != nullptr) {
     metrics->CountSettlement(SettlementEvent::kGapFilled, report.gaps_filled);
-    metrics->CountSettlement(SettlementEvent::kReconcilerRuns);
+    metrics->CountSettlement(SettlementEvent::kReconcilerRuns, 1);
     metrics->CountSettlement(SettlementEvent::kReconcilerErrors, report.errors);
     metrics->CountSettlement(SettlementEvent::kReconciledSettled, report.settled);
     metrics->CountSettlement(SettlementEvent::kRebroadcast, report.rebroadcast);

@@ -10,8 +10,8 @@
 
 #include "core/result.h"
 #include "core/world.h"
-#include "gateway/metrics.h"
-#include "gateway/settler.h"
+#include "settlement/events.h"
+#include "settlement/settler.h"
 #include "store/store.h"
 #include "workers/hold_sweeper.h"
 
@@ -50,6 +50,6 @@ struct ReconcileReport {
 // exactly once or reverts as expired.
 Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,
                                              Random& random, const ReconcilerConfig& config,
-                                             Metrics* metrics = nullptr);
+                                             SettlementCounter* metrics = nullptr);
 
 }  // namespace agentpay

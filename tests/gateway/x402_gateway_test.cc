@@ -178,11 +178,11 @@ class X402GatewayTest : public ::testing::Test {
     return decoded.ok() ? nlohmann::json::parse(*decoded, nullptr, false) : nlohmann::json();
   }
 
-  ReconcileReport Reconcile() {
+  ReconcileReport Reconcile(SettlementCounter* counter = nullptr) {
     ReconcilerConfig config;
     config.receipt_timeout_ms = config_.receipt_timeout_ms;
     config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
-    auto report = ReconcileSettlements(*store_, *settler_, clock_, random_, config);
+    auto report = ReconcileSettlements(*store_, *settler_, clock_, random_, config, counter);
     EXPECT_TRUE(report.ok()) << report.status().ToString();
     return report.ok() ? *report : ReconcileReport{};
   }
@@ -317,6 +317,24 @@ TEST_F(X402GatewayTest, LateReceiptIs202ThenReconciledThenServedOnce) {
   EXPECT_EQ(SettleResponse(served)["success"], true);
   EXPECT_EQ(upstream_.calls(), 1);
   EXPECT_EQ(Transfers(), 1);
+}
+
+// The reconciler (a worker, below the gateway) counts into the gateway's metrics through the
+// SettlementCounter it is given: its events show on /metrics beside the gateway's own.
+TEST_F(X402GatewayTest, ReconcilerEventsShowOnTheGatewaysMetrics) {
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  HttpResponse first = Pay(Sign().header, "counted-1");
+  ASSERT_EQ(first.status, 202) << first.body;
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(Reconcile(&gateway_->metrics()).settled, 1);
+  std::string text = Get("/metrics").body;
+  for (std::string_view event : {"unknown", "reconciler_run", "reconciled_settled"}) {
+    std::string line = "agentpay_x402_settlement_events_total{event=\"" + std::string(event) +
+                       "\"} 1\n";
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  }
+  EXPECT_NE(text.find("agentpay_x402_settlement_events_total{event=\"settled\"} 0\n"),
+            std::string::npos);
 }
 
 TEST_F(X402GatewayTest, DroppedTransactionIsRebroadcastThenVoidAfterExpiry) {

@@ -1,6 +1,7 @@
-// The gateway's side of EIP-3009 settlement over a Chain (CONTRACT §5): what the token would say of
+// The relayer's side of EIP-3009 settlement over a Chain (CONTRACT §5): what the token would say of
 // a payment before anything is stored, the relayer's signed transaction, its broadcast, and one
-// look at the chain in the order the reconciliation rules of core/settlement.h require.
+// look at the chain in the order the reconciliation rules of core/settlement.h require. Below both
+// the gateway (which settles) and the workers (whose reconciler settles what the gateway could not).
 #pragma once
 
 #include <cstdint>
@@ -73,14 +74,6 @@ class Settler {
   chain::PrivateKey relayer_key_;
   chain::Address relayer_;
 };
-
-// The stored answers of final x402 operations that were never served: a failed settlement (409,
-// never 402: the payer may have paid, CONTRACT §3) and a void one (402: nothing was charged).
-StoredResponse SettlementFailedResponse(const std::string& operation_id);
-StoredResponse SettlementVoidResponse(const std::string& operation_id);
-// The admin alert every failed settlement raises.
-Alert SettlementFailedAlert(Random& random, const std::string& operation_id,
-                            const std::string& reason, int64_t now_ms);
 
 // The record's authorization and signature in chain form. Errors: "store_corrupt".
 Result<chain::TransferAuthorization> AuthorizationOf(const X402PaymentRecord& record);

@@ -1,12 +1,11 @@
 // See settler.h.
-#include "gateway/settler.h"
+#include "settlement/settler.h"
 
 #include <algorithm>
 #include <limits>
 
 #include "chain/abi.h"
 #include "chain/settlement_tx.h"
-#include <nlohmann/json.hpp>
 
 #include "core/check.h"
 
@@ -206,39 +205,6 @@ Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record) {
   if (!time.ok()) return time.status();
   seen.chain_time_s = *time;
   return seen;
-}
-
-namespace {
-StoredResponse Problem(int status, std::string_view code, const std::string& detail,
-                       const std::string& operation_id) {
-  nlohmann::json body = {{"type", "urn:agentpay:problem:" + std::string(code)},
-                         {"title", status == 402 ? "Payment Required" : "Conflict"},
-                         {"status", status},
-                         {"code", code},
-                         {"detail", detail},
-                         {"operation_id", operation_id}};
-  return StoredResponse{status, "application/problem+json", body.dump()};
-}
-}  // namespace
-
-StoredResponse SettlementFailedResponse(const std::string& operation_id) {
-  return Problem(409, "settlement_failed",
-                 "the authorization's nonce was spent by another transaction, so this payment "
-                 "was not settled by the gateway; the payer may still have paid: an operator "
-                 "reviews it (alert raised). Do not sign again for this request",
-                 operation_id);
-}
-
-StoredResponse SettlementVoidResponse(const std::string& operation_id) {
-  return Problem(402, "settlement_void",
-                 "the authorization expired unused on chain; nothing was charged; pay again",
-                 operation_id);
-}
-
-Alert SettlementFailedAlert(Random& random, const std::string& operation_id,
-                            const std::string& reason, int64_t now_ms) {
-  return Alert{"alert_" + RandomHex(random, 16), operation_id, "settlement_failed", reason, now_ms,
-               std::nullopt, "", ""};
 }
 
 Result<chain::TransferAuthorization> AuthorizationOf(const X402PaymentRecord& record) {
