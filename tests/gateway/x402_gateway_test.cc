@@ -512,9 +512,9 @@ TEST_F(X402GatewayTest, APaymentSignedFromTheChallengeAloneIsAccepted) {
   a.valid_before = chain::U256(static_cast<uint64_t>(clock_.NowMs() / 1000) +
                                offer["maxTimeoutSeconds"].get<uint64_t>());
   a.nonce[0] = 0x5a;
-  const auto domain = chain::DomainSeparator(offer["extra"]["name"].get<std::string>(),
-                                             offer["extra"]["version"].get<std::string>(),
-                                             kChainId, *asset);
+  const auto domain =
+      chain::DomainSeparator(offer["extra"]["name"].get<std::string>(),
+                             offer["extra"]["version"].get<std::string>(), kChainId, *asset);
   x402::PaymentPayload payload;
   payload.version = x402::Version::kV2;
   payload.scheme = offer["scheme"].get<std::string>();

@@ -118,8 +118,8 @@ TEST(Wire, V1BodyCanNameAnUnnamedChainInCaip2Form) {
   EXPECT_EQ(kept["accepts"][1]["network"], "eip155:1337");
   json named_only = kept;
   named_only["accepts"].erase(1);
-  EXPECT_EQ(named_only, PaymentRequiredV1Body({spec::SpecRequirements(), local},
-                                              "X-PAYMENT required"));
+  EXPECT_EQ(named_only,
+            PaymentRequiredV1Body({spec::SpecRequirements(), local}, "X-PAYMENT required"));
 }
 
 TEST(Wire, NetworkNames) {
