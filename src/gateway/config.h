@@ -30,8 +30,6 @@ struct ChainConfig {
   std::string pay_to = "0x9a7e000000000000000000000000000000000402";
   int64_t max_timeout_seconds = 120;
   std::string Network() const { return "eip155:" + std::to_string(chain_id); }
-  // x402 v1 names networks from a fixed list; chains without a v1 name keep the CAIP-2 form.
-  std::string V1Network() const;
 };
 
 struct GatewayConfig {

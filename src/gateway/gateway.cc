@@ -24,14 +24,6 @@ bool IsReservedPath(std::string_view path) {
 }
 }  // namespace
 
-std::string ChainConfig::V1Network() const {
-  switch (chain_id) {
-    case 84532: return "base-sepolia";
-    case 8453: return "base";
-    default: return Network();
-  }
-}
-
 Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random,
                  Upstream& upstream, Settler* settler)
     : config_(std::move(config)),
@@ -40,10 +32,19 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
       random_(random),
       upstream_(upstream),
       settler_(settler),
+      x402_offers_(config_.chain, config_.routes),
       instance_id_("gw_" + RandomHex(random, 8)),
       blocking_pool_(config_.blocking_threads, kMaxBlockingQueue) {
   AGENTPAY_CHECK(!config_.routes.empty());
   for (const auto& route : config_.routes) AGENTPAY_CHECK(route.price > 0);
+  if (settler_ != nullptr) {
+    // What the settler settles is what the challenge advertises and payments are verified against.
+    const SettlerConfig& settles = settler_->config();
+    const x402::Requirements& offered = x402_offers_.For(config_.routes.front());
+    AGENTPAY_CHECK(settles.chain_id == offered.chain_id && settles.token == offered.asset &&
+                   settles.pay_to == offered.pay_to && settles.asset_name == offered.asset_name &&
+                   settles.asset_version == offered.asset_version);
+  }
 }
 
 Gateway::~Gateway() {
@@ -224,53 +225,9 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
 
 HttpResponse Gateway::Challenge(const HttpRequest& request, const RouteConfig& route,
                                 std::string_view code, std::string_view detail) const {
-  const std::string error = code == "payment_required" ? "payment required" : std::string(code);
-  const ChainConfig& chain = config_.chain;
   std::string resource =
       "http://" + std::string(request.Header("Host").value_or("localhost")) + request.target;
-  nlohmann::json extra = {{"name", chain.asset_name}, {"version", chain.asset_version}};
-  std::string description = "Paid route " + route.prefix;
-  nlohmann::json v2 = {
-      {"x402Version", 2},
-      {"error", error},
-      {"resource", {{"url", resource}, {"description", description}, {"mimeType", ""}}},
-      {"accepts",
-       {{{"scheme", "exact"},
-         {"network", chain.Network()},
-         {"amount", FormatAmount(route.price)},
-         {"asset", chain.asset},
-         {"payTo", chain.pay_to},
-         {"maxTimeoutSeconds", chain.max_timeout_seconds},
-         {"extra", extra}}}},
-  };
-  nlohmann::json body = {
-      {"type", "urn:agentpay:problem:" + std::string(code)},
-      {"title", "Payment Required"},
-      {"status", 402},
-      {"code", code},
-      {"detail", detail.empty()
-                     ? "pay with a wallet API key (Authorization: Bearer) or an x402 payment"
-                     : std::string(detail)},
-      {"x402Version", 1},
-      {"error", error},
-      {"accepts",
-       {{{"scheme", "exact"},
-         {"network", chain.V1Network()},
-         {"maxAmountRequired", FormatAmount(route.price)},
-         {"asset", chain.asset},
-         {"payTo", chain.pay_to},
-         {"resource", resource},
-         {"description", description},
-         {"mimeType", ""},
-         {"maxTimeoutSeconds", chain.max_timeout_seconds},
-         {"extra", extra}}}},
-  };
-  HttpResponse response;
-  response.status = 402;
-  response.body = DumpJson(body);
-  response.SetHeader("Content-Type", "application/problem+json");
-  response.SetHeader("PAYMENT-REQUIRED", Base64Encode(DumpJson(v2)));
-  return response;
+  return X402Challenge(x402_offers_.For(route), std::move(resource), code, detail);
 }
 
 HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {

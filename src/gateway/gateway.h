@@ -14,6 +14,7 @@
 #include "gateway/config.h"
 #include "gateway/metrics.h"
 #include "gateway/upstream.h"
+#include "gateway/x402_offer.h"
 #include "http/message.h"
 #include "http/server.h"
 #include "http/worker_pool.h"
@@ -24,9 +25,10 @@ namespace agentpay {
 
 class Gateway {
  public:
-  // Preconditions: config.routes is non-empty and valid; the referenced objects outlive the
-  // gateway. Without a settler, x402 payments are refused (501 x402_not_enabled). The gateway draws
-  // an instance id ("gw_" + 16 hex) that it stamps on every claim its attempts take.
+  // Preconditions: config.routes is non-empty and valid, config.chain's addresses parse, the
+  // settler (if any) settles config.chain's asset, domain and payee; the referenced objects outlive
+  // the gateway. Without a settler, x402 payments are refused (501 x402_not_enabled). The gateway
+  // draws an instance id ("gw_" + 16 hex) that it stamps on every claim its attempts take.
   Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Upstream& upstream,
           Settler* settler = nullptr);
   // Releases the instance registration, if any: claims still open become recoverable.
@@ -132,6 +134,8 @@ class Gateway {
   Random& random_;
   Upstream& upstream_;
   Settler* settler_;
+  // Per route, what the 402 challenge advertises and what x402 payments are verified against.
+  const X402Offers x402_offers_;
   const std::string instance_id_;
   bool registered_ = false;
   Metrics metrics_;

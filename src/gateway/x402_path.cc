@@ -157,17 +157,8 @@ std::optional<HttpResponse> Gateway::PrepareX402(X402Request& x) {
     return ProblemResponse(400, "malformed_payment", decoded.status().message());
   }
   x.payload = std::move(*decoded);
-  const SettlerConfig& chain = settler_->config();
-  x402::Requirements requirements;
-  requirements.chain_id = chain.chain_id;
-  requirements.amount = chain::U256(static_cast<uint64_t>(x.route->price));
-  requirements.asset = chain.token;
-  requirements.pay_to = chain.pay_to;
-  requirements.asset_name = chain.asset_name;
-  requirements.asset_version = chain.asset_version;
-  requirements.max_timeout_seconds = config_.chain.max_timeout_seconds;
   const int64_t now_s = clock_.NowMs() / 1000;
-  Failure failure = x402::VerifyExact(x.payload, requirements, now_s);
+  Failure failure = x402::VerifyExact(x.payload, x402_offers_.For(*x.route), now_s);
   if (RefusesBeforeKeyLookup(failure)) {
     return Challenge(request, *x.route, x402::ReasonCode(failure, x.version),
                      "the payment is not valid for this route");
@@ -537,8 +528,7 @@ HttpResponse Gateway::X402Answer(HttpResponse response, const X402Request& x, co
   settle.transaction = payment.tx_hash;
   auto payer = chain::ParseAddress(payment.authorization.from);
   settle.payer = payer.ok() ? chain::ToChecksumHex(*payer) : payment.authorization.from;
-  settle.network = x.version == x402::Version::kV2 ? x402::V2Network(settler_->config().chain_id)
-                                                   : config_.chain.V1Network();
+  settle.network = x402_offers_.Network(x.version);
   switch (op.settlement) {
     case Settlement::kSettled: settle.success = true; break;
     case Settlement::kVoid: settle.error_reason = "settlement_void"; break;

@@ -431,10 +431,12 @@ std::string EncodePaymentRequiredHeader(const std::vector<Requirements>& require
   return Base64Encode(Dump(root));
 }
 
-Json PaymentRequiredV1Body(const std::vector<Requirements>& requirements, std::string_view error) {
+Json PaymentRequiredV1Body(const std::vector<Requirements>& requirements, std::string_view error,
+                           UnnamedV1Chain unnamed) {
   Json accepts = Json::array();
   for (const Requirements& entry : requirements) {
-    const std::optional<std::string> network = V1NetworkName(entry.chain_id);
+    std::optional<std::string> network = V1NetworkName(entry.chain_id);
+    if (!network && unnamed == UnnamedV1Chain::kNameCaip2) network = V2Network(entry.chain_id);
     if (!network) continue;
     accepts.push_back(Json{
         {"scheme", entry.scheme},

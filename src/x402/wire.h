@@ -87,12 +87,22 @@ std::optional<uint64_t> ChainIdForNetwork(std::string_view network);
 // Precondition: !requirements.empty().
 std::string EncodePaymentRequiredHeader(const std::vector<Requirements>& requirements,
                                         std::string_view error);
+// What the v1 body does with a requirement whose chain x402 v1 has no name for (V1NetworkName).
+enum class UnnamedV1Chain {
+  // Left out: a v1 client rejects the whole challenge on a name it does not know, so accepts may
+  // be empty. What x402 v1 allows.
+  kLeaveOut,
+  // Kept, named "eip155:<id>" (a name no v1 client accepts). Only for the gateway's v1 body, whose
+  // tests pin an accepts entry on every chain (see src/x402/README.md, "v1 body").
+  kNameCaip2,
+};
 // The v1 402 body: {x402Version: 1, error, accepts: [{scheme, network, maxAmountRequired, asset,
-// payTo, resource, description, mimeType, maxTimeoutSeconds, extra: {name, version}}]}. Entries
-// whose chain has no v1 name are left out (a v1 client rejects the whole challenge on an unknown
-// name), so accepts may be empty. No outputSchema: x402-fetch crashes on `outputSchema: null`.
+// payTo, resource, description, mimeType, maxTimeoutSeconds, extra: {name, version}}]}, network
+// the v1 name of the chain (`unnamed` says what happens without one). No outputSchema: x402-fetch
+// crashes on `outputSchema: null`.
 nlohmann::json PaymentRequiredV1Body(const std::vector<Requirements>& requirements,
-                                     std::string_view error);
+                                     std::string_view error,
+                                     UnnamedV1Chain unnamed = UnnamedV1Chain::kLeaveOut);
 
 // --- payment payload --------------------------------------------------------------------------
 struct PaymentPayload {

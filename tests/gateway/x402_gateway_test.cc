@@ -221,6 +221,43 @@ class X402GatewayTest : public ::testing::Test {
     EXPECT_EQ(TokenBalance(buyer()) + TokenBalance(pay_to_), kFunding);
   }
 
+  // The route's requirements as this test configured them (not read from the gateway).
+  x402::Requirements Offered(std::string resource_url) const {
+    x402::Requirements r;
+    r.chain_id = kChainId;
+    r.amount = chain::U256(static_cast<uint64_t>(kPrice));
+    r.asset = token_;
+    r.pay_to = pay_to_;
+    r.asset_name = "USD Coin";
+    r.asset_version = "2";
+    r.max_timeout_seconds = 120;
+    r.resource_url = std::move(resource_url);
+    r.description = "Paid route /";
+    return r;
+  }
+
+  // A 402 of the gateway against src/x402's encoders for `offered`: the PAYMENT-REQUIRED header
+  // decoded and byte for byte, and the body without its problem-document fields.
+  static void ExpectChallengeEncodes(const HttpResponse& response,
+                                     const std::vector<x402::Requirements>& offered,
+                                     const std::string& error, x402::UnnamedV1Chain unnamed) {
+    ASSERT_EQ(response.status, 402) << response.body;
+    EXPECT_EQ(response.Header("Content-Type"), "application/problem+json");
+    auto header = response.Header("PAYMENT-REQUIRED");
+    ASSERT_TRUE(header.has_value());
+    const std::string encoded = x402::EncodePaymentRequiredHeader(offered, error);
+    auto decoded = Base64Decode(*header);
+    ASSERT_TRUE(decoded.ok()) << *header;
+    EXPECT_EQ(nlohmann::json::parse(*decoded), nlohmann::json::parse(*Base64Decode(encoded)));
+    EXPECT_EQ(*header, encoded);
+    nlohmann::json body = nlohmann::json::parse(response.body);
+    for (const char* problem_field : {"type", "title", "status", "code", "detail"}) {
+      EXPECT_TRUE(body.contains(problem_field)) << problem_field;
+      body.erase(problem_field);
+    }
+    EXPECT_EQ(body, x402::PaymentRequiredV1Body(offered, error, unnamed));
+  }
+
   std::filesystem::path dir_;
   ManualClock clock_;
   CountingRandom random_;
@@ -453,6 +490,93 @@ TEST_F(X402GatewayTest, InvalidPaymentsAre402WithTheReasonAndSendNothing) {
   }
   EXPECT_EQ(RelayerTransactions(), sent_before);
   EXPECT_EQ(Transfers(), 1);
+}
+
+// Issue 12: the 402 on the wire is what src/x402's encoders build from the route's requirements,
+// for an unpaid request and for a refused payment alike; chain 1337 has no x402 v1 name, and the v1
+// body names it in CAIP-2 form as it always did.
+TEST_F(X402GatewayTest, ChallengeIsWhatTheX402EncodersBuild) {
+  HttpRequest unpaid;
+  unpaid.method = "GET";
+  unpaid.target = "/work/item?x=1";
+  unpaid.headers = {{"Host", "shop.example:8080"}};
+  HttpResponse challenge = gateway_->Handle(unpaid);
+  ExpectChallengeEncodes(challenge, {Offered("http://shop.example:8080/work/item?x=1")},
+                         "payment required", x402::UnnamedV1Chain::kNameCaip2);
+  EXPECT_EQ(Code(challenge), "payment_required");
+  EXPECT_EQ(nlohmann::json::parse(challenge.body)["accepts"][0]["network"], "eip155:1337");
+
+  HttpResponse refused = Pay(Sign(kPrice + 1).header, "too-much");
+  ExpectChallengeEncodes(refused, {Offered("http://localhost/work")},
+                         "invalid_exact_evm_payload_authorization_value_mismatch",
+                         x402::UnnamedV1Chain::kNameCaip2);
+  EXPECT_EQ(RelayerTransactions(), 0u);
+}
+
+// What the challenge advertises is what a payment is verified against: a payment signed from the
+// decoded header alone (amount, payTo, domain, timeout), echoing its accepts[0], is paid.
+TEST_F(X402GatewayTest, APaymentSignedFromTheChallengeAloneIsAccepted) {
+  HttpResponse challenge = Get("/work");
+  auto header = challenge.Header("PAYMENT-REQUIRED");
+  ASSERT_TRUE(header.has_value());
+  const nlohmann::json offer = nlohmann::json::parse(*Base64Decode(*header))["accepts"][0];
+  const auto asset = chain::ParseAddress(offer["asset"].get<std::string>());
+  const auto pay_to = chain::ParseAddress(offer["payTo"].get<std::string>());
+  ASSERT_TRUE(asset.ok() && pay_to.ok()) << offer;
+  chain::TransferAuthorization a;
+  a.from = buyer();
+  a.to = *pay_to;
+  a.value = chain::U256(std::stoull(offer["amount"].get<std::string>()));
+  a.valid_before = chain::U256(static_cast<uint64_t>(clock_.NowMs() / 1000) +
+                               offer["maxTimeoutSeconds"].get<uint64_t>());
+  a.nonce[0] = 0x5a;
+  const auto domain =
+      chain::DomainSeparator(offer["extra"]["name"].get<std::string>(),
+                             offer["extra"]["version"].get<std::string>(), kChainId, *asset);
+  x402::PaymentPayload payload;
+  payload.version = x402::Version::kV2;
+  payload.scheme = offer["scheme"].get<std::string>();
+  payload.network = offer["network"].get<std::string>();
+  payload.chain_id = x402::ChainIdForNetwork(payload.network);
+  payload.authorization = a;
+  payload.signature = *chain::SignDigest(chain::Eip3009Digest(domain, a), Key(0x01));
+  payload.accepted = offer;
+  HttpResponse paid = Pay(x402::EncodePaymentHeader(payload));
+  EXPECT_EQ(paid.status, 200) << paid.body;
+  EXPECT_EQ(Transfers(), 1);
+}
+
+// On a chain x402 v1 names, the v1 body is PaymentRequiredV1Body's own (no CAIP-2 fallback
+// involved), and each route gets its own price and description.
+TEST_F(X402GatewayTest, ChallengeOnAChainWithAV1NameIsTheEncodersV1Body) {
+  GatewayConfig config = config_;
+  RouteConfig premium = config.routes.front();
+  premium.prefix = "/premium";
+  premium.price = 2500;
+  config.routes.push_back(premium);
+  config.chain.chain_id = 84532;
+  config.chain.asset_name = "USDC";
+  config.chain.max_timeout_seconds = 60;
+  Gateway named(config, *store_, clock_, random_, upstream_);  // no settler: challenges only
+  struct Case {
+    std::string target, prefix;
+    int64_t price;
+  };
+  for (const Case& c : {Case{"/premium/data", "/premium", 2500}, Case{"/other", "/", kPrice}}) {
+    HttpRequest unpaid;
+    unpaid.method = "POST";
+    unpaid.target = c.target;
+    HttpResponse challenge = named.Handle(unpaid);
+    x402::Requirements offered = Offered("http://localhost" + c.target);
+    offered.chain_id = 84532;
+    offered.amount = chain::U256(static_cast<uint64_t>(c.price));
+    offered.asset_name = "USDC";
+    offered.max_timeout_seconds = 60;
+    offered.description = "Paid route " + c.prefix;
+    ExpectChallengeEncodes(challenge, {offered}, "payment required",
+                           x402::UnnamedV1Chain::kLeaveOut);
+    EXPECT_EQ(nlohmann::json::parse(challenge.body)["accepts"][0]["network"], "base-sepolia");
+  }
 }
 
 TEST_F(X402GatewayTest, ABadSignatureNeverReadsAnotherPayersKey) {

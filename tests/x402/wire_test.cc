@@ -108,6 +108,20 @@ TEST(Wire, V1BodyIsTheSpecShapeWithoutOutputSchema) {
   EXPECT_EQ(PaymentRequiredV1Body({bare}, "")["accepts"][0]["mimeType"], "");
 }
 
+TEST(Wire, V1BodyCanNameAnUnnamedChainInCaip2Form) {
+  Requirements local = spec::SpecRequirements();
+  local.chain_id = 1337;
+  const json kept = PaymentRequiredV1Body({spec::SpecRequirements(), local}, "X-PAYMENT required",
+                                          UnnamedV1Chain::kNameCaip2);
+  ASSERT_EQ(kept["accepts"].size(), 2u);
+  EXPECT_EQ(kept["accepts"][0]["network"], "base-sepolia");  // a chain with a v1 name keeps it
+  EXPECT_EQ(kept["accepts"][1]["network"], "eip155:1337");
+  json named_only = kept;
+  named_only["accepts"].erase(1);
+  EXPECT_EQ(named_only,
+            PaymentRequiredV1Body({spec::SpecRequirements(), local}, "X-PAYMENT required"));
+}
+
 TEST(Wire, NetworkNames) {
   EXPECT_EQ(V2Network(84532), "eip155:84532");
   EXPECT_EQ(V1NetworkName(84532), "base-sepolia");

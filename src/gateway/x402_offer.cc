@@ -1,0 +1,82 @@
+// The gateway's x402 requirements per route and its 402 challenge; see x402_offer.h. Nothing of
+// the challenge is built here by hand: the wire shape is src/x402's, tested against the spec's
+// examples and the official clients.
+#include "gateway/x402_offer.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "gateway/json_views.h"
+#include "x402/verify.h"
+
+namespace agentpay {
+namespace {
+
+chain::Address AddressOf(const std::string& text) {
+  auto address = chain::ParseAddress(text);
+  AGENTPAY_CHECK(address.ok());  // validated by the configuration
+  return *address;
+}
+
+}  // namespace
+
+X402Offers::X402Offers(const ChainConfig& chain, const std::vector<RouteConfig>& routes) {
+  AGENTPAY_CHECK(chain.chain_id > 0);
+  x402::Requirements common;
+  common.chain_id = static_cast<uint64_t>(chain.chain_id);
+  common.network = x402::V2Network(common.chain_id);
+  common.asset = AddressOf(chain.asset);
+  common.pay_to = AddressOf(chain.pay_to);
+  common.asset_name = chain.asset_name;
+  common.asset_version = chain.asset_version;
+  common.max_timeout_seconds = chain.max_timeout_seconds;
+  common.domain_separator = x402::DomainSeparatorOf(common);
+  for (const RouteConfig& route : routes) {
+    AGENTPAY_CHECK(route.price > 0);
+    x402::Requirements requirements = common;
+    requirements.amount = chain::U256(static_cast<uint64_t>(route.price));
+    requirements.description = "Paid route " + route.prefix;
+    by_route_.emplace(&route, std::move(requirements));
+  }
+  v2_network_ = x402::V2Network(common.chain_id);
+  // As the v1 body names it (UnnamedV1Chain::kNameCaip2). A v1 payment on a chain without a v1
+  // name never verifies, so no v1 settle response carries the CAIP-2 form.
+  v1_network_ = x402::V1NetworkName(common.chain_id).value_or(v2_network_);
+}
+
+const x402::Requirements& X402Offers::For(const RouteConfig& route) const {
+  auto found = by_route_.find(&route);
+  AGENTPAY_CHECK(found != by_route_.end());  // a route of another configuration
+  return found->second;
+}
+
+const std::string& X402Offers::Network(x402::Version version) const {
+  return version == x402::Version::kV2 ? v2_network_ : v1_network_;
+}
+
+HttpResponse X402Challenge(const x402::Requirements& requirements, std::string resource_url,
+                           std::string_view code, std::string_view detail) {
+  std::vector<x402::Requirements> offered = {requirements};
+  offered.front().resource_url = std::move(resource_url);
+  const std::string error = code == "payment_required" ? "payment required" : std::string(code);
+  // The gateway's v1 body has always offered its chain, named or not, and its integration tests
+  // pin that (test_wallet_gateway's test_402_challenge reads accepts[0] on chain 1337).
+  nlohmann::json body =
+      x402::PaymentRequiredV1Body(offered, error, x402::UnnamedV1Chain::kNameCaip2);
+  body["type"] = "urn:agentpay:problem:" + std::string(code);
+  body["title"] = "Payment Required";
+  body["status"] = 402;
+  body["code"] = code;
+  body["detail"] = detail.empty()
+                       ? "pay with a wallet API key (Authorization: Bearer) or an x402 payment"
+                       : std::string(detail);
+  HttpResponse response;
+  response.status = 402;
+  response.body = DumpJson(body);
+  response.SetHeader("Content-Type", "application/problem+json");
+  response.SetHeader(x402::kPaymentRequiredHeader,
+                     x402::EncodePaymentRequiredHeader(offered, error));
+  return response;
+}
+
+}  // namespace agentpay

@@ -1,0 +1,41 @@
+// What the gateway asks of an x402 payer on each paid route, computed once at start, and the 402
+// challenge built from it by src/x402's encoders. The payment path verifies against the very same
+// requirements, so what is advertised and what is accepted cannot drift apart.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gateway/config.h"
+#include "http/message.h"
+#include "x402/wire.h"
+
+namespace agentpay {
+
+class X402Offers {
+ public:
+  // Preconditions: config.chain.asset and config.chain.pay_to are 0x addresses; `routes` is the
+  // gateway's own list and outlives this object (requirements are found by route address).
+  X402Offers(const ChainConfig& chain, const std::vector<RouteConfig>& routes);
+
+  // The requirements of one of the routes given at construction (resource_url empty: only it
+  // depends on the request), with their EIP-712 domain separator already computed.
+  const x402::Requirements& For(const RouteConfig& route) const;
+  // The network of a settle response (PAYMENT-RESPONSE / X-PAYMENT-RESPONSE) of `version`.
+  const std::string& Network(x402::Version version) const;
+
+ private:
+  std::unordered_map<const RouteConfig*, x402::Requirements> by_route_;
+  std::string v2_network_, v1_network_;
+};
+
+// The 402 challenge for `requirements` at `resource_url`: the PAYMENT-REQUIRED header and the v1
+// body exactly as x402::EncodePaymentRequiredHeader and x402::PaymentRequiredV1Body build them, the
+// body also being the problem document of `code` (RFC 9457). `error` in both is "payment required"
+// for code payment_required, else the code (an x402 reason).
+HttpResponse X402Challenge(const x402::Requirements& requirements, std::string resource_url,
+                           std::string_view code, std::string_view detail);
+
+}  // namespace agentpay
