@@ -36,7 +36,8 @@ X402Offers::X402Offers(const ChainConfig& chain, const std::vector<RouteConfig>&
     x402::Requirements requirements = common;
     requirements.amount = chain::U256(static_cast<uint64_t>(route.price));
     requirements.description = "Paid route " + route.prefix;
-    by_route_.emplace(&route, std::move(requirements));
+    const bool added = by_prefix_.emplace(route.prefix, std::move(requirements)).second;
+    AGENTPAY_CHECK(added);  // prefixes are unique
   }
   v2_network_ = x402::V2Network(common.chain_id);
   // As the v1 body names it (UnnamedV1Chain::kNameCaip2). A v1 payment on a chain without a v1
@@ -45,8 +46,8 @@ X402Offers::X402Offers(const ChainConfig& chain, const std::vector<RouteConfig>&
 }
 
 const x402::Requirements& X402Offers::For(const RouteConfig& route) const {
-  auto found = by_route_.find(&route);
-  AGENTPAY_CHECK(found != by_route_.end());  // a route of another configuration
+  auto found = by_prefix_.find(route.prefix);
+  AGENTPAY_CHECK(found != by_prefix_.end());  // a route of another configuration
   return found->second;
 }
 

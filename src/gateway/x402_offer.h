@@ -16,8 +16,8 @@ namespace agentpay {
 
 class X402Offers {
  public:
-  // Preconditions: config.chain.asset and config.chain.pay_to are 0x addresses; `routes` is the
-  // gateway's own list and outlives this object (requirements are found by route address).
+  // Preconditions: config.chain.asset and config.chain.pay_to are 0x addresses; route prefixes
+  // are unique (the config guarantees it), so requirements are found by prefix.
   X402Offers(const ChainConfig& chain, const std::vector<RouteConfig>& routes);
 
   // The requirements of one of the routes given at construction (resource_url empty: only it
@@ -27,7 +27,7 @@ class X402Offers {
   const std::string& Network(x402::Version version) const;
 
  private:
-  std::unordered_map<const RouteConfig*, x402::Requirements> by_route_;
+  std::unordered_map<std::string, x402::Requirements> by_prefix_;
   std::string v2_network_, v1_network_;
 };
 
