@@ -291,9 +291,7 @@ Status PrepareStoreDirectory(const ServeOptions& options) {
   }
   // ./agentpay-data is the default place whatever the file's name in it; any other directory is
   // the operator's to make (a typo there should not silently scatter data into a new tree).
-  const bool default_directory =
-      options.db_is_default || directory.lexically_normal() == std::filesystem::path(kDataDir);
-  if (!default_directory) {
+  if (directory.lexically_normal() != std::filesystem::path(kDataDir)) {
     return Invalid("--db " + options.db + ": the directory " + directory.string() +
                    " does not exist; create it (mkdir -p " + directory.string() +
                    ") or keep the data in ./agentpay-data, which serve creates");
@@ -337,7 +335,6 @@ Result<std::optional<toml::table>> ApplyConfigFile(const CLI::App& command, Serv
   for (const Flag& flag : Flags(options)) {
     const toml::node* node = file.get(TomlKey(flag.name));
     if (node == nullptr) continue;
-    if (flag.name == std::string_view("db")) options.db_is_default = false;
     if (command.count(std::string("--") + flag.name) > 0) continue;
     bool ok = std::visit(
         [&](auto* target) {
@@ -393,7 +390,6 @@ Status CheckChainFlagsApply(const CLI::App& command, const ServeOptions& options
 }  // namespace
 
 Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& options) {
-  options.db_is_default = command.count("--db") == 0;
   auto applied = ApplyConfigFile(command, options);
   if (!applied.ok()) return applied.status();
   std::optional<toml::table>& file = *applied;

@@ -15,8 +15,6 @@ struct ServeOptions {
   std::string config_file;
   std::string listen = "127.0.0.1:8402";
   std::string db = "sqlite:./agentpay-data/agentpay.db";
-  // Set by ResolveServeConfig: neither --db nor the file named a store, so its directory is ours.
-  bool db_is_default = true;
   std::string upstream;
   std::string price;
   int64_t upstream_timeout_ms = 10000;
