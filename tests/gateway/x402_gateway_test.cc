@@ -128,15 +128,7 @@ class X402GatewayTest : public ::testing::Test {
     payload.chain_id = kChainId;
     payload.authorization = a;
     payload.signature = *chain::SignDigest(digest, Key(signer));
-    x402::Requirements requirements;
-    requirements.chain_id = kChainId;
-    requirements.amount = chain::U256(static_cast<uint64_t>(kPrice));
-    requirements.asset = token_;
-    requirements.pay_to = pay_to_;
-    requirements.asset_name = "USD Coin";
-    requirements.asset_version = "2";
-    requirements.max_timeout_seconds = 120;
-    payload.accepted = x402::AcceptedEntry(requirements);
+    payload.accepted = x402::AcceptedEntry(Offered(""));
     return {x402::EncodePaymentHeader(payload), a.nonce, a, payload.signature};
   }
 
