@@ -63,7 +63,12 @@ class FaultProxyTest(unittest.TestCase):
     def test_pass_forwards_and_answers(self):
         status, body = post(self.proxy.port, b'{"x":2}')
         self.assertEqual((status, json.loads(body)["echo"]), (200, '{"x":2}'))
+        # "passed" counts once the proxy's sendall returned, which may be just after the client read.
+        deadline = time.monotonic() + 5
         stats = self.proxy.stats()
+        while stats["passed"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+            stats = self.proxy.stats()
         self.assertEqual((stats["requests"], stats["forwarded"], stats["passed"]), (1, 1, 1))
 
     def test_drop_response_executes_upstream_but_client_gets_nothing(self):
