@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace agentpay {
@@ -13,6 +14,20 @@ class Clock {
   virtual ~Clock() = default;
   // Wall-clock Unix time in milliseconds.
   virtual int64_t NowMs() = 0;
+};
+
+// Waiting, as the request pipeline sees it: a clock for durations and deadlines, and one-shot
+// timers. The shell passes real ones (http/timers.h); a simulator passes virtual ones, so the same
+// pipeline code runs under both.
+class Timers {
+ public:
+  virtual ~Timers() = default;
+  // Milliseconds on a clock that never goes back (arbitrary origin): for durations and deadlines,
+  // never for what is stored.
+  virtual int64_t MonotonicMs() = 0;
+  // Runs `fn` once, at least `delay_ms` (>= 0) from now, on one of the timers' threads; `fn` must
+  // not block. Timers destroyed before that drop `fn` without running it.
+  virtual void After(int64_t delay_ms, std::function<void()> fn) = 0;
 };
 
 class Random {
