@@ -21,6 +21,7 @@
 #include "cli/system_world.h"
 #include "core/check.h"
 #include "gateway/gateway.h"
+#include "http/timers.h"
 #include "gateway/hashing.h"
 #include "http/server.h"
 #include "store/store.h"
@@ -411,7 +412,8 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   auto settlement = OpenSettlementChain(options, *config, clock);
   if (!settlement.ok()) return Fail(settlement.status().message(), &log);
   HttpUpstream upstream(config->max_upstream_response_bytes);
-  Gateway gateway(*config, **store, clock, random, upstream, settlement->settler.get());
+  AsioTimers timers;
+  Gateway gateway(*config, **store, clock, random, timers, upstream, settlement->settler.get());
   // Liveness first, for the whole process lifetime: other gateway processes on this database then
   // leave this one's calls alone, and its own recovery below only takes over dead processes' calls.
   if (Status registered = gateway.RegisterInstance(); !registered.ok()) {

@@ -2,7 +2,8 @@
 // alerts and their resolution. Every call needs `Authorization: Bearer <admin token>`.
 #include "core/money.h"
 #include "core/resolution.h"
-#include "gateway/gateway_internal.h"
+#include "gateway/answers.h"
+#include "gateway/gateway.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
 

@@ -46,7 +46,10 @@ struct GatewayConfig {
   int64_t attach_wait_ms = 5000;
   uint64_t max_body_bytes = 1048576;
   uint64_t max_upstream_response_bytes = 8 * 1024 * 1024;
-  size_t blocking_threads = 16;  // admin, views and attached duplicates run on this many threads
+  size_t blocking_threads = 16;  // admin, views and attached duplicates' re-reads run on these
+  // x402 calls to the chain node run one call at a time on these threads (a payment waiting for
+  // its receipt holds none of them between polls).
+  size_t chain_threads = 8;
 };
 
 // Extra time an in-progress attempt keeps its claim beyond the upstream timeout before another

@@ -1,5 +1,5 @@
-// Request routing, authentication, the 402 challenge, read-only views and crash recovery.
-// The wallet payment path is in wallet_path.cc, the admin API in admin_api.cc.
+// Request routing, the 402 challenge, read-only views and crash recovery. The payment paths are
+// in wallet_path.cc and x402_path.cc, the admin API in admin_api.cc.
 #include "gateway/gateway.h"
 
 #include <future>
@@ -7,7 +7,7 @@
 
 #include "core/check.h"
 #include "core/money.h"
-#include "gateway/gateway_internal.h"
+#include "gateway/answers.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
 
@@ -24,17 +24,21 @@ bool IsReservedPath(std::string_view path) {
 }
 }  // namespace
 
-Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random,
+Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Timers& timers,
                  Upstream& upstream, Settler* settler)
     : config_(std::move(config)),
       store_(store),
       clock_(clock),
       random_(random),
-      upstream_(upstream),
       settler_(settler),
       x402_offers_(config_.chain, config_.routes),
       instance_id_("gw_" + RandomHex(random, 8)),
-      blocking_pool_(config_.blocking_threads, kMaxBlockingQueue) {
+      blocking_pool_(config_.blocking_threads, kMaxBlockingQueue),
+      attachments_(store, timers, blocking_pool_, metrics_, config_.attach_wait_ms),
+      context_{config_,  store,    clock,        random,      timers,
+               upstream, metrics_, attachments_, instance_id_},
+      api_keys_(store),
+      wallet_(context_, api_keys_) {
   AGENTPAY_CHECK(!config_.routes.empty());
   for (const auto& route : config_.routes) AGENTPAY_CHECK(route.price > 0);
   if (settler_ != nullptr) {
@@ -44,12 +48,14 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
     AGENTPAY_CHECK(settles.chain_id == offered.chain_id && settles.token == offered.asset &&
                    settles.pay_to == offered.pay_to && settles.asset_name == offered.asset_name &&
                    settles.asset_version == offered.asset_version);
+    x402_ = std::make_unique<X402Path>(context_, *settler_, x402_offers_);
   }
 }
 
 Gateway::~Gateway() {
-  // Tasks on the pool use the members declared after it; they finish before anything goes.
+  // Tasks on the pools use the members declared after them; they finish before anything goes.
   blocking_pool_.Stop();
+  x402_.reset();
   if (registered_) (void)store_.ReleaseInstance(instance_id_);
 }
 
@@ -72,9 +78,8 @@ void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond re
   std::string_view path = request->Path();
   const RouteConfig* route = IsReservedPath(path) ? nullptr : MatchRoute(path);
   if (route != nullptr) return HandlePaid(std::move(request), *route, std::move(respond));
-  bool queued = blocking_pool_.TrySubmit([this, request, respond] {
-    respond(HandleBlocking(*request));
-  });
+  bool queued =
+      blocking_pool_.TrySubmit([this, request, respond] { respond(HandleBlocking(*request)); });
   if (!queued) {
     HttpResponse busy = ProblemResponse(503, "limit_exceeded", "the gateway is at capacity");
     busy.SetHeader("Retry-After", "1");
@@ -85,7 +90,9 @@ void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond re
 HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
   std::string_view path = request.Path();
   if (path == "/healthz") {
-    Status status = store_.Read([](Transaction&) { return Status::Ok(); });
+    // Whether the store answers; nothing read is reported, so no need to wait for durability
+    // (which, under a burst of payments, would make the probe wait for their commits).
+    Status status = store_.ReadUnsynced([](Transaction&) { return Status::Ok(); });
     if (!status.ok()) return ProblemResponse(503, "store_unavailable", status.message());
     return JsonResponse(200, R"({"status":"ok"})");
   }
@@ -111,46 +118,21 @@ HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
     return GetAccount(request);
   }
   if (path.starts_with("/admin/")) return HandleAdmin(request);
-  return ProblemResponse(404, "not_found", IsReservedPath(path) ? "no such endpoint"
-                                                                : "no paid route serves this path");
+  return ProblemResponse(
+      404, "not_found",
+      IsReservedPath(path) ? "no such endpoint" : "no paid route serves this path");
 }
 
 const RouteConfig* Gateway::MatchRoute(std::string_view path) const {
   const RouteConfig* best = nullptr;
   for (const auto& route : config_.routes) {
     std::string_view prefix = route.prefix;
-    bool matches = prefix == "/" || path == prefix ||
-                   (path.starts_with(prefix) && path.size() > prefix.size() &&
-                    path[prefix.size()] == '/');
+    bool matches =
+        prefix == "/" || path == prefix ||
+        (path.starts_with(prefix) && path.size() > prefix.size() && path[prefix.size()] == '/');
     if (matches && (best == nullptr || prefix.size() > best->prefix.size())) best = &route;
   }
   return best;
-}
-
-Result<std::optional<std::string>> Gateway::Authenticate(const HttpRequest& request) {
-  auto header = request.Header("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!header || !header->starts_with(kBearer)) return std::optional<std::string>();
-  std::string hash = Sha256Hex(header->substr(kBearer.size()));
-  {
-    std::lock_guard lock(key_cache_mutex_);
-    auto cached = account_by_key_hash_.find(hash);
-    if (cached != account_by_key_hash_.end()) return std::optional<std::string>(cached->second);
-  }
-  std::optional<std::string> account_id;
-  Status status = store_.Read([&](Transaction& tx) {
-    auto found = tx.FindAccountByKeyHash(hash);
-    if (!found.ok()) return found.status();
-    if (found->has_value()) account_id = (*found)->id;
-    return Status::Ok();
-  });
-  if (!status.ok()) return status;
-  if (account_id) {
-    std::lock_guard lock(key_cache_mutex_);
-    if (account_by_key_hash_.size() >= kMaxCachedKeys) account_by_key_hash_.clear();
-    account_by_key_hash_.emplace(hash, *account_id);
-  }
-  return account_id;
 }
 
 void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
@@ -158,7 +140,7 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
   // Every answer on a paid route is counted and says whether it was replayed; answers given before
   // any operation existed (402 challenge, 401, 400) were not.
   {
-    std::lock_guard lock(completion_mutex_);
+    std::lock_guard lock(in_flight_mutex_);
     ++paid_in_flight_;
   }
   // The request's decisions are all committed when its answer is given: it stops counting as in
@@ -169,65 +151,22 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
     if (!response.Header("Idempotent-Replayed")) response.SetHeader("Idempotent-Replayed", "false");
     metrics_.CountResponse(response.status);
     {
-      std::lock_guard lock(completion_mutex_);
+      std::lock_guard lock(in_flight_mutex_);
       --paid_in_flight_;
-      completion_cv_.notify_all();  // under the lock: Drain cannot return before it is done
+      in_flight_cv_.notify_all();  // under the lock: Drain cannot return before it is done
     }
     respond(std::move(response));
   };
   bool has_wallet = request->Header("Authorization").has_value();
   bool has_x402 = request->Header("PAYMENT-SIGNATURE") || request->Header("X-PAYMENT");
-  if (!has_wallet && !has_x402) return answer(Challenge(*request, route));
-  if (!has_wallet) {
-    if (settler_ == nullptr) {
-      return answer(ProblemResponse(501, "x402_not_enabled",
-                                    "x402 payments are not enabled on this gateway; pay with a "
-                                    "wallet API key (Authorization: Bearer)"));
-    }
-    bool queued = blocking_pool_.TrySubmit(
-        [this, request, &route, answer] { answer(PayWithX402(request, route)); });
-    if (!queued) {
-      HttpResponse busy = ProblemResponse(503, "limit_exceeded", "too many x402 payments in flight");
-      busy.SetHeader("Retry-After", "1");
-      answer(std::move(busy));
-    }
-    return;
+  if (!has_wallet && !has_x402) return answer(RouteChallenge(x402_offers_, *request, route));
+  if (has_wallet) return wallet_.Pay(std::move(request), route, std::move(answer));
+  if (!x402_) {
+    return answer(ProblemResponse(501, "x402_not_enabled",
+                                  "x402 payments are not enabled on this gateway; pay with a "
+                                  "wallet API key (Authorization: Bearer)"));
   }
-  auto account = Authenticate(*request);
-  if (!account.ok()) return answer(StoreProblem(account.status()));
-  if (!account->has_value()) {
-    return answer(ProblemResponse(401, "unauthorized", "unknown or malformed API key"));
-  }
-  auto paid = std::make_shared<PaidRequest>();
-  paid->request = request;
-  paid->route = &route;
-  paid->respond = std::move(answer);
-  paid->account_id = **account;
-  auto key = request->Header("Idempotency-Key");
-  if (key) {
-    if (!ValidIdempotencyKey(*key)) {
-      return paid->respond(ProblemResponse(
-          400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 visible ASCII characters"));
-    }
-    paid->key = std::string(*key);
-  } else if (route.require_idempotency_key) {
-    return paid->respond(ProblemResponse(400, "idempotency_key_required",
-                                         "this route requires an Idempotency-Key header"));
-  } else {
-    // Without a key every request is a new business action.
-    paid->key = "auto:" + RandomHex(random_, 16);
-  }
-  paid->fingerprint = Sha256Hex(FingerprintMaterial(
-      request->method, request->Path(), request->Query(),
-      request->Header("Content-Type").value_or(""), request->body));
-  PayWithWallet(std::move(paid));
-}
-
-HttpResponse Gateway::Challenge(const HttpRequest& request, const RouteConfig& route,
-                                std::string_view code, std::string_view detail) const {
-  std::string resource =
-      "http://" + std::string(request.Header("Host").value_or("localhost")) + request.target;
-  return X402Challenge(x402_offers_.For(route), std::move(resource), code, detail);
+  x402_->Pay(std::move(request), route, std::move(answer));
 }
 
 HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {
@@ -265,7 +204,7 @@ HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {
 }
 
 HttpResponse Gateway::GetAccount(const HttpRequest& request) {
-  auto account_id = Authenticate(request);
+  auto account_id = api_keys_.Authenticate(request);
   if (!account_id.ok()) return StoreProblem(account_id.status());
   if (!account_id->has_value()) {
     return ProblemResponse(401, "unauthorized", "unknown or missing API key");
@@ -339,16 +278,10 @@ Result<int> Gateway::RecoverInterrupted() {
 }
 
 int64_t Gateway::Drain(int64_t timeout_ms) {
-  std::unique_lock lock(completion_mutex_);
-  completion_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                          [this] { return paid_in_flight_ == 0; });
+  std::unique_lock lock(in_flight_mutex_);
+  in_flight_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                         [this] { return paid_in_flight_ == 0; });
   return paid_in_flight_;
-}
-
-void Gateway::NotifyCompletion() {
-  std::lock_guard lock(completion_mutex_);
-  ++completions_;
-  completion_cv_.notify_all();
 }
 
 }  // namespace agentpay

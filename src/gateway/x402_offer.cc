@@ -80,4 +80,12 @@ HttpResponse X402Challenge(const x402::Requirements& requirements, std::string r
   return response;
 }
 
+HttpResponse RouteChallenge(const X402Offers& offers, const HttpRequest& request,
+                            const RouteConfig& route, std::string_view code,
+                            std::string_view detail) {
+  std::string resource =
+      "http://" + std::string(request.Header("Host").value_or("localhost")) + request.target;
+  return X402Challenge(offers.For(route), std::move(resource), code, detail);
+}
+
 }  // namespace agentpay

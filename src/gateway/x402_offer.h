@@ -38,4 +38,9 @@ class X402Offers {
 HttpResponse X402Challenge(const x402::Requirements& requirements, std::string resource_url,
                            std::string_view code, std::string_view detail);
 
+// The 402 challenge of `route` for `request` (whose Host and target name the resource).
+HttpResponse RouteChallenge(const X402Offers& offers, const HttpRequest& request,
+                            const RouteConfig& route, std::string_view code = "payment_required",
+                            std::string_view detail = "");
+
 }  // namespace agentpay

@@ -1,17 +1,12 @@
-// The x402 payment path (CONTRACT §3, §5; the X1–X16 table of core/settlement.h): decode and
-// verify the payment, reserve the key and store the authorization (and, settling before the
-// upstream, the signed relayer transaction) in one decision, broadcast, wait for the receipt up to
-// --receipt-timeout-ms, then call the upstream. An outcome not seen in time is `unknown`: 202 with
-// Location, and the reconciler (workers/reconciler.h) decides it from the chain. It waits on the
-// chain, so it runs on the gateway's blocking pool, one thread per payment in flight.
-#include <chrono>
-#include <future>
+// The x402 payment path; see x402_path.h.
+#include "gateway/x402_path.h"
+
+#include <algorithm>
 #include <limits>
-#include <thread>
 
 #include "core/check.h"
 #include "core/idempotency.h"
-#include "gateway/gateway_internal.h"
+#include "gateway/answers.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
 #include "settlement/answers.h"
@@ -20,19 +15,7 @@
 
 namespace agentpay {
 
-struct Gateway::X402Request {
-  std::shared_ptr<const HttpRequest> request;
-  const RouteConfig* route = nullptr;
-  x402::Version version = x402::Version::kV2;
-  x402::PaymentPayload payload;
-  X402PaymentRecord presented;  // the authorization this request carries (no operation yet)
-  std::string principal, key, fingerprint;
-  // A failed check that does not put the payer's identity in doubt (recipient, amount, time
-  // window, asset): it refuses a new operation, but a retry of an existing key is still answered.
-  x402::Failure deferred = x402::Failure::kNone;
-};
-
-struct Gateway::X402Begin {
+struct X402Path::Begin {
   enum Kind {
     kProceed,             // op and payment hold the attempt's claim: run it
     kReplay,              // op is final
@@ -40,11 +23,40 @@ struct Gateway::X402Begin {
     kAttach,              // an attempt is in flight
     kUnknown,             // settlement submitted or unknown, nothing in flight (X8)
     kClosedUnpaid,        // X16 just now: the stored 402
-    kNeedsPreflight,      // a new operation: check the payment on chain first
-    kAuthorizationTaken,  // this authorization already pays for another operation
+    kNeedsPreflight,      // a new operation: check the payment on chain first (nothing written)
+    kAuthorizationTaken,  // this authorization already pays for another operation (rolled back)
   } kind = kProceed;
   Operation op;
   X402PaymentRecord payment;
+  bool RollsBack() const { return kind == kNeedsPreflight || kind == kAuthorizationTaken; }
+};
+
+// One payment on its way through the path; shared by the path's callbacks.
+struct X402Path::Payment {
+  std::shared_ptr<const HttpRequest> request;
+  const RouteConfig* route = nullptr;
+  Respond respond;
+  x402::Version version = x402::Version::kV2;
+  x402::PaymentPayload payload;
+  X402PaymentRecord presented;  // the authorization this request carries (no operation yet)
+  std::string principal, key, fingerprint;
+  // A failed check that does not put the payer's identity in doubt (recipient, amount, time
+  // window, asset): it refuses a new operation, but a retry of an existing key is still answered.
+  x402::Failure deferred = x402::Failure::kNone;
+
+  // The arrival decisions taken so far, and what the chain said between them.
+  int rounds = 0;
+  Begin::Kind begin_kind = Begin::kProceed;  // what the last of them found
+  std::optional<TxInputs> inputs;
+  std::optional<Settler::Preflight> preflight_failure;
+
+  // The attempt, once this request holds the operation's claim.
+  Operation op;
+  X402PaymentRecord payment;
+  std::optional<UpstreamOutcome> upstream_2xx;  // settle=after: the answer the settlement awaits
+  int64_t upstream_started_ms = 0;              // Timers::MonotonicMs
+  int64_t receipt_deadline_ms = 0;              // Timers::MonotonicMs
+  int64_t poll_delay_ms = 0;
 };
 
 namespace {
@@ -52,6 +64,9 @@ namespace {
 using x402::Failure;
 
 constexpr int kMaxBeginRounds = 3;
+constexpr size_t kMaxQueuedChainCalls = 4096;
+constexpr int64_t kFirstPollDelayMs = 20;
+constexpr int64_t kMaxPollDelayMs = 250;
 
 // Failures that leave the signer unproven: nothing about an existing key may be revealed.
 bool RefusesBeforeKeyLookup(Failure failure) {
@@ -71,82 +86,47 @@ std::optional<int64_t> ToSeconds(const chain::U256& value) {
   return value.ToInt64();
 }
 
-}  // namespace
-
-HttpResponse Gateway::PayWithX402(std::shared_ptr<const HttpRequest> request,
-                                  const RouteConfig& route) {
-  X402Request x;
-  x.request = std::move(request);
-  x.route = &route;
-  if (auto refused = PrepareX402(x)) return std::move(*refused);
-  std::optional<TxInputs> inputs;
-  std::optional<Settler::Preflight> preflight_failure;
-  for (int round = 0; round < kMaxBeginRounds; ++round) {
-    X402Begin begin;
-    Status status = store_.Write([&](Transaction& tx) {
-      return DecideX402Arrival(tx, x, inputs ? &*inputs : nullptr, begin);
-    });
-    if (!status.ok() && !IsRollback(status)) return StoreProblem(status);
-    switch (begin.kind) {
-      case X402Begin::kProceed:
-        return RunX402Attempt(x, std::move(begin.op), std::move(begin.payment));
-      case X402Begin::kReplay:
-      case X402Begin::kUnknown:
-        return X402StateAnswer(x, begin.op, begin.payment, true);
-      case X402Begin::kClosedUnpaid:
-        return X402StateAnswer(x, begin.op, begin.payment, false);
-      case X402Begin::kMismatch:
-        return MismatchAnswer(begin.op);
-      case X402Begin::kAttach:
-        return AwaitInFlight(begin.op, [&](const Operation& op) -> std::optional<HttpResponse> {
-          if (op.fulfillment == Fulfillment::kInProgress) return std::nullopt;
-          return X402StateAnswer(x, op, begin.payment, true);
-        });
-      case X402Begin::kAuthorizationTaken:
-        return Challenge(*x.request, route, x402::ReasonCode(Failure::kNonceAlreadyUsed, x.version),
-                         "this authorization already pays for another request");
-      case X402Begin::kNeedsPreflight: {
-        if (x.deferred != Failure::kNone) {
-          return Challenge(*x.request, route, x402::ReasonCode(x.deferred, x.version),
-                           "the payment does not match what this route asks for");
-        }
-        if (preflight_failure) {
-          return Challenge(*x.request, route,
-                           x402::ReasonCode(preflight_failure->failure, x.version),
-                           "the token refuses this authorization" +
-                               (preflight_failure->detail.empty()
-                                    ? ""
-                                    : ": " + preflight_failure->detail));
-        }
-        auto preflight = settler_->Check(x.payload.authorization, x.payload.signature);
-        if (!preflight.ok()) {
-          HttpResponse response = ProblemResponse(
-              503, "chain_unavailable",
-              "the chain could not be asked about this payment (" + preflight.status().message() +
-                  "); nothing was submitted, retry later");
-          response.SetHeader("Retry-After", "1");
-          return response;
-        }
-        if (preflight->failure != Failure::kNone) {
-          // Decided once more before answering: a concurrent request with the same key may have
-          // spent this very nonce, and then this one attaches or replays instead of a 402.
-          preflight_failure = std::move(*preflight);
-          continue;
-        }
-        inputs = preflight->inputs;
-        continue;
-      }
-    }
-    AGENTPAY_CHECK(false);
-  }
-  HttpResponse busy = ProblemResponse(503, "limit_exceeded",
-                                      "the key changed hands too often; retry with the same key");
+HttpResponse Busy(std::string detail) {
+  HttpResponse busy = ProblemResponse(503, "limit_exceeded", detail);
   busy.SetHeader("Retry-After", "1");
   return busy;
 }
 
+HttpResponse TakenOver(const Operation& op) {
+  return PendingAnswer(op, 202, "operation_in_progress",
+                       "a later attempt for this key took over; poll the operation", false);
+}
+
+}  // namespace
+
+X402Path::X402Path(const GatewayContext& context, Settler& settler, const X402Offers& offers)
+    : ctx_(context),
+      settler_(settler),
+      offers_(offers),
+      chain_pool_(context.config.chain_threads, kMaxQueuedChainCalls) {}
+
+X402Path::~X402Path() { chain_pool_.Stop(); }
+
+void X402Path::Reply(const PaymentPtr& p, HttpResponse response) const {
+  p->respond(std::move(response));
+}
+
+void X402Path::OnChain(std::function<void()> call, std::function<void()> refused) {
+  if (!chain_pool_.TrySubmit(std::move(call))) refused();
+}
+
+void X402Path::Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
+                   Respond respond) {
+  auto p = std::make_shared<Payment>();
+  p->request = std::move(request);
+  p->route = &route;
+  p->respond = std::move(respond);
+  if (auto refused = Prepare(*p)) return Reply(p, std::move(*refused));
+  Arrive(std::move(p));
+}
+
 // Decodes and verifies the payment and names its key. An answer means "refused, nothing stored".
-std::optional<HttpResponse> Gateway::PrepareX402(X402Request& x) {
+std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
   const HttpRequest& request = *x.request;
   auto v2 = request.Header(x402::kPaymentSignatureHeader);
   x.version = v2 ? x402::Version::kV2 : x402::Version::kV1;
@@ -157,10 +137,10 @@ std::optional<HttpResponse> Gateway::PrepareX402(X402Request& x) {
     return ProblemResponse(400, "malformed_payment", decoded.status().message());
   }
   x.payload = std::move(*decoded);
-  const int64_t now_s = clock_.NowMs() / 1000;
-  Failure failure = x402::VerifyExact(x.payload, x402_offers_.For(*x.route), now_s);
+  const int64_t now_s = ctx_.clock.NowMs() / 1000;
+  Failure failure = x402::VerifyExact(x.payload, offers_.For(*x.route), now_s);
   if (RefusesBeforeKeyLookup(failure)) {
-    return Challenge(request, *x.route, x402::ReasonCode(failure, x.version),
+    return Challenge(x, x402::ReasonCode(failure, x.version),
                      "the payment is not valid for this route");
   }
   x.deferred = failure;
@@ -173,9 +153,9 @@ std::optional<HttpResponse> Gateway::PrepareX402(X402Request& x) {
   }
   const std::string payer = chain::ToLowerHex(a.from);
   x.principal = "payer:" + payer;
-  x.presented.authorization = Authorization{payer, chain::Hex(a.nonce), valid_after.value_or(0),
-                                            valid_before.value_or(0),
-                                            a.value.FitsInt64() ? a.value.ToInt64() : 0};
+  x.presented.authorization =
+      Authorization{payer, chain::Hex(a.nonce), valid_after.value_or(0), valid_before.value_or(0),
+                    a.value.FitsInt64() ? a.value.ToInt64() : 0};
   x.presented.pay_to = chain::ToLowerHex(a.to);
   x.presented.signature_hex = chain::Hex(x.payload.signature.bytes);
   x.presented.x402_version = static_cast<int>(x.version);
@@ -194,19 +174,100 @@ std::optional<HttpResponse> Gateway::PrepareX402(X402Request& x) {
   } else {
     x.key = "authorization:" + x.presented.authorization.nonce_hex;  // scoped to the payer
   }
-  x.fingerprint = Sha256Hex(FingerprintMaterial(request.method, request.Path(), request.Query(),
-                                                request.Header("Content-Type").value_or(""),
-                                                request.body));
+  x.fingerprint =
+      Sha256Hex(FingerprintMaterial(request.method, request.Path(), request.Query(),
+                                    request.Header("Content-Type").value_or(""), request.body));
   return std::nullopt;
+}
+
+// One arrival decision; the next step follows from what it found (OnArrived).
+void X402Path::Arrive(PaymentPtr p) {
+  if (p->rounds++ >= kMaxBeginRounds) {
+    return Reply(p, Busy("the key changed hands too often; retry with the same key"));
+  }
+  ctx_.store.WriteAsync(
+      [this, p](Transaction& tx) -> Status {
+        auto begin = DecideX402Arrival(tx, *p);
+        if (!begin.ok()) return begin.status();
+        const bool rolls_back = begin->RollsBack();
+        p->op = std::move(begin->op);
+        p->payment = std::move(begin->payment);
+        p->begin_kind = begin->kind;
+        return rolls_back ? Rollback() : Status::Ok();
+      },
+      [this, p](Status status) { OnArrived(p, std::move(status)); });
+}
+
+void X402Path::OnArrived(PaymentPtr p, Status status) {
+  if (!status.ok() && !IsRollback(status)) return Reply(p, StoreProblem(status));
+  switch (p->begin_kind) {
+    case Begin::kProceed:
+      return RunAttempt(std::move(p));
+    case Begin::kReplay:
+    case Begin::kUnknown:
+      return Reply(p, StateAnswer(*p, p->op, true));
+    case Begin::kClosedUnpaid:
+      return Reply(p, StateAnswer(*p, p->op, false));
+    case Begin::kMismatch:
+      return Reply(p, MismatchAnswer(p->op));
+    case Begin::kAttach:
+      return ctx_.attachments.Attach(
+          p->op,
+          [this, p](const Operation& op) -> std::optional<HttpResponse> {
+            if (op.fulfillment == Fulfillment::kInProgress) return std::nullopt;
+            return StateAnswer(*p, op, true);
+          },
+          p->respond);
+    case Begin::kAuthorizationTaken:
+      return Reply(p, Challenge(*p, x402::ReasonCode(Failure::kNonceAlreadyUsed, p->version),
+                                "this authorization already pays for another request"));
+    case Begin::kNeedsPreflight:
+      if (p->deferred != Failure::kNone) {
+        return Reply(p, Challenge(*p, x402::ReasonCode(p->deferred, p->version),
+                                  "the payment does not match what this route asks for"));
+      }
+      if (p->preflight_failure) {
+        const Settler::Preflight& failed = *p->preflight_failure;
+        return Reply(p, Challenge(*p, x402::ReasonCode(failed.failure, p->version),
+                                  "the token refuses this authorization" +
+                                      (failed.detail.empty() ? "" : ": " + failed.detail)));
+      }
+      return Preflight(std::move(p));
+  }
+  AGENTPAY_CHECK(false);
+}
+
+// A new operation: what the token says of the payment, read before anything is stored; then the
+// arrival is decided once more (a concurrent request with the same key may have spent this very
+// nonce meanwhile, and then this one attaches or replays instead of a 402).
+void X402Path::Preflight(PaymentPtr p) {
+  OnChain(
+      [this, p] {
+        auto preflight = settler_.Check(p->payload.authorization, p->payload.signature);
+        if (!preflight.ok()) {
+          HttpResponse response = ProblemResponse(
+              503, "chain_unavailable",
+              "the chain could not be asked about this payment (" + preflight.status().message() +
+                  "); nothing was submitted, retry later");
+          response.SetHeader("Retry-After", "1");
+          return Reply(p, std::move(response));
+        }
+        if (preflight->failure != Failure::kNone) {
+          p->preflight_failure = std::move(*preflight);
+        } else {
+          p->inputs = preflight->inputs;
+        }
+        Arrive(p);
+      },
+      [this, p] { Reply(p, Busy("too many x402 payments are waiting on the chain")); });
 }
 
 // One decision: reserve the key (or find it) and act on what DecideArrival and DecideX402Resume
 // say. A new operation needs the chain's preflight first, which cannot run inside a decision:
-// without `inputs` the decision changes nothing and asks for it.
-Status Gateway::DecideX402Arrival(Transaction& tx, const X402Request& x, const TxInputs* inputs,
-                                  X402Begin& begin) {
-  begin = X402Begin{};
-  const int64_t now = clock_.NowMs();
+// without the payment's `inputs` the decision changes nothing and asks for it.
+Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payment& x) const {
+  Begin begin;
+  const int64_t now = ctx_.clock.NowMs();
   auto record = tx.FindKey(x.principal, x.key);
   if (!record.ok()) return record.status();
   if (record->has_value()) {
@@ -216,7 +277,7 @@ Status Gateway::DecideX402Arrival(Transaction& tx, const X402Request& x, const T
       return Status::Error("store_corrupt", "key without operation " + (*record)->operation_id);
     }
     Arrival arrival = DecideArrival(&**record, &**op, x.fingerprint, now);
-    metrics_.CountArrival(arrival.outcome);
+    ctx_.metrics.CountArrival(arrival.outcome);
     begin.op = **op;
     if (arrival.outcome != ArrivalOutcome::kNew && arrival.outcome != ArrivalOutcome::kMismatch) {
       auto payment = tx.FindX402Payment(begin.op.id);
@@ -227,26 +288,39 @@ Status Gateway::DecideX402Arrival(Transaction& tx, const X402Request& x, const T
       begin.payment = std::move(**payment);
     }
     switch (arrival.outcome) {
-      case ArrivalOutcome::kReplay: begin.kind = X402Begin::kReplay; return Status::Ok();
-      case ArrivalOutcome::kMismatch: begin.kind = X402Begin::kMismatch; return Status::Ok();
-      case ArrivalOutcome::kAttach: begin.kind = X402Begin::kAttach; return Status::Ok();
-      case ArrivalOutcome::kNew: break;  // past retention: forgotten below
+      case ArrivalOutcome::kReplay:
+        begin.kind = Begin::kReplay;
+        return begin;
+      case ArrivalOutcome::kMismatch:
+        begin.kind = Begin::kMismatch;
+        return begin;
+      case ArrivalOutcome::kAttach:
+        begin.kind = Begin::kAttach;
+        return begin;
+      case ArrivalOutcome::kNew:
+        break;  // past retention: forgotten below
       case ArrivalOutcome::kResume: {
         const int64_t now_s = now / 1000;
         bool can_settle = begin.payment.authorization.valid_before_s >
                           now_s + x402::kDefaultValidBeforeBufferSeconds;
         switch (DecideX402Resume(begin.op, can_settle)) {
-          case X402Resume::kAnswerUnknown: begin.kind = X402Begin::kUnknown; return Status::Ok();
+          case X402Resume::kAnswerUnknown:
+            begin.kind = Begin::kUnknown;
+            return begin;
           case X402Resume::kCallUpstream: {
-            Operation next = BeginX402Call(
-                begin.op, now, x.route->timeout_ms + kLeaseMarginMs + config_.receipt_timeout_ms,
-                instance_id_);
+            Operation next =
+                BeginX402Call(begin.op, now,
+                              x.route->timeout_ms + kLeaseMarginMs + ctx_.config.receipt_timeout_ms,
+                              ctx_.instance_id);
             if (Status s = tx.UpdateOperation(next); !s.ok()) return s;
             begin.op = std::move(next);
-            begin.kind = X402Begin::kProceed;
-            return tx.AppendEvent({begin.op.id, now, "gateway", "retry_resumed",
-                                   "attempt " + std::to_string(begin.op.attempts) + ", settlement " +
-                                       std::string(SettlementName(begin.op.settlement))});
+            begin.kind = Begin::kProceed;
+            Status appended =
+                tx.AppendEvent({begin.op.id, now, "gateway", "retry_resumed",
+                                "attempt " + std::to_string(begin.op.attempts) + ", settlement " +
+                                    std::string(SettlementName(begin.op.settlement))});
+            if (!appended.ok()) return appended;
+            return begin;
           }
           case X402Resume::kCloseUnpaid: {
             StoredResponse unpaid{402, "application/problem+json",
@@ -261,279 +335,347 @@ Status Gateway::DecideX402Arrival(Transaction& tx, const X402Request& x, const T
             Operation next = CloseUnpaidX402Operation(begin.op, now, std::move(unpaid));
             if (Status s = tx.UpdateOperation(next); !s.ok()) return s;
             begin.op = std::move(next);
-            begin.kind = X402Begin::kClosedUnpaid;
-            return Status::Ok();
+            begin.kind = Begin::kClosedUnpaid;
+            return begin;
           }
         }
         AGENTPAY_CHECK(false);
       }
     }
   }
-  if (inputs == nullptr) {
-    begin.kind = X402Begin::kNeedsPreflight;
-    return Rollback();
+  if (!x.inputs) {
+    begin.kind = Begin::kNeedsPreflight;
+    return begin;
   }
   if (record->has_value()) {
     if (Status s = tx.DeleteKey(x.principal, x.key); !s.ok()) return s;
   }
-  return DecideX402New(tx, x, *inputs, now, begin);
+  return DecideNew(tx, x, now);
 }
 
 // X1 / X2: the key, the operation and the authorization (signed into the relayer's transaction
 // when settling first) commit together; the broadcast follows the commit.
-Status Gateway::DecideX402New(Transaction& tx, const X402Request& x, const TxInputs& inputs,
-                              int64_t now, X402Begin& begin) {
-  const std::string op_id = NewOperationId(random_, now);
+Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, int64_t now) const {
+  const TxInputs& inputs = *x.inputs;
+  Begin begin;
+  const std::string op_id = NewOperationId(ctx_.random, now);
   auto inserted = tx.InsertKey({x.principal, x.key, op_id, x.fingerprint, now});
   if (!inserted.ok()) return inserted.status();
   AGENTPAY_CHECK(*inserted);  // the key was absent or deleted in this very decision
-  metrics_.CountArrival(ArrivalOutcome::kNew);
+  ctx_.metrics.CountArrival(ArrivalOutcome::kNew);
   X402PaymentRecord payment = x.presented;
   payment.operation_id = op_id;
   auto stored = tx.InsertX402Payment(payment);
   if (!stored.ok()) return stored.status();
   if (!*stored) {
-    begin.kind = X402Begin::kAuthorizationTaken;
-    return Rollback();
+    begin.kind = Begin::kAuthorizationTaken;
+    return begin;
   }
   const bool settle_first = x.route->settle == SettleTiming::kBefore;
   Operation op = NewX402Operation(
       {op_id, x.principal, x.key, x.fingerprint, x.route->prefix, x.route->price,
        settle_first ? SettleOrder::kBeforeUpstream : SettleOrder::kAfterUpstream,
-       config_.receipt_timeout_ms + x.route->timeout_ms + kLeaseMarginMs, instance_id_},
+       ctx_.config.receipt_timeout_ms + x.route->timeout_ms + kLeaseMarginMs, ctx_.instance_id},
       now);
   if (Status s = tx.InsertOperation(op); !s.ok()) return s;
   if (settle_first) {
-    auto relayer_nonce = tx.TakeRelayerNonce(settler_->RelayerHex(), inputs.pending_nonce);
+    auto relayer_nonce = tx.TakeRelayerNonce(settler_.RelayerHex(), inputs.pending_nonce);
     if (!relayer_nonce.ok()) return relayer_nonce.status();
-    if (Status s = settler_->Sign(payment, inputs, *relayer_nonce, now); !s.ok()) return s;
+    if (Status s = settler_.Sign(payment, inputs, *relayer_nonce, now); !s.ok()) return s;
     if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
     Status s = tx.AppendEvent({op_id, now, "gateway", "settlement_submitted",
                                "transaction " + payment.tx_hash + ", relayer nonce " +
                                    std::to_string(payment.relayer_nonce)});
     if (!s.ok()) return s;
   }
-  begin.kind = X402Begin::kProceed;
+  begin.kind = Begin::kProceed;
   begin.op = std::move(op);
   begin.payment = std::move(payment);
-  return Status::Ok();
+  return begin;
 }
 
 // An attempt holding the claim: settle first (X1), or call the upstream (X2, X9, X15).
-HttpResponse Gateway::RunX402Attempt(const X402Request& x, Operation op,
-                                     X402PaymentRecord payment) {
-  if (op.settlement == Settlement::kSubmitted) {
-    return SettleAndContinue(x, std::move(op), std::move(payment), std::nullopt);
-  }
-  return CallAndFinishX402(x, std::move(op), std::move(payment));
+void X402Path::RunAttempt(PaymentPtr p) {
+  if (p->op.settlement == Settlement::kSubmitted) return Settle(std::move(p));
+  CallUpstream(std::move(p));
 }
 
-Result<bool> Gateway::WriteClaimed(const Operation& held, const Operation& next,
-                                   const TraceEvent* event,
-                                   const std::function<Status(Transaction&)>& also) {
-  bool claimed = false;
-  Status status = store_.Write([&](Transaction& tx) {
-    auto updated = tx.UpdateClaimedOperation(next, held.attempts);
-    if (!updated.ok()) return updated.status();
-    claimed = *updated;
-    if (!claimed) return Status::Ok();
-    if (also) {
-      if (Status s = also(tx); !s.ok()) return s;
-    }
-    return event != nullptr ? tx.AppendEvent(*event) : Status::Ok();
+void X402Path::WriteClaimed(const Operation& held, Operation next, std::optional<TraceEvent> event,
+                            std::function<Status(Transaction&)> also,
+                            std::function<void(Result<bool>)> done) {
+  auto claimed = std::make_shared<bool>(false);
+  ctx_.store.WriteAsync(
+      [claimed, next = std::move(next), event = std::move(event), also = std::move(also),
+       attempts = held.attempts](Transaction& tx) -> Status {
+        auto updated = tx.UpdateClaimedOperation(next, attempts);
+        if (!updated.ok()) return updated.status();
+        *claimed = *updated;
+        if (!*claimed) return Status::Ok();
+        if (also) {
+          if (Status s = also(tx); !s.ok()) return s;
+        }
+        return event ? tx.AppendEvent(*event) : Status::Ok();
+      },
+      [this, claimed, id = held.id, done = std::move(done)](Status status) {
+        ctx_.attachments.Completed(id);
+        if (!status.ok()) return done(std::move(status));
+        done(*claimed);
+      });
+}
+
+void X402Path::CallUpstream(PaymentPtr p) {
+  p->upstream_started_ms = ctx_.timers.MonotonicMs();
+  ctx_.upstream.CallAsync(*p->route, p->request, p->op.id, [this, p](UpstreamOutcome outcome) {
+    OnUpstreamAnswered(p, std::move(outcome));
   });
-  NotifyCompletion();
-  if (!status.ok()) return status;
-  return claimed;
-}
-
-UpstreamOutcome Gateway::CallUpstreamBlocking(const X402Request& x,
-                                              const std::string& operation_id) {
-  std::promise<UpstreamOutcome> answered;
-  auto outcome = answered.get_future();
-  const auto started = std::chrono::steady_clock::now();
-  upstream_.CallAsync(*x.route, x.request, operation_id,
-                      [&answered](UpstreamOutcome result) { answered.set_value(std::move(result)); });
-  UpstreamOutcome result = outcome.get();
-  const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - started);
-  metrics_.CountUpstream(elapsed.count(), result.kind == UpstreamKind::kResponded);
-  return result;
 }
 
 // X9–X14: the upstream call of an attempt whose settlement is settled or none.
-HttpResponse Gateway::CallAndFinishX402(const X402Request& x, Operation op,
-                                        X402PaymentRecord payment) {
-  UpstreamOutcome outcome = CallUpstreamBlocking(x, op.id);
-  const int64_t now = clock_.NowMs();
-  X402Completion completion = CompleteX402Call(op, outcome, now, config_.retention_ms);
-  if (completion.submit_settlement) {
-    // X13 (settle=after, the upstream delivered): sign and store the transaction with the state.
-    auto authorization = AuthorizationOf(payment);
-    auto signature = SignatureOf(payment);
-    if (!authorization.ok() || !signature.ok()) {
-      return StoreProblem(authorization.ok() ? signature.status() : authorization.status());
-    }
-    auto inputs = settler_->ReadTxInputs(*authorization, *signature);
-    if (!inputs.ok()) {
-      // Not settled, so not delivered: the attempt ends as a failed call; a retry settles.
-      outcome = UpstreamOutcome{UpstreamKind::kFailed, 0, "", "",
-                                "the chain refused or could not be asked to settle: " +
-                                    inputs.status().message()};
-      completion = CompleteX402Call(op, outcome, now, config_.retention_ms);
-      AGENTPAY_CHECK(!completion.submit_settlement);
-    } else {
-      auto claimed = WriteClaimed(op, completion.next, nullptr, [&](Transaction& tx) {
-        auto relayer_nonce = tx.TakeRelayerNonce(settler_->RelayerHex(), inputs->pending_nonce);
-        if (!relayer_nonce.ok()) return relayer_nonce.status();
-        if (Status s = settler_->Sign(payment, *inputs, *relayer_nonce, now); !s.ok()) return s;
-        if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
-        return tx.AppendEvent({op.id, now, "gateway", "settlement_submitted",
-                               "upstream answered " + std::to_string(outcome.status) +
-                                   "; transaction " + payment.tx_hash});
-      });
-      if (!claimed.ok()) return StoreProblem(claimed.status());
-      if (!*claimed) {
-        return PendingAnswer(op, 202, "operation_in_progress",
-                             "a later attempt for this key took over; poll the operation", false);
-      }
-      return SettleAndContinue(x, std::move(completion.next), std::move(payment), outcome);
-    }
-  }
-  TraceEvent kept{op.id, now, "upstream", "fulfillment_pending",
-                  outcome.kind == UpstreamKind::kResponded
-                      ? "upstream answered " + std::to_string(outcome.status)
-                      : "upstream " + outcome.detail};
-  bool keep = completion.verdict == Verdict::kKeep;
-  auto claimed = WriteClaimed(op, completion.next, keep ? &kept : nullptr);
-  if (!claimed.ok()) return StoreProblem(claimed.status());
-  if (!*claimed) {
-    return PendingAnswer(op, 202, "operation_in_progress",
-                         "a later attempt for this key took over; poll the operation", false);
-  }
-  if (!keep) return X402Answer(StoredAnswer(completion.next, false), x, completion.next, payment);
-  const bool timeout = outcome.kind == UpstreamKind::kTimeout;
-  std::string detail =
-      (outcome.kind == UpstreamKind::kResponded
-           ? "the upstream answered " + std::to_string(outcome.status)
-           : "the upstream call failed (" + outcome.detail + ")") +
-      (completion.next.settlement == Settlement::kSettled
-           ? "; the payment is settled and a retry with the same key is served without a new "
-             "charge"
-           : "; nothing was charged and a retry with the same key tries again");
-  return X402Answer(PendingAnswer(completion.next, timeout ? 504 : 502, "fulfillment_pending",
-                                  detail, false),
-                    x, completion.next, payment);
+void X402Path::OnUpstreamAnswered(PaymentPtr p, UpstreamOutcome outcome) {
+  ctx_.metrics.CountUpstream(ctx_.timers.MonotonicMs() - p->upstream_started_ms,
+                             outcome.kind == UpstreamKind::kResponded);
+  const int64_t now = ctx_.clock.NowMs();
+  X402Completion completion = CompleteX402Call(p->op, outcome, now, ctx_.config.retention_ms);
+  if (completion.submit_settlement)
+    return SubmitAfterUpstream(std::move(p), std::move(outcome), now);
+  FinishCall(std::move(p), outcome, std::move(completion), now);
 }
 
-// Broadcasts the stored transaction and waits for its receipt up to the receipt timeout; then
-// settled (go on to the upstream, or finish with the upstream's 2xx on settle=after), failed, or
-// unknown (202). `upstream_2xx` is the answer a settle=after attempt already has.
-HttpResponse Gateway::SettleAndContinue(const X402Request& x, Operation op,
-                                        X402PaymentRecord payment,
-                                        const std::optional<UpstreamOutcome>& upstream_2xx) {
-  AGENTPAY_CHECK(op.settlement == Settlement::kSubmitted);
-  if (Status sent = settler_->Broadcast(payment); !sent.ok()) {
-    // Unknown, not failed: the node may have it anyway. The reconciler re-sends the same bytes.
-    metrics_.CountSettlement(SettlementEvent::kBroadcastError);
+// X13 (settle=after, the upstream delivered): sign and store the transaction with the state, then
+// settle; the upstream's answer is delivered once the money moved.
+void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, int64_t now) {
+  auto authorization = AuthorizationOf(p->payment);
+  auto signature = SignatureOf(p->payment);
+  if (!authorization.ok() || !signature.ok()) {
+    return Reply(p, StoreProblem(authorization.ok() ? signature.status() : authorization.status()));
   }
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.receipt_timeout_ms);
-  auto delay = std::chrono::milliseconds(20);
-  std::optional<Reconciliation> decided;
-  for (;;) {
-    auto seen = settler_->Observe(payment);
-    if (seen.ok()) {
-      Reconciliation r = Reconcile(Settlement::kSubmitted, ToSettlementRecord(payment), *seen,
-                                   config_.expiry_buffer_seconds);
-      if (r.action == ReconcileAction::kMarkSettled || r.action == ReconcileAction::kMarkFailed) {
-        decided = std::move(r);
-        break;
-      }
-      if (seen->receipt != ReceiptView::kNone) break;  // mined without paying: the reconciler's
+  // Not settled, so not delivered: the attempt ends as a failed call; a retry settles.
+  auto not_settled = [this, p, now](const std::string& why) {
+    UpstreamOutcome failed{UpstreamKind::kFailed, 0, "", "",
+                           "the chain refused or could not be asked to settle: " + why};
+    X402Completion completion = CompleteX402Call(p->op, failed, now, ctx_.config.retention_ms);
+    AGENTPAY_CHECK(!completion.submit_settlement);
+    FinishCall(p, failed, std::move(completion), now);
+  };
+  OnChain(
+      [this, p, outcome = std::move(outcome), now, authorization = std::move(*authorization),
+       signature = std::move(*signature), not_settled] {
+        auto inputs = settler_.ReadTxInputs(authorization, signature);
+        if (!inputs.ok()) return not_settled(inputs.status().message());
+        X402Completion completion = CompleteX402Call(p->op, outcome, now, ctx_.config.retention_ms);
+        auto payment = std::make_shared<X402PaymentRecord>(p->payment);
+        WriteClaimed(
+            p->op, completion.next, std::nullopt,
+            [this, payment, inputs = *inputs, now, status = outcome.status](Transaction& tx) {
+              auto relayer_nonce = tx.TakeRelayerNonce(settler_.RelayerHex(), inputs.pending_nonce);
+              if (!relayer_nonce.ok()) return relayer_nonce.status();
+              if (Status s = settler_.Sign(*payment, inputs, *relayer_nonce, now); !s.ok())
+                return s;
+              if (Status s = tx.UpdateX402Payment(*payment); !s.ok()) return s;
+              return tx.AppendEvent({payment->operation_id, now, "gateway", "settlement_submitted",
+                                     "upstream answered " + std::to_string(status) +
+                                         "; transaction " + payment->tx_hash});
+            },
+            [this, p, payment, next = completion.next, outcome](Result<bool> claimed) mutable {
+              if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
+              if (!*claimed) return Reply(p, TakenOver(p->op));
+              p->op = std::move(next);
+              p->payment = std::move(*payment);
+              p->upstream_2xx = std::move(outcome);
+              Settle(p);
+            });
+      },
+      [not_settled] { not_settled("too many x402 payments are waiting on the chain"); });
+}
+
+// The end of an upstream call that needs no settlement now: delivered, refused or kept (X9–X12,
+// X14).
+void X402Path::FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Completion completion,
+                          int64_t now) {
+  const bool keep = completion.verdict == Verdict::kKeep;
+  std::optional<TraceEvent> kept;
+  if (keep) {
+    kept = TraceEvent{p->op.id, now, "upstream", "fulfillment_pending",
+                      outcome.kind == UpstreamKind::kResponded
+                          ? "upstream answered " + std::to_string(outcome.status)
+                          : "upstream " + outcome.detail};
+  }
+  Operation next = completion.next;
+  WriteClaimed(
+      p->op, std::move(completion.next), std::move(kept), {},
+      [this, p, keep, outcome, next = std::move(next)](Result<bool> claimed) {
+        if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
+        if (!*claimed) return Reply(p, TakenOver(p->op));
+        if (!keep) return Reply(p, Answer(StoredAnswer(next, false), *p, next));
+        const bool timeout = outcome.kind == UpstreamKind::kTimeout;
+        std::string detail =
+            (outcome.kind == UpstreamKind::kResponded
+                 ? "the upstream answered " + std::to_string(outcome.status)
+                 : "the upstream call failed (" + outcome.detail + ")") +
+            (next.settlement == Settlement::kSettled
+                 ? "; the payment is settled and a retry with the same key is served without a "
+                   "new charge"
+                 : "; nothing was charged and a retry with the same key tries again");
+        Reply(p,
+              Answer(PendingAnswer(next, timeout ? 504 : 502, "fulfillment_pending", detail, false),
+                     *p, next));
+      });
+}
+
+// Broadcasts the stored transaction, then polls for its receipt up to the receipt timeout.
+void X402Path::Settle(PaymentPtr p) {
+  AGENTPAY_CHECK(p->op.settlement == Settlement::kSubmitted);
+  OnChain(
+      [this, p] {
+        if (Status sent = settler_.Broadcast(p->payment); !sent.ok()) {
+          // Unknown, not failed: the node may have it anyway. The reconciler re-sends the bytes.
+          ctx_.metrics.CountSettlement(SettlementEvent::kBroadcastError);
+        }
+        p->receipt_deadline_ms = ctx_.timers.MonotonicMs() + ctx_.config.receipt_timeout_ms;
+        p->poll_delay_ms = kFirstPollDelayMs;
+        PollReceipt(p);
+      },
+      // Not even broadcast: unknown all the same, and the reconciler sends the stored bytes.
+      [this, p] { OnReceiptDecided(p, std::nullopt); });
+}
+
+// One look at the chain (on the chain pool); then decided, or the next look after a pause that
+// doubles up to 250 ms, until the deadline.
+void X402Path::PollReceipt(PaymentPtr p) {
+  auto seen = settler_.Observe(p->payment);
+  if (seen.ok()) {
+    Reconciliation r = Reconcile(Settlement::kSubmitted, ToSettlementRecord(p->payment), *seen,
+                                 ctx_.config.expiry_buffer_seconds);
+    if (r.action == ReconcileAction::kMarkSettled || r.action == ReconcileAction::kMarkFailed) {
+      return OnReceiptDecided(std::move(p), std::move(r));
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) break;
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(delay, deadline - now));
-    delay = std::min(delay * 2, std::chrono::milliseconds(250));
+    // Mined without paying us: the reconciler's to explain, not this request's.
+    if (seen->receipt != ReceiptView::kNone) return OnReceiptDecided(std::move(p), std::nullopt);
   }
-  const int64_t now = clock_.NowMs();
+  const int64_t now = ctx_.timers.MonotonicMs();
+  if (now >= p->receipt_deadline_ms) return OnReceiptDecided(std::move(p), std::nullopt);
+  const int64_t delay = std::min(p->poll_delay_ms, p->receipt_deadline_ms - now);
+  p->poll_delay_ms = std::min(p->poll_delay_ms * 2, kMaxPollDelayMs);
+  ctx_.timers.After(delay, [this, p] {
+    OnChain([this, p] { PollReceipt(p); },
+            [this, p] {
+              // The pool is full: this look is skipped; the next one, or the deadline, decides.
+              if (ctx_.timers.MonotonicMs() >= p->receipt_deadline_ms) {
+                return OnReceiptDecided(p, std::nullopt);
+              }
+              ctx_.timers.After(p->poll_delay_ms, [this, p] {
+                OnChain([this, p] { PollReceipt(p); },
+                        [this, p] { OnReceiptDecided(p, std::nullopt); });
+              });
+            });
+  });
+}
+
+// Settled (go on to the upstream, or finish with the upstream's 2xx on settle=after), failed, or
+// unknown (202; nullopt).
+void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> decided) {
+  const int64_t now = ctx_.clock.NowMs();
+  const Operation& op = p->op;
+  const std::string& tx_hash = p->payment.tx_hash;
   if (decided && decided->action == ReconcileAction::kMarkSettled) {
-    metrics_.CountSettlement(SettlementEvent::kSettled);
+    ctx_.metrics.CountSettlement(SettlementEvent::kSettled);
     Operation settled = MarkSettled(op, now);
-    TraceEvent event{op.id, now, "chain", "settled", "receipt of " + payment.tx_hash};
-    if (upstream_2xx) {
+    TraceEvent event{op.id, now, "chain", "settled", "receipt of " + tx_hash};
+    if (p->upstream_2xx) {
       // X3 then X10: the upstream's answer is delivered now that the money moved.
-      X402Completion done = CompleteX402Call(settled, *upstream_2xx, now, config_.retention_ms);
-      auto claimed = WriteClaimed(op, done.next, &event);
-      if (!claimed.ok()) return StoreProblem(claimed.status());
-      if (!*claimed) return X402StateAnswer(x, settled, payment, false);
-      return X402Answer(StoredAnswer(done.next, false), x, done.next, payment);
+      X402Completion done =
+          CompleteX402Call(settled, *p->upstream_2xx, now, ctx_.config.retention_ms);
+      Operation next = done.next;
+      return WriteClaimed(op, std::move(done.next), std::move(event), {},
+                          [this, p, settled, next = std::move(next)](Result<bool> claimed) {
+                            if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
+                            if (!*claimed) return Reply(p, StateAnswer(*p, settled, false));
+                            Reply(p, Answer(StoredAnswer(next, false), *p, next));
+                          });
     }
     Operation calling =
-        BeginX402Call(settled, now, x.route->timeout_ms + kLeaseMarginMs, instance_id_);
-    auto claimed = WriteClaimed(op, calling, &event);
-    if (!claimed.ok()) return StoreProblem(claimed.status());
-    if (!*claimed) return X402StateAnswer(x, settled, payment, false);
-    return CallAndFinishX402(x, std::move(calling), std::move(payment));
+        BeginX402Call(settled, now, p->route->timeout_ms + kLeaseMarginMs, ctx_.instance_id);
+    return WriteClaimed(op, calling, std::move(event), {},
+                        [this, p, settled, calling](Result<bool> claimed) {
+                          if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
+                          if (!*claimed) return Reply(p, StateAnswer(*p, settled, false));
+                          p->op = calling;
+                          CallUpstream(p);
+                        });
   }
   if (decided) {  // kMarkFailed: our transaction did not move the money, yet the nonce is spent
-    metrics_.CountSettlement(SettlementEvent::kFailed);
-    Operation failed = MarkFailed(op, now, SettlementFailedResponse(op.id), config_.retention_ms);
+    ctx_.metrics.CountSettlement(SettlementEvent::kFailed);
+    Operation failed =
+        MarkFailed(op, now, SettlementFailedResponse(op.id), ctx_.config.retention_ms);
     TraceEvent event{op.id, now, "chain", "settlement_failed", decided->reason};
-    auto claimed = WriteClaimed(op, failed, &event, [&](Transaction& tx) {
-      return tx.InsertAlert(SettlementFailedAlert(random_, op.id, decided->reason, now));
-    });
-    if (!claimed.ok()) return StoreProblem(claimed.status());
-    return X402Answer(StoredAnswer(failed, false), x, failed, payment);
+    Alert alert = SettlementFailedAlert(ctx_.random, op.id, decided->reason, now);
+    return WriteClaimed(
+        op, failed, std::move(event), [alert](Transaction& tx) { return tx.InsertAlert(alert); },
+        [this, p, failed](Result<bool> claimed) {
+          if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
+          Reply(p, Answer(StoredAnswer(failed, false), *p, failed));
+        });
   }
-  metrics_.CountSettlement(SettlementEvent::kUnknown);
+  ctx_.metrics.CountSettlement(SettlementEvent::kUnknown);
   Operation unknown = MarkUnknown(op, now);
   TraceEvent event{op.id, now, "gateway", "settlement_unknown",
-                   "no receipt for " + payment.tx_hash + " within " +
-                       std::to_string(config_.receipt_timeout_ms) + " ms"};
-  auto claimed = WriteClaimed(op, unknown, &event);
-  if (!claimed.ok()) return StoreProblem(claimed.status());
-  return X402StateAnswer(x, unknown, payment, false);
+                   "no receipt for " + tx_hash + " within " +
+                       std::to_string(ctx_.config.receipt_timeout_ms) + " ms"};
+  WriteClaimed(op, unknown, std::move(event), {}, [this, p, unknown](Result<bool> claimed) {
+    if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
+    Reply(p, StateAnswer(*p, unknown, false));
+  });
+}
+
+HttpResponse X402Path::Challenge(const Payment& p, std::string_view code,
+                                 std::string_view detail) const {
+  return RouteChallenge(offers_, *p.request, *p.route, code, detail);
 }
 
 // The answer for an operation nobody is working on right now, from its state.
-HttpResponse Gateway::X402StateAnswer(const X402Request& x, const Operation& op,
-                                      const X402PaymentRecord& payment, bool replayed) const {
-  if (IsFinal(op)) return X402Answer(StoredAnswer(op, replayed), x, op, payment);
+HttpResponse X402Path::StateAnswer(const Payment& x, const Operation& op, bool replayed) const {
+  if (IsFinal(op)) return Answer(StoredAnswer(op, replayed), x, op);
   switch (op.settlement) {
     case Settlement::kSubmitted:
     case Settlement::kUnknown:
-      return X402Answer(
+      return Answer(
           PendingAnswer(op, 202, "settlement_unknown",
                         "the payment was submitted to the chain and its outcome is not known yet; "
                         "it is never submitted twice. Poll the operation, or retry with the same "
                         "key once it is settled",
                         replayed),
-          x, op, payment);
+          x, op);
     default:
-      return X402Answer(PendingAnswer(op, 502, "fulfillment_pending",
-                                      "the upstream has not delivered yet; a retry with the same "
-                                      "key is not charged again",
-                                      replayed),
-                        x, op, payment);
+      return Answer(PendingAnswer(op, 502, "fulfillment_pending",
+                                  "the upstream has not delivered yet; a retry with the same "
+                                  "key is not charged again",
+                                  replayed),
+                    x, op);
   }
 }
 
 // PAYMENT-RESPONSE (v2) or X-PAYMENT-RESPONSE (v1) once a transaction exists.
-HttpResponse Gateway::X402Answer(HttpResponse response, const X402Request& x, const Operation& op,
-                                 const X402PaymentRecord& payment) const {
+HttpResponse X402Path::Answer(HttpResponse response, const Payment& x, const Operation& op) const {
+  const X402PaymentRecord& payment = x.payment;
   if (!payment.submitted()) return response;
   x402::SettleResponse settle;
   settle.transaction = payment.tx_hash;
   auto payer = chain::ParseAddress(payment.authorization.from);
   settle.payer = payer.ok() ? chain::ToChecksumHex(*payer) : payment.authorization.from;
-  settle.network = x402_offers_.Network(x.version);
+  settle.network = offers_.Network(x.version);
   switch (op.settlement) {
-    case Settlement::kSettled: settle.success = true; break;
-    case Settlement::kVoid: settle.error_reason = "settlement_void"; break;
-    case Settlement::kFailed: settle.error_reason = "settlement_failed"; break;
-    default: settle.error_reason = "settlement_pending"; break;
+    case Settlement::kSettled:
+      settle.success = true;
+      break;
+    case Settlement::kVoid:
+      settle.error_reason = "settlement_void";
+      break;
+    case Settlement::kFailed:
+      settle.error_reason = "settlement_failed";
+      break;
+    default:
+      settle.error_reason = "settlement_pending";
+      break;
   }
   response.SetHeader(x402::PaymentResponseHeaderName(x.version),
                      x402::EncodeSettleResponseHeader(settle));

@@ -12,6 +12,7 @@
 
 #include "gateway/hashing.h"
 #include "gateway_test_support.h"
+#include "http/timers.h"
 #include "workers/hold_sweeper.h"
 
 namespace agentpay {
@@ -54,7 +55,7 @@ class GatewayTest : public ::testing::Test {
     config.routes = {route};
     config.admin_token = "admin-secret";
     config.attach_wait_ms = attach_wait_ms_;
-    gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, upstream_);
+    gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, timers_, upstream_);
   }
 
   void TearDown() override {
@@ -158,6 +159,7 @@ class GatewayTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   ManualClock clock_;
+  AsioTimers timers_;  // real waits: the pipeline polls and attaches in real time
   CountingRandom random_;
   ScriptedUpstream upstream_;
   std::unique_ptr<Store> store_;
@@ -392,7 +394,7 @@ TEST_F(GatewayTest, RecoveryKeepsTheHoldOfAnInterruptedCall) {
   auto interrupted = std::async(std::launch::async, [&, k = key] { return Pay(k, "k1", "{}"); });
   upstream_.WaitBlocked(1);
   // A second gateway on the same store plays the restarted process.
-  Gateway restarted(gateway_->config(), *store_, clock_, random_, upstream_);
+  Gateway restarted(gateway_->config(), *store_, clock_, random_, timers_, upstream_);
   auto recovered = restarted.RecoverInterrupted();
   ASSERT_TRUE(recovered.ok());
   EXPECT_EQ(*recovered, 1);
@@ -417,7 +419,7 @@ TEST_F(GatewayTest, RecoveryLeavesTheCallOfALiveProcessAlone) {
   upstream_.WaitBlocked(1);
   auto second_store = OpenSecondStore();
   ASSERT_NE(second_store, nullptr);
-  Gateway second(gateway_->config(), *second_store, clock_, random_, upstream_);
+  Gateway second(gateway_->config(), *second_store, clock_, random_, timers_, upstream_);
   ASSERT_NE(second.instance_id(), gateway_->instance_id());
   ASSERT_TRUE(second.RegisterInstance().ok());
   auto recovered = second.RecoverInterrupted();
@@ -444,7 +446,7 @@ TEST_F(GatewayTest, RecoveryTakesOverTheCallOfADeadProcess) {
   upstream_.WaitBlocked(1);
   auto second_store = OpenSecondStore();
   ASSERT_NE(second_store, nullptr);
-  Gateway second(gateway_->config(), *second_store, clock_, random_, upstream_);
+  Gateway second(gateway_->config(), *second_store, clock_, random_, timers_, upstream_);
   ASSERT_TRUE(second.RegisterInstance().ok());
   ASSERT_EQ(*second.RecoverInterrupted(), 0);  // alive: left alone
   // The first process dies: its lock goes with it (played here by releasing its registration;
@@ -480,7 +482,7 @@ TEST_F(GatewayTest, RecoveryTakesOverAnExpiredLeaseEvenOfALiveProcess) {
   upstream_.WaitBlocked(1);
   auto second_store = OpenSecondStore();
   ASSERT_NE(second_store, nullptr);
-  Gateway second(gateway_->config(), *second_store, clock_, random_, upstream_);
+  Gateway second(gateway_->config(), *second_store, clock_, random_, timers_, upstream_);
   ASSERT_TRUE(second.RegisterInstance().ok());
   clock_.Advance(1000 + kLeaseMarginMs);  // the route timeout plus the margin: the lease is over
   EXPECT_EQ(*second.RecoverInterrupted(), 1);

@@ -14,6 +14,7 @@
 #include "chain/settlement_tx.h"
 #include "gateway/gateway.h"
 #include "gateway_test_support.h"
+#include "http/timers.h"
 #include "workers/reconciler.h"
 #include "x402/base64.h"
 #include "x402/wire.h"
@@ -88,7 +89,7 @@ class X402GatewayTest : public ::testing::Test {
     config.attach_wait_ms = 2000;
     config.admin_token = "admin-secret";
     config_ = config;
-    gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, upstream_,
+    gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, timers_, upstream_,
                                          settler_.get());
   }
 
@@ -252,6 +253,7 @@ class X402GatewayTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   ManualClock clock_;
+  AsioTimers timers_;  // real waits: the pipeline polls and attaches in real time
   CountingRandom random_;
   ScriptedUpstream upstream_;
   std::unique_ptr<Store> store_;
@@ -549,7 +551,7 @@ TEST_F(X402GatewayTest, ChallengeOnAChainWithAV1NameIsTheEncodersV1Body) {
   config.chain.chain_id = 84532;
   config.chain.asset_name = "USDC";
   config.chain.max_timeout_seconds = 60;
-  Gateway named(config, *store_, clock_, random_, upstream_);  // no settler: challenges only
+  Gateway named(config, *store_, clock_, random_, timers_, upstream_);  // no settler: challenges only
   struct Case {
     std::string target, prefix;
     int64_t price;

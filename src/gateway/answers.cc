@@ -1,0 +1,61 @@
+// The answers about an operation; see answers.h.
+#include "gateway/answers.h"
+
+#include "core/check.h"
+
+namespace agentpay {
+
+HttpResponse WithOperation(HttpResponse response, const std::string& operation_id, bool replayed) {
+  response.SetHeader("AgentPay-Operation-Id", operation_id);
+  response.SetHeader("Idempotent-Replayed", replayed ? "true" : "false");
+  return response;
+}
+
+HttpResponse StoredAnswer(const Operation& op, bool replayed) {
+  AGENTPAY_CHECK(op.response.has_value());
+  HttpResponse response;
+  response.status = op.response->status;
+  response.body = op.response->body;
+  if (!op.response->content_type.empty()) {
+    response.SetHeader("Content-Type", op.response->content_type);
+  }
+  return WithOperation(std::move(response), op.id, replayed);
+}
+
+HttpResponse PendingAnswer(const Operation& op, int status, std::string_view code,
+                           const std::string& detail, bool replayed) {
+  HttpResponse response = ProblemResponse(status, code, detail, op.id);
+  response.SetHeader("Location", "/v1/operations/" + op.id);
+  if (status == 202) response.SetHeader("Retry-After", "1");
+  return WithOperation(std::move(response), op.id, replayed);
+}
+
+HttpResponse MismatchAnswer(const Operation& op) {
+  return WithOperation(ProblemResponse(422, "idempotency_key_mismatch",
+                                       "this Idempotency-Key was used for a different request "
+                                       "(method, path, query, content type or body differ)",
+                                       op.id),
+                       op.id, false);
+}
+
+std::optional<HttpResponse> WalletAnswerWhenDone(const Operation& op) {
+  if (IsFinal(op)) return StoredAnswer(op, true);
+  if (op.fulfillment == Fulfillment::kPendingRetry) {
+    return PendingAnswer(op, 502, "fulfillment_pending",
+                         "the attempt in flight failed upstream; the hold is kept and a retry "
+                         "with the same Idempotency-Key is not charged again",
+                         true);
+  }
+  return std::nullopt;
+}
+
+HttpResponse StoreProblem(const Status& status) {
+  HttpResponse response = ProblemResponse(
+      503, status.code() == "store_overloaded" ? "limit_exceeded" : "store_unavailable",
+      "the decision was not recorded; retry with the same Idempotency-Key (" + status.message() +
+          ")");
+  response.SetHeader("Retry-After", "1");
+  return response;
+}
+
+}  // namespace agentpay

@@ -1,0 +1,34 @@
+// Wallet API keys; see api_keys.h.
+#include "gateway/api_keys.h"
+
+#include "gateway/hashing.h"
+
+namespace agentpay {
+
+Result<std::optional<std::string>> ApiKeys::Authenticate(const HttpRequest& request) {
+  auto header = request.Header("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!header || !header->starts_with(kBearer)) return std::optional<std::string>();
+  std::string hash = Sha256Hex(header->substr(kBearer.size()));
+  {
+    std::lock_guard lock(mutex_);
+    auto cached = account_by_key_hash_.find(hash);
+    if (cached != account_by_key_hash_.end()) return std::optional<std::string>(cached->second);
+  }
+  std::optional<std::string> account_id;
+  Status status = store_.Read([&](Transaction& tx) {
+    auto found = tx.FindAccountByKeyHash(hash);
+    if (!found.ok()) return found.status();
+    if (found->has_value()) account_id = (*found)->id;
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  if (account_id) {
+    std::lock_guard lock(mutex_);
+    if (account_by_key_hash_.size() >= kMaxCachedKeys) account_by_key_hash_.clear();
+    account_by_key_hash_.emplace(hash, *account_id);
+  }
+  return account_id;
+}
+
+}  // namespace agentpay

@@ -1,0 +1,51 @@
+// The wallet payment path (CONTRACT §3–4): reserve the key and hold the price in one decision, call
+// the upstream, then capture, release or keep in a second decision. Nothing here blocks a thread:
+// each step continues in the callback of the store decision or upstream call before it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/operation.h"
+#include "gateway/api_keys.h"
+#include "gateway/context.h"
+#include "http/server.h"
+
+namespace agentpay {
+
+class WalletPath {
+ public:
+  WalletPath(const GatewayContext& context, ApiKeys& api_keys)
+      : ctx_(context), api_keys_(api_keys) {}
+
+  // A request on `route` carrying `Authorization: Bearer <api key>`; answers through `respond`.
+  void Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig& route, Respond respond);
+
+ private:
+  enum class BeginKind { kProceed, kReplay, kMismatch, kAttach, kInsufficientFunds };
+  struct Begin {
+    BeginKind kind = BeginKind::kProceed;
+    Operation op;  // the operation as committed (proceed) or as found (replay, attach)
+  };
+  struct PaidRequest;
+
+  void Start(std::shared_ptr<PaidRequest> paid);
+  // The two decisions of a paid request, each run as one store transaction.
+  Result<Begin> DecideBegin(Transaction& tx, const PaidRequest& paid);
+  // The existing key's operation decides; nullopt: it is past retention, start a new one.
+  Result<std::optional<Begin>> DecideExistingKey(Transaction& tx, const PaidRequest& paid,
+                                                 int64_t now, int64_t lease_ms);
+  // The attempt's completion; nullopt when it lost its claim (nothing written).
+  Result<std::optional<Completion>> DecideFinish(Transaction& tx, const PaidRequest& paid,
+                                                 const UpstreamOutcome& outcome);
+  void OnBegun(std::shared_ptr<PaidRequest> paid, Status status);
+  void OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamOutcome outcome);
+  HttpResponse FinishAnswer(const PaidRequest& paid, const UpstreamOutcome& outcome,
+                            const Status& status);
+
+  GatewayContext ctx_;
+  ApiKeys& api_keys_;
+};
+
+}  // namespace agentpay

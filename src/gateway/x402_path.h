@@ -1,0 +1,76 @@
+// The x402 payment path (CONTRACT §3, §5; the X1–X16 table of core/settlement.h): decode and verify
+// the payment, reserve the key and store the authorization (and, settling before the upstream, the
+// signed relayer transaction) in one decision, broadcast, wait for the receipt up to
+// --receipt-timeout-ms, then call the upstream. An outcome not seen in time is `unknown`: 202 with
+// Location, and the reconciler (workers/reconciler.h) decides it from the chain.
+//
+// Nothing here holds a thread while it waits. A payment is a chain of steps, each continuing in the
+// completion of the one before: store decisions (Store::WriteAsync), upstream calls
+// (Upstream::CallAsync), single chain calls (run one at a time on a small pool of their own, since
+// the chain client blocks for the duration of one call), and the pauses between receipt polls
+// (Timers::After). Payments in flight are bounded by memory, not by threads.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "core/operation.h"
+#include "gateway/context.h"
+#include "gateway/x402_offer.h"
+#include "http/server.h"
+#include "http/worker_pool.h"
+#include "settlement/settler.h"
+
+namespace agentpay {
+
+class X402Path {
+ public:
+  // `settler` settles what `offers` advertise (checked by the gateway); both outlive the path.
+  X402Path(const GatewayContext& context, Settler& settler, const X402Offers& offers);
+  // Stops the chain pool: call it only once no payment is in flight (Gateway::Drain).
+  ~X402Path();
+
+  // A request on `route` carrying PAYMENT-SIGNATURE (v2) or X-PAYMENT (v1); answers through
+  // `respond`, exactly once, from any thread.
+  void Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig& route, Respond respond);
+
+ private:
+  struct Payment;
+  using PaymentPtr = std::shared_ptr<Payment>;
+  struct Begin;
+
+  std::optional<HttpResponse> Prepare(Payment& p) const;
+  void Arrive(PaymentPtr p);
+  void OnArrived(PaymentPtr p, Status status);
+  void Preflight(PaymentPtr p);
+  Result<Begin> DecideX402Arrival(Transaction& tx, const Payment& p) const;
+  Result<Begin> DecideNew(Transaction& tx, const Payment& p, int64_t now) const;
+  void RunAttempt(PaymentPtr p);
+  void CallUpstream(PaymentPtr p);
+  void OnUpstreamAnswered(PaymentPtr p, UpstreamOutcome outcome);
+  void SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, int64_t now);
+  void FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Completion completion,
+                  int64_t now);
+  void Settle(PaymentPtr p);
+  void PollReceipt(PaymentPtr p);
+  void OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> decided);
+  // Writes `next` if the attempt `held` still holds the claim, then `done(true)`; `done(false)`
+  // when it lost it. `also` runs in the same decision, only while the claim holds.
+  void WriteClaimed(const Operation& held, Operation next, std::optional<TraceEvent> event,
+                    std::function<Status(Transaction&)> also,
+                    std::function<void(Result<bool>)> done);
+  // Runs one blocking chain call on the chain pool; `refused` runs instead when the pool is full.
+  void OnChain(std::function<void()> call, std::function<void()> refused);
+  void Reply(const PaymentPtr& p, HttpResponse response) const;
+  HttpResponse Challenge(const Payment& p, std::string_view code, std::string_view detail) const;
+  HttpResponse Answer(HttpResponse response, const Payment& p, const Operation& op) const;
+  HttpResponse StateAnswer(const Payment& p, const Operation& op, bool replayed) const;
+
+  GatewayContext ctx_;
+  Settler& settler_;
+  const X402Offers& offers_;
+  WorkerPool chain_pool_;
+};
+
+}  // namespace agentpay
