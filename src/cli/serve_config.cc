@@ -45,7 +45,7 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"receipt-timeout-ms", &o.receipt_timeout_ms, "x402: wait for a receipt before 202"},
       {"attach-wait-ms", &o.attach_wait_ms, "how long a duplicate waits for the one in flight"},
       {"max-body-bytes", &o.max_body_bytes, "largest request body accepted (413 past it)"},
-      {"workers", &o.workers, "threads for admin calls, views and attached duplicates"},
+      {"workers", &o.workers, "threads for admin calls, views and attached duplicates' re-reads"},
       {"max-connections", &o.max_connections, "open connections accepted (503 past it)"},
       {"io-threads", &o.io_threads,
        "threads serving client connections (0: half the CPUs, at least 1)"},
