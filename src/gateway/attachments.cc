@@ -35,6 +35,11 @@ void Attachments::Attach(const Operation& op, AnswerWhenDone answer_when_done, R
   waiter->deadline_ms = timers_.MonotonicMs() + wait_ms_;
   {
     std::lock_guard lock(mutex_);
+    if (closed_) {
+      return waiter->respond(PendingAnswer(op, 202, "operation_in_progress",
+                                           "the gateway is shutting down; poll the operation",
+                                           true));
+    }
     auto& list = waiting_[op.id];
     std::erase_if(list, [](const std::weak_ptr<Waiter>& w) { return w.expired(); });
     list.push_back(waiter);
@@ -56,6 +61,27 @@ void Attachments::Completed(const std::string& operation_id) {
   for (const auto& waiter : woken) {
     std::lock_guard lock(waiter->mutex);
     if (!waiter->answered) Submit(waiter);
+  }
+}
+
+void Attachments::Close() {
+  std::vector<std::shared_ptr<Waiter>> left;
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    for (auto& [id, list] : waiting_) {
+      for (const auto& weak : list) {
+        if (auto waiter = weak.lock()) left.push_back(std::move(waiter));
+      }
+    }
+    waiting_.clear();
+  }
+  for (const auto& waiter : left) {
+    std::lock_guard lock(waiter->mutex);
+    if (waiter->answered) continue;
+    waiter->answered = true;
+    waiter->respond(PendingAnswer(waiter->op, 202, "operation_in_progress",
+                                  "the gateway is shutting down; poll the operation", true));
   }
 }
 

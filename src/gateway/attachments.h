@@ -36,6 +36,10 @@ class Attachments {
   // A decision of this process ended or handed over an attempt of `operation_id`: its attached
   // duplicates look again now.
   void Completed(const std::string& operation_id);
+  // Answers every duplicate still waiting (202 operation_in_progress) and lets nobody wait any
+  // more: a timer or re-read of theirs that fires later finds them answered and touches nothing
+  // else. Call it before the objects given to the constructor go (Gateway's destructor does).
+  void Close();
 
  private:
   struct Waiter;
@@ -51,6 +55,7 @@ class Attachments {
   const int64_t wait_ms_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::vector<std::weak_ptr<Waiter>>> waiting_;  // by operation
+  bool closed_ = false;  // guarded by mutex_
 };
 
 }  // namespace agentpay

@@ -55,6 +55,9 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
 Gateway::~Gateway() {
   // Tasks on the pools use the members declared after them; they finish before anything goes.
   blocking_pool_.Stop();
+  // Duplicates still attached (only when Drain timed out) are answered now, while the members their
+  // answers touch still exist; their later timers then find them answered.
+  attachments_.Close();
   x402_.reset();
   if (registered_) (void)store_.ReleaseInstance(instance_id_);
 }
