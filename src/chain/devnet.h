@@ -99,7 +99,7 @@ inline constexpr uint64_t kDevnetBaseFeePerGas = 1'000'000'000;  // 1 gwei
 inline constexpr uint64_t kDevnetBlockGasLimit = 30'000'000;
 
 class DevnetLog;    // the SQLite event log (devnet.cc)
-class DevnetState;  // balances, nonces, pool, receipts (devnet.cc)
+class DevnetState;  // balances, nonces, pool, receipts (devnet_state.h)
 
 // Every Chain method first mines what is due by the clock: the transactions whose due time
 // (submission + delay) has come, in blocks stamped with that due time (in seconds, never before
