@@ -98,8 +98,8 @@ inline constexpr size_t kDevnetMaxLogResults = 5'000;
 inline constexpr uint64_t kDevnetBaseFeePerGas = 1'000'000'000;  // 1 gwei
 inline constexpr uint64_t kDevnetBlockGasLimit = 30'000'000;
 
-class DevnetLog;    // the SQLite event log (devnet.cc)
-class DevnetState;  // balances, nonces, pool, receipts (devnet.cc)
+class DevnetLog;    // the SQLite event log (devnet_event_log.h)
+class DevnetState;  // balances, nonces, pool, receipts (devnet_state.h)
 
 // Every Chain method first mines what is due by the clock: the transactions whose due time
 // (submission + delay) has come, in blocks stamped with that due time (in seconds, never before

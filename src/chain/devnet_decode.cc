@@ -1,0 +1,258 @@
+// Decoding for the devnet: the words and selectors of the token's calldata, both
+// transferWithAuthorization overloads, EIP-1559 raw transactions with their sender recovered, and
+// the admission checks geth and the token make before a transaction enters the pool.
+#include "chain/devnet_decode.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "chain/json_rpc.h"
+#include "chain/keccak.h"
+#include "chain/rlp.h"
+#include "chain/transaction.h"
+
+namespace agentpay::chain {
+namespace {
+
+constexpr uint8_t kEip1559Type = 0x02;
+constexpr size_t kEip1559Fields = 12;
+constexpr uint64_t kIntrinsicGas = 21'000;
+
+}  // namespace
+
+Status RpcError(std::string message) { return Status::Error(std::string(kRpcError), message); }
+
+Bytes WordBytes(const U256& value) {
+  const std::array<uint8_t, 32> word = value.ToBigEndian();
+  return Bytes(word.begin(), word.end());
+}
+
+const Selectors& KnownSelectors() {
+  static const Selectors selectors;
+  return selectors;
+}
+
+std::optional<Selector> SelectorOf(std::span<const uint8_t> data) {
+  if (data.size() < 4) return std::nullopt;
+  return Selector{data[0], data[1], data[2], data[3]};
+}
+
+bool IsSettlementSelector(const std::optional<Selector>& selector) {
+  return selector && (*selector == KnownSelectors().transfer_vrs ||
+                      *selector == KnownSelectors().transfer_bytes);
+}
+
+// ---- Calldata ----------------------------------------------------------------------------
+
+namespace {
+
+// The 32-byte word at byte offset `at` of the arguments, if it is all there.
+std::optional<std::span<const uint8_t, 32>> WordAt(std::span<const uint8_t> args, size_t at) {
+  if (at > args.size() || args.size() - at < kWord) return std::nullopt;
+  return args.subspan(at).first<32>();
+}
+
+std::optional<U256> UintAt(std::span<const uint8_t> args, size_t at) {
+  auto word = WordAt(args, at);
+  if (!word) return std::nullopt;
+  return U256::FromBigEndian(*word);
+}
+
+}  // namespace
+
+std::optional<Address> AddressAt(std::span<const uint8_t> args, size_t at) {
+  auto word = WordAt(args, at);
+  if (!word || !std::all_of(word->begin(), word->begin() + 12, [](uint8_t b) { return b == 0; })) {
+    return std::nullopt;
+  }
+  Address address;
+  std::copy(word->begin() + 12, word->end(), address.bytes.begin());
+  return address;
+}
+
+namespace {
+
+// The signature of the (…, bytes signature) overload: a dynamic tail at the offset in word 6.
+std::optional<std::optional<Signature>> SignatureTail(std::span<const uint8_t> args) {
+  std::optional<U256> offset = UintAt(args, 6 * kWord);
+  if (!offset || *offset > U256(args.size())) return std::nullopt;
+  const size_t at = static_cast<size_t>(offset->Limb(0));
+  std::optional<U256> length = UintAt(args, at);
+  if (!length || *length > U256(args.size() - at - kWord)) return std::nullopt;
+  if (*length != U256(65)) return std::optional<Signature>();
+  Signature signature;
+  std::copy_n(args.begin() + static_cast<std::ptrdiff_t>(at + kWord), 65, signature.bytes.begin());
+  return std::optional<Signature>(signature);
+}
+
+}  // namespace
+
+std::optional<AuthorizationCall> DecodeAuthorizationCall(std::span<const uint8_t> data) {
+  const std::optional<Selector> selector = SelectorOf(data);
+  if (!IsSettlementSelector(selector)) return std::nullopt;
+  const std::span<const uint8_t> args = data.subspan(4);
+  AuthorizationCall call;
+  std::optional<Address> from = AddressAt(args, 0);
+  std::optional<Address> to = AddressAt(args, kWord);
+  std::optional<U256> value = UintAt(args, 2 * kWord);
+  std::optional<U256> valid_after = UintAt(args, 3 * kWord);
+  std::optional<U256> valid_before = UintAt(args, 4 * kWord);
+  auto nonce = WordAt(args, 5 * kWord);
+  if (!from || !to || !value || !valid_after || !valid_before || !nonce) return std::nullopt;
+  call.authorization = {*from, *to, *value, *valid_after, *valid_before, {}};
+  std::copy(nonce->begin(), nonce->end(), call.authorization.nonce.begin());
+  if (*selector == KnownSelectors().transfer_bytes) {
+    auto signature = SignatureTail(args);
+    if (!signature) return std::nullopt;
+    call.signature = *signature;
+    return call;
+  }
+  std::optional<U256> v = UintAt(args, 6 * kWord);
+  auto r = WordAt(args, 7 * kWord);
+  auto s = WordAt(args, 8 * kWord);
+  if (!v || *v > U256(255) || !r || !s) return std::nullopt;
+  Signature signature;
+  std::copy(r->begin(), r->end(), signature.bytes.begin());
+  std::copy(s->begin(), s->end(), signature.bytes.begin() + 32);
+  signature.bytes[64] = static_cast<uint8_t>(v->Limb(0));
+  call.signature = signature;
+  return call;
+}
+
+std::optional<Hash32> HashFrom(std::span<const uint8_t> bytes) {
+  if (bytes.size() != 32) return std::nullopt;
+  Hash32 hash;
+  std::copy(bytes.begin(), bytes.end(), hash.begin());
+  return hash;
+}
+
+// ---- Raw transactions --------------------------------------------------------------------
+
+namespace {
+
+// Reads the fields of a decoded RLP list; the first bad field sticks, later reads give zeros.
+class FieldReader {
+ public:
+  explicit FieldReader(const std::vector<RlpItem>& items) : items_(items) {}
+  const Status& status() const { return status_; }
+
+  U256 Uint(size_t index, const char* name) {
+    if (!status_.ok()) return U256();
+    Result<U256> value = RlpDecodeUint(items_[index]);
+    if (!value.ok()) Fail(name, value.status().message());
+    return value.ok() ? *value : U256();
+  }
+  uint64_t Uint64(size_t index, const char* name) {
+    const U256 value = Uint(index, name);
+    if (value > U256(UINT64_MAX)) Fail(name, "does not fit in 64 bits");
+    return value.Limb(0);
+  }
+  std::span<const uint8_t> String(size_t index, const char* name) {
+    if (status_.ok() && items_[index].is_list) Fail(name, "expected a string, got a list");
+    return status_.ok() ? items_[index].payload : std::span<const uint8_t>();
+  }
+  void List(size_t index, const char* name) {
+    if (status_.ok() && !items_[index].is_list) Fail(name, "expected a list");
+  }
+
+ private:
+  void Fail(const char* name, const std::string& what) {
+    if (status_.ok()) status_ = RpcError(std::string("rlp: field ") + name + ": " + what);
+  }
+  const std::vector<RlpItem>& items_;
+  Status status_;
+};
+
+// keccak256(0x02 ‖ rlp(first nine fields)), re-using the encoded fields as they arrived.
+Hash32 SigningHash(const std::vector<RlpItem>& items) {
+  const uint8_t* begin = items[0].encoded.data();
+  const uint8_t* end = items[8].encoded.data() + items[8].encoded.size();
+  Bytes typed = {kEip1559Type};
+  const Bytes list = RlpEncodeList({Bytes(begin, end)});
+  typed.insert(typed.end(), list.begin(), list.end());
+  return Keccak256(typed);
+}
+
+Result<Address> RecoverSender(const std::vector<RlpItem>& items, FieldReader& reader) {
+  const U256 y_parity = reader.Uint(9, "yParity");
+  const U256 r = reader.Uint(10, "r");
+  const U256 s = reader.Uint(11, "s");
+  if (!reader.status().ok()) return reader.status();
+  if (y_parity > U256(1)) return RpcError("invalid sender: yParity is neither 0 nor 1");
+  Signature signature;
+  const std::array<uint8_t, 32> r_bytes = r.ToBigEndian();
+  const std::array<uint8_t, 32> s_bytes = s.ToBigEndian();
+  std::copy(r_bytes.begin(), r_bytes.end(), signature.bytes.begin());
+  std::copy(s_bytes.begin(), s_bytes.end(), signature.bytes.begin() + 32);
+  signature.bytes[64] = static_cast<uint8_t>(27 + y_parity.Limb(0));
+  Result<Address> sender = RecoverSigner(SigningHash(items), signature);
+  if (!sender.ok()) return RpcError("invalid sender: " + sender.status().message());
+  return sender;
+}
+
+}  // namespace
+
+Result<DecodedTransaction> DecodeRawTransaction(std::span<const uint8_t> raw) {
+  if (raw.empty()) return RpcError("typed transaction too short");
+  if (raw[0] != kEip1559Type) return RpcError("transaction type not supported");
+  Result<RlpItem> list = RlpDecode(raw.subspan(1));
+  if (!list.ok()) return RpcError("rlp: " + list.status().message());
+  Result<std::vector<RlpItem>> items = RlpListItems(*list, kEip1559Fields);
+  if (!items.ok()) return RpcError("rlp: " + items.status().message());
+  if (items->size() != kEip1559Fields) {
+    return RpcError("rlp: expected 12 fields, got " + std::to_string(items->size()));
+  }
+  FieldReader reader(*items);
+  DecodedTransaction transaction;
+  transaction.chain_id = reader.Uint64(0, "chainId");
+  transaction.nonce = reader.Uint64(1, "nonce");
+  transaction.max_priority_fee_per_gas = reader.Uint(2, "maxPriorityFeePerGas");
+  transaction.max_fee_per_gas = reader.Uint(3, "maxFeePerGas");
+  transaction.gas_limit = reader.Uint64(4, "gas");
+  const std::span<const uint8_t> to = reader.String(5, "to");
+  transaction.value = reader.Uint(6, "value");
+  const std::span<const uint8_t> data = reader.String(7, "data");
+  reader.List(8, "accessList");
+  if (!reader.status().ok()) return reader.status();
+  if (to.size() == 20) {
+    transaction.to = Address{};
+    std::copy(to.begin(), to.end(), transaction.to->bytes.begin());
+  } else if (!to.empty()) {
+    return RpcError("rlp: field to: expected 20 bytes, got " + std::to_string(to.size()));
+  }
+  transaction.data.assign(data.begin(), data.end());
+  Result<Address> sender = RecoverSender(*items, reader);
+  if (!sender.ok()) return sender.status();
+  transaction.from = *sender;
+  transaction.y_parity = static_cast<uint8_t>(reader.Uint(9, "yParity").Limb(0));  // checked ≤ 1
+  transaction.r = reader.Uint(10, "r");
+  transaction.s = reader.Uint(11, "s");
+  return transaction;
+}
+
+Status CheckAdmissible(const DecodedTransaction& transaction, const DevnetConfig& config) {
+  if (transaction.chain_id != config.chain_id) {
+    return RpcError("invalid chain id for signer: have " + std::to_string(transaction.chain_id) +
+                    " want " + std::to_string(config.chain_id));
+  }
+  if (transaction.gas_limit < kIntrinsicGas) return RpcError("intrinsic gas too low");
+  if (transaction.max_priority_fee_per_gas > transaction.max_fee_per_gas) {
+    return RpcError("max priority fee per gas higher than max fee per gas");
+  }
+  if (transaction.max_fee_per_gas < U256(kBaseFeePerGas)) {
+    return RpcError("max fee per gas less than block base fee");
+  }
+  if (transaction.data.size() > kMaxTransactionDataBytes) return RpcError("oversized data");
+  if (transaction.to != config.token) {
+    return RpcError("unsupported call: the devnet runs only its token at " +
+                    ToChecksumHex(config.token));
+  }
+  if (!IsSettlementSelector(SelectorOf(transaction.data))) {
+    return RpcError("unsupported call: the devnet accepts only transferWithAuthorization");
+  }
+  return Status::Ok();
+}
+
+}  // namespace agentpay::chain
