@@ -351,9 +351,11 @@ class PayReconcileOnDevnetTest(unittest.TestCase):
 
     def test_dropped_payment_is_released_only_after_expiry(self):
         op = self.pay_held_back()
-        dropped = self.admin("devnet", "drop", op["tx_hash"])
-        self.assertEqual(dropped["done"], ["dropped"], dropped)
-        self.admin("devnet", "mine")  # chain time moves on, the payment is not in the block
+        # Dropped and a block mined in one control request (the devnet runs drop before mine): as
+        # two commands, the gateway's reconciler could re-send the transaction in between, and the
+        # block would then settle it. Chain time moves on; the payment is not in the block.
+        dropped = self.demo.devnet({"drop": op["tx_hash"], "mine": True})
+        self.assertEqual(dropped["done"][0], "dropped", dropped)
         self.reconcile(still_open=True)
         self.assertEqual(self.reservation()["state"], "unknown", "released before validBefore + buffer")
 
@@ -362,8 +364,7 @@ class PayReconcileOnDevnetTest(unittest.TestCase):
             time.sleep(0.25)
         # The gateway may have re-broadcast the same transaction meanwhile: drop it again; mined
         # now it would revert as expired anyway.
-        self.admin("devnet", "drop", op["tx_hash"])
-        block = self.admin("devnet", "mine")
+        block = self.demo.devnet({"drop": op["tx_hash"], "mine": True})
         self.assertGreater(block["latest_block_timestamp"], valid_before + 1)
         report = self.reconcile(still_open=False)
         self.assertEqual([(c["from"], c["to"]) for c in report["changes"]], [("unknown", "released")], report)
