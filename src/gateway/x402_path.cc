@@ -556,17 +556,17 @@ void X402Path::PollReceipt(PaymentPtr p) {
   if (now >= p->receipt_deadline_ms) return OnReceiptDecided(std::move(p), std::nullopt);
   const int64_t delay = std::min(p->poll_delay_ms, p->receipt_deadline_ms - now);
   p->poll_delay_ms = std::min(p->poll_delay_ms * 2, kMaxPollDelayMs);
-  ctx_.timers.After(delay, [this, p] {
+  SchedulePoll(std::move(p), delay);
+}
+
+void X402Path::SchedulePoll(PaymentPtr p, int64_t delay_ms) {
+  ctx_.timers.After(delay_ms, [this, p] {
     OnChain([this, p] { PollReceipt(p); },
             [this, p] {
               // The pool is full: this look is skipped; the next one, or the deadline, decides.
-              if (ctx_.timers.MonotonicMs() >= p->receipt_deadline_ms) {
-                return OnReceiptDecided(p, std::nullopt);
-              }
-              ctx_.timers.After(p->poll_delay_ms, [this, p] {
-                OnChain([this, p] { PollReceipt(p); },
-                        [this, p] { OnReceiptDecided(p, std::nullopt); });
-              });
+              const int64_t now = ctx_.timers.MonotonicMs();
+              if (now >= p->receipt_deadline_ms) return OnReceiptDecided(p, std::nullopt);
+              SchedulePoll(p, std::min(p->poll_delay_ms, p->receipt_deadline_ms - now));
             });
   });
 }

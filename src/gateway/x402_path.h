@@ -54,6 +54,7 @@ class X402Path {
                   int64_t now);
   void Settle(PaymentPtr p);
   void PollReceipt(PaymentPtr p);
+  void SchedulePoll(PaymentPtr p, int64_t delay_ms);
   void OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> decided);
   // Writes `next` if the attempt `held` still holds the claim, then `done(true)`; `done(false)`
   // when it lost it. `also` runs in the same decision, only while the claim holds.
