@@ -31,7 +31,7 @@ constexpr uint64_t kBaseFeePerGas = kDevnetBaseFeePerGas;
 constexpr uint64_t kPriorityFeePerGas = 1'000'000;  // 0.001 gwei, what Base asks
 constexpr size_t kWord = 32;
 
-Status RpcError(std::string message) { return Status::Error(std::string(kRpcError), message); }
+Status RpcError(std::string message) { return Status::Error(ErrorCode::kRpcError, message); }
 
 Status Reverted(const std::string& reason) {
   return RpcError(reason.empty() ? "execution reverted" : "execution reverted: " + reason);
@@ -410,7 +410,7 @@ Hash32 AuthorizationUsedTopic() {
 }
 
 Status Corrupt(const std::string& what) {
-  return Status::Error("devnet_store", "event log does not replay: " + what);
+  return Status::Error(ErrorCode::kDevnetStore, "event log does not replay: " + what);
 }
 
 }  // namespace
@@ -480,7 +480,7 @@ Execution DevnetState::Simulate(std::span<const uint8_t> data, int64_t timestamp
   Result<Address> signer =
       call->signature
           ? RecoverSigner(Eip3009Digest(domain_separator_, authorization), *call->signature)
-          : Result<Address>(Status::Error("invalid_signature", "not 65 bytes"));
+          : Result<Address>(Status::Error(ErrorCode::kInvalidSignature, "not 65 bytes"));
   if (!signer.ok() || *signer != authorization.from) {
     return {"FiatTokenV2: invalid signature", authorization};
   }
@@ -500,7 +500,9 @@ Execution DevnetState::Run(const DecodedTransaction& transaction, int64_t timest
 
 Status DevnetState::Mint(const Address& owner, const U256& amount) {
   std::optional<U256> supply = U256::CheckedAdd(total_supply_, amount);
-  if (!supply) return Status::Error("invalid_amount", "the total supply would pass 2^256 - 1");
+  if (!supply) {
+    return Status::Error(ErrorCode::kInvalidAmount, "the total supply would pass 2^256 - 1");
+  }
   total_supply_ = *supply;
   balances_[owner] = *U256::CheckedAdd(Balance(owner), amount);  // ≤ the supply
   return Status::Ok();
@@ -633,7 +635,9 @@ std::string_view AsText(std::span<const uint8_t> bytes) {
   return std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-Status StoreError(const Status& status) { return Status::Error("devnet_store", status.message()); }
+Status StoreError(const Status& status) {
+  return Status::Error(ErrorCode::kDevnetStore, status.message());
+}
 
 }  // namespace
 
@@ -696,9 +700,9 @@ Result<int64_t> DevnetLog::Bind(const DevnetConfig& config, int64_t now_ms) {
       Result<std::optional<std::string>> stored = Meta(key);
       if (!stored.ok()) return stored.status();
       if (*stored != value) {
-        return Status::Error("devnet_config_mismatch", "the devnet file has " + key + " " +
-                                                           stored->value_or("(none)") +
-                                                           ", the configuration " + value);
+        return Status::Error(ErrorCode::kDevnetConfigMismatch, "the devnet file has " + key + " " +
+                                                                   stored->value_or("(none)") +
+                                                                   ", the configuration " + value);
       }
     }
     int64_t genesis_ms = 0;
@@ -798,7 +802,7 @@ Status ReplayEvent(DevnetState& state, const LogEvent& event) {
 }
 
 Status Unreachable(const Status& status) {
-  return Status::Error(std::string(kRpcUnreachable), "devnet: " + status.message());
+  return Status::Error(ErrorCode::kRpcUnreachable, "devnet: " + status.message());
 }
 
 }  // namespace
@@ -840,7 +844,7 @@ Devnet::~Devnet() = default;
 
 Status Devnet::Enter() {
   if (unavailable_) {
-    return Status::Error(std::string(kRpcUnreachable), "devnet: the node is down (SetUnavailable)");
+    return Status::Error(ErrorCode::kRpcUnreachable, "devnet: the node is down (SetUnavailable)");
   }
   Status mined = MineDue();
   return mined.ok() ? mined : Unreachable(mined);
@@ -968,7 +972,7 @@ Result<Hash32> Devnet::SendRawTransaction(const Bytes& raw) {
   if (raw.size() > kDevnetMaxRawTransactionBytes) return RpcError("oversized data");
   const Hash32 hash = Keccak256(raw);
   if (state_->Knows(hash)) {
-    return Status::Error(std::string(kTxAlreadyKnown), "already known: " + Hex(hash));
+    return Status::Error(ErrorCode::kTxAlreadyKnown, "already known: " + Hex(hash));
   }
   Result<DecodedTransaction> transaction = DecodeRawTransaction(raw);
   if (!transaction.ok()) return transaction.status();
@@ -983,7 +987,7 @@ Result<Hash32> Devnet::SendRawTransaction(const Bytes& raw) {
   if (log_) {
     Status logged = log_->Append(kSubmit, raw, due_ms);
     if (!logged.ok()) {
-      return Status::Error(std::string(kRpcTimeout), "devnet: " + logged.message());
+      return Status::Error(ErrorCode::kRpcTimeout, "devnet: " + logged.message());
     }
   }
   state_->AddPending(hash, std::move(*transaction), due_ms);
@@ -1027,7 +1031,7 @@ Status Devnet::Mint(const Address& owner, const U256& amount) {
   std::lock_guard lock(mutex_);
   if (Status mined = MineDue(); !mined.ok()) return mined;
   if (!U256::CheckedAdd(state_->total_supply(), amount)) {
-    return Status::Error("invalid_amount", "the total supply would pass 2^256 - 1");
+    return Status::Error(ErrorCode::kInvalidAmount, "the total supply would pass 2^256 - 1");
   }
   if (log_) {
     Bytes data(owner.bytes.begin(), owner.bytes.end());
@@ -1203,16 +1207,16 @@ Result<std::vector<DevnetPlacedLog>> Devnet::Logs(const DevnetLogFilter& filter)
   std::lock_guard lock(mutex_);
   if (Status entered = Enter(); !entered.ok()) return entered;
   if (filter.from_block > filter.to_block) {
-    return Status::Error("invalid_block_range", "fromBlock " + std::to_string(filter.from_block) +
-                                                    " is after toBlock " +
-                                                    std::to_string(filter.to_block));
+    return Status::Error(ErrorCode::kInvalidBlockRange,
+                         "fromBlock " + std::to_string(filter.from_block) + " is after toBlock " +
+                             std::to_string(filter.to_block));
   }
   std::vector<DevnetPlacedLog> found;
   const uint64_t latest = state_->block_number();
   if (filter.from_block > latest) return found;
   const uint64_t to_block = std::min(filter.to_block, latest);
   if (to_block - filter.from_block >= kDevnetMaxLogBlockRange) {
-    return Status::Error("block_range_too_large",
+    return Status::Error(ErrorCode::kBlockRangeTooLarge,
                          "the range spans " + std::to_string(to_block - filter.from_block + 1) +
                              " blocks; at most " + std::to_string(kDevnetMaxLogBlockRange) +
                              " per call");
@@ -1226,7 +1230,7 @@ Result<std::vector<DevnetPlacedLog>> Devnet::Logs(const DevnetLogFilter& filter)
       for (const LogEntry& log : mined->receipt.logs) {
         if (LogMatches(log, filter)) {
           if (found.size() == kDevnetMaxLogResults) {
-            return Status::Error("too_many_results",
+            return Status::Error(ErrorCode::kTooManyResults,
                                  "more than " + std::to_string(kDevnetMaxLogResults) +
                                      " logs match; narrow the block range or the filter");
           }

@@ -56,9 +56,10 @@ std::variant<DevnetCommand, HttpResponse> ParseCommand(const nlohmann::json& bod
       }
       command.mine_delay_ms = value.get<int64_t>();
     } else if (key == "drop") {
-      auto hash = value.is_string() ? chain::ParseHash32(value.get<std::string>())
-                                    : Result<chain::Hash32>(Status::Error("x", "not a string"));
-      if (!hash.ok()) return Refused("drop must be a transaction hash: 0x and 64 hex digits");
+      constexpr const char* kNotAHash = "drop must be a transaction hash: 0x and 64 hex digits";
+      if (!value.is_string()) return Refused(kNotAHash);
+      auto hash = chain::ParseHash32(value.get<std::string>());
+      if (!hash.ok()) return Refused(kNotAHash);
       command.drop = *hash;
     } else if (key == "mine") {
       if (!value.is_boolean()) return Refused("mine must be true or false");

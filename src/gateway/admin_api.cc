@@ -90,8 +90,9 @@ Status DecideResolution(Transaction& tx, std::string_view operation_id, Resoluti
       auto moved = tx.Move(*account, MoveKind::kRefund, refundable, operation_id, now);
       if (!moved.ok()) return moved.status();
       if (*moved != MoveOutcome::kOk) {
-        return Status::Error("store_corrupt", "the capture of " + std::string(operation_id) +
-                                                  " is not on its account");
+        return Status::Error(
+            ErrorCode::kStoreCorrupt,
+            "the capture of " + std::string(operation_id) + " is not on its account");
       }
       result.refunded_now = refundable;
       result.refunded_total += refundable;
@@ -189,7 +190,7 @@ HttpResponse Gateway::CreateAccount(const HttpRequest& request) {
   Status status = store_.Write([&](Transaction& tx) -> Status {
     auto inserted = tx.InsertAccount(account);
     if (!inserted.ok()) return inserted.status();
-    if (!*inserted) return Status::Error("store_conflict", "account id collision");
+    if (!*inserted) return Status::Error(ErrorCode::kStoreConflict, "account id collision");
     return Status::Ok();
   });
   if (!status.ok()) return StoreProblem(status);

@@ -45,7 +45,7 @@ HttpResponse MismatchAnswer(const Operation& op) {
 
 HttpResponse StoreProblem(const Status& status) {
   HttpResponse response = ProblemResponse(
-      503, status.code() == "store_overloaded" ? "limit_exceeded" : "store_unavailable",
+      503, status.error() == ErrorCode::kStoreOverloaded ? "limit_exceeded" : "store_unavailable",
       "the decision was not recorded; retry with the same Idempotency-Key (" + status.message() +
           ")");
   response.SetHeader("Retry-After", "1");
@@ -167,7 +167,8 @@ Status Gateway::DecideExistingKey(Transaction& tx, PaidRequest& paid, int64_t no
   auto op = tx.FindOperation((*record)->operation_id);
   if (!op.ok()) return op.status();
   if (!op->has_value()) {
-    return Status::Error("store_corrupt", "key without operation " + (*record)->operation_id);
+    return Status::Error(ErrorCode::kStoreCorrupt,
+                         "key without operation " + (*record)->operation_id);
   }
   Arrival arrival = DecideArrival(&**record, &**op, paid.fingerprint, now);
   metrics_.CountArrival(arrival.outcome);

@@ -213,7 +213,8 @@ Status Gateway::DecideX402Arrival(Transaction& tx, const X402Request& x, const T
     auto op = tx.FindOperation((*record)->operation_id);
     if (!op.ok()) return op.status();
     if (!op->has_value()) {
-      return Status::Error("store_corrupt", "key without operation " + (*record)->operation_id);
+      return Status::Error(ErrorCode::kStoreCorrupt,
+                           "key without operation " + (*record)->operation_id);
     }
     Arrival arrival = DecideArrival(&**record, &**op, x.fingerprint, now);
     metrics_.CountArrival(arrival.outcome);
@@ -222,7 +223,8 @@ Status Gateway::DecideX402Arrival(Transaction& tx, const X402Request& x, const T
       auto payment = tx.FindX402Payment(begin.op.id);
       if (!payment.ok()) return payment.status();
       if (!payment->has_value()) {
-        return Status::Error("store_corrupt", "x402 operation without payment " + begin.op.id);
+        return Status::Error(ErrorCode::kStoreCorrupt,
+                             "x402 operation without payment " + begin.op.id);
       }
       begin.payment = std::move(**payment);
     }

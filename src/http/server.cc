@@ -246,15 +246,18 @@ class BeastServer final : public HttpServer {
   Status Listen(const std::string& host, uint16_t port) {
     beast::error_code ec;
     auto address = net::ip::make_address(host, ec);
-    if (ec) return Status::Error("invalid_config", "cannot listen on '" + host + "': not an IP");
+    if (ec) {
+      return Status::Error(ErrorCode::kInvalidConfig, "cannot listen on '" + host + "': not an IP");
+    }
     tcp::endpoint endpoint(address, port);
     acceptor_.open(endpoint.protocol(), ec);
     if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
     if (ec) {
-      return Status::Error("listen_failed", "cannot listen on " + host + ":" +
-                                                std::to_string(port) + ": " + ec.message());
+      return Status::Error(
+          ErrorCode::kListenFailed,
+          "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
     }
     port_ = acceptor_.local_endpoint().port();
     Accept();
@@ -346,7 +349,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, u
 Result<std::pair<std::string, uint16_t>> ParseListenAddress(const std::string& address) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos || colon + 1 == address.size()) {
-    return Status::Error("invalid_config", "expected HOST:PORT, got '" + address + "'");
+    return Status::Error(ErrorCode::kInvalidConfig, "expected HOST:PORT, got '" + address + "'");
   }
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -356,11 +359,13 @@ Result<std::pair<std::string, uint16_t>> ParseListenAddress(const std::string& a
   int port = 0;
   for (char c : port_text) {
     if (c < '0' || c > '9' || port > 65535) {
-      return Status::Error("invalid_config", "bad port in '" + address + "'");
+      return Status::Error(ErrorCode::kInvalidConfig, "bad port in '" + address + "'");
     }
     port = port * 10 + (c - '0');
   }
-  if (port > 65535) return Status::Error("invalid_config", "bad port in '" + address + "'");
+  if (port > 65535) {
+    return Status::Error(ErrorCode::kInvalidConfig, "bad port in '" + address + "'");
+  }
   if (host == "localhost") host = "127.0.0.1";
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
