@@ -661,8 +661,8 @@ std::optional<std::string> AnswerDevnetRpc(std::string_view body, Devnet& devnet
 std::optional<HttpResponse> HandleDevnetRpc(const HttpRequest& request, Devnet& devnet) {
   if (request.Path() != kDevnetRpcPath) return std::nullopt;
   if (request.method != "POST") {
-    HttpResponse refused =
-        ProblemResponse(405, "method_not_allowed", "POST a JSON-RPC 2.0 request to /devnet/rpc");
+    HttpResponse refused = ProblemResponse(405, ProblemCode::kMethodNotAllowed,
+                                           "POST a JSON-RPC 2.0 request to /devnet/rpc");
     refused.SetHeader("Allow", "POST");
     return refused;
   }

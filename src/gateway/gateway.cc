@@ -76,7 +76,8 @@ void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond re
     respond(HandleBlocking(*request));
   });
   if (!queued) {
-    HttpResponse busy = ProblemResponse(503, "limit_exceeded", "the gateway is at capacity");
+    HttpResponse busy =
+        ProblemResponse(503, ProblemCode::kLimitExceeded, "the gateway is at capacity");
     busy.SetHeader("Retry-After", "1");
     respond(std::move(busy));
   }
@@ -86,7 +87,7 @@ HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
   std::string_view path = request.Path();
   if (path == "/healthz") {
     Status status = store_.Read([](Transaction&) { return Status::Ok(); });
-    if (!status.ok()) return ProblemResponse(503, "store_unavailable", status.message());
+    if (!status.ok()) return ProblemResponse(503, ProblemCode::kStoreUnavailable, status.message());
     return JsonResponse(200, R"({"status":"ok"})");
   }
   if (path == "/metrics") {
@@ -99,7 +100,9 @@ HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
   }
   constexpr std::string_view kOperations = "/v1/operations/";
   if (path.starts_with(kOperations)) {
-    if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+    if (request.method != "GET") {
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
+    }
     std::string_view rest = path.substr(kOperations.size());
     constexpr std::string_view kTrace = "/trace";
     bool trace = rest.ends_with(kTrace);
@@ -107,12 +110,15 @@ HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
     return GetOperation(rest, trace);
   }
   if (path == "/v1/account") {
-    if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+    if (request.method != "GET") {
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
+    }
     return GetAccount(request);
   }
   if (path.starts_with("/admin/")) return HandleAdmin(request);
-  return ProblemResponse(404, "not_found", IsReservedPath(path) ? "no such endpoint"
-                                                                : "no paid route serves this path");
+  return ProblemResponse(
+      404, ProblemCode::kNotFound,
+      IsReservedPath(path) ? "no such endpoint" : "no paid route serves this path");
 }
 
 const RouteConfig* Gateway::MatchRoute(std::string_view path) const {
@@ -180,14 +186,15 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
   if (!has_wallet && !has_x402) return answer(Challenge(*request, route));
   if (!has_wallet) {
     if (settler_ == nullptr) {
-      return answer(ProblemResponse(501, "x402_not_enabled",
+      return answer(ProblemResponse(501, ProblemCode::kX402NotEnabled,
                                     "x402 payments are not enabled on this gateway; pay with a "
                                     "wallet API key (Authorization: Bearer)"));
     }
     bool queued = blocking_pool_.TrySubmit(
         [this, request, &route, answer] { answer(PayWithX402(request, route)); });
     if (!queued) {
-      HttpResponse busy = ProblemResponse(503, "limit_exceeded", "too many x402 payments in flight");
+      HttpResponse busy =
+          ProblemResponse(503, ProblemCode::kLimitExceeded, "too many x402 payments in flight");
       busy.SetHeader("Retry-After", "1");
       answer(std::move(busy));
     }
@@ -196,7 +203,7 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
   auto account = Authenticate(*request);
   if (!account.ok()) return answer(StoreProblem(account.status()));
   if (!account->has_value()) {
-    return answer(ProblemResponse(401, "unauthorized", "unknown or malformed API key"));
+    return answer(ProblemResponse(401, ProblemCode::kUnauthorized, "unknown or malformed API key"));
   }
   auto paid = std::make_shared<PaidRequest>();
   paid->request = request;
@@ -206,12 +213,13 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
   auto key = request->Header("Idempotency-Key");
   if (key) {
     if (!ValidIdempotencyKey(*key)) {
-      return paid->respond(ProblemResponse(
-          400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 visible ASCII characters"));
+      return paid->respond(
+          ProblemResponse(400, ProblemCode::kInvalidIdempotencyKey,
+                          "Idempotency-Key must be 1-255 visible ASCII characters"));
     }
     paid->key = std::string(*key);
   } else if (route.require_idempotency_key) {
-    return paid->respond(ProblemResponse(400, "idempotency_key_required",
+    return paid->respond(ProblemResponse(400, ProblemCode::kIdempotencyKeyRequired,
                                          "this route requires an Idempotency-Key header"));
   } else {
     // Without a key every request is a new business action.
@@ -255,7 +263,7 @@ HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {
     return Status::Ok();
   });
   if (!status.ok()) return StoreProblem(status);
-  if (!op) return ProblemResponse(404, "not_found", "no operation " + std::string(id));
+  if (!op) return ProblemResponse(404, ProblemCode::kNotFound, "no operation " + std::string(id));
   if (!trace) {
     nlohmann::json json = OperationJson(*op);
     if (payment && payment->submitted()) json["tx_hash"] = payment->tx_hash;
@@ -268,7 +276,7 @@ HttpResponse Gateway::GetAccount(const HttpRequest& request) {
   auto account_id = Authenticate(request);
   if (!account_id.ok()) return StoreProblem(account_id.status());
   if (!account_id->has_value()) {
-    return ProblemResponse(401, "unauthorized", "unknown or missing API key");
+    return ProblemResponse(401, ProblemCode::kUnauthorized, "unknown or missing API key");
   }
   return AdminGetAccount(**account_id);
 }

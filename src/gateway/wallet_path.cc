@@ -26,7 +26,7 @@ HttpResponse StoredAnswer(const Operation& op, bool replayed) {
   return WithOperation(std::move(response), op.id, replayed);
 }
 
-HttpResponse PendingAnswer(const Operation& op, int status, std::string_view code,
+HttpResponse PendingAnswer(const Operation& op, int status, ProblemCode code,
                            const std::string& detail, bool replayed) {
   HttpResponse response = ProblemResponse(status, code, detail, op.id);
   response.SetHeader("Location", "/v1/operations/" + op.id);
@@ -35,7 +35,7 @@ HttpResponse PendingAnswer(const Operation& op, int status, std::string_view cod
 }
 
 HttpResponse MismatchAnswer(const Operation& op) {
-  return WithOperation(ProblemResponse(422, "idempotency_key_mismatch",
+  return WithOperation(ProblemResponse(422, ProblemCode::kIdempotencyKeyMismatch,
                                        "this Idempotency-Key was used for a different request "
                                        "(method, path, query, content type or body differ)",
                                        op.id),
@@ -45,7 +45,9 @@ HttpResponse MismatchAnswer(const Operation& op) {
 
 HttpResponse StoreProblem(const Status& status) {
   HttpResponse response = ProblemResponse(
-      503, status.error() == ErrorCode::kStoreOverloaded ? "limit_exceeded" : "store_unavailable",
+      503,
+      status.error() == ErrorCode::kStoreOverloaded ? ProblemCode::kLimitExceeded
+                                                    : ProblemCode::kStoreUnavailable,
       "the decision was not recorded; retry with the same Idempotency-Key (" + status.message() +
           ")");
   response.SetHeader("Retry-After", "1");
@@ -98,17 +100,17 @@ void Gateway::OnBegun(std::shared_ptr<PaidRequest> paid, Status status) {
       bool queued = blocking_pool_.TrySubmit(
           [this, paid] { paid->respond(AwaitInFlight(paid->begin.op, WalletAnswerWhenDone)); });
       if (!queued) {
-        paid->respond(PendingAnswer(begin.op, 202, "operation_in_progress",
+        paid->respond(PendingAnswer(begin.op, 202, ProblemCode::kOperationInProgress,
                                     "the same request is still in flight; poll the operation",
                                     true));
       }
       return;
     }
     case BeginKind::kInsufficientFunds:
-      return paid->respond(ProblemResponse(
-          402, "insufficient_funds",
-          "the account's available balance is below the price of " +
-              std::to_string(paid->route->price)));
+      return paid->respond(
+          ProblemResponse(402, ProblemCode::kInsufficientFunds,
+                          "the account's available balance is below the price of " +
+                              std::to_string(paid->route->price)));
     case BeginKind::kProceed:
       paid->upstream_started = std::chrono::steady_clock::now();
       upstream_.CallAsync(*paid->route, paid->request, begin.op.id,
@@ -250,7 +252,7 @@ HttpResponse Gateway::FinishAnswer(const PaidRequest& paid, const UpstreamOutcom
   const std::optional<Completion>& completion = paid.completion;
   if (!status.ok()) {
     HttpResponse response = ProblemResponse(
-        503, "store_unavailable",
+        503, ProblemCode::kStoreUnavailable,
         "the upstream was called but its outcome could not be recorded (" + status.message() +
             "); the hold stays until a retry with the same Idempotency-Key completes it, "
             "without a second charge",
@@ -260,7 +262,7 @@ HttpResponse Gateway::FinishAnswer(const PaidRequest& paid, const UpstreamOutcom
     return WithOperation(std::move(response), op.id, false);
   }
   if (!completion) {
-    return PendingAnswer(op, 202, "operation_in_progress",
+    return PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
                          "a later attempt for this key took over; poll the operation", false);
   }
   metrics_.CountVerdict(completion->verdict);
@@ -273,9 +275,10 @@ HttpResponse Gateway::FinishAnswer(const PaidRequest& paid, const UpstreamOutcom
       std::string what = outcome.kind == UpstreamKind::kResponded
                              ? "the upstream answered " + std::to_string(outcome.status)
                              : "the upstream call failed (" + outcome.detail + ")";
-      return PendingAnswer(completion->next, timeout ? 504 : 502, "fulfillment_pending",
-                           what + "; the hold is kept and a retry with the same "
-                                  "Idempotency-Key is not charged again",
+      return PendingAnswer(completion->next, timeout ? 504 : 502, ProblemCode::kFulfillmentPending,
+                           what +
+                               "; the hold is kept and a retry with the same "
+                               "Idempotency-Key is not charged again",
                            false);
     }
   }
@@ -285,7 +288,7 @@ HttpResponse Gateway::FinishAnswer(const PaidRequest& paid, const UpstreamOutcom
 std::optional<HttpResponse> WalletAnswerWhenDone(const Operation& op) {
   if (IsFinal(op)) return StoredAnswer(op, true);
   if (op.fulfillment == Fulfillment::kPendingRetry) {
-    return PendingAnswer(op, 502, "fulfillment_pending",
+    return PendingAnswer(op, 502, ProblemCode::kFulfillmentPending,
                          "the attempt in flight failed upstream; the hold is kept and a retry "
                          "with the same Idempotency-Key is not charged again",
                          true);
@@ -320,7 +323,7 @@ HttpResponse Gateway::AwaitInFlight(const Operation& op, const AnswerWhenDone& a
                               [&] { return completions_ != seen; });
   }
   metrics_.CountAttachTimeout();
-  return PendingAnswer(op, 202, "operation_in_progress",
+  return PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
                        "the same request is still in flight; poll the operation or retry later",
                        true);
 }

@@ -121,7 +121,7 @@ HttpResponse Gateway::PayWithX402(std::shared_ptr<const HttpRequest> request,
         auto preflight = settler_->Check(x.payload.authorization, x.payload.signature);
         if (!preflight.ok()) {
           HttpResponse response = ProblemResponse(
-              503, "chain_unavailable",
+              503, ProblemCode::kChainUnavailable,
               "the chain could not be asked about this payment (" + preflight.status().message() +
                   "); nothing was submitted, retry later");
           response.SetHeader("Retry-After", "1");
@@ -139,7 +139,7 @@ HttpResponse Gateway::PayWithX402(std::shared_ptr<const HttpRequest> request,
     }
     AGENTPAY_CHECK(false);
   }
-  HttpResponse busy = ProblemResponse(503, "limit_exceeded",
+  HttpResponse busy = ProblemResponse(503, ProblemCode::kLimitExceeded,
                                       "the key changed hands too often; retry with the same key");
   busy.SetHeader("Retry-After", "1");
   return busy;
@@ -154,7 +154,7 @@ std::optional<HttpResponse> Gateway::PrepareX402(X402Request& x) {
   AGENTPAY_CHECK(header.has_value());
   auto decoded = x402::DecodePaymentHeader(*header, x.version);
   if (!decoded.ok()) {
-    return ProblemResponse(400, "malformed_payment", decoded.status().message());
+    return ProblemResponse(400, ProblemCode::kMalformedPayment, decoded.status().message());
   }
   x.payload = std::move(*decoded);
   const int64_t now_s = clock_.NowMs() / 1000;
@@ -181,14 +181,14 @@ std::optional<HttpResponse> Gateway::PrepareX402(X402Request& x) {
   x.presented.x402_version = static_cast<int>(x.version);
   if (auto key = request.Header("Idempotency-Key")) {
     if (!ValidIdempotencyKey(*key)) {
-      return ProblemResponse(400, "invalid_idempotency_key",
+      return ProblemResponse(400, ProblemCode::kInvalidIdempotencyKey,
                              "Idempotency-Key must be 1-255 visible ASCII characters");
     }
     x.key = std::string(*key);
   } else if (x.payload.payment_identifier) {
     x.key = "payment-id:" + *x.payload.payment_identifier;
   } else if (x.route->require_idempotency_key) {
-    return ProblemResponse(400, "idempotency_key_required",
+    return ProblemResponse(400, ProblemCode::kIdempotencyKeyRequired,
                            "this route requires an Idempotency-Key header (or the x402 "
                            "payment-identifier extension)");
   } else {
@@ -396,7 +396,7 @@ HttpResponse Gateway::CallAndFinishX402(const X402Request& x, Operation op,
       });
       if (!claimed.ok()) return StoreProblem(claimed.status());
       if (!*claimed) {
-        return PendingAnswer(op, 202, "operation_in_progress",
+        return PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
                              "a later attempt for this key took over; poll the operation", false);
       }
       return SettleAndContinue(x, std::move(completion.next), std::move(payment), outcome);
@@ -410,7 +410,7 @@ HttpResponse Gateway::CallAndFinishX402(const X402Request& x, Operation op,
   auto claimed = WriteClaimed(op, completion.next, keep ? &kept : nullptr);
   if (!claimed.ok()) return StoreProblem(claimed.status());
   if (!*claimed) {
-    return PendingAnswer(op, 202, "operation_in_progress",
+    return PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
                          "a later attempt for this key took over; poll the operation", false);
   }
   if (!keep) return X402Answer(StoredAnswer(completion.next, false), x, completion.next, payment);
@@ -423,8 +423,8 @@ HttpResponse Gateway::CallAndFinishX402(const X402Request& x, Operation op,
            ? "; the payment is settled and a retry with the same key is served without a new "
              "charge"
            : "; nothing was charged and a retry with the same key tries again");
-  return X402Answer(PendingAnswer(completion.next, timeout ? 504 : 502, "fulfillment_pending",
-                                  detail, false),
+  return X402Answer(PendingAnswer(completion.next, timeout ? 504 : 502,
+                                  ProblemCode::kFulfillmentPending, detail, false),
                     x, completion.next, payment);
 }
 
@@ -507,14 +507,14 @@ HttpResponse Gateway::X402StateAnswer(const X402Request& x, const Operation& op,
     case Settlement::kSubmitted:
     case Settlement::kUnknown:
       return X402Answer(
-          PendingAnswer(op, 202, "settlement_unknown",
+          PendingAnswer(op, 202, ProblemCode::kSettlementUnknown,
                         "the payment was submitted to the chain and its outcome is not known yet; "
                         "it is never submitted twice. Poll the operation, or retry with the same "
                         "key once it is settled",
                         replayed),
           x, op, payment);
     default:
-      return X402Answer(PendingAnswer(op, 502, "fulfillment_pending",
+      return X402Answer(PendingAnswer(op, 502, ProblemCode::kFulfillmentPending,
                                       "the upstream has not delivered yet; a retry with the same "
                                       "key is not charged again",
                                       replayed),

@@ -33,7 +33,8 @@ struct Shared {
 };
 
 HttpResponse Overloaded() {
-  HttpResponse busy = ProblemResponse(503, "limit_exceeded", "the server is at capacity");
+  HttpResponse busy =
+      ProblemResponse(503, ProblemCode::kLimitExceeded, "the server is at capacity");
   busy.SetHeader("Retry-After", "1");
   return busy;
 }
@@ -97,7 +98,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Start(bool over_limit) {
     if (over_limit) {
       ++shared_->rejected;
-      HttpResponse busy = ProblemResponse(503, "limit_exceeded", "too many open connections");
+      HttpResponse busy =
+          ProblemResponse(503, ProblemCode::kLimitExceeded, "too many open connections");
       busy.SetHeader("Retry-After", "1");
       Send(std::move(busy), /*keep_alive=*/false);
       return;
@@ -124,16 +126,18 @@ class Session : public std::enable_shared_from_this<Session> {
   bool ReadFailed(beast::error_code ec) {
     if (!ec) return false;
     if (ec == http::error::body_limit) {
-      Send(ProblemResponse(413, "limit_exceeded",
+      Send(ProblemResponse(413, ProblemCode::kLimitExceeded,
                            "request body larger than " +
                                std::to_string(shared_->limits.max_body_bytes) + " bytes"),
            false);
     } else if (ec == http::error::header_limit) {
-      Send(ProblemResponse(431, "limit_exceeded", "request headers too large"), false);
+      Send(ProblemResponse(431, ProblemCode::kLimitExceeded, "request headers too large"), false);
     } else if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
                ec != http::error::end_of_stream && ec != http::error::partial_message) {
       // Only a parse error gets an answer: the peer may still be listening.
-      Send(ProblemResponse(400, "bad_request", "malformed HTTP request: " + ec.message()), false);
+      Send(
+          ProblemResponse(400, ProblemCode::kBadRequest, "malformed HTTP request: " + ec.message()),
+          false);
     } else {
       Close();
     }
@@ -186,7 +190,7 @@ class Session : public std::enable_shared_from_this<Session> {
     try {
       shared_->handler(std::move(request), std::move(respond));
     } catch (const std::exception& error) {
-      Send(ProblemResponse(500, "internal_error", error.what()), false);
+      Send(ProblemResponse(500, ProblemCode::kInternalError, error.what()), false);
     }
   }
 
@@ -331,7 +335,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, u
       try {
         response = handler(*request);
       } catch (const std::exception& error) {
-        response = ProblemResponse(500, "internal_error", error.what());
+        response = ProblemResponse(500, ProblemCode::kInternalError, error.what());
       }
       respond(std::move(response));
     };
