@@ -19,7 +19,7 @@ using Json = nlohmann::json;
 constexpr std::string_view kEip155Prefix = "eip155:";
 
 Status Malformed(std::string message) {
-  return Status::Error("malformed_payment", std::move(message));
+  return Status::Error(ErrorCode::kMalformedPayment, std::move(message));
 }
 
 // The old ChainIdV2 / ChainIdV1, through ChainIdForNetwork (which tries the eip155 form, then the
@@ -46,7 +46,9 @@ constexpr std::array<int8_t, 256> MakeDecodeTable() {
 }
 constexpr std::array<int8_t, 256> kDecodeTable = MakeDecodeTable();
 
-Status Invalid(std::string message) { return Status::Error("invalid_base64", std::move(message)); }
+Status Invalid(std::string message) {
+  return Status::Error(ErrorCode::kInvalidBase64, std::move(message));
+}
 
 }  // namespace
 

@@ -46,8 +46,8 @@ void WriteAuthorization(CallWriter& writer, const TransferAuthorization& authori
 
 Result<std::array<uint8_t, 32>> SingleWord(std::span<const uint8_t> data) {
   if (data.size() != 32) {
-    return Status::Error(
-        "invalid_abi", "expected one 32-byte word, got " + std::to_string(data.size()) + " bytes");
+    return Status::Error(ErrorCode::kInvalidAbi, "expected one 32-byte word, got " +
+                                                     std::to_string(data.size()) + " bytes");
   }
   std::array<uint8_t, 32> word;
   std::copy(data.begin(), data.end(), word.begin());
@@ -58,7 +58,7 @@ Result<std::array<uint8_t, 32>> SingleWord(std::span<const uint8_t> data) {
 // event shape (or a non-compliant token), so it is refused rather than truncated.
 Result<Address> AddressFromTopic(const Hash32& topic) {
   if (!std::all_of(topic.begin(), topic.begin() + 12, [](uint8_t b) { return b == 0; })) {
-    return Status::Error("invalid_abi", "address topic has non-zero padding");
+    return Status::Error(ErrorCode::kInvalidAbi, "address topic has non-zero padding");
   }
   Address address;
   std::copy(topic.begin() + 12, topic.end(), address.bytes.begin());
@@ -110,7 +110,7 @@ Result<bool> DecodeBool(std::span<const uint8_t> data) {
   Result<std::array<uint8_t, 32>> word = SingleWord(data);
   if (!word.ok()) return word.status();
   const U256 value = U256::FromBigEndian(*word);
-  if (value > U256(1)) return Status::Error("invalid_abi", "bool word is neither 0 nor 1");
+  if (value > U256(1)) return Status::Error(ErrorCode::kInvalidAbi, "bool word is neither 0 nor 1");
   return value == U256(1);
 }
 
@@ -128,10 +128,11 @@ Hash32 TransferEventTopic() {
 Result<TransferEvent> DecodeTransferEvent(std::span<const Hash32> topics,
                                           std::span<const uint8_t> data) {
   if (topics.empty() || topics[0] != TransferEventTopic()) {
-    return Status::Error("not_transfer_event", "topic0 is not Transfer(address,address,uint256)");
+    return Status::Error(ErrorCode::kNotTransferEvent,
+                         "topic0 is not Transfer(address,address,uint256)");
   }
   if (topics.size() != 3) {
-    return Status::Error("invalid_abi",
+    return Status::Error(ErrorCode::kInvalidAbi,
                          "ERC-20 Transfer has 3 topics, got " + std::to_string(topics.size()));
   }
   Result<Address> from = AddressFromTopic(topics[1]);

@@ -17,7 +17,9 @@ int HexValue(char c) {
   return -1;
 }
 
-Status InvalidHex(std::string message) { return Status::Error("invalid_hex", std::move(message)); }
+Status InvalidHex(std::string message) {
+  return Status::Error(ErrorCode::kInvalidHex, std::move(message));
+}
 
 // Decodes an even-length run of hex digits (no prefix) into out; false on a non-hex character.
 bool DecodeDigits(std::string_view digits, uint8_t* out) {
@@ -70,11 +72,12 @@ Result<Hash32> ParseHash32(std::string_view text) {
 
 Result<Address> ParseAddress(std::string_view text) {
   if (text.size() != 42 || text[0] != '0' || text[1] != 'x') {
-    return Status::Error("invalid_address", "address must be 0x followed by 40 hex digits");
+    return Status::Error(ErrorCode::kInvalidAddress,
+                         "address must be 0x followed by 40 hex digits");
   }
   Address address;
   if (!DecodeDigits(text.substr(2), address.bytes.data())) {
-    return Status::Error("invalid_address", "address has a non-hex character");
+    return Status::Error(ErrorCode::kInvalidAddress, "address has a non-hex character");
   }
   return address;
 }

@@ -15,7 +15,8 @@ namespace agentpay::chain {
 
 // Stable error code of Chain::SendRawTransaction: the node already has this very transaction (in
 // its pool, or mined). Not a failure of the broadcast: follow the hash as if it had been accepted.
-inline constexpr std::string_view kTxAlreadyKnown = "tx_already_known";
+// The code is ErrorCode::kTxAlreadyKnown; this is its name, for comparing with Status::code().
+inline constexpr std::string_view kTxAlreadyKnown = ErrorCodeName(ErrorCode::kTxAlreadyKnown);
 
 struct FeeData {
   U256 base_fee_per_gas;          // of the latest block

@@ -38,7 +38,7 @@ Bytes AbiString(std::string_view text) {
 }
 
 Status Unreachable(const Status& status) {
-  return Status::Error(std::string(kRpcUnreachable), "devnet: " + status.message());
+  return Status::Error(ErrorCode::kRpcUnreachable, "devnet: " + status.message());
 }
 
 }  // namespace
@@ -80,7 +80,7 @@ Devnet::~Devnet() = default;
 
 Status Devnet::Enter() {
   if (unavailable_) {
-    return Status::Error(std::string(kRpcUnreachable), "devnet: the node is down (SetUnavailable)");
+    return Status::Error(ErrorCode::kRpcUnreachable, "devnet: the node is down (SetUnavailable)");
   }
   Status mined = MineDue();
   return mined.ok() ? mined : Unreachable(mined);
@@ -208,7 +208,7 @@ Result<Hash32> Devnet::SendRawTransaction(const Bytes& raw) {
   if (raw.size() > kDevnetMaxRawTransactionBytes) return RpcError("oversized data");
   const Hash32 hash = Keccak256(raw);
   if (state_->Knows(hash)) {
-    return Status::Error(std::string(kTxAlreadyKnown), "already known: " + Hex(hash));
+    return Status::Error(ErrorCode::kTxAlreadyKnown, "already known: " + Hex(hash));
   }
   Result<DecodedTransaction> transaction = DecodeRawTransaction(raw);
   if (!transaction.ok()) return transaction.status();
@@ -223,7 +223,7 @@ Result<Hash32> Devnet::SendRawTransaction(const Bytes& raw) {
   if (log_) {
     Status logged = log_->Append(kSubmit, raw, due_ms);
     if (!logged.ok()) {
-      return Status::Error(std::string(kRpcTimeout), "devnet: " + logged.message());
+      return Status::Error(ErrorCode::kRpcTimeout, "devnet: " + logged.message());
     }
   }
   state_->AddPending(hash, std::move(*transaction), due_ms);
@@ -267,7 +267,7 @@ Status Devnet::Mint(const Address& owner, const U256& amount) {
   std::lock_guard lock(mutex_);
   if (Status mined = MineDue(); !mined.ok()) return mined;
   if (!U256::CheckedAdd(state_->total_supply(), amount)) {
-    return Status::Error("invalid_amount", "the total supply would pass 2^256 - 1");
+    return Status::Error(ErrorCode::kInvalidAmount, "the total supply would pass 2^256 - 1");
   }
   if (log_) {
     Bytes data(owner.bytes.begin(), owner.bytes.end());

@@ -22,7 +22,7 @@ constexpr uint64_t kIntrinsicGas = 21'000;
 
 }  // namespace
 
-Status RpcError(std::string message) { return Status::Error(std::string(kRpcError), message); }
+Status RpcError(std::string message) { return Status::Error(ErrorCode::kRpcError, message); }
 
 Bytes WordBytes(const U256& value) {
   const std::array<uint8_t, 32> word = value.ToBigEndian();

@@ -20,7 +20,7 @@ std::string_view AsText(std::span<const uint8_t> bytes) {
   return std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-Status StoreError(const Status& status) { return Status::Error("devnet_store", status.message()); }
+Status StoreError(const Status& status) { return Status::Error(ErrorCode::kDevnetStore, status.message()); }
 
 }  // namespace
 
@@ -70,7 +70,7 @@ Result<int64_t> DevnetLog::Bind(const DevnetConfig& config, int64_t now_ms) {
       Result<std::optional<std::string>> stored = Meta(key);
       if (!stored.ok()) return stored.status();
       if (*stored != value) {
-        return Status::Error("devnet_config_mismatch", "the devnet file has " + key + " " +
+        return Status::Error(ErrorCode::kDevnetConfigMismatch, "the devnet file has " + key + " " +
                                                            stored->value_or("(none)") +
                                                            ", the configuration " + value);
       }

@@ -123,7 +123,7 @@ Result<std::vector<DevnetPlacedLog>> Devnet::Logs(const DevnetLogFilter& filter)
   std::lock_guard lock(mutex_);
   if (Status entered = Enter(); !entered.ok()) return entered;
   if (filter.from_block > filter.to_block) {
-    return Status::Error("invalid_block_range", "fromBlock " + std::to_string(filter.from_block) +
+    return Status::Error(ErrorCode::kInvalidBlockRange, "fromBlock " + std::to_string(filter.from_block) +
                                                     " is after toBlock " +
                                                     std::to_string(filter.to_block));
   }
@@ -132,7 +132,7 @@ Result<std::vector<DevnetPlacedLog>> Devnet::Logs(const DevnetLogFilter& filter)
   if (filter.from_block > latest) return found;
   const uint64_t to_block = std::min(filter.to_block, latest);
   if (to_block - filter.from_block >= kDevnetMaxLogBlockRange) {
-    return Status::Error("block_range_too_large",
+    return Status::Error(ErrorCode::kBlockRangeTooLarge,
                          "the range spans " + std::to_string(to_block - filter.from_block + 1) +
                              " blocks; at most " + std::to_string(kDevnetMaxLogBlockRange) +
                              " per call");
@@ -146,7 +146,7 @@ Result<std::vector<DevnetPlacedLog>> Devnet::Logs(const DevnetLogFilter& filter)
       for (const LogEntry& log : mined->receipt.logs) {
         if (LogMatches(log, filter)) {
           if (found.size() == kDevnetMaxLogResults) {
-            return Status::Error("too_many_results",
+            return Status::Error(ErrorCode::kTooManyResults,
                                  "more than " + std::to_string(kDevnetMaxLogResults) +
                                      " logs match; narrow the block range or the filter");
           }

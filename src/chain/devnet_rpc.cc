@@ -68,7 +68,7 @@ std::string RevertData(std::string_view reason) {
 // A devnet error as JSON-RPC: reverts as geth shows them, everything else a server error.
 Outcome ChainFailure(const Status& status) {
   const std::string& message = status.message();
-  if (status.code() == kRpcError && message.starts_with(kRevertPrefix)) {
+  if (status.error() == ErrorCode::kRpcError && message.starts_with(kRevertPrefix)) {
     std::string_view reason = std::string_view(message).substr(kRevertPrefix.size());
     if (reason.starts_with(": ")) reason.remove_prefix(2);
     return Fail(kRpcExecutionReverted, message, reason.empty() ? "0x" : RevertData(reason));
@@ -184,9 +184,9 @@ std::optional<CallParams> ParseCall(const json& value, std::string* error) {
   }
   const auto chosen = data != value.end() ? data : input;
   if (chosen != value.end() && !chosen->is_null()) {
-    Result<Bytes> bytes = chosen->is_string()
-                              ? ParseHex(chosen->get_ref<const std::string&>())
-                              : Result<Bytes>(Status::Error("invalid_hex", "not a string"));
+    Result<Bytes> bytes =
+        chosen->is_string() ? ParseHex(chosen->get_ref<const std::string&>())
+                            : Result<Bytes>(Status::Error(ErrorCode::kInvalidHex, "not a string"));
     if (!bytes.ok()) {
       *error = "call.data must be 0x-prefixed hex: " + bytes.status().message();
       return std::nullopt;
@@ -467,12 +467,15 @@ Outcome GetLogs(const json& params, Devnet& devnet) {
   if (auto error = ParseFilterTargets(filter, parsed)) return InvalidParams(*error);
   Result<std::vector<DevnetPlacedLog>> logs = devnet.Logs(parsed);
   if (!logs.ok()) {
-    const std::string& code = logs.status().code();
-    if (code == "invalid_block_range") return InvalidParams(logs.status().message());
-    if (code == "block_range_too_large" || code == "too_many_results") {
-      return Fail(kRpcLimitExceeded, logs.status().message());
+    switch (logs.status().error()) {
+      case ErrorCode::kInvalidBlockRange:
+        return InvalidParams(logs.status().message());
+      case ErrorCode::kBlockRangeTooLarge:
+      case ErrorCode::kTooManyResults:
+        return Fail(kRpcLimitExceeded, logs.status().message());
+      default:
+        return ChainFailure(logs.status());
     }
-    return ChainFailure(logs.status());
   }
   json out = json::array();
   for (const DevnetPlacedLog& log : *logs) {
@@ -658,8 +661,8 @@ std::optional<std::string> AnswerDevnetRpc(std::string_view body, Devnet& devnet
 std::optional<HttpResponse> HandleDevnetRpc(const HttpRequest& request, Devnet& devnet) {
   if (request.Path() != kDevnetRpcPath) return std::nullopt;
   if (request.method != "POST") {
-    HttpResponse refused =
-        ProblemResponse(405, "method_not_allowed", "POST a JSON-RPC 2.0 request to /devnet/rpc");
+    HttpResponse refused = ProblemResponse(405, ProblemCode::kMethodNotAllowed,
+                                           "POST a JSON-RPC 2.0 request to /devnet/rpc");
     refused.SetHeader("Allow", "POST");
     return refused;
   }

@@ -39,7 +39,7 @@ int64_t FloorDiv(int64_t value, int64_t divisor) {
 }
 
 Status Corrupt(const std::string& what) {
-  return Status::Error("devnet_store", "event log does not replay: " + what);
+  return Status::Error(ErrorCode::kDevnetStore, "event log does not replay: " + what);
 }
 
 DevnetState::DevnetState(const DevnetConfig& config, int64_t genesis_ms)
@@ -107,7 +107,7 @@ Execution DevnetState::Simulate(std::span<const uint8_t> data, int64_t timestamp
   Result<Address> signer =
       call->signature
           ? RecoverSigner(Eip3009Digest(domain_separator_, authorization), *call->signature)
-          : Result<Address>(Status::Error("invalid_signature", "not 65 bytes"));
+          : Result<Address>(Status::Error(ErrorCode::kInvalidSignature, "not 65 bytes"));
   if (!signer.ok() || *signer != authorization.from) {
     return {"FiatTokenV2: invalid signature", authorization};
   }
@@ -127,7 +127,7 @@ Execution DevnetState::Run(const DecodedTransaction& transaction, int64_t timest
 
 Status DevnetState::Mint(const Address& owner, const U256& amount) {
   std::optional<U256> supply = U256::CheckedAdd(total_supply_, amount);
-  if (!supply) return Status::Error("invalid_amount", "the total supply would pass 2^256 - 1");
+  if (!supply) return Status::Error(ErrorCode::kInvalidAmount, "the total supply would pass 2^256 - 1");
   total_supply_ = *supply;
   balances_[owner] = *U256::CheckedAdd(Balance(owner), amount);  // ≤ the supply
   return Status::Ok();

@@ -37,23 +37,23 @@ Status TransportError(const ClientResponse& response, std::string_view method) {
   const std::string where = std::string(method) + ": ";
   switch (response.error) {
     case ClientError::kConnect:
-      return Status::Error(std::string(kRpcUnreachable),
+      return Status::Error(ErrorCode::kRpcUnreachable,
                            where + "cannot connect (request not sent): " + response.detail);
     case ClientError::kTimeout:
-      return Status::Error(std::string(kRpcTimeout),
+      return Status::Error(ErrorCode::kRpcTimeout,
                            where +
                                "no answer before the deadline; the node may have received "
                                "the request: " +
                                response.detail);
     case ClientError::kClosed:
-      return Status::Error(std::string(kRpcTimeout),
+      return Status::Error(ErrorCode::kRpcTimeout,
                            where +
                                "connection closed before a complete answer; the node may "
                                "have received the request: " +
                                response.detail);
     case ClientError::kProtocol:
     case ClientError::kTooLarge:
-      return Status::Error(std::string(kRpcMalformed),
+      return Status::Error(ErrorCode::kRpcMalformed,
                            where + "unusable HTTP answer (" +
                                std::string(ClientErrorName(response.error)) +
                                "): " + response.detail);
@@ -84,7 +84,7 @@ Status ErrorObjectStatus(const json& error, std::string_view method, RpcErrorDet
   auto message = error.find("message");
   if (!error.is_object() || code == error.end() || !code->is_number_integer() ||
       message == error.end() || !message->is_string()) {
-    return Status::Error(std::string(kRpcMalformed),
+    return Status::Error(ErrorCode::kRpcMalformed,
                          std::string(method) + ": error member is not a JSON-RPC error object");
   }
   RpcErrorDetail detail;
@@ -100,14 +100,14 @@ Status ErrorObjectStatus(const json& error, std::string_view method, RpcErrorDet
   if (detail.data) text += ", data " + Cut(Hex(*detail.data), kMaxDataHexInMessage);
   text += ")";
   if (out != nullptr) *out = std::move(detail);
-  return Status::Error(std::string(kRpcError), text);
+  return Status::Error(ErrorCode::kRpcError, text);
 }
 
 Result<json> ParseEnvelope(const ClientResponse& response, uint64_t id, std::string_view method,
                            RpcErrorDetail* detail) {
   const std::string where = std::string(method) + ": ";
   if (!JsonNestingWithin(response.body, kMaxRpcJsonDepth)) {
-    return Status::Error(std::string(kRpcMalformed), where + "answer nests too deeply");
+    return Status::Error(ErrorCode::kRpcMalformed, where + "answer nests too deeply");
   }
   json envelope = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   const bool parsed = !envelope.is_discarded() && envelope.is_object();
@@ -116,26 +116,25 @@ Result<json> ParseEnvelope(const ClientResponse& response, uint64_t id, std::str
     return ErrorObjectStatus(*error, method, detail);  // also for non-200 answers that carry one
   }
   if (response.status != 200) {
-    return Status::Error(std::string(kRpcMalformed), where + "HTTP " +
-                                                         std::to_string(response.status) + ": " +
-                                                         Cut(response.body, kMaxRpcMessageBytes));
+    return Status::Error(ErrorCode::kRpcMalformed, where + "HTTP " +
+                                                       std::to_string(response.status) + ": " +
+                                                       Cut(response.body, kMaxRpcMessageBytes));
   }
   if (!parsed) {
-    return Status::Error(std::string(kRpcMalformed), where + "answer is not a JSON object");
+    return Status::Error(ErrorCode::kRpcMalformed, where + "answer is not a JSON object");
   }
   auto version = envelope.find("jsonrpc");
   auto answer_id = envelope.find("id");
   auto result = envelope.find("result");
   if (version == envelope.end() || *version != "2.0") {
-    return Status::Error(std::string(kRpcMalformed), where + "answer is not JSON-RPC 2.0");
+    return Status::Error(ErrorCode::kRpcMalformed, where + "answer is not JSON-RPC 2.0");
   }
   if (answer_id == envelope.end() || !answer_id->is_number_unsigned() ||
       answer_id->get<uint64_t>() != id) {
-    return Status::Error(std::string(kRpcMalformed),
-                         where + "answer id does not match the request");
+    return Status::Error(ErrorCode::kRpcMalformed, where + "answer id does not match the request");
   }
   if (result == envelope.end()) {
-    return Status::Error(std::string(kRpcMalformed), where + "answer has neither result nor error");
+    return Status::Error(ErrorCode::kRpcMalformed, where + "answer has neither result nor error");
   }
   return std::move(*result);
 }
@@ -184,9 +183,9 @@ Result<json> JsonRpcClient::Call(std::string_view method, json params,
   // Boost.Beast 1.74 skips body_limit when the header and the body arrive in one read (its eager
   // parse overwrites the error), so the limit is checked here again.
   if (response.body.size() > max_response_bytes_) {
-    return Status::Error(std::string(kRpcMalformed), std::string(method) + ": answer larger than " +
-                                                         std::to_string(max_response_bytes_) +
-                                                         " bytes");
+    return Status::Error(ErrorCode::kRpcMalformed, std::string(method) + ": answer larger than " +
+                                                       std::to_string(max_response_bytes_) +
+                                                       " bytes");
   }
   return ParseEnvelope(response, id, method, error_detail);
 }

@@ -24,10 +24,12 @@ namespace agentpay::chain {
 //   rpc_error        the node answered with a JSON-RPC error object (code, message, data kept).
 //   rpc_malformed    an answer arrived but is not a usable JSON-RPC response (bad HTTP status,
 //                    bad JSON, wrong id, too large, a result of the wrong shape). Treat as unknown.
-inline constexpr std::string_view kRpcUnreachable = "rpc_unreachable";
-inline constexpr std::string_view kRpcTimeout = "rpc_timeout";
-inline constexpr std::string_view kRpcError = "rpc_error";
-inline constexpr std::string_view kRpcMalformed = "rpc_malformed";
+// They are ErrorCode::kRpcUnreachable and so on; these are their names, to compare with
+// Status::code() where a name is what is at hand (logs, tests). Code compares Status::error().
+inline constexpr std::string_view kRpcUnreachable = ErrorCodeName(ErrorCode::kRpcUnreachable);
+inline constexpr std::string_view kRpcTimeout = ErrorCodeName(ErrorCode::kRpcTimeout);
+inline constexpr std::string_view kRpcError = ErrorCodeName(ErrorCode::kRpcError);
+inline constexpr std::string_view kRpcMalformed = ErrorCodeName(ErrorCode::kRpcMalformed);
 
 // Answers above this are refused (rpc_malformed): far above any receipt or block header we read.
 inline constexpr uint64_t kDefaultMaxRpcResponseBytes = 4 * 1024 * 1024;

@@ -19,7 +19,7 @@ Bytes LengthPrefix(size_t length, uint8_t offset) {
   return prefix;
 }
 
-Status Invalid(const std::string& what) { return Status::Error("invalid_rlp", what); }
+Status Invalid(const std::string& what) { return Status::Error(ErrorCode::kInvalidRlp, what); }
 
 // The big-endian length of a long form: 1 to 8 bytes, no leading zero, above 55.
 Result<uint64_t> LongLength(std::span<const uint8_t> bytes) {

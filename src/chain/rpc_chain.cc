@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 Status Malformed(std::string_view context, std::string_view what) {
-  return Status::Error(std::string(kRpcMalformed), std::string(context) + ": " + std::string(what));
+  return Status::Error(ErrorCode::kRpcMalformed, std::string(context) + ": " + std::string(what));
 }
 
 Result<U256> ParseQuantity(const json& value, std::string_view context) {
@@ -228,7 +228,7 @@ Result<json> RpcChain::LatestBlock() {
 Result<U256> RpcChain::PriorityFee(const U256& base_fee) {
   Result<json> tip = client_.Call("eth_maxPriorityFeePerGas", json::array());
   if (tip.ok()) return ParseQuantity(*tip, "eth_maxPriorityFeePerGas");
-  if (tip.status().code() != kRpcError) return tip.status();
+  if (tip.status().error() != ErrorCode::kRpcError) return tip.status();
   // The node lacks the method: the tip is what the legacy gas price offers above the base fee.
   Result<json> price = client_.Call("eth_gasPrice", json::array());
   if (!price.ok()) return price.status();
@@ -271,7 +271,7 @@ Result<Hash32> RpcChain::SendRawTransaction(const Bytes& raw) {
   RpcErrorDetail detail;
   Result<json> answer = client_.Call("eth_sendRawTransaction", json::array({Hex(raw)}), &detail);
   if (!answer.ok()) {
-    if (answer.status().code() != kRpcError) return answer.status();
+    if (answer.status().error() != ErrorCode::kRpcError) return answer.status();
     return RefusedSend(expected, detail, answer.status());
   }
   Result<Hash32> hash = ParseHash(*answer, "eth_sendRawTransaction");
@@ -287,7 +287,7 @@ Result<Hash32> RpcChain::RefusedSend(const Hash32& hash, const RpcErrorDetail& d
                                      const Status& refusal) {
   const std::string message = Lower(detail.message);
   const auto already_known = [&] {
-    return Status::Error(std::string(kTxAlreadyKnown),
+    return Status::Error(ErrorCode::kTxAlreadyKnown,
                          "the node already has transaction " + Hex(hash) + ": " + detail.message);
   };
   // geth/erigon "already known", Anvil "transaction already imported", old clients "known

@@ -60,18 +60,22 @@ PrivateKey::~PrivateKey() {
 Result<PrivateKey> ParsePrivateKey(std::string_view text) {
   Result<Hash32> bytes = ParseHash32(text);
   if (!bytes.ok()) {
-    return Status::Error("invalid_private_key", "private key must be 0x followed by 64 hex digits");
+    return Status::Error(ErrorCode::kInvalidPrivateKey,
+                         "private key must be 0x followed by 64 hex digits");
   }
   const bool valid = secp256k1_ec_seckey_verify(Context(), bytes->data()) == 1;
-  if (!valid)
-    return Status::Error("invalid_private_key", "private key is zero or not below the group order");
+  if (!valid) {
+    return Status::Error(ErrorCode::kInvalidPrivateKey,
+                         "private key is zero or not below the group order");
+  }
   return PrivateKey(*bytes);
 }
 
 Result<Signature> ParseSignature(std::string_view text) {
   Result<Bytes> bytes = ParseHex(text, 65);
-  if (!bytes.ok())
-    return Status::Error("invalid_signature", "signature: " + bytes.status().message());
+  if (!bytes.ok()) {
+    return Status::Error(ErrorCode::kInvalidSignature, "signature: " + bytes.status().message());
+  }
   Signature signature;
   std::copy(bytes->begin(), bytes->end(), signature.bytes.begin());
   return signature;
@@ -88,7 +92,7 @@ Result<Signature> SignDigest(const Hash32& digest, const PrivateKey& key) {
   // nullptr nonce function: libsecp256k1's RFC 6979 default.
   if (secp256k1_ecdsa_sign_recoverable(Context(), &recoverable, digest.data(), key.bytes().data(),
                                        nullptr, nullptr) != 1) {
-    return Status::Error("signing_failed", "secp256k1 could not sign the digest");
+    return Status::Error(ErrorCode::kSigningFailed, "secp256k1 could not sign the digest");
   }
   Signature signature;
   int recovery_id = -1;
@@ -104,20 +108,23 @@ Result<Signature> SignDigest(const Hash32& digest, const PrivateKey& key) {
 Result<Address> RecoverSigner(const Hash32& digest, const Signature& signature) {
   const uint8_t v = signature.v();
   if (v != 27 && v != 28) {
-    return Status::Error("invalid_signature_v",
+    return Status::Error(ErrorCode::kInvalidSignatureV,
                          "signature v must be 27 or 28, got " + std::to_string(v));
   }
   secp256k1_ecdsa_recoverable_signature recoverable;
   if (secp256k1_ecdsa_recoverable_signature_parse_compact(Context(), &recoverable,
                                                           signature.bytes.data(), v - 27) != 1) {
-    return Status::Error("invalid_signature", "signature r or s is not below the group order");
+    return Status::Error(ErrorCode::kInvalidSignature,
+                         "signature r or s is not below the group order");
   }
   if (IsHighS(signature.bytes)) {
-    return Status::Error("invalid_signature_s", "signature s is above n/2 (malleable high-s form)");
+    return Status::Error(ErrorCode::kInvalidSignatureS,
+                         "signature s is above n/2 (malleable high-s form)");
   }
   secp256k1_pubkey public_key;
   if (secp256k1_ecdsa_recover(Context(), &public_key, &recoverable, digest.data()) != 1) {
-    return Status::Error("invalid_signature", "no public key recovers from this signature");
+    return Status::Error(ErrorCode::kInvalidSignature,
+                         "no public key recovers from this signature");
   }
   return AddressOfPublicKey(public_key);
 }

@@ -9,7 +9,7 @@ Result<SignedTransaction> BuildTransferWithAuthorizationTx(
     const PrivateKey& relayer_key) {
   AGENTPAY_CHECK(gas_limit > 0);
   if (fees.max_fee_per_gas < fees.max_priority_fee_per_gas) {
-    return Status::Error("invalid_fees", "max fee per gas is below the priority fee");
+    return Status::Error(ErrorCode::kInvalidFees, "max fee per gas is below the priority fee");
   }
   Eip1559Transaction transaction;
   transaction.chain_id = chain_id;

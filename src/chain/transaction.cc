@@ -44,7 +44,7 @@ Hash32 Eip1559SigningHash(const Eip1559Transaction& transaction) {
 Result<SignedTransaction> SignEip1559(const Eip1559Transaction& transaction,
                                       const PrivateKey& key) {
   if (transaction.data.size() > kMaxTransactionDataBytes) {
-    return Status::Error("transaction_too_large",
+    return Status::Error(ErrorCode::kTransactionTooLarge,
                          "transaction data is " + std::to_string(transaction.data.size()) +
                              " bytes; the limit is " + std::to_string(kMaxTransactionDataBytes));
   }

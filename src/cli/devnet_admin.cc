@@ -18,7 +18,7 @@ HttpResponse State(chain::Devnet& devnet, std::optional<nlohmann::json> done) {
   auto number = devnet.BlockNumber();
   auto time = devnet.LatestBlockTimestamp();
   if (!number.ok() || !time.ok()) {
-    return ProblemResponse(503, "chain_unavailable", "the devnet cannot be read");
+    return ProblemResponse(503, ProblemCode::kChainUnavailable, "the devnet cannot be read");
   }
   const chain::Devnet::Controls controls = devnet.CurrentControls();
   nlohmann::json body = {{"block_number", *number},
@@ -39,7 +39,7 @@ struct DevnetCommand {
 };
 
 HttpResponse Refused(const std::string& detail) {
-  return ProblemResponse(400, "invalid_request", detail);
+  return ProblemResponse(400, ProblemCode::kInvalidRequest, detail);
 }
 
 // The command in `body`, or the 400 answer that names the first bad or unknown field.
@@ -56,9 +56,10 @@ std::variant<DevnetCommand, HttpResponse> ParseCommand(const nlohmann::json& bod
       }
       command.mine_delay_ms = value.get<int64_t>();
     } else if (key == "drop") {
-      auto hash = value.is_string() ? chain::ParseHash32(value.get<std::string>())
-                                    : Result<chain::Hash32>(Status::Error("x", "not a string"));
-      if (!hash.ok()) return Refused("drop must be a transaction hash: 0x and 64 hex digits");
+      constexpr const char* kNotAHash = "drop must be a transaction hash: 0x and 64 hex digits";
+      if (!value.is_string()) return Refused(kNotAHash);
+      auto hash = chain::ParseHash32(value.get<std::string>());
+      if (!hash.ok()) return Refused(kNotAHash);
       command.drop = *hash;
     } else if (key == "mine") {
       if (!value.is_boolean()) return Refused("mine must be true or false");
@@ -77,7 +78,8 @@ std::optional<HttpResponse> Apply(const DevnetCommand& command, chain::Devnet& d
                                   nlohmann::json& done) {
   if (command.automine) {
     if (!devnet.SetAutomine(*command.automine).ok()) {
-      return ProblemResponse(503, "chain_unavailable", "the devnet could not change automine");
+      return ProblemResponse(503, ProblemCode::kChainUnavailable,
+                             "the devnet could not change automine");
     }
     done.push_back(*command.automine ? "automine on" : "automine off");
   }
@@ -87,12 +89,16 @@ std::optional<HttpResponse> Apply(const DevnetCommand& command, chain::Devnet& d
   }
   if (command.drop) {
     auto dropped = devnet.DropTransaction(*command.drop);
-    if (!dropped.ok()) return ProblemResponse(503, "chain_unavailable", "the devnet failed");
+    if (!dropped.ok()) {
+      return ProblemResponse(503, ProblemCode::kChainUnavailable, "the devnet failed");
+    }
     done.push_back(*dropped ? "dropped" : "not pending: nothing dropped");
   }
   if (command.mine) {
     auto mined = devnet.Mine();
-    if (!mined.ok()) return ProblemResponse(503, "chain_unavailable", "the devnet failed");
+    if (!mined.ok()) {
+      return ProblemResponse(503, ProblemCode::kChainUnavailable, "the devnet failed");
+    }
     done.push_back("mined block " + std::to_string(*mined));
   }
   return std::nullopt;
@@ -107,10 +113,13 @@ std::optional<HttpResponse> HandleDevnetAdmin(const HttpRequest& request, chain:
   constexpr std::string_view kBearer = "Bearer ";
   if (admin_token.empty() || !header || !header->starts_with(kBearer) ||
       !SecretEquals(header->substr(kBearer.size()), admin_token)) {
-    return ProblemResponse(401, "unauthorized", "the admin API needs the admin bearer token");
+    return ProblemResponse(401, ProblemCode::kUnauthorized,
+                           "the admin API needs the admin bearer token");
   }
   if (request.method == "GET") return State(devnet, std::nullopt);
-  if (request.method != "POST") return ProblemResponse(405, "method_not_allowed", "GET or POST");
+  if (request.method != "POST") {
+    return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "GET or POST");
+  }
   // The same codes as the admin API: every bad body, JSON or not, is 400 invalid_request.
   if (!JsonNestingWithin(request.body, kMaxJsonDepth)) return Refused("the body nests too deep");
   auto body = nlohmann::json::parse(request.body, nullptr, false);

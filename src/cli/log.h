@@ -23,6 +23,7 @@ struct LogField {
   bool is_number = false;
   LogField(std::string_view k, std::string v) : key(k), text(std::move(v)) {}
   LogField(std::string_view k, const char* v) : key(k), text(v) {}
+  LogField(std::string_view k, std::string_view v) : key(k), text(v) {}
   LogField(std::string_view k, long long v) : key(k), text(std::to_string(v)), is_number(true) {}
   LogField(std::string_view k, int v) : key(k), text(std::to_string(v)), is_number(true) {}
 };

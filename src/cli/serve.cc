@@ -59,7 +59,7 @@ int Fail(const std::string& message, Logger* log = nullptr) {
 
 Status WriteSecretFile(const std::string& path, const std::string& content) {
   std::ofstream file(path, std::ios::trunc);
-  if (!file) return Status::Error("io_error", "cannot write " + path);
+  if (!file) return Status::Error(ErrorCode::kIoError, "cannot write " + path);
   file << content << "\n";
   file.close();
   chmod(path.c_str(), 0600);
@@ -101,7 +101,9 @@ Result<DemoAccount> EnsureDemoAccount(Store& store, Clock& clock, Random& random
     }
     auto account = tx.FindAccount(account_id);
     if (!account.ok()) return account.status();
-    if (!account->has_value()) return Status::Error("store_corrupt", "demo account vanished");
+    if (!account->has_value()) {
+      return Status::Error(ErrorCode::kStoreCorrupt, "demo account vanished");
+    }
     balances = (*account)->balances;
     return Status::Ok();
   });
@@ -135,13 +137,13 @@ Result<std::unique_ptr<chain::Chain>> OpenRpcNode(const RpcChainOptions& rpc,
   auto node = std::make_unique<chain::RpcChain>(*endpoint, rpc.rpc_timeout_ms);
   auto chain_id = node->ChainId();
   if (!chain_id.ok()) {
-    return Status::Error("chain_unavailable",
+    return Status::Error(ErrorCode::kChainUnavailable,
                          "--chain-rpc " + rpc.url + ": " + chain_id.status().message());
   }
   if (static_cast<int64_t>(*chain_id) != config.chain.chain_id) {
-    return Status::Error("invalid_config", "--chain-rpc " + rpc.url + " is chain " +
-                                               std::to_string(*chain_id) + ", not --chain-id " +
-                                               std::to_string(config.chain.chain_id));
+    return Status::Error(ErrorCode::kInvalidConfig,
+                         "--chain-rpc " + rpc.url + " is chain " + std::to_string(*chain_id) +
+                             ", not --chain-id " + std::to_string(config.chain.chain_id));
   }
   return std::unique_ptr<chain::Chain>(std::move(node));
 }
@@ -153,7 +155,8 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
   if (auto rpc = RpcChainOf(options)) {
     auto secret = ReadSecretFile(rpc->relayer_key_file);
     if (!secret.ok()) {
-      return Status::Error("invalid_config", "--relayer-key-file: " + secret.status().message());
+      return Status::Error(ErrorCode::kInvalidConfig,
+                           "--relayer-key-file: " + secret.status().message());
     }
     key_text = *secret;
     auto node = OpenRpcNode(*rpc, config);
@@ -161,7 +164,7 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
     out.node = std::move(*node);
   } else {
     if (!options.db.starts_with("sqlite:")) {
-      return Status::Error("invalid_config", "the devnet is kept beside a sqlite: store");
+      return Status::Error(ErrorCode::kInvalidConfig, "the devnet is kept beside a sqlite: store");
     }
     chain::DevnetConfig devnet;
     devnet.chain_id = static_cast<uint64_t>(config.chain.chain_id);
@@ -177,7 +180,9 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
     out.node = std::move(*opened);
   }
   auto key = chain::ParsePrivateKey(key_text);
-  if (!key.ok()) return Status::Error("invalid_config", "relayer key: " + key.status().message());
+  if (!key.ok()) {
+    return Status::Error(ErrorCode::kInvalidConfig, "relayer key: " + key.status().message());
+  }
   SettlerConfig settler;
   settler.chain_id = static_cast<uint64_t>(config.chain.chain_id);
   settler.token = *chain::ParseAddress(config.chain.asset);
@@ -358,14 +363,16 @@ Result<std::unique_ptr<HttpServer>> StartDemoSeller(Seller& seller, GatewayConfi
 Status PrepareDemo(Random& random, ServeOptions& options, GatewayConfig& config) {
   std::error_code ec;
   std::filesystem::create_directories(kDemoDir, ec);
-  if (ec)
-    return Status::Error("io_error",
+  if (ec) {
+    return Status::Error(ErrorCode::kIoError,
                          std::string("cannot create ") + kDemoDir + ": " + ec.message());
+  }
   std::filesystem::permissions(kDemoDir, std::filesystem::perms::owner_all,
                                std::filesystem::perm_options::replace, ec);
-  if (ec)
-    return Status::Error("io_error",
+  if (ec) {
+    return Status::Error(ErrorCode::kIoError,
                          std::string("cannot make ") + kDemoDir + " private: " + ec.message());
+  }
   if (!options.admin_token_file.empty()) return Status::Ok();
   const std::string token_path = std::string(kDemoDir) + "/admin-token";
   if (!std::filesystem::exists(token_path)) {

@@ -78,7 +78,9 @@ std::string TomlKey(std::string name) {
   return name;
 }
 
-Status Invalid(const std::string& message) { return Status::Error("invalid_config", message); }
+Status Invalid(const std::string& message) {
+  return Status::Error(ErrorCode::kInvalidConfig, message);
+}
 
 Status CheckRange(const char* name, int64_t value, int64_t low, int64_t high) {
   if (value < low || value > high) {

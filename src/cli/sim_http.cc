@@ -78,7 +78,7 @@ std::optional<std::string> ReadFile(const std::filesystem::path& path) {
 
 // GET /inspector/<file> for the whitelisted files; /inspector redirects to /inspector/.
 HttpResponse ServeInspector(std::string_view path, std::string_view method) {
-  if (method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+  if (method != "GET") return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
   if (path == "/inspector") {
     HttpResponse redirect;
     redirect.status = 308;
@@ -90,14 +90,16 @@ HttpResponse ServeInspector(std::string_view path, std::string_view method) {
   for (const WebFile& file : kInspectorFiles) {
     if (file.name != name) continue;
     auto body = ReadFile(WebDir() / "inspector" / std::string(file.name));
-    if (!body) return ProblemResponse(404, "not_found", "the inspector files are not installed");
+    if (!body) {
+      return ProblemResponse(404, ProblemCode::kNotFound, "the inspector files are not installed");
+    }
     HttpResponse response;
     response.body = std::move(*body);
     response.SetHeader("Content-Type", std::string(file.content_type));
     response.SetHeader("Cache-Control", "no-cache");
     return response;
   }
-  return ProblemResponse(404, "not_found", "no such inspector file");
+  return ProblemResponse(404, ProblemCode::kNotFound, "no such inspector file");
 }
 
 }  // namespace
@@ -108,10 +110,12 @@ std::optional<HttpResponse> HandleSimRequest(const HttpRequest& request) {
     return ServeInspector(path, request.method);
   }
   if (path != "/v1/sim") return std::nullopt;
-  if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+  if (request.method != "GET") {
+    return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
+  }
   std::string_view query = request.Query();
   if (query.size() > kMaxQueryBytes) {
-    return ProblemResponse(414, "limit_exceeded", "the query is longer than 4096 bytes");
+    return ProblemResponse(414, ProblemCode::kLimitExceeded, "the query is longer than 4096 bytes");
   }
   std::map<std::string, std::string, std::less<>> values;
   while (!query.empty()) {
@@ -120,7 +124,9 @@ std::optional<HttpResponse> HandleSimRequest(const HttpRequest& request) {
     auto eq = pair.find('=');
     auto name = Decode(pair.substr(0, eq));
     auto value = Decode(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
-    if (!name || !value) return ProblemResponse(400, "invalid_request", "malformed query escape");
+    if (!name || !value) {
+      return ProblemResponse(400, ProblemCode::kInvalidRequest, "malformed query escape");
+    }
     if (!name->empty()) values[*name] = *value;
     if (amp == std::string_view::npos) break;
     query.remove_prefix(amp + 1);
@@ -128,16 +134,20 @@ std::optional<HttpResponse> HandleSimRequest(const HttpRequest& request) {
   for (const auto& [name, value] : values) {
     bool known = false;
     for (std::string_view candidate : sim::kSimParamNames) known = known || candidate == name;
-    if (!known) return ProblemResponse(400, "invalid_request", "unknown parameter " + name);
+    if (!known) {
+      return ProblemResponse(400, ProblemCode::kInvalidRequest, "unknown parameter " + name);
+    }
   }
   auto params = sim::ParseSimParams([&](std::string_view name) -> std::optional<std::string> {
     auto found = values.find(name);
     if (found == values.end()) return std::nullopt;
     return found->second;
   });
-  if (!params.ok()) return ProblemResponse(400, "invalid_request", params.status().message());
+  if (!params.ok()) {
+    return ProblemResponse(400, ProblemCode::kInvalidRequest, params.status().message());
+  }
   auto run = sim::Simulate(*params);
-  if (!run.ok()) return ProblemResponse(400, "invalid_request", run.status().message());
+  if (!run.ok()) return ProblemResponse(400, ProblemCode::kInvalidRequest, run.status().message());
   return JsonResponse(200, sim::SimRunToJson(*run).dump(-1, ' ', false,
                                                          nlohmann::json::error_handler_t::replace));
 }
@@ -155,7 +165,8 @@ int RunSimServer(const std::string& listen) {
                                   [](const HttpRequest& request) {
                                     auto answer = HandleSimRequest(request);
                                     if (answer) return *answer;
-                                    return ProblemResponse(404, "not_found", "no such endpoint");
+                                    return ProblemResponse(404, ProblemCode::kNotFound,
+                                                           "no such endpoint");
                                   });
   if (!server.ok()) {
     std::fprintf(stderr, "agentpay sim: %s\n", server.status().message().c_str());

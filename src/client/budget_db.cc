@@ -86,7 +86,7 @@ void CreatePrivateFile(const std::string& path) {
 }
 
 Status WithCode(const Status& status, const std::string& path) {
-  return Status::Error(status.code(), path + ": " + status.message());
+  return Status::Error(status.error(), path + ": " + status.message());
 }
 
 }  // namespace
@@ -120,14 +120,16 @@ BudgetDb::~BudgetDb() = default;
 
 Result<std::unique_ptr<BudgetDb>> BudgetDb::OpenExisting(const std::string& path) {
   if (::access(path.c_str(), F_OK) != 0) {
-    return Status::Error("budget_missing", "no budget file at " + path);
+    return Status::Error(ErrorCode::kBudgetMissing, "no budget file at " + path);
   }
   return Open(path, std::nullopt, 0);
 }
 
 Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
                                                  std::optional<int64_t> total, int64_t now_ms) {
-  if (total && *total < 0) return Status::Error("invalid_budget", "the budget must be >= 0");
+  if (total && *total < 0) {
+    return Status::Error(ErrorCode::kInvalidBudget, "the budget must be >= 0");
+  }
   CreatePrivateFile(path);
   auto opened = sqlite::Database::Open(path, /*read_only=*/false);
   if (!opened.ok()) return opened.status();
@@ -156,7 +158,7 @@ Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
     Status step;
     if (select->Step(&step)) {
       if (select->Int(1) != kSchemaVersion) {
-        return Status::Error("budget_schema",
+        return Status::Error(ErrorCode::kBudgetSchema,
                              "unknown budget file version " + std::to_string(select->Int(1)));
       }
       stored = select->Int(0);
@@ -165,13 +167,13 @@ Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
   });
   if (!status.ok()) return WithCode(status, path);
   if (!stored) {
-    return Status::Error("budget_required",
+    return Status::Error(ErrorCode::kBudgetRequired,
                          path + " has no budget yet: give --budget ATOMIC to create it");
   }
   if (total && *total != *stored) {
-    return Status::Error("budget_mismatch", path + " was created with a budget of " +
-                                                std::to_string(*stored) + ", not " +
-                                                std::to_string(*total));
+    return Status::Error(ErrorCode::kBudgetMismatch, path + " was created with a budget of " +
+                                                         std::to_string(*stored) + ", not " +
+                                                         std::to_string(*total));
   }
   return budget;
 }
@@ -203,7 +205,7 @@ Result<BudgetFigures> BudgetDb::FiguresLocked() {
   if (!select.ok()) return select.status();
   Status step;
   if (!select->Step(&step)) {
-    return step.ok() ? Status::Error("store_error", "no budget figures") : step;
+    return step.ok() ? Status::Error(ErrorCode::kStoreError, "no budget figures") : step;
   }
   return BudgetFigures{select->Int(0), select->Int(1), select->Int(2)};
 }
@@ -338,7 +340,9 @@ Result<StoredReservation> BudgetDb::Finish(const std::string& key, ReservationSt
   Status status = Transaction([&]() -> Status {
     auto existing = FindLocked(key);
     if (!existing.ok()) return existing.status();
-    if (!existing->has_value()) return Status::Error("budget_missing", "no reservation " + key);
+    if (!existing->has_value()) {
+      return Status::Error(ErrorCode::kBudgetMissing, "no reservation " + key);
+    }
     StoredReservation row = **existing;
     ReservationState next = AfterOutcome(row.state, learned);
     if (next != row.state || !note.empty()) row.note = note;
@@ -361,7 +365,9 @@ Result<StoredReservation> BudgetDb::ApplyReconcile(const std::string& key,
   Status status = Transaction([&]() -> Status {
     auto existing = FindLocked(key);
     if (!existing.ok()) return existing.status();
-    if (!existing->has_value()) return Status::Error("budget_missing", "no reservation " + key);
+    if (!existing->has_value()) {
+      return Status::Error(ErrorCode::kBudgetMissing, "no reservation " + key);
+    }
     StoredReservation row = **existing;
     result = row;
     // A `pay` that took the lease since the facts were read decides for itself.

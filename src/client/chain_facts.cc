@@ -42,7 +42,7 @@ Result<AuthorizationFacts> ReadAuthorizationFacts(chain::RpcChain& chain, const 
   auto from = chain::ParseAddress(payer);
   auto nonce_bytes = chain::ParseHash32(nonce);
   if (!token.ok() || !from.ok() || !nonce_bytes.ok()) {
-    return Status::Error("invalid_reservation", "asset, payer or nonce is malformed");
+    return Status::Error(ErrorCode::kInvalidReservation, "asset, payer or nonce is malformed");
   }
   AuthorizationFacts facts;
   auto time = chain.LatestBlockTimestamp();

@@ -3,6 +3,7 @@
 #include "client/challenge.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/json_depth.h"
 #include "core/money.h"
@@ -135,8 +136,9 @@ Result<Challenge> ParseChallenge(const ClientResponse& response) {
     if (challenge.error.empty()) challenge.error = StringMember(*v1, "error").value_or("");
   }
   if (challenge.offers.empty()) {
-    return Status::Error("no_offer", "the 402 offers no payment this client can make (v2: " +
-                                         why_v2 + "; v1: " + why_v1 + ")");
+    return Status::Error(
+        ErrorCode::kNoOffer,
+        "the 402 offers no payment this client can make (v2: " + why_v2 + "; v1: " + why_v1 + ")");
   }
   return challenge;
 }
@@ -215,35 +217,35 @@ std::string V1Hint(const std::vector<Offer>& offers) {
 
 Result<Offer> ChooseOffer(const Challenge& challenge, const Allowance& allowance, bool signing) {
   struct Stage {
-    const char* code;
+    ErrorCode code;
     bool (*allows)(const Offer&, const Allowance&);
   };
   static constexpr Stage kSigningStages[] = {
-      {"x402_version_not_usable",
+      {ErrorCode::kX402VersionNotUsable,
        [](const Offer& o, const Allowance& a) {
          return a.x402_version == 0 || static_cast<int>(o.version) == a.x402_version;
        }},
-      {"x402_version_not_usable",
+      {ErrorCode::kX402VersionNotUsable,
        [](const Offer& o, const Allowance&) { return NetworkFitsVersion(o); }},
   };
   static constexpr Stage kStages[] = {
-      {"network_not_allowed",
+      {ErrorCode::kNetworkNotAllowed,
        [](const Offer& o, const Allowance& a) {
          return a.chain_ids.empty() ||
                 std::find(a.chain_ids.begin(), a.chain_ids.end(), o.chain_id) != a.chain_ids.end();
        }},
-      {"asset_not_allowed",
+      {ErrorCode::kAssetNotAllowed,
        [](const Offer& o, const Allowance& a) { return !a.asset || o.asset == *a.asset; }},
   };
   std::vector<const Offer*> left;
   for (const Offer& offer : challenge.offers) left.push_back(&offer);
-  const char* refusal = nullptr;
+  std::optional<ErrorCode> refusal;  // of the first stage that left no offer
   auto apply = [&](const Stage& stage) {
     std::vector<const Offer*> next;
     for (const Offer* offer : left) {
       if (stage.allows(*offer, allowance)) next.push_back(offer);
     }
-    if (next.empty() && refusal == nullptr) refusal = stage.code;
+    if (next.empty() && !refusal) refusal = stage.code;
     left = std::move(next);
   };
   if (signing) {
@@ -252,13 +254,13 @@ Result<Offer> ChooseOffer(const Challenge& challenge, const Allowance& allowance
   for (const Stage& stage : kStages) apply(stage);
   // Offers keep the server's order, v2 first: the first one left is v2 whenever v2 is allowed.
   if (!left.empty()) return *left.front();
-  // Nothing refused anything: the challenge was empty (ParseChallenge never returns one).
-  if (refusal == nullptr) refusal = "no_offer";
   std::string message = "refused before paying: the server offers " +
                         DescribeOffers(challenge.offers, signing) +
                         "; allowed: " + DescribeAllowance(allowance, signing);
   if (signing && allowance.x402_version == 1) message += V1Hint(challenge.offers);
-  return Status::Error(refusal, message + "; nothing was reserved, signed or sent");
+  // No refusal: the challenge was empty (ParseChallenge never returns one).
+  return Status::Error(refusal.value_or(ErrorCode::kNoOffer),
+                       message + "; nothing was reserved, signed or sent");
 }
 
 std::string RefusalReason(const ClientResponse& response) {

@@ -299,7 +299,7 @@ bool PayRun::ReserveFor(const Challenge& challenge) {
   // exclude, or one whose version cannot name its network, would be signed only to be refused.
   auto chosen = ChooseOffer(challenge, allowance_, /*signing=*/buyer_.has_value());
   if (!chosen.ok()) {
-    result_.reason = chosen.status().code();
+    result_.reason = std::string(chosen.status().code());
     return Stop(ExitCode::kError, "refused", chosen.status().message());
   }
   std::optional<Offer> offer;

@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "core/check.h"
+#include "core/error_code.h"
 
 namespace agentpay {
 
@@ -15,19 +17,24 @@ class Status {
  public:
   Status() = default;
   static Status Ok() { return Status(); }
-  static Status Error(std::string code, std::string message) {
+  // Precondition: code is not ErrorCode::kOk.
+  static Status Error(ErrorCode code, std::string message) {
+    AGENTPAY_CHECK(code != ErrorCode::kOk);
     Status status;
-    status.code_ = std::move(code);
+    status.code_ = code;
     status.message_ = std::move(message);
     return status;
   }
-  bool ok() const { return code_.empty(); }
-  const std::string& code() const { return code_; }
+  bool ok() const { return code_ == ErrorCode::kOk; }
+  // The code, for decisions: compare it, switch on it.
+  ErrorCode error() const { return code_; }
+  // The code's stable name (ErrorCodeName), for logs and output; "" when ok.
+  std::string_view code() const { return ErrorCodeName(code_); }
   const std::string& message() const { return message_; }
-  std::string ToString() const { return ok() ? "ok" : code_ + ": " + message_; }
+  std::string ToString() const { return ok() ? "ok" : std::string(code()) + ": " + message_; }
 
  private:
-  std::string code_;
+  ErrorCode code_ = ErrorCode::kOk;
   std::string message_;
 };
 

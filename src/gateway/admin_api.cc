@@ -21,7 +21,7 @@ std::optional<nlohmann::json> ParseObject(const std::string& body) {
 }
 
 HttpResponse BadJson(std::string_view what) {
-  return ProblemResponse(400, "invalid_request", std::string(what));
+  return ProblemResponse(400, ProblemCode::kInvalidRequest, std::string(what));
 }
 
 // The value of `name` in a query string such as "a=1&b=2" (no percent-decoding: values are names).
@@ -91,8 +91,9 @@ Status DecideResolution(Transaction& tx, std::string_view operation_id, Resoluti
       auto moved = tx.Move(*account, MoveKind::kRefund, refundable, operation_id, now);
       if (!moved.ok()) return moved.status();
       if (*moved != MoveOutcome::kOk) {
-        return Status::Error("store_corrupt", "the capture of " + std::string(operation_id) +
-                                                  " is not on its account");
+        return Status::Error(
+            ErrorCode::kStoreCorrupt,
+            "the capture of " + std::string(operation_id) + " is not on its account");
       }
       result.refunded_now = refundable;
       result.refunded_total += refundable;
@@ -105,8 +106,8 @@ Status DecideResolution(Transaction& tx, std::string_view operation_id, Resoluti
   }
   return tx.AppendEvent({std::string(operation_id), now, "admin", "resolved",
                          std::string(ResolutionOutcomeName(outcome)) + ": " + note + " (" +
-                             std::to_string(result.resolved_now) + " alert(s) resolved; " +
-                             money + ")"});
+                             std::to_string(result.resolved_now) + " alert(s) resolved; " + money +
+                             ")"});
 }
 
 HttpResponse ResolutionAnswer(std::string_view operation_id, const ResolveResult& result,
@@ -130,47 +131,61 @@ HttpResponse ResolutionAnswer(std::string_view operation_id, const ResolveResult
 
 HttpResponse Gateway::HandleAdmin(const HttpRequest& request) {
   if (config_.admin_token.empty()) {
-    return ProblemResponse(403, "admin_disabled", "start the gateway with --admin-token-file");
+    return ProblemResponse(403, ProblemCode::kAdminDisabled,
+                           "start the gateway with --admin-token-file");
   }
   auto header = request.Header("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
   if (!header || !header->starts_with(kBearer) ||
       !SecretEquals(header->substr(kBearer.size()), config_.admin_token)) {
-    return ProblemResponse(401, "unauthorized", "the admin API needs the admin bearer token");
+    return ProblemResponse(401, ProblemCode::kUnauthorized,
+                           "the admin API needs the admin bearer token");
   }
   std::string_view path = request.Path();
   constexpr std::string_view kAccounts = "/admin/v1/accounts";
   if (path == kAccounts) {
-    if (request.method != "POST") return ProblemResponse(405, "method_not_allowed", "use POST");
+    if (request.method != "POST") {
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use POST");
+    }
     return CreateAccount(request);
   }
   if (path.starts_with(std::string(kAccounts) + "/")) {
     std::string_view rest = path.substr(kAccounts.size() + 1);
     constexpr std::string_view kDeposits = "/deposits";
     if (rest.ends_with(kDeposits)) {
-      if (request.method != "POST") return ProblemResponse(405, "method_not_allowed", "use POST");
+      if (request.method != "POST") {
+        return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use POST");
+      }
       return Deposit(request, rest.substr(0, rest.size() - kDeposits.size()));
     }
-    if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+    if (request.method != "GET") {
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
+    }
     return AdminGetAccount(rest);
   }
   constexpr std::string_view kOperationsPrefix = "/admin/v1/operations/";
   constexpr std::string_view kResolve = "/resolve";
   if (path.starts_with(kOperationsPrefix) && path.ends_with(kResolve) &&
       path.size() > kOperationsPrefix.size() + kResolve.size()) {
-    if (request.method != "POST") return ProblemResponse(405, "method_not_allowed", "use POST");
+    if (request.method != "POST") {
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use POST");
+    }
     std::string_view id = path.substr(kOperationsPrefix.size());
     return ResolveOperation(request, id.substr(0, id.size() - kResolve.size()));
   }
   if (path == "/admin/v1/operations") {
-    if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+    if (request.method != "GET") {
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
+    }
     return ListOperations(request);
   }
   if (path == "/admin/v1/alerts") {
-    if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+    if (request.method != "GET") {
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
+    }
     return ListAlerts(request);
   }
-  return ProblemResponse(404, "not_found", "no such admin endpoint");
+  return ProblemResponse(404, ProblemCode::kNotFound, "no such admin endpoint");
 }
 
 HttpResponse Gateway::CreateAccount(const HttpRequest& request) {
@@ -190,7 +205,7 @@ HttpResponse Gateway::CreateAccount(const HttpRequest& request) {
   Status status = store_.Write([&](Transaction& tx) -> Status {
     auto inserted = tx.InsertAccount(account);
     if (!inserted.ok()) return inserted.status();
-    if (!*inserted) return Status::Error("store_conflict", "account id collision");
+    if (!*inserted) return Status::Error(ErrorCode::kStoreConflict, "account id collision");
     return Status::Ok();
   });
   if (!status.ok()) return StoreProblem(status);
@@ -201,7 +216,8 @@ HttpResponse Gateway::CreateAccount(const HttpRequest& request) {
 
 HttpResponse Gateway::Deposit(const HttpRequest& request, std::string_view account_id) {
   auto body = ParseObject(request.body);
-  if (!body) return BadJson("the body must be a JSON object {\"amount\": \"...\", \"reference\": ...}");
+  if (!body)
+    return BadJson("the body must be a JSON object {\"amount\": \"...\", \"reference\": ...}");
   auto amount_field = body->find("amount");
   auto reference_field = body->find("reference");
   std::optional<int64_t> amount;
@@ -250,12 +266,13 @@ HttpResponse Gateway::Deposit(const HttpRequest& request, std::string_view accou
   if (!status.ok() && !IsRollback(status)) return StoreProblem(status);
   switch (outcome) {
     case Outcome::kNoAccount:
-      return ProblemResponse(404, "not_found", "no account " + std::string(account_id));
+      return ProblemResponse(404, ProblemCode::kNotFound, "no account " + std::string(account_id));
     case Outcome::kMismatch:
-      return ProblemResponse(422, "deposit_reference_mismatch",
+      return ProblemResponse(422, ProblemCode::kDepositReferenceMismatch,
                              "this reference was used for a deposit of a different amount");
     case Outcome::kOverflow:
-      return ProblemResponse(422, "amount_overflow", "the deposit would overflow the balance");
+      return ProblemResponse(422, ProblemCode::kAmountOverflow,
+                             "the deposit would overflow the balance");
     case Outcome::kDeposited:
     case Outcome::kReplayed: {
       HttpResponse response =
@@ -264,7 +281,7 @@ HttpResponse Gateway::Deposit(const HttpRequest& request, std::string_view accou
       return response;
     }
   }
-  return ProblemResponse(500, "internal_error", "unreachable");
+  return ProblemResponse(500, ProblemCode::kInternalError, "unreachable");
 }
 
 HttpResponse Gateway::AdminGetAccount(std::string_view account_id) {
@@ -276,7 +293,9 @@ HttpResponse Gateway::AdminGetAccount(std::string_view account_id) {
     return Status::Ok();
   });
   if (!status.ok()) return StoreProblem(status);
-  if (!account) return ProblemResponse(404, "not_found", "no account " + std::string(account_id));
+  if (!account) {
+    return ProblemResponse(404, ProblemCode::kNotFound, "no account " + std::string(account_id));
+  }
   return JsonResponse(200, DumpJson(AccountJson(*account)));
 }
 
@@ -356,7 +375,8 @@ HttpResponse Gateway::ResolveOperation(const HttpRequest& request, std::string_v
   });
   if (!status.ok()) return StoreProblem(status);
   if (!result.found) {
-    return ProblemResponse(404, "not_found", "no operation " + std::string(operation_id));
+    return ProblemResponse(404, ProblemCode::kNotFound,
+                           "no operation " + std::string(operation_id));
   }
   switch (result.decision) {
     case ResolveDecision::kResolve:
@@ -367,13 +387,13 @@ HttpResponse Gateway::ResolveOperation(const HttpRequest& request, std::string_v
       return ResolutionAnswer(operation_id, result, true);
     case ResolveDecision::kConflict: {
       const Alert* latest = LatestResolution(result.alerts);
-      return ProblemResponse(409, "already_resolved",
+      return ProblemResponse(409, ProblemCode::kAlreadyResolved,
                              "the operation's alerts were resolved as " + latest->resolution +
                                  " with another note or outcome; a resolution is final",
                              std::string(operation_id));
     }
     case ResolveDecision::kNoAlerts:
-      return ProblemResponse(409, "no_alerts", "the operation has no alert to resolve",
+      return ProblemResponse(409, ProblemCode::kNoAlerts, "the operation has no alert to resolve",
                              std::string(operation_id));
   }
   AGENTPAY_CHECK(false);

@@ -22,7 +22,7 @@ HttpResponse StoredAnswer(const Operation& op, bool replayed) {
   return WithOperation(std::move(response), op.id, replayed);
 }
 
-HttpResponse PendingAnswer(const Operation& op, int status, std::string_view code,
+HttpResponse PendingAnswer(const Operation& op, int status, ProblemCode code,
                            const std::string& detail, bool replayed) {
   HttpResponse response = ProblemResponse(status, code, detail, op.id);
   response.SetHeader("Location", "/v1/operations/" + op.id);
@@ -31,7 +31,7 @@ HttpResponse PendingAnswer(const Operation& op, int status, std::string_view cod
 }
 
 HttpResponse MismatchAnswer(const Operation& op) {
-  return WithOperation(ProblemResponse(422, "idempotency_key_mismatch",
+  return WithOperation(ProblemResponse(422, ProblemCode::kIdempotencyKeyMismatch,
                                        "this Idempotency-Key was used for a different request "
                                        "(method, path, query, content type or body differ)",
                                        op.id),
@@ -41,7 +41,7 @@ HttpResponse MismatchAnswer(const Operation& op) {
 std::optional<HttpResponse> WalletAnswerWhenDone(const Operation& op) {
   if (IsFinal(op)) return StoredAnswer(op, true);
   if (op.fulfillment == Fulfillment::kPendingRetry) {
-    return PendingAnswer(op, 502, "fulfillment_pending",
+    return PendingAnswer(op, 502, ProblemCode::kFulfillmentPending,
                          "the attempt in flight failed upstream; the hold is kept and a retry "
                          "with the same Idempotency-Key is not charged again",
                          true);
@@ -51,7 +51,9 @@ std::optional<HttpResponse> WalletAnswerWhenDone(const Operation& op) {
 
 HttpResponse StoreProblem(const Status& status) {
   HttpResponse response = ProblemResponse(
-      503, status.code() == "store_overloaded" ? "limit_exceeded" : "store_unavailable",
+      503,
+      status.error() == ErrorCode::kStoreOverloaded ? ProblemCode::kLimitExceeded
+                                                    : ProblemCode::kStoreUnavailable,
       "the decision was not recorded; retry with the same Idempotency-Key (" + status.message() +
           ")");
   response.SetHeader("Retry-After", "1");

@@ -17,7 +17,7 @@ HttpResponse WithOperation(HttpResponse response, const std::string& operation_i
 // The stored final answer of an operation. Precondition: op.response is set.
 HttpResponse StoredAnswer(const Operation& op, bool replayed);
 // A problem answer about an unfinished operation, with Location (and Retry-After for 202).
-HttpResponse PendingAnswer(const Operation& op, int status, std::string_view code,
+HttpResponse PendingAnswer(const Operation& op, int status, ProblemCode code,
                            const std::string& detail, bool replayed);
 HttpResponse MismatchAnswer(const Operation& op);
 // A wallet operation's answer once no attempt is in flight (final, or kept after a failure).

@@ -36,7 +36,7 @@ void Attachments::Attach(const Operation& op, AnswerWhenDone answer_when_done, R
   {
     std::lock_guard lock(mutex_);
     if (closed_) {
-      return waiter->respond(PendingAnswer(op, 202, "operation_in_progress",
+      return waiter->respond(PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
                                            "the gateway is shutting down; poll the operation",
                                            true));
     }
@@ -80,7 +80,7 @@ void Attachments::Close() {
     std::lock_guard lock(waiter->mutex);
     if (waiter->answered) continue;
     waiter->answered = true;
-    waiter->respond(PendingAnswer(waiter->op, 202, "operation_in_progress",
+    waiter->respond(PendingAnswer(waiter->op, 202, ProblemCode::kOperationInProgress,
                                   "the gateway is shutting down; poll the operation", true));
   }
 }
@@ -91,7 +91,7 @@ void Attachments::Submit(const std::shared_ptr<Waiter>& waiter) {
   // No reader free to look: the caller polls instead.
   waiter->answered = true;
   Forget(*waiter);
-  waiter->respond(PendingAnswer(waiter->op, 202, "operation_in_progress",
+  waiter->respond(PendingAnswer(waiter->op, 202, ProblemCode::kOperationInProgress,
                                 "the same request is still in flight; poll the operation", true));
 }
 
@@ -122,7 +122,7 @@ void Attachments::Check(const std::shared_ptr<Waiter>& waiter) {
   const int64_t now = timers_.MonotonicMs();
   if (!answer && now >= waiter->deadline_ms) {
     metrics_.CountAttachTimeout();
-    answer = PendingAnswer(waiter->op, 202, "operation_in_progress",
+    answer = PendingAnswer(waiter->op, 202, ProblemCode::kOperationInProgress,
                            "the same request is still in flight; poll the operation or retry later",
                            true);
   }

@@ -84,7 +84,8 @@ void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond re
   bool queued =
       blocking_pool_.TrySubmit([this, request, respond] { respond(HandleBlocking(*request)); });
   if (!queued) {
-    HttpResponse busy = ProblemResponse(503, "limit_exceeded", "the gateway is at capacity");
+    HttpResponse busy =
+        ProblemResponse(503, ProblemCode::kLimitExceeded, "the gateway is at capacity");
     busy.SetHeader("Retry-After", "1");
     respond(std::move(busy));
   }
@@ -96,7 +97,7 @@ HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
     // Whether the store answers; nothing read is reported, so no need to wait for durability
     // (which, under a burst of payments, would make the probe wait for their commits).
     Status status = store_.ReadUnsynced([](Transaction&) { return Status::Ok(); });
-    if (!status.ok()) return ProblemResponse(503, "store_unavailable", status.message());
+    if (!status.ok()) return ProblemResponse(503, ProblemCode::kStoreUnavailable, status.message());
     return JsonResponse(200, R"({"status":"ok"})");
   }
   if (path == "/metrics") {
@@ -109,7 +110,8 @@ HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
   }
   constexpr std::string_view kOperations = "/v1/operations/";
   if (path.starts_with(kOperations)) {
-    if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+    if (request.method != "GET")
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
     std::string_view rest = path.substr(kOperations.size());
     constexpr std::string_view kTrace = "/trace";
     bool trace = rest.ends_with(kTrace);
@@ -117,12 +119,13 @@ HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
     return GetOperation(rest, trace);
   }
   if (path == "/v1/account") {
-    if (request.method != "GET") return ProblemResponse(405, "method_not_allowed", "use GET");
+    if (request.method != "GET")
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
     return GetAccount(request);
   }
   if (path.starts_with("/admin/")) return HandleAdmin(request);
   return ProblemResponse(
-      404, "not_found",
+      404, ProblemCode::kNotFound,
       IsReservedPath(path) ? "no such endpoint" : "no paid route serves this path");
 }
 
@@ -165,7 +168,7 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
   if (!has_wallet && !has_x402) return answer(RouteChallenge(x402_offers_, *request, route));
   if (has_wallet) return wallet_.Pay(std::move(request), route, std::move(answer));
   if (!x402_) {
-    return answer(ProblemResponse(501, "x402_not_enabled",
+    return answer(ProblemResponse(501, ProblemCode::kX402NotEnabled,
                                   "x402 payments are not enabled on this gateway; pay with a "
                                   "wallet API key (Authorization: Bearer)"));
   }
@@ -197,7 +200,7 @@ HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {
     return Status::Ok();
   });
   if (!status.ok()) return StoreProblem(status);
-  if (!op) return ProblemResponse(404, "not_found", "no operation " + std::string(id));
+  if (!op) return ProblemResponse(404, ProblemCode::kNotFound, "no operation " + std::string(id));
   if (!trace) {
     nlohmann::json json = OperationJson(*op);
     if (payment && payment->submitted()) json["tx_hash"] = payment->tx_hash;
@@ -210,7 +213,7 @@ HttpResponse Gateway::GetAccount(const HttpRequest& request) {
   auto account_id = api_keys_.Authenticate(request);
   if (!account_id.ok()) return StoreProblem(account_id.status());
   if (!account_id->has_value()) {
-    return ProblemResponse(401, "unauthorized", "unknown or missing API key");
+    return ProblemResponse(401, ProblemCode::kUnauthorized, "unknown or missing API key");
   }
   return AdminGetAccount(**account_id);
 }

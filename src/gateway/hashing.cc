@@ -18,7 +18,7 @@ std::string Sha256Hex(std::string_view data) {
   static EVP_MD* const kSha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   AGENTPAY_CHECK(kSha256 != nullptr);
   thread_local std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
-                                                                              &EVP_MD_CTX_free);
+                                                                               &EVP_MD_CTX_free);
   AGENTPAY_CHECK(context != nullptr);
   unsigned char digest[SHA256_DIGEST_LENGTH];
   unsigned int size = 0;

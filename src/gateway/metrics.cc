@@ -31,8 +31,8 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
             responses_by_class_[i].load(), "class=\"" + std::to_string(i) + "xx\"", i == 1);
   }
   for (size_t i = 0; i < arrivals_.size(); ++i) {
-    Counter(out, "agentpay_idempotency_arrivals_total",
-            "Paid requests by idempotency decision", arrivals_[i].load(),
+    Counter(out, "agentpay_idempotency_arrivals_total", "Paid requests by idempotency decision",
+            arrivals_[i].load(),
             "outcome=\"" + std::string(ArrivalOutcomeName(static_cast<ArrivalOutcome>(i))) + "\"",
             i == 0);
   }
@@ -55,7 +55,8 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
           sweep_failures_.load());
   Counter(out, "agentpay_holds_expired_total", "Expired holds released by the sweeper",
           holds_expired_.load());
-  Counter(out, "agentpay_alerts_raised_total", "Alerts raised for the admin", alerts_raised_.load());
+  Counter(out, "agentpay_alerts_raised_total", "Alerts raised for the admin",
+          alerts_raised_.load());
   Counter(out, "agentpay_pruner_runs_total", "Retention pruner passes", prunes_.load());
   Counter(out, "agentpay_pruner_failures_total", "Retention pruner passes that failed",
           prune_failures_.load());
@@ -77,8 +78,8 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
             i == 0);
   }
   Counter(out, "agentpay_store_commits_total", "Database commits", store.commits);
-  Counter(out, "agentpay_store_decisions_total", "Decisions committed (group commit shares commits)",
-          store.decisions);
+  Counter(out, "agentpay_store_decisions_total",
+          "Decisions committed (group commit shares commits)", store.decisions);
   Counter(out, "agentpay_store_syncs_total", "Syncs that made commits durable",
           store.durability_syncs);
   Counter(out, "agentpay_store_rollbacks_total", "Decisions rolled back",
@@ -89,8 +90,8 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
     Counter(out, "agentpay_http_requests_total", "HTTP requests read", server->requests);
     Counter(out, "agentpay_http_rejected_total", "Requests refused at a limit (503)",
             server->rejected_overload);
-    Counter(out, "agentpay_http_open_connections", "Open connections", server->open_connections,
-            "", true, "gauge");
+    Counter(out, "agentpay_http_open_connections", "Open connections", server->open_connections, "",
+            true, "gauge");
   }
   return out;
 }

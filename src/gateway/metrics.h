@@ -1,4 +1,5 @@
-// Counters the gateway exports at /metrics (Prometheus text format). Lock-free increments on hot paths.
+// Counters the gateway exports at /metrics (Prometheus text format). Lock-free increments on hot
+// paths.
 #pragma once
 
 #include <array>

@@ -24,8 +24,10 @@ bool NominatedByConnection(const HttpRequest& request, std::string_view name) {
     while (!list.empty()) {
       auto comma = list.find(',');
       std::string_view token = list.substr(0, comma);
-      while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
-      while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+      while (!token.empty() && (token.front() == ' ' || token.front() == '\t'))
+        token.remove_prefix(1);
+      while (!token.empty() && (token.back() == ' ' || token.back() == '\t'))
+        token.remove_suffix(1);
       if (HeaderNameEquals(token, name)) return true;
       if (comma == std::string_view::npos) break;
       list.remove_prefix(comma + 1);
@@ -37,9 +39,12 @@ bool NominatedByConnection(const HttpRequest& request, std::string_view name) {
 
 bool ForwardedHeader(std::string_view name) {
   static constexpr std::array<std::string_view, 16> kDropped = {
-      "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-      "transfer-encoding", "upgrade", "host", "content-length", "expect", "authorization",
-      "payment-signature", "x-payment", "idempotency-key", "proxy-connection"};
+      "connection",          "keep-alive", "proxy-authenticate",
+      "proxy-authorization", "te",         "trailer",
+      "transfer-encoding",   "upgrade",    "host",
+      "content-length",      "expect",     "authorization",
+      "payment-signature",   "x-payment",  "idempotency-key",
+      "proxy-connection"};
   for (std::string_view dropped : kDropped) {
     if (HeaderNameEquals(name, dropped)) return false;
   }

@@ -28,7 +28,8 @@ void WalletPath::Pay(std::shared_ptr<const HttpRequest> request, const RouteConf
   auto account = api_keys_.Authenticate(*request);
   if (!account.ok()) return respond(StoreProblem(account.status()));
   if (!account->has_value()) {
-    return respond(ProblemResponse(401, "unauthorized", "unknown or malformed API key"));
+    return respond(
+        ProblemResponse(401, ProblemCode::kUnauthorized, "unknown or malformed API key"));
   }
   auto paid = std::make_shared<PaidRequest>();
   paid->request = request;
@@ -39,12 +40,12 @@ void WalletPath::Pay(std::shared_ptr<const HttpRequest> request, const RouteConf
   if (key) {
     if (!ValidIdempotencyKey(*key)) {
       return paid->respond(
-          ProblemResponse(400, "invalid_idempotency_key",
+          ProblemResponse(400, ProblemCode::kInvalidIdempotencyKey,
                           "Idempotency-Key must be 1-255 visible ASCII characters"));
     }
     paid->key = std::string(*key);
   } else if (route.require_idempotency_key) {
-    return paid->respond(ProblemResponse(400, "idempotency_key_required",
+    return paid->respond(ProblemResponse(400, ProblemCode::kIdempotencyKeyRequired,
                                          "this route requires an Idempotency-Key header"));
   } else {
     // Without a key every request is a new business action.
@@ -110,7 +111,7 @@ void WalletPath::OnBegun(std::shared_ptr<PaidRequest> paid, Status status) {
       return ctx_.attachments.Attach(begin.op, WalletAnswerWhenDone, std::move(paid->respond));
     case BeginKind::kInsufficientFunds:
       return paid->respond(
-          ProblemResponse(402, "insufficient_funds",
+          ProblemResponse(402, ProblemCode::kInsufficientFunds,
                           "the account's available balance is below the price of " +
                               std::to_string(paid->route->price)));
     case BeginKind::kProceed:
@@ -166,7 +167,8 @@ Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transacti
   auto op = tx.FindOperation((*record)->operation_id);
   if (!op.ok()) return op.status();
   if (!op->has_value()) {
-    return Status::Error("store_corrupt", "key without operation " + (*record)->operation_id);
+    return Status::Error(ErrorCode::kStoreCorrupt,
+                         "key without operation " + (*record)->operation_id);
   }
   Arrival arrival = DecideArrival(&**record, &**op, paid.fingerprint, now);
   ctx_.metrics.CountArrival(arrival.outcome);
@@ -255,7 +257,7 @@ HttpResponse WalletPath::FinishAnswer(const PaidRequest& paid, const UpstreamOut
   const std::optional<Completion>& completion = paid.completion;
   if (!status.ok()) {
     HttpResponse response = ProblemResponse(
-        503, "store_unavailable",
+        503, ProblemCode::kStoreUnavailable,
         "the upstream was called but its outcome could not be recorded (" + status.message() +
             "); the hold stays until a retry with the same Idempotency-Key completes it, "
             "without a second charge",
@@ -265,7 +267,7 @@ HttpResponse WalletPath::FinishAnswer(const PaidRequest& paid, const UpstreamOut
     return WithOperation(std::move(response), op.id, false);
   }
   if (!completion) {
-    return PendingAnswer(op, 202, "operation_in_progress",
+    return PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
                          "a later attempt for this key took over; poll the operation", false);
   }
   ctx_.metrics.CountVerdict(completion->verdict);
@@ -278,7 +280,7 @@ HttpResponse WalletPath::FinishAnswer(const PaidRequest& paid, const UpstreamOut
       std::string what = outcome.kind == UpstreamKind::kResponded
                              ? "the upstream answered " + std::to_string(outcome.status)
                              : "the upstream call failed (" + outcome.detail + ")";
-      return PendingAnswer(completion->next, timeout ? 504 : 502, "fulfillment_pending",
+      return PendingAnswer(completion->next, timeout ? 504 : 502, ProblemCode::kFulfillmentPending,
                            what +
                                "; the hold is kept and a retry with the same "
                                "Idempotency-Key is not charged again",

@@ -59,7 +59,9 @@ HttpResponse X402Challenge(const x402::Requirements& requirements, std::string r
                            std::string_view code, std::string_view detail) {
   std::vector<x402::Requirements> offered = {requirements};
   offered.front().resource_url = std::move(resource_url);
-  const std::string error = code == "payment_required" ? "payment required" : std::string(code);
+  const std::string error = code == ProblemCodeName(ProblemCode::kPaymentRequired)
+                                ? "payment required"
+                                : std::string(code);
   // The gateway's v1 body has always offered its chain, named or not, and its integration tests
   // pin that (test_wallet_gateway's test_402_challenge reads accepts[0] on chain 1337).
   nlohmann::json body =

@@ -87,13 +87,13 @@ std::optional<int64_t> ToSeconds(const chain::U256& value) {
 }
 
 HttpResponse Busy(std::string detail) {
-  HttpResponse busy = ProblemResponse(503, "limit_exceeded", detail);
+  HttpResponse busy = ProblemResponse(503, ProblemCode::kLimitExceeded, detail);
   busy.SetHeader("Retry-After", "1");
   return busy;
 }
 
 HttpResponse TakenOver(const Operation& op) {
-  return PendingAnswer(op, 202, "operation_in_progress",
+  return PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
                        "a later attempt for this key took over; poll the operation", false);
 }
 
@@ -134,7 +134,7 @@ std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
   AGENTPAY_CHECK(header.has_value());
   auto decoded = x402::DecodePaymentHeader(*header, x.version);
   if (!decoded.ok()) {
-    return ProblemResponse(400, "malformed_payment", decoded.status().message());
+    return ProblemResponse(400, ProblemCode::kMalformedPayment, decoded.status().message());
   }
   x.payload = std::move(*decoded);
   const int64_t now_s = ctx_.clock.NowMs() / 1000;
@@ -161,14 +161,14 @@ std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
   x.presented.x402_version = static_cast<int>(x.version);
   if (auto key = request.Header("Idempotency-Key")) {
     if (!ValidIdempotencyKey(*key)) {
-      return ProblemResponse(400, "invalid_idempotency_key",
+      return ProblemResponse(400, ProblemCode::kInvalidIdempotencyKey,
                              "Idempotency-Key must be 1-255 visible ASCII characters");
     }
     x.key = std::string(*key);
   } else if (x.payload.payment_identifier) {
     x.key = "payment-id:" + *x.payload.payment_identifier;
   } else if (x.route->require_idempotency_key) {
-    return ProblemResponse(400, "idempotency_key_required",
+    return ProblemResponse(400, ProblemCode::kIdempotencyKeyRequired,
                            "this route requires an Idempotency-Key header (or the x402 "
                            "payment-identifier extension)");
   } else {
@@ -246,7 +246,7 @@ void X402Path::Preflight(PaymentPtr p) {
         auto preflight = settler_.Check(p->payload.authorization, p->payload.signature);
         if (!preflight.ok()) {
           HttpResponse response = ProblemResponse(
-              503, "chain_unavailable",
+              503, ProblemCode::kChainUnavailable,
               "the chain could not be asked about this payment (" + preflight.status().message() +
                   "); nothing was submitted, retry later");
           response.SetHeader("Retry-After", "1");
@@ -274,7 +274,8 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
     auto op = tx.FindOperation((*record)->operation_id);
     if (!op.ok()) return op.status();
     if (!op->has_value()) {
-      return Status::Error("store_corrupt", "key without operation " + (*record)->operation_id);
+      return Status::Error(ErrorCode::kStoreCorrupt,
+                           "key without operation " + (*record)->operation_id);
     }
     Arrival arrival = DecideArrival(&**record, &**op, x.fingerprint, now);
     ctx_.metrics.CountArrival(arrival.outcome);
@@ -283,7 +284,8 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
       auto payment = tx.FindX402Payment(begin.op.id);
       if (!payment.ok()) return payment.status();
       if (!payment->has_value()) {
-        return Status::Error("store_corrupt", "x402 operation without payment " + begin.op.id);
+        return Status::Error(ErrorCode::kStoreCorrupt,
+                             "x402 operation without payment " + begin.op.id);
       }
       begin.payment = std::move(**payment);
     }
@@ -516,9 +518,9 @@ void X402Path::FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Comp
                  ? "; the payment is settled and a retry with the same key is served without a "
                    "new charge"
                  : "; nothing was charged and a retry with the same key tries again");
-        Reply(p,
-              Answer(PendingAnswer(next, timeout ? 504 : 502, "fulfillment_pending", detail, false),
-                     *p, next));
+        Reply(p, Answer(PendingAnswer(next, timeout ? 504 : 502, ProblemCode::kFulfillmentPending,
+                                      detail, false),
+                        *p, next));
       });
 }
 
@@ -639,14 +641,14 @@ HttpResponse X402Path::StateAnswer(const Payment& x, const Operation& op, bool r
     case Settlement::kSubmitted:
     case Settlement::kUnknown:
       return Answer(
-          PendingAnswer(op, 202, "settlement_unknown",
+          PendingAnswer(op, 202, ProblemCode::kSettlementUnknown,
                         "the payment was submitted to the chain and its outcome is not known yet; "
                         "it is never submitted twice. Poll the operation, or retry with the same "
                         "key once it is settled",
                         replayed),
           x, op);
     default:
-      return Answer(PendingAnswer(op, 502, "fulfillment_pending",
+      return Answer(PendingAnswer(op, 502, ProblemCode::kFulfillmentPending,
                                   "the upstream has not delivered yet; a retry with the same "
                                   "key is not charged again",
                                   replayed),

@@ -124,7 +124,8 @@ std::optional<std::string_view> ClientResponse::Header(std::string_view name) co
 Result<Endpoint> ParseHttpUrl(std::string_view url) {
   constexpr std::string_view kScheme = "http://";
   if (url.substr(0, kScheme.size()) != kScheme) {
-    return Status::Error("invalid_config", "expected an http:// URL, got '" + std::string(url) + "'");
+    return Status::Error(ErrorCode::kInvalidConfig,
+                         "expected an http:// URL, got '" + std::string(url) + "'");
   }
   std::string_view rest = url.substr(kScheme.size());
   auto slash = rest.find('/');
@@ -139,17 +140,21 @@ Result<Endpoint> ParseHttpUrl(std::string_view url) {
     std::string_view port_text = authority.substr(colon + 1);
     int port = 0;
     if (port_text.empty() || port_text.size() > 5) {
-      return Status::Error("invalid_config", "bad port in '" + std::string(url) + "'");
+      return Status::Error(ErrorCode::kInvalidConfig, "bad port in '" + std::string(url) + "'");
     }
     for (char c : port_text) {
-      if (c < '0' || c > '9') return Status::Error("invalid_config", "bad port in URL");
+      if (c < '0' || c > '9') return Status::Error(ErrorCode::kInvalidConfig, "bad port in URL");
       port = port * 10 + (c - '0');
     }
-    if (port == 0 || port > 65535) return Status::Error("invalid_config", "bad port in URL");
+    if (port == 0 || port > 65535) {
+      return Status::Error(ErrorCode::kInvalidConfig, "bad port in URL");
+    }
     endpoint.port = static_cast<uint16_t>(port);
     authority = authority.substr(0, colon);
   }
-  if (authority.empty()) return Status::Error("invalid_config", "no host in '" + std::string(url) + "'");
+  if (authority.empty()) {
+    return Status::Error(ErrorCode::kInvalidConfig, "no host in '" + std::string(url) + "'");
+  }
   endpoint.host = std::string(authority);
   if (endpoint.host == "localhost") endpoint.host = "127.0.0.1";
   return endpoint;

@@ -76,13 +76,14 @@ std::string_view StatusTitle(int status) {
   }
 }
 
-HttpResponse ProblemResponse(int status, std::string_view code, std::string_view detail,
+HttpResponse ProblemResponse(int status, ProblemCode code, std::string_view detail,
                              std::string_view operation_id) {
+  const std::string_view name = ProblemCodeName(code);
   nlohmann::json body = {
-      {"type", "urn:agentpay:problem:" + std::string(code)},
+      {"type", "urn:agentpay:problem:" + std::string(name)},
       {"title", StatusTitle(status)},
       {"status", status},
-      {"code", code},
+      {"code", name},
       {"detail", detail},
   };
   if (!operation_id.empty()) body["operation_id"] = operation_id;

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "http/problem_code.h"
+
 namespace agentpay {
 
 struct HttpHeader {
@@ -48,7 +50,7 @@ struct HttpResponse {
 };
 
 // An application/problem+json response (RFC 9457) with a stable `code` (CONTRACT §3).
-HttpResponse ProblemResponse(int status, std::string_view code, std::string_view detail,
+HttpResponse ProblemResponse(int status, ProblemCode code, std::string_view detail,
                              std::string_view operation_id = {});
 HttpResponse JsonResponse(int status, std::string body);
 

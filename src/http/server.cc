@@ -33,7 +33,8 @@ struct Shared {
 };
 
 HttpResponse Overloaded() {
-  HttpResponse busy = ProblemResponse(503, "limit_exceeded", "the server is at capacity");
+  HttpResponse busy =
+      ProblemResponse(503, ProblemCode::kLimitExceeded, "the server is at capacity");
   busy.SetHeader("Retry-After", "1");
   return busy;
 }
@@ -97,7 +98,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Start(bool over_limit) {
     if (over_limit) {
       ++shared_->rejected;
-      HttpResponse busy = ProblemResponse(503, "limit_exceeded", "too many open connections");
+      HttpResponse busy =
+          ProblemResponse(503, ProblemCode::kLimitExceeded, "too many open connections");
       busy.SetHeader("Retry-After", "1");
       Send(std::move(busy), /*keep_alive=*/false);
       return;
@@ -124,16 +126,18 @@ class Session : public std::enable_shared_from_this<Session> {
   bool ReadFailed(beast::error_code ec) {
     if (!ec) return false;
     if (ec == http::error::body_limit) {
-      Send(ProblemResponse(413, "limit_exceeded",
+      Send(ProblemResponse(413, ProblemCode::kLimitExceeded,
                            "request body larger than " +
                                std::to_string(shared_->limits.max_body_bytes) + " bytes"),
            false);
     } else if (ec == http::error::header_limit) {
-      Send(ProblemResponse(431, "limit_exceeded", "request headers too large"), false);
+      Send(ProblemResponse(431, ProblemCode::kLimitExceeded, "request headers too large"), false);
     } else if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
                ec != http::error::end_of_stream && ec != http::error::partial_message) {
       // Only a parse error gets an answer: the peer may still be listening.
-      Send(ProblemResponse(400, "bad_request", "malformed HTTP request: " + ec.message()), false);
+      Send(
+          ProblemResponse(400, ProblemCode::kBadRequest, "malformed HTTP request: " + ec.message()),
+          false);
     } else {
       Close();
     }
@@ -186,7 +190,7 @@ class Session : public std::enable_shared_from_this<Session> {
     try {
       shared_->handler(std::move(request), std::move(respond));
     } catch (const std::exception& error) {
-      Send(ProblemResponse(500, "internal_error", error.what()), false);
+      Send(ProblemResponse(500, ProblemCode::kInternalError, error.what()), false);
     }
   }
 
@@ -246,15 +250,18 @@ class BeastServer final : public HttpServer {
   Status Listen(const std::string& host, uint16_t port) {
     beast::error_code ec;
     auto address = net::ip::make_address(host, ec);
-    if (ec) return Status::Error("invalid_config", "cannot listen on '" + host + "': not an IP");
+    if (ec) {
+      return Status::Error(ErrorCode::kInvalidConfig, "cannot listen on '" + host + "': not an IP");
+    }
     tcp::endpoint endpoint(address, port);
     acceptor_.open(endpoint.protocol(), ec);
     if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
     if (ec) {
-      return Status::Error("listen_failed", "cannot listen on " + host + ":" +
-                                                std::to_string(port) + ": " + ec.message());
+      return Status::Error(
+          ErrorCode::kListenFailed,
+          "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
     }
     port_ = acceptor_.local_endpoint().port();
     Accept();
@@ -328,7 +335,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, u
       try {
         response = handler(*request);
       } catch (const std::exception& error) {
-        response = ProblemResponse(500, "internal_error", error.what());
+        response = ProblemResponse(500, ProblemCode::kInternalError, error.what());
       }
       respond(std::move(response));
     };
@@ -346,7 +353,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, u
 Result<std::pair<std::string, uint16_t>> ParseListenAddress(const std::string& address) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos || colon + 1 == address.size()) {
-    return Status::Error("invalid_config", "expected HOST:PORT, got '" + address + "'");
+    return Status::Error(ErrorCode::kInvalidConfig, "expected HOST:PORT, got '" + address + "'");
   }
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -356,11 +363,13 @@ Result<std::pair<std::string, uint16_t>> ParseListenAddress(const std::string& a
   int port = 0;
   for (char c : port_text) {
     if (c < '0' || c > '9' || port > 65535) {
-      return Status::Error("invalid_config", "bad port in '" + address + "'");
+      return Status::Error(ErrorCode::kInvalidConfig, "bad port in '" + address + "'");
     }
     port = port * 10 + (c - '0');
   }
-  if (port > 65535) return Status::Error("invalid_config", "bad port in '" + address + "'");
+  if (port > 65535) {
+    return Status::Error(ErrorCode::kInvalidConfig, "bad port in '" + address + "'");
+  }
   if (host == "localhost") host = "127.0.0.1";
   return std::make_pair(host, static_cast<uint16_t>(port));
 }

@@ -4,15 +4,18 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "http/problem_code.h"
+
 namespace agentpay {
 
 namespace {
-StoredResponse Problem(int status, std::string_view code, const std::string& detail,
+StoredResponse Problem(int status, ProblemCode code, const std::string& detail,
                        const std::string& operation_id) {
-  nlohmann::json body = {{"type", "urn:agentpay:problem:" + std::string(code)},
+  const std::string_view name = ProblemCodeName(code);
+  nlohmann::json body = {{"type", "urn:agentpay:problem:" + std::string(name)},
                          {"title", status == 402 ? "Payment Required" : "Conflict"},
                          {"status", status},
-                         {"code", code},
+                         {"code", name},
                          {"detail", detail},
                          {"operation_id", operation_id}};
   return StoredResponse{status, "application/problem+json", body.dump()};
@@ -20,7 +23,7 @@ StoredResponse Problem(int status, std::string_view code, const std::string& det
 }  // namespace
 
 StoredResponse SettlementFailedResponse(const std::string& operation_id) {
-  return Problem(409, "settlement_failed",
+  return Problem(409, ProblemCode::kSettlementFailed,
                  "the authorization's nonce was spent by another transaction, so this payment "
                  "was not settled by the gateway; the payer may still have paid: an operator "
                  "reviews it (alert raised). Do not sign again for this request",
@@ -28,7 +31,7 @@ StoredResponse SettlementFailedResponse(const std::string& operation_id) {
 }
 
 StoredResponse SettlementVoidResponse(const std::string& operation_id) {
-  return Problem(402, "settlement_void",
+  return Problem(402, ProblemCode::kSettlementVoid,
                  "the authorization expired unused on chain; nothing was charged; pay again",
                  operation_id);
 }

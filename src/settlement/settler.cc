@@ -53,7 +53,7 @@ std::optional<std::string> DecodeAbiString(const chain::Bytes& data) {
   return std::string(begin, begin + static_cast<std::ptrdiff_t>(*length));
 }
 
-bool IsTransportError(const Status& status) { return status.code() != "rpc_error"; }
+bool IsTransportError(const Status& status) { return status.error() != ErrorCode::kRpcError; }
 
 }  // namespace
 
@@ -112,7 +112,7 @@ Result<TxInputs> Settler::ReadTxInputs(const chain::TransferAuthorization& autho
   auto nonce = chain_.PendingNonce(relayer_);
   if (!nonce.ok()) return nonce.status();
   if (*nonce > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return Status::Error("rpc_malformed", "relayer nonce out of range");
+    return Status::Error(ErrorCode::kRpcMalformed, "relayer nonce out of range");
   }
   inputs.pending_nonce = static_cast<int64_t>(*nonce);
   return inputs;
@@ -167,9 +167,9 @@ Status Settler::Sign(X402PaymentRecord& record, const TxInputs& inputs, int64_t 
 Status Settler::Broadcast(const X402PaymentRecord& record) {
   AGENTPAY_CHECK(record.submitted());
   auto raw = chain::ParseHex(record.raw_tx_hex);
-  if (!raw.ok()) return Status::Error("store_corrupt", "stored transaction is not hex");
+  if (!raw.ok()) return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction is not hex");
   auto sent = chain_.SendRawTransaction(*raw);
-  if (sent.ok() || sent.status().code() == chain::kTxAlreadyKnown) return Status::Ok();
+  if (sent.ok() || sent.status().error() == ErrorCode::kTxAlreadyKnown) return Status::Ok();
   return sent.status();
 }
 
@@ -178,7 +178,9 @@ Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record) {
   auto authorization = AuthorizationOf(record);
   if (!authorization.ok()) return authorization.status();
   auto hash = chain::ParseHash32(record.tx_hash);
-  if (!hash.ok()) return Status::Error("store_corrupt", "stored transaction hash is not hex");
+  if (!hash.ok()) {
+    return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction hash is not hex");
+  }
   ChainObservation seen;
   auto used = chain_.AuthorizationState(config_.token, authorization->from, authorization->nonce);
   if (!used.ok()) return used.status();
@@ -214,7 +216,8 @@ Result<chain::TransferAuthorization> AuthorizationOf(const X402PaymentRecord& re
   auto nonce = chain::ParseHash32(a.nonce_hex);
   if (!from.ok() || !to.ok() || !nonce.ok() || a.value <= 0 || a.valid_after_s < 0 ||
       a.valid_before_s < 0) {
-    return Status::Error("store_corrupt", "malformed x402 payment of " + record.operation_id);
+    return Status::Error(ErrorCode::kStoreCorrupt,
+                         "malformed x402 payment of " + record.operation_id);
   }
   chain::TransferAuthorization out;
   out.from = *from;
@@ -229,7 +232,7 @@ Result<chain::TransferAuthorization> AuthorizationOf(const X402PaymentRecord& re
 Result<chain::Signature> SignatureOf(const X402PaymentRecord& record) {
   auto signature = chain::ParseSignature(record.signature_hex);
   if (!signature.ok()) {
-    return Status::Error("store_corrupt", "malformed signature of " + record.operation_id);
+    return Status::Error(ErrorCode::kStoreCorrupt, "malformed signature of " + record.operation_id);
   }
   return *signature;
 }

@@ -246,7 +246,7 @@ void Model::Respond(int64_t t, int a, Response response, int operation) {
 }
 
 Status OutOfRange(const char* name, int64_t low, int64_t high, int64_t value) {
-  return Status::Error("invalid_argument",
+  return Status::Error(ErrorCode::kInvalidArgument,
                        std::string(name) + " must be between " + std::to_string(low) + " and " +
                            std::to_string(high) + ", got " + std::to_string(value));
 }

@@ -9,8 +9,9 @@ namespace agentpay::sim {
 namespace {
 
 Status Invalid(std::string_view name, std::string_view expected, const std::string& got) {
-  return Status::Error("invalid_argument", std::string(name) + " must be " + std::string(expected) +
-                                               ", got '" + got + "'");
+  return Status::Error(
+      ErrorCode::kInvalidArgument,
+      std::string(name) + " must be " + std::string(expected) + ", got '" + got + "'");
 }
 
 // Decimal, an optional '-' (so that a negative value is reported as out of range, not as text).
@@ -153,9 +154,9 @@ Result<SimParams> ParseSimParams(const SimParamLookup& lookup, const SimParams& 
   }
   // Checked before narrowing to int, so that a huge value is reported, not truncated.
   if (max_attempts < 1 || max_attempts > kMaxAttempts) {
-    return Status::Error("invalid_argument", "max_attempts must be between 1 and " +
-                                                 std::to_string(kMaxAttempts) + ", got " +
-                                                 std::to_string(max_attempts));
+    return Status::Error(ErrorCode::kInvalidArgument, "max_attempts must be between 1 and " +
+                                                          std::to_string(kMaxAttempts) + ", got " +
+                                                          std::to_string(max_attempts));
   }
   p.max_attempts = static_cast<int>(max_attempts);
   status = ValidateSimParams(p);

@@ -38,7 +38,8 @@ bool Statement::Step(Status* status) {
   if (rc == SQLITE_ROW) return true;
   if (rc != SQLITE_DONE) {
     sqlite3* db = sqlite3_db_handle(stmt_);
-    std::string code = (rc & 0xff) == SQLITE_CONSTRAINT ? "store_constraint" : "store_error";
+    ErrorCode code =
+        (rc & 0xff) == SQLITE_CONSTRAINT ? ErrorCode::kStoreConstraint : ErrorCode::kStoreError;
     *status = Status::Error(code, sqlite3_errmsg(db));
   }
   return false;
@@ -75,7 +76,7 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path, bool r
   if (rc != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
-    return Status::Error("store_unavailable", "cannot open " + path + ": " + message);
+    return Status::Error(ErrorCode::kStoreUnavailable, "cannot open " + path + ": " + message);
   }
   std::unique_ptr<Database> database(new Database(db));
   sqlite3_busy_timeout(db, 5000);
@@ -94,7 +95,7 @@ Status Database::Exec(const std::string& sql) {
   if (rc != SQLITE_OK) {
     std::string message = error ? error : sqlite3_errstr(rc);
     sqlite3_free(error);
-    return Status::Error("store_error", message);
+    return Status::Error(ErrorCode::kStoreError, message);
   }
   return Status::Ok();
 }
@@ -120,7 +121,7 @@ Result<Statement> Database::Prepare(std::string_view sql) {
 int64_t Database::Changes() const { return sqlite3_changes(db_); }
 
 Status Database::LastError(std::string_view context) const {
-  return Status::Error("store_error", std::string(context) + ": " + sqlite3_errmsg(db_));
+  return Status::Error(ErrorCode::kStoreError, std::string(context) + ": " + sqlite3_errmsg(db_));
 }
 
 }  // namespace agentpay::sqlite

@@ -19,7 +19,7 @@ constexpr std::string_view kSuffix = ".lock";
 constexpr int kMaxRegisterRounds = 3;
 
 Status SystemError(const std::string& what) {
-  return Status::Error("store_unavailable", what + ": " + std::strerror(errno));
+  return Status::Error(ErrorCode::kStoreUnavailable, what + ": " + std::strerror(errno));
 }
 
 // flock, retried when a signal interrupts it. Returns 0 or the errno.
@@ -67,11 +67,13 @@ std::string InstanceLocks::PathOf(const std::string& id) const {
 
 Status InstanceLocks::Register(const std::string& id) {
   if (!ValidInstanceId(id)) {
-    return Status::Error("invalid_argument",
+    return Status::Error(ErrorCode::kInvalidArgument,
                          "instance id must be 1-64 characters of [A-Za-z0-9_-]");
   }
   std::lock_guard lock(mutex_);
-  if (held_.contains(id)) return Status::Error("instance_taken", "instance " + id + " is alive");
+  if (held_.contains(id)) {
+    return Status::Error(ErrorCode::kInstanceTaken, "instance " + id + " is alive");
+  }
   if (::mkdir(directory_.c_str(), 0700) != 0 && errno != EEXIST) {
     return SystemError("cannot create " + directory_);
   }
@@ -82,8 +84,9 @@ Status InstanceLocks::Register(const std::string& id) {
     if (fd < 0) return SystemError("cannot open " + path);
     if (int error = TryLock(fd); error != 0) {
       ::close(fd);
-      if (error == EWOULDBLOCK)
-        return Status::Error("instance_taken", "instance " + id + " is alive");
+      if (error == EWOULDBLOCK) {
+        return Status::Error(ErrorCode::kInstanceTaken, "instance " + id + " is alive");
+      }
       errno = error;
       return SystemError("cannot lock " + path);
     }
@@ -100,9 +103,9 @@ Status InstanceLocks::Register(const std::string& id) {
     held_.emplace(id, fd);
     return Status::Ok();
   }
-  return Status::Error("store_unavailable", "cannot register instance " + id +
-                                                ": its lock file "
-                                                "kept disappearing");
+  return Status::Error(ErrorCode::kStoreUnavailable, "cannot register instance " + id +
+                                                         ": its lock file "
+                                                         "kept disappearing");
 }
 
 Status InstanceLocks::Release(const std::string& id) {

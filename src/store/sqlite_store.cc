@@ -40,8 +40,9 @@ Status Migrate(Database& db) {
   }
   const auto& migrations = Migrations();
   if (current > migrations.back().version) {
-    return Status::Error("store_too_new", "the database schema is version " +
-                                              std::to_string(current) + ", newer than this binary");
+    return Status::Error(
+        ErrorCode::kStoreTooNew,
+        "the database schema is version " + std::to_string(current) + ", newer than this binary");
   }
   for (const auto& migration : migrations) {
     if (migration.version <= current) continue;
@@ -56,8 +57,8 @@ Status Migrate(Database& db) {
     }
     if (!status.ok()) {
       db.Exec("ROLLBACK");
-      return Status::Error(status.code(), "migration " + std::to_string(migration.version) + ": " +
-                                              status.message());
+      return Status::Error(status.error(), "migration " + std::to_string(migration.version) + ": " +
+                                               status.message());
     }
     if (!(status = db.Exec("COMMIT")).ok()) return status;
   }
@@ -117,7 +118,8 @@ class SqliteStore final : public Store {
       }
     }
     if (job) {  // not queued
-      job->done(Status::Error("store_overloaded", "too many decisions waiting for the store"));
+      job->done(
+          Status::Error(ErrorCode::kStoreOverloaded, "too many decisions waiting for the store"));
       return;
     }
     work_ready_.notify_one();
@@ -174,7 +176,7 @@ class SqliteStore final : public Store {
     try {
       return fn(tx);
     } catch (const std::exception& error) {
-      return Status::Error("internal_error", error.what());
+      return Status::Error(ErrorCode::kInternalError, error.what());
     }
   }
 
@@ -230,7 +232,8 @@ class SqliteStore final : public Store {
     Status committed = db.Run("COMMIT");
     if (!committed.ok()) {
       db.Run("ROLLBACK");
-      committed = Status::Error("store_unavailable", "commit failed: " + committed.message());
+      committed =
+          Status::Error(ErrorCode::kStoreUnavailable, "commit failed: " + committed.message());
     }
     {
       std::lock_guard lock(mutex_);
@@ -384,10 +387,11 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
   (void)configured;
   const std::string prefix = "sqlite:";
   if (url.rfind(prefix, 0) != 0) {
-    return Status::Error("invalid_config", "unsupported --db '" + url + "': expected sqlite:PATH");
+    return Status::Error(ErrorCode::kInvalidConfig,
+                         "unsupported --db '" + url + "': expected sqlite:PATH");
   }
   std::string path = url.substr(prefix.size());
-  if (path.empty()) return Status::Error("invalid_config", "--db sqlite: needs a path");
+  if (path.empty()) return Status::Error(ErrorCode::kInvalidConfig, "--db sqlite: needs a path");
   // The writer's connection gathers each commit's WAL writes into one (wal_write_vfs.h).
   auto wal_vfs = sqlite::WalWriteVfs::Register();
   if (!wal_vfs.ok()) return wal_vfs.status();
@@ -410,9 +414,10 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
   // Pre-release builds changed migration 1 in place; such a database has the right version number
   // but not the columns this binary reads. Say so instead of failing on the first query.
   if (!HasColumnsRead(**db)) {
-    return Status::Error("store_incompatible",
-                         path + " was created by a pre-release build of AgentPay whose schema "
-                                "differs; move it away and start again");
+    return Status::Error(ErrorCode::kStoreIncompatible,
+                         path +
+                             " was created by a pre-release build of AgentPay whose schema "
+                             "differs; move it away and start again");
   }
   auto checkpointer = Database::Open(path, /*read_only=*/false);
   if (!checkpointer.ok()) return checkpointer.status();
@@ -422,7 +427,7 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
   const std::string wal_path = path + "-wal";
   int wal_fd = ::open(wal_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (wal_fd < 0) {
-    return Status::Error("store_unavailable", "cannot open " + wal_path + " to sync it");
+    return Status::Error(ErrorCode::kStoreUnavailable, "cannot open " + wal_path + " to sync it");
   }
   if (Status s = (*db)->Exec("PRAGMA synchronous=NORMAL"); !s.ok()) {
     ::close(wal_fd);

@@ -30,7 +30,7 @@ Result<Operation> ReadOperation(const Statement& row) {
   auto settlement = ParseSettlement(row.Text(7));
   auto fulfillment = ParseFulfillment(row.Text(8));
   if (!intent || !settlement || !fulfillment) {
-    return Status::Error("store_corrupt", "operation " + op.id + " has an unknown state");
+    return Status::Error(ErrorCode::kStoreCorrupt, "operation " + op.id + " has an unknown state");
   }
   op.intent = *intent;
   op.settlement = *settlement;
@@ -192,7 +192,7 @@ Status SqliteTransaction::UpdateOperation(const Operation& op) {
   BindOperation(stmt, op);
   Status status = stmt.Run();
   if (status.ok() && db_.Changes() != 1) {
-    return Status::Error("store_not_found", "no operation " + op.id);
+    return Status::Error(ErrorCode::kStoreNotFound, "no operation " + op.id);
   }
   return status;
 }
@@ -279,7 +279,8 @@ Status SqliteTransaction::UpdateX402Payment(const X402PaymentRecord& r) {
   stmt.Bind(5, r.relayer_nonce).Bind(6, r.submitted_ms).Bind(7, r.broadcasts);
   Status status = stmt.Run();
   if (status.ok() && db_.Changes() != 1) {
-    return Status::Error("store_not_found", "no x402 payment for operation " + r.operation_id);
+    return Status::Error(ErrorCode::kStoreNotFound,
+                         "no x402 payment for operation " + r.operation_id);
   }
   return status;
 }
@@ -460,7 +461,7 @@ Result<MoveOutcome> SqliteTransaction::Move(std::string_view account_id, MoveKin
     Status status;
     if (!read.Step(&status)) {
       if (!status.ok()) return status;
-      return Status::Error("store_not_found", "no account " + std::string(account_id));
+      return Status::Error(ErrorCode::kStoreNotFound, "no account " + std::string(account_id));
     }
     balances = Balances{read.Int(0), read.Int(1), read.Int(2)};
   }

@@ -21,7 +21,7 @@ SettlementRecord ToSettlementRecord(const X402PaymentRecord& record) {
                           record.raw_tx_hex,   record.submitted_ms,  record.broadcasts};
 }
 
-Status Rollback() { return Status::Error("rollback", "decision rolled back"); }
-bool IsRollback(const Status& status) { return status.code() == "rollback"; }
+Status Rollback() { return Status::Error(ErrorCode::kRollback, "decision rolled back"); }
+bool IsRollback(const Status& status) { return status.error() == ErrorCode::kRollback; }
 
 }  // namespace agentpay

@@ -236,7 +236,7 @@ Result<std::unique_ptr<WalWriteVfs>> WalWriteVfs::Register() {
   std::unique_ptr<WalWriteVfs> vfs(new WalWriteVfs());
   vfs->real_ = sqlite3_vfs_find(nullptr);
   if (vfs->real_ == nullptr || vfs->real_->iVersion < 2) {
-    return Status::Error("store_unavailable", "no usable default SQLite VFS");
+    return Status::Error(ErrorCode::kStoreUnavailable, "no usable default SQLite VFS");
   }
   vfs->name_ = "agentpay-wal-" + std::to_string(next_id.fetch_add(1));
   using A = WalWriteVfsAccess;
@@ -260,7 +260,7 @@ Result<std::unique_ptr<WalWriteVfs>> WalWriteVfs::Register() {
   v.xGetLastError = A::GetLastError;
   v.xCurrentTimeInt64 = A::CurrentTimeInt64;
   if (int rc = sqlite3_vfs_register(&v, /*makeDflt=*/0); rc != SQLITE_OK) {
-    return Status::Error("store_unavailable",
+    return Status::Error(ErrorCode::kStoreUnavailable,
                          std::string("cannot register the WAL VFS: ") + sqlite3_errstr(rc));
   }
   return vfs;
@@ -272,7 +272,8 @@ Status WalWriteVfs::Flush() {
   if (wal_ == nullptr) return Status::Ok();
   int rc = WalWriteVfsAccess::WritePending(wal_);
   if (rc != SQLITE_OK) {
-    return Status::Error("store_unavailable", std::string("WAL write failed: ") + sqlite3_errstr(rc));
+    return Status::Error(ErrorCode::kStoreUnavailable,
+                         std::string("WAL write failed: ") + sqlite3_errstr(rc));
   }
   return Status::Ok();
 }

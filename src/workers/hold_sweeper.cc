@@ -16,11 +16,13 @@ Status ReleaseOne(Transaction& tx, const std::string& operation_id, Clock& clock
   auto expiry = ExpireHold(op, now);
   if (!expiry) return Status::Ok();
   auto account = WalletAccountOf(op.principal);
-  if (!account) return Status::Error("store_corrupt", "held operation without a wallet: " + op.id);
+  if (!account) {
+    return Status::Error(ErrorCode::kStoreCorrupt, "held operation without a wallet: " + op.id);
+  }
   auto moved = tx.Move(*account, MoveKind::kRelease, op.amount, op.id, now);
   if (!moved.ok()) return moved.status();
   if (*moved != MoveOutcome::kOk) {
-    return Status::Error("store_corrupt", "hold of " + op.id + " is not on its account");
+    return Status::Error(ErrorCode::kStoreCorrupt, "hold of " + op.id + " is not on its account");
   }
   if (Status s = tx.UpdateOperation(expiry->next); !s.ok()) return s;
   if (Status s = tx.AppendEvent({op.id, now, "worker", "hold_expired", expiry->reason}); !s.ok()) {

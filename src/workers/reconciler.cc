@@ -29,7 +29,7 @@ Result<std::vector<Candidate>> ListCandidates(Store& store, int64_t now,
         auto payment = tx.FindX402Payment(op.id);
         if (!payment.ok()) return payment.status();
         if (!payment->has_value() || !(*payment)->submitted()) {
-          return Status::Error("store_corrupt",
+          return Status::Error(ErrorCode::kStoreCorrupt,
                                "settling operation without a transaction " + op.id);
         }
         if (state == Settlement::kSubmitted &&
@@ -144,7 +144,9 @@ Result<bool> FillRelayerGap(Store& store, Settler& settler) {
   if (!read.ok()) return read;
   if (!stuck || !stuck->submitted()) return false;
   auto hash = chain::ParseHash32(stuck->tx_hash);
-  if (!hash.ok()) return Status::Error("store_corrupt", "stored transaction hash is not hex");
+  if (!hash.ok()) {
+    return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction hash is not hex");
+  }
   auto known = settler.chain().GetTransaction(*hash);
   if (!known.ok()) return known.status();
   if (known->has_value()) return false;  // pending at that nonce: the node will mine it

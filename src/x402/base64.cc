@@ -19,7 +19,9 @@ constexpr std::array<int8_t, 256> MakeDecodeTable() {
 }
 constexpr std::array<int8_t, 256> kDecodeTable = MakeDecodeTable();
 
-Status Invalid(std::string message) { return Status::Error("invalid_base64", std::move(message)); }
+Status Invalid(std::string message) {
+  return Status::Error(ErrorCode::kInvalidBase64, std::move(message));
+}
 
 }  // namespace
 

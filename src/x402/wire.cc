@@ -55,7 +55,7 @@ constexpr std::string_view kEip155Prefix = "eip155:";
 constexpr uint64_t kMaxSafeInteger = (uint64_t{1} << 53) - 1;  // JS Number.isSafeInteger
 
 Status Malformed(std::string message) {
-  return Status::Error("malformed_payment", std::move(message));
+  return Status::Error(ErrorCode::kMalformedPayment, std::move(message));
 }
 
 std::optional<uint64_t> ChainIdV2(std::string_view network) {

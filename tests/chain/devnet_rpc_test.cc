@@ -557,7 +557,7 @@ TEST_F(DevnetRpcTest, HttpWrapper) {
 TEST_F(DevnetRpcTest, RpcChainReadsTheDevnetOverHttp) {
   auto server = HttpServer::Start("127.0.0.1", 0, ServerLimits{}, [this](const HttpRequest& r) {
     std::optional<HttpResponse> answer = HandleDevnetRpc(r, *devnet_);
-    return answer ? *answer : ProblemResponse(404, "not_found", "no such path");
+    return answer ? *answer : ProblemResponse(404, ProblemCode::kNotFound, "no such path");
   });
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   auto endpoint =

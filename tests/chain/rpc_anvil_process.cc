@@ -58,7 +58,7 @@ uint16_t FreeLoopbackPort() {
 
 Status AnvilProcess::Start(const std::string& binary, uint64_t chain_id) {
   if (::access(binary.c_str(), X_OK) != 0) {
-    return Status::Error("anvil_missing",
+    return Status::Error(ErrorCode::kIoError,
                          "Anvil binary not found at " + binary +
                              "; run `bash tests/chain_env/install.sh` to install it");
   }
@@ -75,7 +75,7 @@ Status AnvilProcess::SpawnOnce(const std::string& binary, uint64_t chain_id) {
   port_ = FreeLoopbackPort();
   char log_template[] = "/tmp/agentpay-anvil-XXXXXX.log";
   int log_fd = ::mkstemps(log_template, 4);
-  if (log_fd < 0) return Status::Error("anvil_start", "cannot create a log file");
+  if (log_fd < 0) return Status::Error(ErrorCode::kIoError, "cannot create a log file");
   log_path_ = log_template;
   const std::string port = std::to_string(port_);
   const std::string chain = std::to_string(chain_id);
@@ -97,20 +97,20 @@ Status AnvilProcess::SpawnOnce(const std::string& binary, uint64_t chain_id) {
     ::_exit(127);
   }
   ::close(log_fd);
-  if (pid_ < 0) return Status::Error("anvil_start", "fork failed");
+  if (pid_ < 0) return Status::Error(ErrorCode::kIoError, "fork failed");
   JsonRpcClient client(endpoint(), 500);
   const auto deadline = Clock::now() + kStartTimeout;
   while (Clock::now() < deadline) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return Status::Error("anvil_start", "anvil exited at start: " + LogTail());
+      return Status::Error(ErrorCode::kIoError, "anvil exited at start: " + LogTail());
     }
     Result<nlohmann::json> id = client.Call("eth_chainId", nlohmann::json::array());
     if (id.ok() && id->is_string()) return Status::Ok();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return Status::Error("anvil_start", "anvil did not answer eth_chainId: " + LogTail());
+  return Status::Error(ErrorCode::kIoError, "anvil did not answer eth_chainId: " + LogTail());
 }
 
 void AnvilProcess::Stop() {

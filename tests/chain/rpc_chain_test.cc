@@ -84,7 +84,7 @@ Result<Bytes> LoadCreationCode() {
   json artifact = json::parse(text.str(), nullptr, false);
   if (artifact.is_discarded() || !artifact.contains("bytecode") ||
       !artifact["bytecode"].is_string()) {
-    return Status::Error("bad_artifact", "cannot read " AGENTPAY_TEST_USDC_ARTIFACT);
+    return Status::Error(ErrorCode::kIoError, "cannot read " AGENTPAY_TEST_USDC_ARTIFACT);
   }
   return ParseHex(artifact["bytecode"].get<std::string>());
 }

@@ -104,7 +104,7 @@ TEST_F(BudgetDbTest, AnExistingKeyResumesWithItsPaymentAndNeverSignsAgain) {
 
 TEST_F(BudgetDbTest, AFailedSignatureLeavesNoReservation) {
   auto db = BudgetDb::Open(path_, 1000, 1);
-  auto failing = [](StoredReservation&) { return Status::Error("signing_failed", "no"); };
+  auto failing = [](StoredReservation&) { return Status::Error(ErrorCode::kSigningFailed, "no"); };
   EXPECT_FALSE((*db)->Reserve(Wanted("k", 10), failing, 1, 2).ok());
   EXPECT_FALSE((*db)->Find("k")->has_value());
   EXPECT_EQ((*db)->Figures()->committed, 0);
@@ -175,9 +175,9 @@ TEST_F(BudgetDbTest, ThreadsNeverExceedTheTotal) {
   for (int t = 0; t < 12; ++t) {
     threads.emplace_back([&, t] {
       int got = ReserveMany(path_, "thread" + std::to_string(t), 10, kAmount);
-      if (got < 0)
+      if (got < 0) {
         ++failures;
-      else
+      } else
         reserved += got;
     });
   }

@@ -8,6 +8,7 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 
 #include "client/budget_db.h"
 #include "client/keys.h"
@@ -69,9 +70,9 @@ HttpResponse Dropped() {
   return response;
 }
 
-HttpResponse Answer(int status, std::string_view code = "") {
-  HttpResponse response = code.empty() ? JsonResponse(status, R"({"ok":true})")
-                                       : ProblemResponse(status, code, "scripted");
+HttpResponse Answer(int status, std::optional<ProblemCode> code = std::nullopt) {
+  HttpResponse response =
+      !code ? JsonResponse(status, R"({"ok":true})") : ProblemResponse(status, *code, "scripted");
   return response;
 }
 
@@ -205,7 +206,7 @@ TEST(KeysTest, DerivedKeyIsDocumentedAndStable) {
 }
 
 TEST_F(PayTest, RetriesPresentTheSameKeyAndTheSameSignedPayment) {
-  HttpResponse busy = Answer(503, "limit_exceeded");
+  HttpResponse busy = Answer(503, ProblemCode::kLimitExceeded);
   busy.SetHeader("Retry-After", "2");
   seller_.Script({Dropped(), std::move(busy)});
   PayResult r = Run(Options());
@@ -235,8 +236,9 @@ TEST_F(PayTest, RetriesPresentTheSameKeyAndTheSameSignedPayment) {
 }
 
 TEST_F(PayTest, AttemptsRunOutWithTheStateKept) {
-  seller_.Script({Answer(502, "fulfillment_pending"), Answer(502, "fulfillment_pending"),
-                  Answer(502, "fulfillment_pending")});
+  seller_.Script({Answer(502, ProblemCode::kFulfillmentPending),
+                  Answer(502, ProblemCode::kFulfillmentPending),
+                  Answer(502, ProblemCode::kFulfillmentPending)});
   PayOptions options = Options();
   options.max_attempts = 3;
   PayResult r = Run(options);
@@ -250,7 +252,7 @@ TEST_F(PayTest, AttemptsRunOutWithTheStateKept) {
 }
 
 TEST_F(PayTest, TheDeadlineBoundsTheRun) {
-  for (int i = 0; i < 50; ++i) seller_.Script({Answer(503, "limit_exceeded")});
+  for (int i = 0; i < 50; ++i) seller_.Script({Answer(503, ProblemCode::kLimitExceeded)});
   PayOptions options = Options();
   options.max_attempts = 50;
   options.timeout_ms = 3000;
@@ -306,7 +308,7 @@ TEST_F(PayTest, NonceUsedAfterALostAnswerIsPaidNotDelivered) {
 }
 
 TEST_F(PayTest, A202IsPolledUntilFinalThenTheSameRequestIsSentAgain) {
-  HttpResponse accepted = ProblemResponse(202, "settlement_unknown", "scripted", "op_1");
+  HttpResponse accepted = ProblemResponse(202, ProblemCode::kSettlementUnknown, "scripted", "op_1");
   accepted.SetHeader("Location", "/v1/operations/op_1");
   accepted.SetHeader("Retry-After", "1");
   seller_.Script({std::move(accepted)});
@@ -335,7 +337,7 @@ TEST_F(PayTest, V1WhenAsked) {
 }
 
 TEST_F(PayTest, WalletRefusalReleasesTheReservation) {
-  seller_.Script({Answer(402, "insufficient_funds")});
+  seller_.Script({Answer(402, ProblemCode::kInsufficientFunds)});
   PayOptions options = Options();
   options.buyer_key.clear();
   options.api_key = "ak_test";

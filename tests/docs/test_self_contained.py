@@ -77,14 +77,35 @@ def all_help() -> dict[str, str]:
     return found
 
 
+PROBLEM_CODE_TABLE = ROOT / "src" / "http" / "problem_code.h"
+
+
+def problem_code_table() -> dict[str, str]:
+    """The ProblemCode enumerators and their wire strings, from ProblemCodeName's table."""
+    text = PROBLEM_CODE_TABLE.read_text(encoding="utf-8")
+    enum = re.search(r"enum class ProblemCode\b[^{]*\{(.*?)\};", text, re.S)
+    if enum is None:
+        raise AssertionError(f"no `enum class ProblemCode` in {PROBLEM_CODE_TABLE}")
+    enumerators = re.findall(r"\b(k[A-Z]\w*)\b", re.sub(r"//[^\n]*", "", enum.group(1)))
+    table = dict(re.findall(r'case ProblemCode::(k\w+):\s*return\s+"([a-z][a-z0-9_]*)";', text))
+    # The parse itself is checked: every enumerator has exactly one row, and no row is extra.
+    if sorted(enumerators) != sorted(table) or len(set(enumerators)) != len(enumerators):
+        raise AssertionError(f"ProblemCodeName's table does not match the enum: "
+                             f"enum {sorted(enumerators)}, table {sorted(table)}")
+    return table
+
+
 def source_problem_codes() -> set[str]:
     """Problem codes the gateway, the CLI's HTTP handlers and the x402 verifier can answer with."""
-    codes: set[str] = set()
+    # ProblemResponse, PendingAnswer and settlement's Problem take a ProblemCode: every code they
+    # can answer with is a row of the one table.
+    codes: set[str] = set(problem_code_table().values())
     literal = r'"([a-z][a-z0-9_]*)"'
     for path in (ROOT / "src").rglob("*.cc"):
         text = path.read_text(encoding="utf-8")
-        # ProblemResponse(status, "code", ...) and settler's Problem(status, "code", ...); a code
-        # chosen by a ternary gives both of its literals.
+        # A string literal passed as a code would not compile today; should a string-taking
+        # overload come back, ProblemResponse(status, "code", ...) and Problem(status, "code", ...)
+        # still count (a code chosen by a ternary gives both of its literals).
         for m in re.finditer(r"\b(?:ProblemResponse|Problem)\(\s*\d+\s*,\s*([^,]*?),", text, re.S):
             arg = m.group(1)
             if arg.startswith('"'):

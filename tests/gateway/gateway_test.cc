@@ -132,7 +132,7 @@ class GatewayTest : public ::testing::Test {
     EXPECT_TRUE(store_->Read([&](Transaction& tx) {
       auto found = tx.FindOperation(id);
       if (!found.ok()) return found.status();
-      if (!found->has_value()) return Status::Error("missing", id);
+      if (!found->has_value()) return Status::Error(ErrorCode::kStoreNotFound, id);
       op = **found;
       return Status::Ok();
     }).ok()) << id;

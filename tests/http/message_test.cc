@@ -1,10 +1,13 @@
 // Plain HTTP values and address parsing.
+#include "http/message.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
 
 #include "http/client.h"
-#include "http/message.h"
 #include "http/server.h"
 
 namespace agentpay {
@@ -32,7 +35,8 @@ TEST(HttpMessage, PathAndQuery) {
 }
 
 TEST(HttpMessage, ProblemJsonShape) {
-  HttpResponse response = ProblemResponse(422, "idempotency_key_mismatch", "differs", "op_9");
+  HttpResponse response =
+      ProblemResponse(422, ProblemCode::kIdempotencyKeyMismatch, "differs", "op_9");
   EXPECT_EQ(response.status, 422);
   EXPECT_EQ(response.Header("Content-Type"), "application/problem+json");
   auto body = nlohmann::json::parse(response.body);
@@ -44,8 +48,18 @@ TEST(HttpMessage, ProblemJsonShape) {
   EXPECT_EQ(body["type"], "urn:agentpay:problem:idempotency_key_mismatch");
 }
 
+TEST(HttpMessage, ProblemCodeNamesAreDistinct) {
+  // The enumerators run from 0 to kNoAlerts, the last (docs.self_contained checks the table).
+  std::set<std::string_view> seen;
+  for (int i = 0; i <= static_cast<int>(ProblemCode::kNoAlerts); ++i) {
+    std::string_view name = ProblemCodeName(static_cast<ProblemCode>(i));
+    EXPECT_FALSE(name.empty()) << "enumerator " << i;
+    EXPECT_TRUE(seen.insert(name).second) << "duplicate code " << name;
+  }
+}
+
 TEST(HttpMessage, ProblemJsonSurvivesInvalidUtf8) {
-  HttpResponse response = ProblemResponse(400, "bad_request", "bad \xff\xfe bytes");
+  HttpResponse response = ProblemResponse(400, ProblemCode::kBadRequest, "bad \xff\xfe bytes");
   EXPECT_NO_THROW(nlohmann::json::parse(response.body));
 }
 

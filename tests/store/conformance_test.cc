@@ -63,11 +63,13 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
     ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
       auto inserted = tx.InsertAccount({id, "n-" + id, "hash-" + id, {}, 1});
       if (!inserted.ok()) return inserted.status();
-      if (!*inserted) return Status::Error("test", "exists");
+      if (!*inserted) return Status::Error(ErrorCode::kStoreConflict, "exists");
       if (deposit > 0) {
         auto moved = tx.Move(id, MoveKind::kDeposit, deposit, "", 1);
         if (!moved.ok()) return moved.status();
-        if (*moved != MoveOutcome::kOk) return Status::Error("test", "deposit refused");
+        if (*moved != MoveOutcome::kOk) {
+          return Status::Error(ErrorCode::kInvalidAmount, "deposit refused");
+        }
       }
       return Status::Ok();
     }).ok());
@@ -78,7 +80,7 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
     EXPECT_TRUE(Read([&](Transaction& tx) -> Status {
       auto account = tx.FindAccount(id);
       if (!account.ok()) return account.status();
-      if (!account->has_value()) return Status::Error("test", "no account");
+      if (!account->has_value()) return Status::Error(ErrorCode::kStoreNotFound, "no account");
       balances = (*account)->balances;
       return Status::Ok();
     }).ok());

@@ -1,0 +1,81 @@
+// The `code` of AgentPay's application/problem+json answers (RFC 9457; docs/protocol.md lists
+// each with its status and meaning): one enumerator per code and one table, ProblemCodeName, to the
+// wire string. Clients branch on these strings, so a released one never changes. A 402 for a
+// refused x402 payment carries the x402 reason instead (x402::ReasonCode, the x402 vocabulary).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/check.h"
+
+namespace agentpay {
+
+enum class ProblemCode : uint8_t {
+  kPaymentRequired,
+  kUnauthorized,
+  kInvalidIdempotencyKey,
+  kIdempotencyKeyRequired,
+  kInsufficientFunds,
+  kIdempotencyKeyMismatch,
+  kOperationInProgress,
+  kFulfillmentPending,
+  kLimitExceeded,
+  kStoreUnavailable,
+  kNotFound,
+  kMethodNotAllowed,
+  kInvalidRequest,
+  kAdminDisabled,
+  kDepositReferenceMismatch,
+  kAmountOverflow,
+  kX402NotEnabled,
+  kMalformedPayment,
+  kChainUnavailable,
+  kSettlementUnknown,
+  kSettlementFailed,
+  kSettlementVoid,
+  kBadRequest,
+  kInternalError,
+  kAlreadyResolved,
+  kNoAlerts,  // the last (tests/http/message_test.cc walks them up to it)
+};
+
+// The wire string. The one table of them: -Wswitch (-Wall -Werror) refuses an enumerator without
+// one, and tests/docs/test_self_contained.py reads it to check that docs/protocol.md has each.
+constexpr std::string_view ProblemCodeName(ProblemCode code) {
+  // One line per code, read as the table it is.
+  // clang-format off
+  switch (code) {
+    case ProblemCode::kPaymentRequired: return "payment_required";
+    case ProblemCode::kUnauthorized: return "unauthorized";
+    case ProblemCode::kInvalidIdempotencyKey: return "invalid_idempotency_key";
+    case ProblemCode::kIdempotencyKeyRequired: return "idempotency_key_required";
+    case ProblemCode::kInsufficientFunds: return "insufficient_funds";
+    case ProblemCode::kIdempotencyKeyMismatch: return "idempotency_key_mismatch";
+    case ProblemCode::kOperationInProgress: return "operation_in_progress";
+    case ProblemCode::kFulfillmentPending: return "fulfillment_pending";
+    case ProblemCode::kLimitExceeded: return "limit_exceeded";
+    case ProblemCode::kStoreUnavailable: return "store_unavailable";
+    case ProblemCode::kNotFound: return "not_found";
+    case ProblemCode::kMethodNotAllowed: return "method_not_allowed";
+    case ProblemCode::kInvalidRequest: return "invalid_request";
+    case ProblemCode::kAdminDisabled: return "admin_disabled";
+    case ProblemCode::kDepositReferenceMismatch: return "deposit_reference_mismatch";
+    case ProblemCode::kAmountOverflow: return "amount_overflow";
+    case ProblemCode::kX402NotEnabled: return "x402_not_enabled";
+    case ProblemCode::kMalformedPayment: return "malformed_payment";
+    case ProblemCode::kChainUnavailable: return "chain_unavailable";
+    case ProblemCode::kSettlementUnknown: return "settlement_unknown";
+    case ProblemCode::kSettlementFailed: return "settlement_failed";
+    case ProblemCode::kSettlementVoid: return "settlement_void";
+    case ProblemCode::kBadRequest: return "bad_request";
+    case ProblemCode::kInternalError: return "internal_error";
+    case ProblemCode::kAlreadyResolved: return "already_resolved";
+    case ProblemCode::kNoAlerts: return "no_alerts";
+  }
+  // clang-format on
+  AGENTPAY_CHECK(false && "ProblemCode out of range");
+  return "";
+}
+
+}  // namespace agentpay
