@@ -1,11 +1,12 @@
-// The admin API (CONTRACT §3): accounts, deposits idempotent by reference, operation listing,
-// alerts and their resolution. Every call needs `Authorization: Bearer <admin token>`.
+// The admin API; see admin_api.h.
+#include "gateway/admin_api.h"
+
 #include "core/money.h"
 #include "core/resolution.h"
 #include "gateway/answers.h"
-#include "gateway/gateway.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
+#include "gateway/views.h"
 
 namespace agentpay {
 namespace {
@@ -129,15 +130,15 @@ HttpResponse ResolutionAnswer(std::string_view operation_id, const ResolveResult
 
 }  // namespace
 
-HttpResponse Gateway::HandleAdmin(const HttpRequest& request) {
-  if (config_.admin_token.empty()) {
+HttpResponse AdminApi::Handle(const HttpRequest& request) {
+  if (ctx_.config.admin_token.empty()) {
     return ProblemResponse(403, ProblemCode::kAdminDisabled,
                            "start the gateway with --admin-token-file");
   }
   auto header = request.Header("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
   if (!header || !header->starts_with(kBearer) ||
-      !SecretEquals(header->substr(kBearer.size()), config_.admin_token)) {
+      !SecretEquals(header->substr(kBearer.size()), ctx_.config.admin_token)) {
     return ProblemResponse(401, ProblemCode::kUnauthorized,
                            "the admin API needs the admin bearer token");
   }
@@ -161,7 +162,7 @@ HttpResponse Gateway::HandleAdmin(const HttpRequest& request) {
     if (request.method != "GET") {
       return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
     }
-    return AdminGetAccount(rest);
+    return AccountAnswer(ctx_.store, rest);
   }
   constexpr std::string_view kOperationsPrefix = "/admin/v1/operations/";
   constexpr std::string_view kResolve = "/resolve";
@@ -188,7 +189,7 @@ HttpResponse Gateway::HandleAdmin(const HttpRequest& request) {
   return ProblemResponse(404, ProblemCode::kNotFound, "no such admin endpoint");
 }
 
-HttpResponse Gateway::CreateAccount(const HttpRequest& request) {
+HttpResponse AdminApi::CreateAccount(const HttpRequest& request) {
   auto body = ParseObject(request.body);
   if (!body) return BadJson("the body must be a JSON object {\"name\": ...}");
   auto name = body->find("name");
@@ -197,12 +198,12 @@ HttpResponse Gateway::CreateAccount(const HttpRequest& request) {
     return BadJson("\"name\" must be a string of 1-200 characters");
   }
   AccountRecord account;
-  account.id = NewAccountId(random_);
+  account.id = NewAccountId(ctx_.random);
   account.name = name->get<std::string>();
-  std::string api_key = NewApiKey(random_);
+  std::string api_key = NewApiKey(ctx_.random);
   account.api_key_hash = Sha256Hex(api_key);
-  account.created_ms = clock_.NowMs();
-  Status status = store_.Write([&](Transaction& tx) -> Status {
+  account.created_ms = ctx_.clock.NowMs();
+  Status status = ctx_.store.Write([&](Transaction& tx) -> Status {
     auto inserted = tx.InsertAccount(account);
     if (!inserted.ok()) return inserted.status();
     if (!*inserted) return Status::Error(ErrorCode::kStoreConflict, "account id collision");
@@ -214,7 +215,7 @@ HttpResponse Gateway::CreateAccount(const HttpRequest& request) {
   return JsonResponse(201, DumpJson(json));
 }
 
-HttpResponse Gateway::Deposit(const HttpRequest& request, std::string_view account_id) {
+HttpResponse AdminApi::Deposit(const HttpRequest& request, std::string_view account_id) {
   auto body = ParseObject(request.body);
   if (!body)
     return BadJson("the body must be a JSON object {\"amount\": \"...\", \"reference\": ...}");
@@ -235,8 +236,8 @@ HttpResponse Gateway::Deposit(const HttpRequest& request, std::string_view accou
   const std::string reference = reference_field->get<std::string>();
   enum class Outcome { kDeposited, kReplayed, kMismatch, kNoAccount, kOverflow } outcome{};
   std::optional<AccountRecord> account;
-  Status status = store_.Write([&](Transaction& tx) -> Status {
-    const int64_t now = clock_.NowMs();
+  Status status = ctx_.store.Write([&](Transaction& tx) -> Status {
+    const int64_t now = ctx_.clock.NowMs();
     auto found = tx.FindAccount(account_id);
     if (!found.ok()) return found.status();
     if (!found->has_value()) {
@@ -284,21 +285,6 @@ HttpResponse Gateway::Deposit(const HttpRequest& request, std::string_view accou
   return ProblemResponse(500, ProblemCode::kInternalError, "unreachable");
 }
 
-HttpResponse Gateway::AdminGetAccount(std::string_view account_id) {
-  std::optional<AccountRecord> account;
-  Status status = store_.Read([&](Transaction& tx) {
-    auto found = tx.FindAccount(account_id);
-    if (!found.ok()) return found.status();
-    account = std::move(*found);
-    return Status::Ok();
-  });
-  if (!status.ok()) return StoreProblem(status);
-  if (!account) {
-    return ProblemResponse(404, ProblemCode::kNotFound, "no account " + std::string(account_id));
-  }
-  return JsonResponse(200, DumpJson(AccountJson(*account)));
-}
-
 // The `limit` query parameter: default 100, 1..kMaxListLimit.
 static std::optional<int> ListLimit(std::string_view query) {
   auto value = QueryParam(query, "limit");
@@ -308,11 +294,11 @@ static std::optional<int> ListLimit(std::string_view query) {
   return static_cast<int>(*limit);
 }
 
-HttpResponse Gateway::ListAlerts(const HttpRequest& request) {
+HttpResponse AdminApi::ListAlerts(const HttpRequest& request) {
   auto limit = ListLimit(request.Query());
   if (!limit) return BadJson("limit must be an integer from 1 to 1000");
   std::vector<Alert> alerts;
-  Status status = store_.Read([&](Transaction& tx) {
+  Status status = ctx_.store.Read([&](Transaction& tx) {
     auto listed = tx.ListAlerts(*limit);
     if (!listed.ok()) return listed.status();
     alerts = std::move(*listed);
@@ -324,7 +310,7 @@ HttpResponse Gateway::ListAlerts(const HttpRequest& request) {
   return JsonResponse(200, DumpJson({{"alerts", list}}));
 }
 
-HttpResponse Gateway::ListOperations(const HttpRequest& request) {
+HttpResponse AdminApi::ListOperations(const HttpRequest& request) {
   OperationFilter filter;
   std::string_view query = request.Query();
   if (auto value = QueryParam(query, "settlement"); value && !value->empty()) {
@@ -339,7 +325,7 @@ HttpResponse Gateway::ListOperations(const HttpRequest& request) {
   if (!limit) return BadJson("limit must be an integer from 1 to 1000");
   filter.limit = *limit;
   std::vector<Operation> ops;
-  Status status = store_.Read([&](Transaction& tx) {
+  Status status = ctx_.store.Read([&](Transaction& tx) {
     auto listed = tx.ListOperations(filter);
     if (!listed.ok()) return listed.status();
     ops = std::move(*listed);
@@ -351,7 +337,7 @@ HttpResponse Gateway::ListOperations(const HttpRequest& request) {
   return JsonResponse(200, DumpJson({{"operations", list}}));
 }
 
-HttpResponse Gateway::ResolveOperation(const HttpRequest& request, std::string_view operation_id) {
+HttpResponse AdminApi::ResolveOperation(const HttpRequest& request, std::string_view operation_id) {
   auto body = ParseObject(request.body);
   if (!body) return BadJson("the body must be a JSON object {\"outcome\": ..., \"note\": ...}");
   auto outcome_field = body->find("outcome");
@@ -370,8 +356,8 @@ HttpResponse Gateway::ResolveOperation(const HttpRequest& request, std::string_v
   }
   const std::string note = note_field->get<std::string>();
   ResolveResult result;
-  Status status = store_.Write([&](Transaction& tx) {
-    return DecideResolution(tx, operation_id, *outcome, note, clock_.NowMs(), result);
+  Status status = ctx_.store.Write([&](Transaction& tx) {
+    return DecideResolution(tx, operation_id, *outcome, note, ctx_.clock.NowMs(), result);
   });
   if (!status.ok()) return StoreProblem(status);
   if (!result.found) {
@@ -380,8 +366,8 @@ HttpResponse Gateway::ResolveOperation(const HttpRequest& request, std::string_v
   }
   switch (result.decision) {
     case ResolveDecision::kResolve:
-      metrics_.CountResolved(static_cast<uint64_t>(result.resolved_now),
-                             static_cast<uint64_t>(result.refunded_now));
+      ctx_.metrics.CountResolved(static_cast<uint64_t>(result.resolved_now),
+                                 static_cast<uint64_t>(result.refunded_now));
       return ResolutionAnswer(operation_id, result, false);
     case ResolveDecision::kReplay:
       return ResolutionAnswer(operation_id, result, true);

@@ -1,5 +1,5 @@
-// Request routing, the 402 challenge, read-only views and crash recovery. The payment paths are
-// in wallet_path.cc and x402_path.cc, the admin API in admin_api.cc.
+// Request routing, the 402 challenge and crash recovery. The payment paths are in wallet_path.cc
+// and x402_path.cc, the read-only answers in views.cc, the admin API in admin_api.cc.
 #include "gateway/gateway.h"
 
 #include <future>
@@ -38,7 +38,9 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
       context_{config_,  store,    clock,        random,      timers,
                upstream, metrics_, attachments_, instance_id_},
       api_keys_(store),
-      wallet_(context_, api_keys_) {
+      wallet_(context_, api_keys_),
+      views_(context_, api_keys_),
+      admin_(context_) {
   AGENTPAY_CHECK(!config_.routes.empty());
   for (const auto& route : config_.routes) AGENTPAY_CHECK(route.price > 0);
   if (settler_ != nullptr) {
@@ -93,37 +95,26 @@ void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond re
 
 HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
   std::string_view path = request.Path();
-  if (path == "/healthz") {
-    // Whether the store answers; nothing read is reported, so no need to wait for durability
-    // (which, under a burst of payments, would make the probe wait for their commits).
-    Status status = store_.ReadUnsynced([](Transaction&) { return Status::Ok(); });
-    if (!status.ok()) return ProblemResponse(503, ProblemCode::kStoreUnavailable, status.message());
-    return JsonResponse(200, R"({"status":"ok"})");
-  }
-  if (path == "/metrics") {
-    std::optional<ServerStats> server_stats;
-    if (server_ != nullptr) server_stats = server_->Stats();
-    HttpResponse response;
-    response.body = metrics_.Render(store_.Stats(), server_stats ? &*server_stats : nullptr);
-    response.SetHeader("Content-Type", "text/plain; version=0.0.4");
-    return response;
-  }
+  if (path == "/healthz") return views_.Health();
+  if (path == "/metrics") return views_.Metrics(server_);
   constexpr std::string_view kOperations = "/v1/operations/";
   if (path.starts_with(kOperations)) {
-    if (request.method != "GET")
+    if (request.method != "GET") {
       return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
+    }
     std::string_view rest = path.substr(kOperations.size());
     constexpr std::string_view kTrace = "/trace";
     bool trace = rest.ends_with(kTrace);
     if (trace) rest.remove_suffix(kTrace.size());
-    return GetOperation(rest, trace);
+    return views_.Operation(rest, trace);
   }
   if (path == "/v1/account") {
-    if (request.method != "GET")
+    if (request.method != "GET") {
       return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
-    return GetAccount(request);
+    }
+    return views_.Account(request);
   }
-  if (path.starts_with("/admin/")) return HandleAdmin(request);
+  if (path.starts_with("/admin/")) return admin_.Handle(request);
   return ProblemResponse(
       404, ProblemCode::kNotFound,
       IsReservedPath(path) ? "no such endpoint" : "no paid route serves this path");
@@ -173,49 +164,6 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
                                   "wallet API key (Authorization: Bearer)"));
   }
   x402_->Pay(std::move(request), route, std::move(answer));
-}
-
-HttpResponse Gateway::GetOperation(std::string_view id, bool trace) {
-  std::optional<Operation> op;
-  std::optional<X402PaymentRecord> payment;
-  std::vector<TraceEvent> events;
-  std::vector<PostingRecord> postings;
-  Status status = store_.Read([&](Transaction& tx) {
-    auto found = tx.FindOperation(id);
-    if (!found.ok()) return found.status();
-    op = std::move(*found);
-    if (op && !WalletAccountOf(op->principal)) {
-      auto paid = tx.FindX402Payment(id);
-      if (!paid.ok()) return paid.status();
-      payment = std::move(*paid);
-    }
-    if (op && trace) {
-      auto listed = tx.ListEvents(id);
-      if (!listed.ok()) return listed.status();
-      events = std::move(*listed);
-      auto posted = tx.ListPostings(id);
-      if (!posted.ok()) return posted.status();
-      postings = std::move(*posted);
-    }
-    return Status::Ok();
-  });
-  if (!status.ok()) return StoreProblem(status);
-  if (!op) return ProblemResponse(404, ProblemCode::kNotFound, "no operation " + std::string(id));
-  if (!trace) {
-    nlohmann::json json = OperationJson(*op);
-    if (payment && payment->submitted()) json["tx_hash"] = payment->tx_hash;
-    return JsonResponse(200, DumpJson(json));
-  }
-  return JsonResponse(200, DumpJson(TraceJson(BuildTrace(*op, postings, events))));
-}
-
-HttpResponse Gateway::GetAccount(const HttpRequest& request) {
-  auto account_id = api_keys_.Authenticate(request);
-  if (!account_id.ok()) return StoreProblem(account_id.status());
-  if (!account_id->has_value()) {
-    return ProblemResponse(401, ProblemCode::kUnauthorized, "unknown or missing API key");
-  }
-  return AdminGetAccount(**account_id);
 }
 
 // T12 with several processes on one store: whether an attempt is dead is asked of the store

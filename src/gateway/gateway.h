@@ -10,12 +10,14 @@
 #include <string>
 
 #include "core/world.h"
+#include "gateway/admin_api.h"
 #include "gateway/api_keys.h"
 #include "gateway/attachments.h"
 #include "gateway/config.h"
 #include "gateway/context.h"
 #include "gateway/metrics.h"
 #include "gateway/upstream.h"
+#include "gateway/views.h"
 #include "gateway/wallet_path.h"
 #include "gateway/x402_offer.h"
 #include "gateway/x402_path.h"
@@ -74,16 +76,6 @@ class Gateway {
                   Respond respond);
   const RouteConfig* MatchRoute(std::string_view path) const;
 
-  HttpResponse GetOperation(std::string_view id, bool trace);
-  HttpResponse GetAccount(const HttpRequest& request);
-  HttpResponse HandleAdmin(const HttpRequest& request);
-  HttpResponse CreateAccount(const HttpRequest& request);
-  HttpResponse Deposit(const HttpRequest& request, std::string_view account_id);
-  HttpResponse AdminGetAccount(std::string_view account_id);
-  HttpResponse ListOperations(const HttpRequest& request);
-  HttpResponse ListAlerts(const HttpRequest& request);
-  HttpResponse ResolveOperation(const HttpRequest& request, std::string_view operation_id);
-
   GatewayConfig config_;
   Store& store_;
   Clock& clock_;
@@ -99,6 +91,8 @@ class Gateway {
   const GatewayContext context_;
   ApiKeys api_keys_;
   WalletPath wallet_;
+  Views views_;
+  AdminApi admin_;
   std::unique_ptr<X402Path> x402_;  // with a settler only
   const HttpServer* server_ = nullptr;
 

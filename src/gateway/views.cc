@@ -1,0 +1,84 @@
+// The read-only answers; see views.h.
+#include "gateway/views.h"
+
+#include "gateway/answers.h"
+#include "gateway/json_views.h"
+
+namespace agentpay {
+
+HttpResponse Views::Health() {
+  // Whether the store answers; nothing read is reported, so no need to wait for durability
+  // (which, under a burst of payments, would make the probe wait for their commits).
+  Status status = ctx_.store.ReadUnsynced([](Transaction&) { return Status::Ok(); });
+  if (!status.ok()) return ProblemResponse(503, ProblemCode::kStoreUnavailable, status.message());
+  return JsonResponse(200, R"({"status":"ok"})");
+}
+
+HttpResponse Views::Metrics(const HttpServer* server) {
+  std::optional<ServerStats> server_stats;
+  if (server != nullptr) server_stats = server->Stats();
+  HttpResponse response;
+  response.body = ctx_.metrics.Render(ctx_.store.Stats(), server_stats ? &*server_stats : nullptr);
+  response.SetHeader("Content-Type", "text/plain; version=0.0.4");
+  return response;
+}
+
+HttpResponse Views::Operation(std::string_view id, bool trace) {
+  std::optional<::agentpay::Operation> op;
+  std::optional<X402PaymentRecord> payment;
+  std::vector<TraceEvent> events;
+  std::vector<PostingRecord> postings;
+  Status status = ctx_.store.Read([&](Transaction& tx) {
+    auto found = tx.FindOperation(id);
+    if (!found.ok()) return found.status();
+    op = std::move(*found);
+    if (op && !WalletAccountOf(op->principal)) {
+      auto paid = tx.FindX402Payment(id);
+      if (!paid.ok()) return paid.status();
+      payment = std::move(*paid);
+    }
+    if (op && trace) {
+      auto listed = tx.ListEvents(id);
+      if (!listed.ok()) return listed.status();
+      events = std::move(*listed);
+      auto posted = tx.ListPostings(id);
+      if (!posted.ok()) return posted.status();
+      postings = std::move(*posted);
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  if (!op) return ProblemResponse(404, ProblemCode::kNotFound, "no operation " + std::string(id));
+  if (!trace) {
+    nlohmann::json json = OperationJson(*op);
+    if (payment && payment->submitted()) json["tx_hash"] = payment->tx_hash;
+    return JsonResponse(200, DumpJson(json));
+  }
+  return JsonResponse(200, DumpJson(TraceJson(BuildTrace(*op, postings, events))));
+}
+
+HttpResponse Views::Account(const HttpRequest& request) {
+  auto account_id = api_keys_.Authenticate(request);
+  if (!account_id.ok()) return StoreProblem(account_id.status());
+  if (!account_id->has_value()) {
+    return ProblemResponse(401, ProblemCode::kUnauthorized, "unknown or missing API key");
+  }
+  return AccountAnswer(ctx_.store, **account_id);
+}
+
+HttpResponse AccountAnswer(Store& store, std::string_view account_id) {
+  std::optional<AccountRecord> account;
+  Status status = store.Read([&](Transaction& tx) {
+    auto found = tx.FindAccount(account_id);
+    if (!found.ok()) return found.status();
+    account = std::move(*found);
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  if (!account) {
+    return ProblemResponse(404, ProblemCode::kNotFound, "no account " + std::string(account_id));
+  }
+  return JsonResponse(200, DumpJson(AccountJson(*account)));
+}
+
+}  // namespace agentpay

@@ -1,0 +1,35 @@
+// The gateway's read-only answers: liveness, metrics, an operation (and its trace) by id, and an
+// account. Who may call them is in docs/protocol.md §1; each runs on the gateway's blocking pool.
+#pragma once
+
+#include <string_view>
+
+#include "gateway/api_keys.h"
+#include "gateway/context.h"
+#include "http/message.h"
+#include "http/server.h"
+
+namespace agentpay {
+
+class Views {
+ public:
+  Views(const GatewayContext& context, ApiKeys& api_keys) : ctx_(context), api_keys_(api_keys) {}
+
+  // GET /healthz: 200 while the store answers, else 503 store_unavailable.
+  HttpResponse Health();
+  // GET /metrics (Prometheus text); the listener's counters too when `server` is given.
+  HttpResponse Metrics(const HttpServer* server);
+  // GET /v1/operations/{id} and /v1/operations/{id}/trace.
+  HttpResponse Operation(std::string_view id, bool trace);
+  // GET /v1/account: the account of the request's API key.
+  HttpResponse Account(const HttpRequest& request);
+
+ private:
+  GatewayContext ctx_;
+  ApiKeys& api_keys_;
+};
+
+// The account view of `account_id` (the admin API's and /v1/account's): 200, or 404 not_found.
+HttpResponse AccountAnswer(Store& store, std::string_view account_id);
+
+}  // namespace agentpay
