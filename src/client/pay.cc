@@ -55,6 +55,7 @@ class PayRun {
                       const std::vector<HttpHeader>& headers, const std::string& body);
   std::vector<HttpHeader> PaidHeaders() const;
   void NoteEvidence(const ClientResponse& response);
+  void KeepEvidence(const std::string& operation_id, const std::string& tx_hash);
   bool Backoff(int retry, const ClientResponse& response, const char* why);
   void PollOperation(const std::string& location);
   PayResult OnServed(const ClientResponse& response);
@@ -374,6 +375,16 @@ void PayRun::TakeResponse(const ClientResponse& response) {
   result_.replayed = response.Header("Idempotent-Replayed").value_or("") == "true";
 }
 
+// Records the evidence in the budget file. It is also in the result and on chain, so a failure is
+// a warning, not a reason to stop.
+void PayRun::KeepEvidence(const std::string& operation_id, const std::string& tx_hash) {
+  if (!budget_->RecordEvidence(result_.key, operation_id, tx_hash, Now()).ok()) {
+    Say(operation_id.empty()
+            ? "warning: could not record the transaction hash in the budget file"
+            : "warning: could not record the operation id in the budget file");
+  }
+}
+
 void PayRun::NoteEvidence(const ClientResponse& response) {
   std::string operation_id(response.Header("AgentPay-Operation-Id").value_or(""));
   std::string tx_hash;
@@ -381,9 +392,7 @@ void PayRun::NoteEvidence(const ClientResponse& response) {
   if (operation_id.empty() && tx_hash.empty()) return;
   if (!operation_id.empty()) result_.operation_id = operation_id;
   if (!tx_hash.empty()) result_.evidence.transaction = tx_hash;
-  if (!budget_->RecordEvidence(result_.key, operation_id, tx_hash, Now()).ok()) {
-    Say("warning: could not record the operation id in the budget file");
-  }
+  KeepEvidence(operation_id, tx_hash);
   if (!operation_id.empty()) reservation_.operation_id = operation_id;
   if (!tx_hash.empty()) reservation_.tx_hash = tx_hash;
 }
@@ -463,7 +472,7 @@ void PayRun::PollOperation(const std::string& location) {
       if (!op->tx_hash.empty() && op->tx_hash != reservation_.tx_hash) {
         reservation_.tx_hash = op->tx_hash;
         result_.evidence.transaction = op->tx_hash;
-        budget_->RecordEvidence(result_.key, "", op->tx_hash, Now());
+        KeepEvidence("", op->tx_hash);
       }
       state = "settlement " + op->settlement + ", fulfillment " + op->fulfillment;
       if (op->settlement != "submitted" && op->settlement != "unknown" &&
@@ -537,7 +546,7 @@ PayResult PayRun::PaidNotDelivered(const std::string& reason) {
     }
   }
   if (!result_.evidence.transaction.empty() && reservation_.tx_hash.empty()) {
-    budget_->RecordEvidence(result_.key, "", result_.evidence.transaction, Now());
+    KeepEvidence("", result_.evidence.transaction);
   }
   std::string message =
       "paid, not delivered: the server says this authorization was already used (" + reason +

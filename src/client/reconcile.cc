@@ -109,7 +109,14 @@ ReconcileReport RunReconcile(const ReconcileOptions& options, ClientWorld& world
     Verdict verdict = row.scheme == "wallet"
                           ? JudgeWallet(row, options.timeout_ms)
                           : JudgeX402(row, chain.get(), options.expiry_buffer_seconds, &tx_hash);
-    if (!tx_hash.empty()) (*budget)->RecordEvidence(row.key, "", tx_hash, now);
+    if (!tx_hash.empty()) {
+      // Best effort: the hash is on chain whatever happens here, and the verdict stands.
+      Status kept = (*budget)->RecordEvidence(row.key, "", tx_hash, now);
+      if (!kept.ok() && progress) {
+        progress(row.key + ": warning: could not record transaction " + tx_hash + " (" +
+                 kept.message() + ")");
+      }
+    }
     auto after = (*budget)->ApplyReconcile(row.key, row.state, verdict.verdict, verdict.why, now);
     change.why = after.ok() ? verdict.why : after.status().message();
     change.to = after.ok() ? std::string(ReservationStateName(after->state)) : change.from;

@@ -56,7 +56,9 @@ Status Migrate(Database& db) {
                    .Run();
     }
     if (!status.ok()) {
-      db.Exec("ROLLBACK");
+      // The migration's error is what counts; OpenStore fails and closing the connection ends
+      // the transaction if this ROLLBACK could not.
+      (void)db.Exec("ROLLBACK");
       return Status::Error(status.error(), "migration " + std::to_string(migration.version) + ": " +
                                                status.message());
     }
@@ -141,7 +143,12 @@ class SqliteStore final : public Store {
     if (status.ok()) {
       SqliteTransaction tx(**db);
       status = RunGuarded(fn, tx);
-      (*db)->Run("COMMIT");
+      // What was read stands either way. A connection left inside its read transaction would fail
+      // every later BEGIN and pin its snapshot (no checkpoint past it): closing it ends both.
+      if (Status ended = (*db)->Run("COMMIT"); !ended.ok()) {
+        DiscardReader(std::move(*db));
+        return status;
+      }
     }
     ReleaseReader(std::move(*db));
     return status;
@@ -396,6 +403,16 @@ class SqliteStore final : public Store {
     {
       std::lock_guard lock(reader_mutex_);
       readers_.push_back(std::move(db));
+    }
+    reader_free_.notify_one();
+  }
+
+  // Closes a reader instead of keeping it; its place goes to a new one when needed.
+  void DiscardReader(std::unique_ptr<Database> db) {
+    db.reset();
+    {
+      std::lock_guard lock(reader_mutex_);
+      --open_readers_;
     }
     reader_free_.notify_one();
   }
