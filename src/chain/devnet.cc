@@ -372,10 +372,14 @@ class DevnetState {
   // Precondition: !Knows(hash).
   void AddPending(const Hash32& hash, DecodedTransaction transaction, int64_t due_ms);
   bool RemovePending(const Hash32& hash);
+  struct BlockPlan {
+    std::vector<Hash32> transactions;
+    int64_t first_due_ms = 0;  // the due time of the first transaction (0 when there is none)
+  };
   // The pending transactions that can run in the next block, in order: due by limit_ms, and
   // each its sender's next nonce. With one_second, only those due in the same second as the
-  // first. *first_due_ms receives the due time of the first (unchanged when there is none).
-  std::vector<Hash32> PlanBlock(int64_t limit_ms, bool one_second, int64_t* first_due_ms) const;
+  // first.
+  BlockPlan PlanBlock(int64_t limit_ms, bool one_second) const;
   // Mines a block. Errors ("devnet_store") when the transactions are not a plan of this state,
   // which only a corrupt event log can cause.
   Status ApplyBlock(int64_t timestamp_s, const std::vector<Hash32>& hashes);
@@ -526,9 +530,9 @@ bool DevnetState::RemovePending(const Hash32& hash) {
   return true;
 }
 
-std::vector<Hash32> DevnetState::PlanBlock(int64_t limit_ms, bool one_second,
-                                           int64_t* first_due_ms) const {
-  std::vector<Hash32> chosen;
+DevnetState::BlockPlan DevnetState::PlanBlock(int64_t limit_ms, bool one_second) const {
+  BlockPlan plan;
+  std::vector<Hash32>& chosen = plan.transactions;
   std::set<Hash32> taken;
   std::map<Address, uint64_t> next_nonces;  // senders whose nonce this block already advanced
   // A sender's later transaction may be due first: keep passing until nothing more can run.
@@ -543,7 +547,7 @@ std::vector<Hash32> DevnetState::PlanBlock(int64_t limit_ms, bool one_second,
           advanced != next_nonces.end() ? advanced->second : AccountNonce(transaction.from);
       if (transaction.nonce != expected) continue;
       if (chosen.empty()) {
-        *first_due_ms = due_ms;
+        plan.first_due_ms = due_ms;
         if (one_second) limit_ms = std::min(limit_ms, FloorDiv(due_ms, 1000) * 1000 + 999);
       }
       chosen.push_back(hash);
@@ -552,7 +556,7 @@ std::vector<Hash32> DevnetState::PlanBlock(int64_t limit_ms, bool one_second,
       progress = true;
     }
   }
-  return chosen;
+  return plan;
 }
 
 Status DevnetState::ApplyBlock(int64_t timestamp_s, const std::vector<Hash32>& hashes) {
@@ -854,11 +858,10 @@ Status Devnet::MineDue() {
   if (!automine_) return Status::Ok();
   const int64_t now_ms = clock_.NowMs();
   while (true) {
-    int64_t first_due_ms = 0;
-    const std::vector<Hash32> batch = state_->PlanBlock(now_ms, true, &first_due_ms);
-    if (batch.empty()) break;
-    const int64_t stamp_ms = std::max(first_due_ms, automine_since_ms_);
-    Status committed = CommitBlock(FloorDiv(stamp_ms, 1000), batch);
+    const DevnetState::BlockPlan plan = state_->PlanBlock(now_ms, true);
+    if (plan.transactions.empty()) break;
+    const int64_t stamp_ms = std::max(plan.first_due_ms, automine_since_ms_);
+    Status committed = CommitBlock(FloorDiv(stamp_ms, 1000), plan.transactions);
     if (!committed.ok()) return committed;
   }
   const int64_t interval_ms = config_.empty_block_interval_ms;
@@ -1071,9 +1074,8 @@ Status Devnet::SetAutomine(bool enabled) {
 Result<uint64_t> Devnet::Mine() {
   std::lock_guard lock(mutex_);
   if (Status mined = MineDue(); !mined.ok()) return mined;
-  int64_t first_due_ms = 0;
-  const std::vector<Hash32> batch = state_->PlanBlock(INT64_MAX, false, &first_due_ms);
-  Status committed = CommitBlock(FloorDiv(clock_.NowMs(), 1000), batch);
+  const DevnetState::BlockPlan plan = state_->PlanBlock(INT64_MAX, false);
+  Status committed = CommitBlock(FloorDiv(clock_.NowMs(), 1000), plan.transactions);
   if (!committed.ok()) return committed;
   return state_->block_number();
 }
