@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "chain/rpc_chain.h"
 #include "client/attempt.h"
@@ -47,7 +48,7 @@ class PayRun {
   }
   bool Setup();
   bool ReadAllowance();
-  bool FetchPrice(Challenge* challenge);
+  std::optional<Challenge> FetchPrice();
   bool ReserveFor(const Challenge& challenge);
   Status SignInto(const Offer& offer, StoredReservation& row);
   PayResult SendUntilFinal();
@@ -213,9 +214,9 @@ PayResult PayRun::Run() {
     }
     return SendUntilFinal();
   }
-  Challenge challenge;
-  if (!FetchPrice(&challenge)) return result_;
-  if (!ReserveFor(challenge)) return result_;
+  std::optional<Challenge> challenge = FetchPrice();
+  if (!challenge) return result_;
+  if (!ReserveFor(*challenge)) return result_;
   return SendUntilFinal();
 }
 
@@ -245,7 +246,8 @@ bool PayRun::Backoff(int retry, const ClientResponse& response, const char* why)
 }
 
 // The unpaid first request: its 402 carries the price. Retries like a paid request.
-bool PayRun::FetchPrice(Challenge* challenge) {
+// The server's challenge; nullopt when the run stopped instead (result_ says why).
+std::optional<Challenge> PayRun::FetchPrice() {
   std::vector<HttpHeader> headers;
   for (const auto& [name, value] : options_.headers) headers.push_back({name, value});
   Say("asking " + options_.url + " for its price");
@@ -255,26 +257,29 @@ bool PayRun::FetchPrice(Challenge* challenge) {
     if (response.error == ClientError::kNone && response.status == 402) {
       auto parsed = ParseChallenge(response);
       if (!parsed.ok()) {
-        return Stop(ExitCode::kError, "error", parsed.status().message());
+        Stop(ExitCode::kError, "error", parsed.status().message());
+        return std::nullopt;
       }
-      *challenge = std::move(*parsed);
-      return true;
+      return std::move(*parsed);
     }
     AttemptVerdict verdict = ClassifyAttempt(response);
     if (verdict == AttemptVerdict::kServed) {
-      return Stop(ExitCode::kPaid, "free",
-                  "served without payment (HTTP " + std::to_string(response.status) +
-                      "); nothing reserved");
+      Stop(ExitCode::kPaid, "free",
+           "served without payment (HTTP " + std::to_string(response.status) +
+               "); nothing reserved");
+      return std::nullopt;
     }
     if (verdict != AttemptVerdict::kRetry && verdict != AttemptVerdict::kPoll) {
-      return Stop(ExitCode::kRejected, "rejected",
-                  "the server refused the request before any payment (HTTP " +
-                      std::to_string(response.status) + "); nothing reserved");
+      Stop(ExitCode::kRejected, "rejected",
+           "the server refused the request before any payment (HTTP " +
+               std::to_string(response.status) + "); nothing reserved");
+      return std::nullopt;
     }
     const std::string why = DescribeAnswer(response);
     if (attempt >= options_.max_attempts || !Backoff(attempt, response, why.c_str())) {
-      return Stop(ExitCode::kError, "error",
-                  "could not learn the price (" + why + "); nothing was paid or reserved");
+      Stop(ExitCode::kError, "error",
+           "could not learn the price (" + why + "); nothing was paid or reserved");
+      return std::nullopt;
     }
   }
 }
