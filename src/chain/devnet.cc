@@ -90,11 +90,10 @@ Status Devnet::MineDue() {
   if (!automine_) return Status::Ok();
   const int64_t now_ms = clock_.NowMs();
   while (true) {
-    int64_t first_due_ms = 0;
-    const std::vector<Hash32> batch = state_->PlanBlock(now_ms, true, &first_due_ms);
-    if (batch.empty()) break;
-    const int64_t stamp_ms = std::max(first_due_ms, automine_since_ms_);
-    Status committed = CommitBlock(FloorDiv(stamp_ms, 1000), batch);
+    const DevnetState::BlockPlan plan = state_->PlanBlock(now_ms, true);
+    if (plan.transactions.empty()) break;
+    const int64_t stamp_ms = std::max(plan.first_due_ms, automine_since_ms_);
+    Status committed = CommitBlock(FloorDiv(stamp_ms, 1000), plan.transactions);
     if (!committed.ok()) return committed;
   }
   const int64_t interval_ms = config_.empty_block_interval_ms;
@@ -307,9 +306,8 @@ Status Devnet::SetAutomine(bool enabled) {
 Result<uint64_t> Devnet::Mine() {
   std::lock_guard lock(mutex_);
   if (Status mined = MineDue(); !mined.ok()) return mined;
-  int64_t first_due_ms = 0;
-  const std::vector<Hash32> batch = state_->PlanBlock(INT64_MAX, false, &first_due_ms);
-  Status committed = CommitBlock(FloorDiv(clock_.NowMs(), 1000), batch);
+  const DevnetState::BlockPlan plan = state_->PlanBlock(INT64_MAX, false);
+  Status committed = CommitBlock(FloorDiv(clock_.NowMs(), 1000), plan.transactions);
   if (!committed.ok()) return committed;
   return state_->block_number();
 }

@@ -107,10 +107,12 @@ struct BlockRef {
   uint64_t number = 0;
 };
 
-std::optional<BlockRef> ParseBlockRef(const json& value, uint64_t latest, std::string* error) {
+// Fails (invalid_argument) with the message for an invalid-params answer.
+Result<BlockRef> ParseBlockRef(const json& value, uint64_t latest) {
   if (!value.is_string()) {
-    *error = "block must be a tag (latest, safe, finalized, earliest, pending) or a hex number";
-    return std::nullopt;
+    return Status::Error(
+        ErrorCode::kInvalidArgument,
+        "block must be a tag (latest, safe, finalized, earliest, pending) or a hex number");
   }
   const std::string& text = value.get_ref<const std::string&>();
   if (text == "latest" || text == "safe" || text == "finalized") return BlockRef{false, latest};
@@ -118,34 +120,36 @@ std::optional<BlockRef> ParseBlockRef(const json& value, uint64_t latest, std::s
   if (text == "pending") return BlockRef{true, latest};
   std::optional<U256> number = ParseU256Hex(text);
   if (!number || number->Limb(1) != 0 || number->Limb(2) != 0 || number->Limb(3) != 0) {
-    *error = "invalid block " + text + ": want a tag or a hex number";
-    return std::nullopt;
+    return Status::Error(ErrorCode::kInvalidArgument,
+                         "invalid block " + text + ": want a tag or a hex number");
   }
   return BlockRef{false, number->Limb(0)};
 }
 
+// What a state method reads: the latest block or (where allowed) the pending state, or the
+// answer that refuses the block asked for.
+struct StateBlock {
+  std::optional<Outcome> refused;
+  bool pending = false;
+};
+
 // The state methods (eth_call, eth_estimateGas, eth_getTransactionCount) read the latest block:
 // the devnet keeps no older state.
-std::optional<Outcome> RequireLatest(const json& params, size_t index, Devnet& devnet,
-                                     bool allow_pending, bool* pending) {
-  if (params.size() <= index) return std::nullopt;
+StateBlock RequireLatest(const json& params, size_t index, Devnet& devnet, bool allow_pending) {
+  if (params.size() <= index) return {};
   Result<uint64_t> latest = devnet.BlockNumber();
-  if (!latest.ok()) return ChainFailure(latest.status());
-  std::string error;
-  std::optional<BlockRef> block = ParseBlockRef(params[index], *latest, &error);
-  if (!block) return InvalidParams(error);
+  if (!latest.ok()) return {ChainFailure(latest.status())};
+  Result<BlockRef> block = ParseBlockRef(params[index], *latest);
+  if (!block.ok()) return {InvalidParams(block.status().message())};
   if (block->pending) {
-    if (allow_pending) {
-      *pending = true;
-      return std::nullopt;
-    }
-    return InvalidParams("block pending is not supported here: the devnet has no pending state");
+    if (allow_pending) return {std::nullopt, /*pending=*/true};
+    return {InvalidParams("block pending is not supported here: the devnet has no pending state")};
   }
   if (block->number != *latest) {
-    return Fail(kRpcServerError, "historical state is not kept: only the latest block (" +
-                                     std::to_string(*latest) + ") can be read");
+    return {Fail(kRpcServerError, "historical state is not kept: only the latest block (" +
+                                      std::to_string(*latest) + ") can be read")};
   }
-  return std::nullopt;
+  return {};
 }
 
 // {to, data|input, from?, ...} of eth_call and eth_estimateGas; other fields are ignored.
@@ -155,32 +159,31 @@ struct CallParams {
   Bytes data;
 };
 
-std::optional<CallParams> ParseCall(const json& value, std::string* error) {
+// Fails (invalid_argument) with the message for an invalid-params answer.
+Result<CallParams> ParseCall(const json& value) {
   if (!value.is_object()) {
-    *error = "the call must be an object {to, data}";
-    return std::nullopt;
+    return Status::Error(ErrorCode::kInvalidArgument, "the call must be an object {to, data}");
   }
   CallParams call;
   auto to = value.find("to");
   std::optional<Address> to_address = to != value.end() ? AddressParam(*to) : std::nullopt;
   if (!to_address) {
-    *error = "call.to must be an address (the devnet has no contract creation)";
-    return std::nullopt;
+    return Status::Error(ErrorCode::kInvalidArgument,
+                         "call.to must be an address (the devnet has no contract creation)");
   }
   call.to = *to_address;
   if (auto from = value.find("from"); from != value.end() && !from->is_null()) {
     std::optional<Address> from_address = AddressParam(*from);
     if (!from_address) {
-      *error = "call.from must be an address";
-      return std::nullopt;
+      return Status::Error(ErrorCode::kInvalidArgument, "call.from must be an address");
     }
     call.from = *from_address;
   }
   auto data = value.find("data");
   auto input = value.find("input");
   if (data != value.end() && input != value.end() && *data != *input) {
-    *error = "both call.data and call.input are set and differ";
-    return std::nullopt;
+    return Status::Error(ErrorCode::kInvalidArgument,
+                         "both call.data and call.input are set and differ");
   }
   const auto chosen = data != value.end() ? data : input;
   if (chosen != value.end() && !chosen->is_null()) {
@@ -188,8 +191,8 @@ std::optional<CallParams> ParseCall(const json& value, std::string* error) {
         chosen->is_string() ? ParseHex(chosen->get_ref<const std::string&>())
                             : Result<Bytes>(Status::Error(ErrorCode::kInvalidHex, "not a string"));
     if (!bytes.ok()) {
-      *error = "call.data must be 0x-prefixed hex: " + bytes.status().message();
-      return std::nullopt;
+      return Status::Error(ErrorCode::kInvalidArgument,
+                           "call.data must be 0x-prefixed hex: " + bytes.status().message());
     }
     call.data = std::move(*bytes);
   }
@@ -351,9 +354,8 @@ Outcome GetBlockByNumber(const json& params, Devnet& devnet) {
   }
   Result<uint64_t> latest = devnet.BlockNumber();
   if (!latest.ok()) return ChainFailure(latest.status());
-  std::string error;
-  std::optional<BlockRef> ref = ParseBlockRef(params[0], *latest, &error);
-  if (!ref) return InvalidParams(error);
+  Result<BlockRef> ref = ParseBlockRef(params[0], *latest);
+  if (!ref.ok()) return InvalidParams(ref.status().message());
   if (ref->pending) return InvalidParams("block pending is not supported: the devnet has none");
   Result<std::optional<DevnetBlock>> block = devnet.Block(ref->number);
   if (!block.ok()) return ChainFailure(block.status());
@@ -363,11 +365,11 @@ Outcome GetBlockByNumber(const json& params, Devnet& devnet) {
 
 Outcome CallMethod(const json& params, Devnet& devnet, bool estimate) {
   if (Outcome arity = CheckArity(params, 1, 2); arity.error) return arity;  // no state overrides
-  std::string error;
-  std::optional<CallParams> call = ParseCall(params[0], &error);
-  if (!call) return InvalidParams(error);
-  bool pending = false;
-  if (auto refused = RequireLatest(params, 1, devnet, false, &pending)) return *refused;
+  Result<CallParams> call = ParseCall(params[0]);
+  if (!call.ok()) return InvalidParams(call.status().message());
+  if (StateBlock block = RequireLatest(params, 1, devnet, false); block.refused) {
+    return *block.refused;
+  }
   if (estimate) {
     Result<uint64_t> gas = devnet.EstimateGas(call->from, call->to, call->data);
     if (!gas.ok()) return ChainFailure(gas.status());
@@ -382,10 +384,10 @@ Outcome GetTransactionCount(const json& params, Devnet& devnet) {
   if (Outcome arity = CheckArity(params, 1, 2); arity.error) return arity;
   std::optional<Address> account = AddressParam(params[0]);
   if (!account) return InvalidParams("argument 0 must be an address");
-  bool pending = false;
-  if (auto refused = RequireLatest(params, 1, devnet, true, &pending)) return *refused;
+  StateBlock block = RequireLatest(params, 1, devnet, true);
+  if (block.refused) return *block.refused;
   Result<uint64_t> count =
-      pending ? devnet.PendingNonce(*account) : devnet.TransactionCount(*account);
+      block.pending ? devnet.PendingNonce(*account) : devnet.TransactionCount(*account);
   if (!count.ok()) return ChainFailure(count.status());
   return Ok(Quantity(*count));
 }
@@ -441,7 +443,6 @@ std::optional<std::string> ParseFilterRange(const json& filter, uint64_t latest,
   if (filter.contains("blockHash")) {
     return "filter.blockHash is not supported by the devnet: use fromBlock and toBlock";
   }
-  std::string error;
   for (auto [key, target] :
        {std::pair{"fromBlock", &out.from_block}, std::pair{"toBlock", &out.to_block}}) {
     auto value = filter.find(key);
@@ -449,8 +450,8 @@ std::optional<std::string> ParseFilterRange(const json& filter, uint64_t latest,
       *target = latest;
       continue;
     }
-    std::optional<BlockRef> ref = ParseBlockRef(*value, latest, &error);
-    if (!ref) return std::string(key) + ": " + error;
+    Result<BlockRef> ref = ParseBlockRef(*value, latest);
+    if (!ref.ok()) return std::string(key) + ": " + ref.status().message();
     *target = ref->number;  // pending: the latest block, as geth does for logs
   }
   return std::nullopt;
@@ -493,9 +494,10 @@ Outcome GetCode(const json& params, Devnet& devnet) {
   if (!address) return InvalidParams("argument 0 must be an address");
   Result<uint64_t> latest = devnet.BlockNumber();
   if (!latest.ok()) return ChainFailure(latest.status());
-  std::string error;
-  if (params.size() == 2 && !ParseBlockRef(params[1], *latest, &error)) {
-    return InvalidParams(error);
+  if (params.size() == 2) {
+    if (Result<BlockRef> ref = ParseBlockRef(params[1], *latest); !ref.ok()) {
+      return InvalidParams(ref.status().message());
+    }
   }
   if (*address == devnet.token()) {
     return Fail(kRpcServerError,
@@ -597,7 +599,8 @@ std::string Single(int code, const std::string& message) {
   return ErrorObject(nullptr, {code, message, {}}).dump();
 }
 
-std::string AnswerBatch(const json& batch, Devnet& devnet, bool* only_notifications) {
+// The batch's answer; nullopt when every call was a notification (nothing to answer).
+std::optional<std::string> AnswerBatch(const json& batch, Devnet& devnet) {
   std::string out = "[";
   size_t answered = 0;
   for (const json& call : batch) {
@@ -619,7 +622,7 @@ std::string AnswerBatch(const json& batch, Devnet& devnet, bool* only_notificati
     if (answered++ > 0) out += ",";
     out += answer->dump(-1, ' ', false, json::error_handler_t::replace);
   }
-  *only_notifications = answered == 0;
+  if (answered == 0) return std::nullopt;
   return out + "]";
 }
 
@@ -639,10 +642,7 @@ std::optional<std::string> AnswerDevnetRpc(std::string_view body, Devnet& devnet
                                             " calls: at most " +
                                             std::to_string(kDevnetRpcMaxBatch) + " per request");
     }
-    bool only_notifications = false;
-    std::string answer = AnswerBatch(parsed, devnet, &only_notifications);
-    if (only_notifications) return std::nullopt;
-    return answer;
+    return AnswerBatch(parsed, devnet);
   }
   std::optional<json> answer = AnswerCall(parsed, devnet);
   if (!answer) return std::nullopt;

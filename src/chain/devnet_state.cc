@@ -151,9 +151,9 @@ bool DevnetState::RemovePending(const Hash32& hash) {
   return true;
 }
 
-std::vector<Hash32> DevnetState::PlanBlock(int64_t limit_ms, bool one_second,
-                                           int64_t* first_due_ms) const {
-  std::vector<Hash32> chosen;
+DevnetState::BlockPlan DevnetState::PlanBlock(int64_t limit_ms, bool one_second) const {
+  BlockPlan plan;
+  std::vector<Hash32>& chosen = plan.transactions;
   std::set<Hash32> taken;
   std::map<Address, uint64_t> next_nonces;  // senders whose nonce this block already advanced
   // A sender's later transaction may be due first: keep passing until nothing more can run.
@@ -168,7 +168,7 @@ std::vector<Hash32> DevnetState::PlanBlock(int64_t limit_ms, bool one_second,
           advanced != next_nonces.end() ? advanced->second : AccountNonce(transaction.from);
       if (transaction.nonce != expected) continue;
       if (chosen.empty()) {
-        *first_due_ms = due_ms;
+        plan.first_due_ms = due_ms;
         if (one_second) limit_ms = std::min(limit_ms, FloorDiv(due_ms, 1000) * 1000 + 999);
       }
       chosen.push_back(hash);
@@ -177,7 +177,7 @@ std::vector<Hash32> DevnetState::PlanBlock(int64_t limit_ms, bool one_second,
       progress = true;
     }
   }
-  return chosen;
+  return plan;
 }
 
 Status DevnetState::ApplyBlock(int64_t timestamp_s, const std::vector<Hash32>& hashes) {

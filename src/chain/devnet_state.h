@@ -87,10 +87,14 @@ class DevnetState {
   // Precondition: !Knows(hash).
   void AddPending(const Hash32& hash, DecodedTransaction transaction, int64_t due_ms);
   bool RemovePending(const Hash32& hash);
+  struct BlockPlan {
+    std::vector<Hash32> transactions;
+    int64_t first_due_ms = 0;  // the due time of the first transaction (0 when there is none)
+  };
   // The pending transactions that can run in the next block, in order: due by limit_ms, and
   // each its sender's next nonce. With one_second, only those due in the same second as the
-  // first. *first_due_ms receives the due time of the first (unchanged when there is none).
-  std::vector<Hash32> PlanBlock(int64_t limit_ms, bool one_second, int64_t* first_due_ms) const;
+  // first.
+  BlockPlan PlanBlock(int64_t limit_ms, bool one_second) const;
   // Mines a block. Errors ("devnet_store") when the transactions are not a plan of this state,
   // which only a corrupt event log can cause.
   Status ApplyBlock(int64_t timestamp_s, const std::vector<Hash32>& hashes);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/sim_http.h"
@@ -54,19 +55,20 @@ std::string InFlagTerms(const std::string& message) {
   return message;
 }
 
-bool ParseCount(const std::string& text, uint64_t* value) {
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *value);
-  return error == std::errc() && end == text.data() + text.size() && !text.empty();
+std::optional<uint64_t> ParseCount(const std::string& text) {
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
 }
 
-// Text when a person reads stdout, JSON when a program does, unless --format says.
-bool WantJson(const SimOptions& options, int* exit_code) {
-  *exit_code = 0;
+// Text when a person reads stdout, JSON when a program does, unless --format says; nullopt when
+// --format names neither.
+std::optional<bool> WantJson(const SimOptions& options) {
   if (options.format.empty()) return isatty(STDOUT_FILENO) == 0;
   if (options.format == "json") return true;
   if (options.format == "text") return false;
-  *exit_code = Usage("--format must be json or text, got '" + options.format + "'");
-  return false;
+  return std::nullopt;
 }
 
 void DrawProgress(uint64_t done, uint64_t total) {
@@ -88,15 +90,17 @@ int RunSweep(const SimOptions& options, bool json) {
   }
   if (Given(options.jitter_flag))
     return Usage("--sweep draws every model parameter itself; drop --jitter");
-  uint64_t runs = 0;
-  uint64_t seed = 0;
-  if (!ParseCount(options.sweep, &runs) || runs < 1 || runs > sim::kMaxSweepRuns) {
+  const std::optional<uint64_t> parsed_runs = ParseCount(options.sweep);
+  if (!parsed_runs || *parsed_runs < 1 || *parsed_runs > sim::kMaxSweepRuns) {
     return Usage("--sweep must be a number of runs between 1 and " +
                  std::to_string(sim::kMaxSweepRuns) + ", got '" + options.sweep + "'");
   }
-  if (!ParseCount(options.seed, &seed)) {
+  const std::optional<uint64_t> parsed_seed = ParseCount(options.seed);
+  if (!parsed_seed) {
     return Usage("--seed must be a whole number between 0 and 2^64-1, got '" + options.seed + "'");
   }
+  const uint64_t runs = *parsed_runs;
+  const uint64_t seed = *parsed_seed;
   std::function<void(uint64_t)> progress;
   if (isatty(STDERR_FILENO) != 0) {
     progress = [runs](uint64_t done) { DrawProgress(done, runs); };
@@ -183,11 +187,10 @@ std::function<int()> AddSimCommand(CLI::App& sim) {
   sim.add_option("--listen", options->listen, "HOST:PORT for --serve")->capture_default_str();
   return [options, &sim]() {
     if (options->serve) return RunSimServer(options->listen);
-    int exit_code = 0;
-    bool json = WantJson(*options, &exit_code);
-    if (exit_code != 0) return exit_code;
-    if (sim.count("--sweep") > 0) return RunSweep(*options, json);
-    return RunOnce(*options, json);
+    const std::optional<bool> json = WantJson(*options);
+    if (!json) return Usage("--format must be json or text, got '" + options->format + "'");
+    if (sim.count("--sweep") > 0) return RunSweep(*options, *json);
+    return RunOnce(*options, *json);
   };
 }
 

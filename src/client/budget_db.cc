@@ -182,7 +182,9 @@ Status BudgetDb::Transaction(const std::function<Status()>& body) {
   if (Status s = db_->Run("BEGIN IMMEDIATE"); !s.ok()) return s;
   Status status = body();
   if (status.ok()) status = db_->Run("COMMIT");
-  if (!status.ok()) db_->Run("ROLLBACK");  // a failed COMMIT may have rolled back already
+  // The first failure is the one to report. ROLLBACK fails when a failed COMMIT already rolled
+  // back; should it fail with the transaction still open, the next BEGIN reports that.
+  if (!status.ok()) (void)db_->Run("ROLLBACK");
   return status;
 }
 

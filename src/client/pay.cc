@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "chain/rpc_chain.h"
 #include "client/attempt.h"
@@ -47,7 +48,7 @@ class PayRun {
   }
   bool Setup();
   bool ReadAllowance();
-  bool FetchPrice(Challenge* challenge);
+  std::optional<Challenge> FetchPrice();
   bool ReserveFor(const Challenge& challenge);
   Status SignInto(const Offer& offer, StoredReservation& row);
   PayResult SendUntilFinal();
@@ -55,6 +56,7 @@ class PayRun {
                       const std::vector<HttpHeader>& headers, const std::string& body);
   std::vector<HttpHeader> PaidHeaders() const;
   void NoteEvidence(const ClientResponse& response);
+  void KeepEvidence(const std::string& operation_id, const std::string& tx_hash);
   bool Backoff(int retry, const ClientResponse& response, const char* why);
   void PollOperation(const std::string& location);
   PayResult OnServed(const ClientResponse& response);
@@ -212,9 +214,9 @@ PayResult PayRun::Run() {
     }
     return SendUntilFinal();
   }
-  Challenge challenge;
-  if (!FetchPrice(&challenge)) return result_;
-  if (!ReserveFor(challenge)) return result_;
+  std::optional<Challenge> challenge = FetchPrice();
+  if (!challenge) return result_;
+  if (!ReserveFor(*challenge)) return result_;
   return SendUntilFinal();
 }
 
@@ -244,7 +246,8 @@ bool PayRun::Backoff(int retry, const ClientResponse& response, const char* why)
 }
 
 // The unpaid first request: its 402 carries the price. Retries like a paid request.
-bool PayRun::FetchPrice(Challenge* challenge) {
+// The server's challenge; nullopt when the run stopped instead (result_ says why).
+std::optional<Challenge> PayRun::FetchPrice() {
   std::vector<HttpHeader> headers;
   for (const auto& [name, value] : options_.headers) headers.push_back({name, value});
   Say("asking " + options_.url + " for its price");
@@ -254,26 +257,29 @@ bool PayRun::FetchPrice(Challenge* challenge) {
     if (response.error == ClientError::kNone && response.status == 402) {
       auto parsed = ParseChallenge(response);
       if (!parsed.ok()) {
-        return Stop(ExitCode::kError, "error", parsed.status().message());
+        Stop(ExitCode::kError, "error", parsed.status().message());
+        return std::nullopt;
       }
-      *challenge = std::move(*parsed);
-      return true;
+      return std::move(*parsed);
     }
     AttemptVerdict verdict = ClassifyAttempt(response);
     if (verdict == AttemptVerdict::kServed) {
-      return Stop(ExitCode::kPaid, "free",
-                  "served without payment (HTTP " + std::to_string(response.status) +
-                      "); nothing reserved");
+      Stop(ExitCode::kPaid, "free",
+           "served without payment (HTTP " + std::to_string(response.status) +
+               "); nothing reserved");
+      return std::nullopt;
     }
     if (verdict != AttemptVerdict::kRetry && verdict != AttemptVerdict::kPoll) {
-      return Stop(ExitCode::kRejected, "rejected",
-                  "the server refused the request before any payment (HTTP " +
-                      std::to_string(response.status) + "); nothing reserved");
+      Stop(ExitCode::kRejected, "rejected",
+           "the server refused the request before any payment (HTTP " +
+               std::to_string(response.status) + "); nothing reserved");
+      return std::nullopt;
     }
     const std::string why = DescribeAnswer(response);
     if (attempt >= options_.max_attempts || !Backoff(attempt, response, why.c_str())) {
-      return Stop(ExitCode::kError, "error",
-                  "could not learn the price (" + why + "); nothing was paid or reserved");
+      Stop(ExitCode::kError, "error",
+           "could not learn the price (" + why + "); nothing was paid or reserved");
+      return std::nullopt;
     }
   }
 }
@@ -374,6 +380,16 @@ void PayRun::TakeResponse(const ClientResponse& response) {
   result_.replayed = response.Header("Idempotent-Replayed").value_or("") == "true";
 }
 
+// Records the evidence in the budget file. It is also in the result and on chain, so a failure is
+// a warning, not a reason to stop.
+void PayRun::KeepEvidence(const std::string& operation_id, const std::string& tx_hash) {
+  if (!budget_->RecordEvidence(result_.key, operation_id, tx_hash, Now()).ok()) {
+    Say(operation_id.empty()
+            ? "warning: could not record the transaction hash in the budget file"
+            : "warning: could not record the operation id in the budget file");
+  }
+}
+
 void PayRun::NoteEvidence(const ClientResponse& response) {
   std::string operation_id(response.Header("AgentPay-Operation-Id").value_or(""));
   std::string tx_hash;
@@ -381,9 +397,7 @@ void PayRun::NoteEvidence(const ClientResponse& response) {
   if (operation_id.empty() && tx_hash.empty()) return;
   if (!operation_id.empty()) result_.operation_id = operation_id;
   if (!tx_hash.empty()) result_.evidence.transaction = tx_hash;
-  if (!budget_->RecordEvidence(result_.key, operation_id, tx_hash, Now()).ok()) {
-    Say("warning: could not record the operation id in the budget file");
-  }
+  KeepEvidence(operation_id, tx_hash);
   if (!operation_id.empty()) reservation_.operation_id = operation_id;
   if (!tx_hash.empty()) reservation_.tx_hash = tx_hash;
 }
@@ -463,7 +477,7 @@ void PayRun::PollOperation(const std::string& location) {
       if (!op->tx_hash.empty() && op->tx_hash != reservation_.tx_hash) {
         reservation_.tx_hash = op->tx_hash;
         result_.evidence.transaction = op->tx_hash;
-        budget_->RecordEvidence(result_.key, "", op->tx_hash, Now());
+        KeepEvidence("", op->tx_hash);
       }
       state = "settlement " + op->settlement + ", fulfillment " + op->fulfillment;
       if (op->settlement != "submitted" && op->settlement != "unknown" &&
@@ -537,7 +551,7 @@ PayResult PayRun::PaidNotDelivered(const std::string& reason) {
     }
   }
   if (!result_.evidence.transaction.empty() && reservation_.tx_hash.empty()) {
-    budget_->RecordEvidence(result_.key, "", result_.evidence.transaction, Now());
+    KeepEvidence("", result_.evidence.transaction);
   }
   std::string message =
       "paid, not delivered: the server says this authorization was already used (" + reason +

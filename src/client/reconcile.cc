@@ -16,6 +16,7 @@ namespace {
 struct Verdict {
   ReconcileVerdict verdict = ReconcileVerdict::kKeep;
   std::string why;
+  std::string tx_hash = "";  // the transaction found on chain that used the authorization, if any
 };
 
 Verdict JudgeWallet(const StoredReservation& row, int64_t timeout_ms) {
@@ -43,15 +44,13 @@ Verdict JudgeWallet(const StoredReservation& row, int64_t timeout_ms) {
               (op->settlement.empty() ? "(unreadable)" : op->settlement)};
 }
 
-Verdict JudgeX402(const StoredReservation& row, chain::RpcChain* chain, int64_t buffer_s,
-                  std::string* tx_hash) {
+Verdict JudgeX402(const StoredReservation& row, chain::RpcChain* chain, int64_t buffer_s) {
   if (chain == nullptr) return {ReconcileVerdict::kKeep, "needs --chain-rpc to ask the chain"};
   auto facts = ReadAuthorizationFacts(*chain, row.asset, row.payer, row.nonce,
                                       /*find_transaction=*/true);
   if (!facts.ok()) {
     return {ReconcileVerdict::kKeep, "the chain could not be asked: " + facts.status().message()};
   }
-  *tx_hash = facts->transaction;
   ReconcileVerdict verdict = ReconcileAuthorization(facts->chain_time_s, row.valid_before_s,
                                                     buffer_s, facts->authorization_used);
   std::string when = "chain time " + std::to_string(facts->chain_time_s) + ", valid before " +
@@ -59,12 +58,15 @@ Verdict JudgeX402(const StoredReservation& row, chain::RpcChain* chain, int64_t 
                      " s buffer";
   switch (verdict) {
     case ReconcileVerdict::kMarkSpent:
-      return {verdict, "authorization used on chain" +
-                           (facts->transaction.empty() ? "" : " by " + facts->transaction)};
+      return {verdict,
+              "authorization used on chain" +
+                  (facts->transaction.empty() ? "" : " by " + facts->transaction),
+              facts->transaction};
     case ReconcileVerdict::kMarkReleased:
-      return {verdict, "expired unused (" + when + ", authorizationState false)"};
+      return {verdict, "expired unused (" + when + ", authorizationState false)",
+              facts->transaction};
     case ReconcileVerdict::kKeep:
-      return {verdict, "unused but not expired yet (" + when + ")"};
+      return {verdict, "unused but not expired yet (" + when + ")", facts->transaction};
   }
   return {};
 }
@@ -105,11 +107,17 @@ ReconcileReport RunReconcile(const ReconcileOptions& options, ClientWorld& world
       report.kept.push_back(change);
       continue;
     }
-    std::string tx_hash;
     Verdict verdict = row.scheme == "wallet"
                           ? JudgeWallet(row, options.timeout_ms)
-                          : JudgeX402(row, chain.get(), options.expiry_buffer_seconds, &tx_hash);
-    if (!tx_hash.empty()) (*budget)->RecordEvidence(row.key, "", tx_hash, now);
+                          : JudgeX402(row, chain.get(), options.expiry_buffer_seconds);
+    if (const std::string& tx_hash = verdict.tx_hash; !tx_hash.empty()) {
+      // Best effort: the hash is on chain whatever happens here, and the verdict stands.
+      Status kept = (*budget)->RecordEvidence(row.key, "", tx_hash, now);
+      if (!kept.ok() && progress) {
+        progress(row.key + ": warning: could not record transaction " + tx_hash + " (" +
+                 kept.message() + ")");
+      }
+    }
     auto after = (*budget)->ApplyReconcile(row.key, row.state, verdict.verdict, verdict.why, now);
     change.why = after.ok() ? verdict.why : after.status().message();
     change.to = after.ok() ? std::string(ReservationStateName(after->state)) : change.from;

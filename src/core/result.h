@@ -1,5 +1,7 @@
 // Operating errors as values (DESIGN rule 3): Status carries a stable code and a human message;
-// Result<T> is a value or a Status. No exception crosses a module boundary.
+// Result<T> is a value or a Status. No exception crosses a module boundary. Both are [[nodiscard]]:
+// a result dropped on the floor is a compile error (-Werror); where ignoring one is right, the call
+// is cast to (void) with a comment saying why.
 #pragma once
 
 #include <cstdlib>
@@ -13,7 +15,7 @@
 
 namespace agentpay {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   static Status Ok() { return Status(); }
@@ -39,7 +41,7 @@ class Status {
 };
 
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT

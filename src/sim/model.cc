@@ -384,24 +384,18 @@ std::string_view EventKindName(EventKind kind) {
   return "?";
 }
 
-bool ParseFault(std::string_view text, Fault* fault) {
+std::optional<Fault> ParseFault(std::string_view text) {
   for (Fault f : {Fault::kNone, Fault::kLostResponse, Fault::kTransient503, Fault::kRejected400}) {
-    if (text == FaultName(f)) {
-      *fault = f;
-      return true;
-    }
+    if (text == FaultName(f)) return f;
   }
-  return false;
+  return std::nullopt;
 }
 
-bool ParseRetryKey(std::string_view text, RetryKey* key) {
+std::optional<RetryKey> ParseRetryKey(std::string_view text) {
   for (RetryKey k : {RetryKey::kStable, RetryKey::kNew}) {
-    if (text == RetryKeyName(k)) {
-      *key = k;
-      return true;
-    }
+    if (text == RetryKeyName(k)) return k;
   }
-  return false;
+  return std::nullopt;
 }
 
 }  // namespace agentpay::sim

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -119,7 +120,8 @@ std::string_view RetryKeyName(RetryKey key);
 std::string_view ClientOutcomeName(ClientOutcome outcome);
 std::string_view ActorName(Actor actor);
 std::string_view EventKindName(EventKind kind);
-bool ParseFault(std::string_view text, Fault* fault);
-bool ParseRetryKey(std::string_view text, RetryKey* key);
+// The value of a name (FaultName, RetryKeyName); nullopt for any other text.
+std::optional<Fault> ParseFault(std::string_view text);
+std::optional<RetryKey> ParseRetryKey(std::string_view text);
 
 }  // namespace agentpay::sim

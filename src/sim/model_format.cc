@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <optional>
 
 namespace agentpay::sim {
 namespace {
@@ -15,43 +16,51 @@ Status Invalid(std::string_view name, std::string_view expected, const std::stri
 }
 
 // Decimal, an optional '-' (so that a negative value is reported as out of range, not as text).
-bool ParseInteger(const std::string& text, int64_t* value) {
+std::optional<int64_t> ParseInteger(const std::string& text) {
   const char* begin = text.data();
   const char* end = begin + text.size();
-  auto [stop, error] = std::from_chars(begin, end, *value);
-  return error == std::errc() && stop == end && !text.empty();
+  int64_t value = 0;
+  auto [stop, error] = std::from_chars(begin, end, value);
+  if (error != std::errc() || stop != end || text.empty()) return std::nullopt;
+  return value;
 }
 
-bool ParseSwitch(const std::string& text, bool* value) {
-  if (text == "on" || text == "true") {
-    *value = true;
-    return true;
-  }
-  if (text == "off" || text == "false") {
-    *value = false;
-    return true;
-  }
-  return false;
+std::optional<bool> ParseSwitch(const std::string& text) {
+  if (text == "on" || text == "true") return true;
+  if (text == "off" || text == "false") return false;
+  return std::nullopt;
 }
 
+// Sets *value from the parameter `name` when it is given; leaves it (the default) when not.
 Status ParseIntegerParam(const SimParamLookup& lookup, std::string_view name, int64_t* value) {
   std::optional<std::string> text = lookup(name);
-  if (text && !ParseInteger(*text, value)) return Invalid(name, "a whole number of ms", *text);
+  if (!text) return Status::Ok();
+  std::optional<int64_t> parsed = ParseInteger(*text);
+  if (!parsed) return Invalid(name, "a whole number of ms", *text);
+  *value = *parsed;
   return Status::Ok();
 }
 
+// Sets the choices of *p that are given; leaves the others (the defaults).
 Status ParseChoices(const SimParamLookup& lookup, SimParams* p) {
-  if (auto text = lookup("fault"); text && !ParseFault(*text, &p->fault)) {
-    return Invalid("fault", "none, lost_response, transient_503 or rejected_400", *text);
+  if (auto text = lookup("fault")) {
+    std::optional<Fault> fault = ParseFault(*text);
+    if (!fault) {
+      return Invalid("fault", "none, lost_response, transient_503 or rejected_400", *text);
+    }
+    p->fault = *fault;
   }
-  if (auto text = lookup("jitter"); text && !ParseSwitch(*text, &p->jitter)) {
-    return Invalid("jitter", "on or off", *text);
+  for (auto [name, field] : {std::pair{"jitter", &p->jitter}, std::pair{"dedup", &p->dedup}}) {
+    if (auto text = lookup(name)) {
+      std::optional<bool> on = ParseSwitch(*text);
+      if (!on) return Invalid(name, "on or off", *text);
+      *field = *on;
+    }
   }
-  if (auto text = lookup("dedup"); text && !ParseSwitch(*text, &p->dedup)) {
-    return Invalid("dedup", "on or off", *text);
-  }
-  if (auto text = lookup("retry_key"); text && !ParseRetryKey(*text, &p->retry_key)) {
-    return Invalid("retry_key", "stable or new", *text);
+  if (auto text = lookup("retry_key")) {
+    std::optional<RetryKey> key = ParseRetryKey(*text);
+    if (!key) return Invalid("retry_key", "stable or new", *text);
+    p->retry_key = *key;
   }
   return Status::Ok();
 }

@@ -56,7 +56,9 @@ Status Migrate(Database& db) {
                    .Run();
     }
     if (!status.ok()) {
-      db.Exec("ROLLBACK");
+      // The migration's error is what counts; OpenStore fails and closing the connection ends
+      // the transaction if this ROLLBACK could not.
+      (void)db.Exec("ROLLBACK");
       return Status::Error(status.error(), "migration " + std::to_string(migration.version) + ": " +
                                                status.message());
     }
@@ -141,7 +143,12 @@ class SqliteStore final : public Store {
     if (status.ok()) {
       SqliteTransaction tx(**db);
       status = RunGuarded(fn, tx);
-      (*db)->Run("COMMIT");
+      // What was read stands either way. A connection left inside its read transaction would fail
+      // every later BEGIN and pin its snapshot (no checkpoint past it): closing it ends both.
+      if (Status ended = (*db)->Run("COMMIT"); !ended.ok()) {
+        DiscardReader(std::move(*db));
+        return status;
+      }
     }
     ReleaseReader(std::move(*db));
     return status;
@@ -205,43 +212,95 @@ class SqliteStore final : public Store {
     }
   }
 
-  // Runs each decision in its own savepoint inside one transaction, then commits once.
+  // What RunDecisions did with a batch.
+  struct BatchRun {
+    std::vector<Status> results;  // of the decisions run, in the batch's order
+    uint64_t rolled_back = 0;     // decisions whose writes were rolled back to their savepoint
+    // Not ok when a savepoint could not be rolled back or released, or the transaction was gone:
+    // what the transaction holds is then unknown, and the decisions after it were not run.
+    Status broken;
+  };
+
+  // Runs each decision of the batch in its own savepoint inside the open transaction. A failed
+  // ROLLBACK TO or RELEASE stops the run: SQLite rolls the whole transaction back by itself on some
+  // errors (I/O, full disk, out of memory, an interrupt, a trigger's RAISE(ROLLBACK)), and then the
+  // next SAVEPOINT would begin a transaction of its own that its RELEASE commits: a decision made
+  // durable that the batch's failed COMMIT would then report as failed.
+  static BatchRun RunDecisions(Database& db, std::vector<std::unique_ptr<Job>>& batch) {
+    BatchRun run;
+    run.results.reserve(batch.size());
+    SqliteTransaction tx(db);
+    for (auto& job : batch) {
+      if (sqlite3_get_autocommit(db.handle()) != 0) {
+        run.broken = Status::Error(ErrorCode::kStoreUnavailable, "the transaction was rolled back");
+        return run;
+      }
+      Status status = db.Run("SAVEPOINT decision");
+      if (!status.ok()) {  // the decision did not run: nothing to undo
+        ++run.rolled_back;
+        run.results.push_back(std::move(status));
+        continue;
+      }
+      status = RunGuarded(job->fn, tx);
+      if (!status.ok()) {
+        ++run.rolled_back;
+        if (Status undone = db.Run("ROLLBACK TO decision"); !undone.ok()) {
+          run.broken = Status::Error(ErrorCode::kStoreUnavailable,
+                                     "a decision could not be rolled back: " + undone.message());
+          return run;
+        }
+      }
+      if (Status released = db.Run("RELEASE decision"); !released.ok()) {
+        run.broken = Status::Error(ErrorCode::kStoreUnavailable,
+                                   "a decision could not be released: " + released.message());
+        return run;
+      }
+      run.results.push_back(std::move(status));
+    }
+    return run;
+  }
+
+  // Ends the writer's transaction without committing. ROLLBACK fails when SQLite has already
+  // rolled the transaction back by itself; what counts is that none is open afterwards.
+  static void RollBackBatch(Database& db) {
+    Status rolled_back = db.Run("ROLLBACK");
+    if (sqlite3_get_autocommit(db.handle()) == 0) {
+      // Still inside it: every later BEGIN, so every later write, would fail. Nothing of it was
+      // acknowledged; stop, and the next start recovers from the disk.
+      std::fprintf(stderr, "agentpay store: cannot roll back a failed batch (%s); stopping\n",
+                   rolled_back.ToString().c_str());
+      std::abort();
+    }
+  }
+
+  // Runs each decision in its own savepoint inside one transaction, then commits once. If the
+  // batch's state became unknown (RunDecisions), nothing of it commits: it is rolled back and every
+  // decision of it fails with a store error, as a decision does when the COMMIT fails.
   void CommitBatch(std::vector<std::unique_ptr<Job>>& batch) {
     Database& db = *writer_db_;
-    std::vector<Status> results(batch.size());
     Status begun = db.Run("BEGIN IMMEDIATE");
     if (!begun.ok()) {
       for (auto& job : batch) job->done(begun);
       return;
     }
-    SqliteTransaction tx(db);
-    uint64_t rolled_back = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Status status = db.Run("SAVEPOINT decision");
-      if (status.ok()) status = RunGuarded(batch[i]->fn, tx);
-      if (!status.ok()) {
-        db.Run("ROLLBACK TO decision");
-        ++rolled_back;
-      }
-      db.Run("RELEASE decision");
-      results[i] = status;
-    }
+    BatchRun run = RunDecisions(db, batch);
     // Numbered before COMMIT: a reader that can see this commit also sees its number, and waits
     // for the sync that makes it durable (see Read).
     const uint64_t sequence = commits_started_.fetch_add(1, std::memory_order_acq_rel) + 1;
-    Status committed = db.Run("COMMIT");
+    Status committed = run.broken.ok() ? db.Run("COMMIT") : run.broken;
     if (!committed.ok()) {
-      db.Run("ROLLBACK");
-      committed =
-          Status::Error(ErrorCode::kStoreUnavailable, "commit failed: " + committed.message());
+      RollBackBatch(db);
+      committed = Status::Error(
+          ErrorCode::kStoreUnavailable,
+          (run.broken.ok() ? "commit failed: " : "batch rolled back: ") + committed.message());
     }
     {
       std::lock_guard lock(mutex_);
       if (committed.ok()) {
         ++stats_.commits;
-        stats_.decisions += batch.size() - rolled_back;
+        stats_.decisions += batch.size() - run.rolled_back;
       }
-      stats_.decisions_rolled_back += rolled_back;
+      stats_.decisions_rolled_back += run.broken.ok() ? run.rolled_back : batch.size();
     }
     // Durable before anyone hears of it: the commit's WAL frames are written (synchronous=NORMAL;
     // the VFS wrote any it had gathered when the commit was published, Flush makes sure), then
@@ -252,7 +311,12 @@ class SqliteStore final : public Store {
     }
     SyncWal(sequence);
     for (size_t i = 0; i < batch.size(); ++i) {
-      batch[i]->done(results[i].ok() && !committed.ok() ? committed : results[i]);
+      if (!run.broken.ok()) {
+        batch[i]->done(committed);  // whatever it wrote is gone with the batch
+        continue;
+      }
+      const Status& result = run.results[i];
+      batch[i]->done(result.ok() && !committed.ok() ? committed : result);
     }
   }
 
@@ -339,6 +403,16 @@ class SqliteStore final : public Store {
     {
       std::lock_guard lock(reader_mutex_);
       readers_.push_back(std::move(db));
+    }
+    reader_free_.notify_one();
+  }
+
+  // Closes a reader instead of keeping it; its place goes to a new one when needed.
+  void DiscardReader(std::unique_ptr<Database> db) {
+    db.reset();
+    {
+      std::lock_guard lock(reader_mutex_);
+      --open_readers_;
     }
     reader_free_.notify_one();
   }
