@@ -383,7 +383,9 @@ Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, i
   if (settle_first) {
     auto relayer_nonce = tx.TakeRelayerNonce(settler_.RelayerHex(), inputs.pending_nonce);
     if (!relayer_nonce.ok()) return relayer_nonce.status();
-    if (Status s = settler_.Sign(payment, inputs, *relayer_nonce, now); !s.ok()) return s;
+    auto signed_payment = settler_.Sign(std::move(payment), inputs, *relayer_nonce, now);
+    if (!signed_payment.ok()) return signed_payment.status();
+    payment = std::move(*signed_payment);
     if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
     Status s = tx.AppendEvent({op_id, now, "gateway", "settlement_submitted",
                                "transaction " + payment.tx_hash + ", relayer nonce " +
@@ -465,14 +467,17 @@ void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, int64_
         auto inputs = settler_.ReadTxInputs(authorization, signature);
         if (!inputs.ok()) return not_settled(inputs.status().message());
         X402Completion completion = CompleteX402Call(p->op, outcome, now, ctx_.config.retention_ms);
-        auto payment = std::make_shared<X402PaymentRecord>(p->payment);
+        // Signed inside the decision (the relayer nonce is taken there); the callback takes it.
+        auto payment = std::make_shared<X402PaymentRecord>();
         WriteClaimed(
             p->op, completion.next, std::nullopt,
-            [this, payment, inputs = *inputs, now, status = outcome.status](Transaction& tx) {
+            [this, payment, presented = p->payment, inputs = *inputs, now,
+             status = outcome.status](Transaction& tx) {
               auto relayer_nonce = tx.TakeRelayerNonce(settler_.RelayerHex(), inputs.pending_nonce);
               if (!relayer_nonce.ok()) return relayer_nonce.status();
-              if (Status s = settler_.Sign(*payment, inputs, *relayer_nonce, now); !s.ok())
-                return s;
+              auto signed_payment = settler_.Sign(presented, inputs, *relayer_nonce, now);
+              if (!signed_payment.ok()) return signed_payment.status();
+              *payment = std::move(*signed_payment);
               if (Status s = tx.UpdateX402Payment(*payment); !s.ok()) return s;
               return tx.AppendEvent({payment->operation_id, now, "gateway", "settlement_submitted",
                                      "upstream answered " + std::to_string(status) +

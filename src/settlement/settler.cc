@@ -6,7 +6,6 @@
 
 #include "chain/abi.h"
 #include "chain/settlement_tx.h"
-
 #include "core/check.h"
 
 namespace agentpay {
@@ -102,8 +101,8 @@ Result<Settler::Preflight> Settler::Check(const chain::TransferAuthorization& au
 Result<TxInputs> Settler::ReadTxInputs(const chain::TransferAuthorization& authorization,
                                        const chain::Signature& signature) {
   TxInputs inputs;
-  auto gas = chain_.EstimateGas(relayer_, config_.token,
-                                chain::EncodeTransferWithAuthorizationVrs(authorization, signature));
+  auto gas = chain_.EstimateGas(
+      relayer_, config_.token, chain::EncodeTransferWithAuthorizationVrs(authorization, signature));
   if (!gas.ok()) return gas.status();
   inputs.gas_limit = GasWithMargin(*gas);
   auto fees = chain_.Fees();
@@ -126,9 +125,9 @@ Result<Failure> Settler::DiagnoseInvalidSignature() {
     const std::string& expected;
     Failure failure;
   };
-  const Probe probes[] = {{{0x06, 0xfd, 0xde, 0x03}, config_.asset_name, Failure::kTokenNameMismatch},
-                          {{0x54, 0xfd, 0x4d, 0x50}, config_.asset_version,
-                           Failure::kTokenVersionMismatch}};
+  const Probe probes[] = {
+      {{0x06, 0xfd, 0xde, 0x03}, config_.asset_name, Failure::kTokenNameMismatch},
+      {{0x54, 0xfd, 0x4d, 0x50}, config_.asset_version, Failure::kTokenVersionMismatch}};
   for (const Probe& probe : probes) {
     auto answer = chain_.Call(config_.token, probe.selector);
     if (!answer.ok()) {
@@ -141,8 +140,8 @@ Result<Failure> Settler::DiagnoseInvalidSignature() {
   return Failure::kInvalidSignature;
 }
 
-Status Settler::Sign(X402PaymentRecord& record, const TxInputs& inputs, int64_t relayer_nonce,
-                     int64_t now_ms) const {
+Result<X402PaymentRecord> Settler::Sign(X402PaymentRecord record, const TxInputs& inputs,
+                                        int64_t relayer_nonce, int64_t now_ms) const {
   AGENTPAY_CHECK(relayer_nonce >= 0 && inputs.gas_limit > 0);
   auto authorization = AuthorizationOf(record);
   if (!authorization.ok()) return authorization.status();
@@ -152,16 +151,16 @@ Status Settler::Sign(X402PaymentRecord& record, const TxInputs& inputs, int64_t 
       *authorization, *signature, config_.token, config_.chain_id,
       static_cast<uint64_t>(relayer_nonce), inputs.fees, inputs.gas_limit, relayer_key_);
   if (!signed_tx.ok()) return signed_tx.status();
-  SettlementRecord settlement = NewSettlementRecord(record.operation_id, record.authorization,
-                                                    chain::Hex(signed_tx->hash),
-                                                    chain::Hex(signed_tx->raw), now_ms);
+  SettlementRecord settlement =
+      NewSettlementRecord(record.operation_id, record.authorization, chain::Hex(signed_tx->hash),
+                          chain::Hex(signed_tx->raw), now_ms);
   record.tx_hash = settlement.tx_hash;
   record.raw_tx_hex = settlement.raw_tx_hex;
   record.relayer = RelayerHex();
   record.relayer_nonce = relayer_nonce;
   record.submitted_ms = settlement.submitted_ms;
   record.broadcasts = settlement.broadcasts;
-  return Status::Ok();
+  return record;
 }
 
 Status Settler::Broadcast(const X402PaymentRecord& record) {

@@ -1,7 +1,8 @@
 // The relayer's side of EIP-3009 settlement over a Chain (CONTRACT §5): what the token would say of
 // a payment before anything is stored, the relayer's signed transaction, its broadcast, and one
 // look at the chain in the order the reconciliation rules of core/settlement.h require. Below both
-// the gateway (which settles) and the workers (whose reconciler settles what the gateway could not).
+// the gateway (which settles) and the workers (whose reconciler settles what the gateway could
+// not).
 #pragma once
 
 #include <cstdint>
@@ -57,10 +58,10 @@ class Settler {
   Result<TxInputs> ReadTxInputs(const chain::TransferAuthorization& authorization,
                                 const chain::Signature& signature);
 
-  // Fills the record's transaction fields: signed with `relayer_nonce` (taken from the store in
-  // the same decision). Pure apart from the signature; no network.
-  Status Sign(X402PaymentRecord& record, const TxInputs& inputs, int64_t relayer_nonce,
-              int64_t now_ms) const;
+  // The record with its transaction fields filled: signed with `relayer_nonce` (taken from the
+  // store in the same decision). Pure apart from the signature; no network.
+  Result<X402PaymentRecord> Sign(X402PaymentRecord record, const TxInputs& inputs,
+                                 int64_t relayer_nonce, int64_t now_ms) const;
   // Sends the record's bytes. A node that already has them is success.
   Status Broadcast(const X402PaymentRecord& record);
   // authorizationState first, then the receipt, then the transaction (see ChainObservation).
