@@ -38,6 +38,17 @@ HttpResponse MismatchAnswer(const Operation& op) {
                        op.id, false);
 }
 
+HttpResponse TakenOverAnswer(const Operation& op) {
+  return PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
+                       "a later attempt for this key took over; poll the operation", false);
+}
+
+HttpResponse RetryLater(ProblemCode code, const std::string& detail) {
+  HttpResponse response = ProblemResponse(503, code, detail);
+  response.SetHeader("Retry-After", "1");
+  return response;
+}
+
 std::optional<HttpResponse> WalletAnswerWhenDone(const Operation& op) {
   if (IsFinal(op)) return StoredAnswer(op, true);
   if (op.fulfillment == Fulfillment::kPendingRetry) {
@@ -50,14 +61,10 @@ std::optional<HttpResponse> WalletAnswerWhenDone(const Operation& op) {
 }
 
 HttpResponse StoreProblem(const Status& status) {
-  HttpResponse response = ProblemResponse(
-      503,
-      status.error() == ErrorCode::kStoreOverloaded ? ProblemCode::kLimitExceeded
-                                                    : ProblemCode::kStoreUnavailable,
-      "the decision was not recorded; retry with the same Idempotency-Key (" + status.message() +
-          ")");
-  response.SetHeader("Retry-After", "1");
-  return response;
+  return RetryLater(status.error() == ErrorCode::kStoreOverloaded ? ProblemCode::kLimitExceeded
+                                                                  : ProblemCode::kStoreUnavailable,
+                    "the decision was not recorded; retry with the same Idempotency-Key (" +
+                        status.message() + ")");
 }
 
 }  // namespace agentpay

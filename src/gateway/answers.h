@@ -20,6 +20,10 @@ HttpResponse StoredAnswer(const Operation& op, bool replayed);
 HttpResponse PendingAnswer(const Operation& op, int status, ProblemCode code,
                            const std::string& detail, bool replayed);
 HttpResponse MismatchAnswer(const Operation& op);
+// 202 for an attempt whose claim a later attempt for the same key took over.
+HttpResponse TakenOverAnswer(const Operation& op);
+// 503 with `code` and Retry-After: 1: nothing was decided, the same request may come again.
+HttpResponse RetryLater(ProblemCode code, const std::string& detail);
 // A wallet operation's answer once no attempt is in flight (final, or kept after a failure).
 std::optional<HttpResponse> WalletAnswerWhenDone(const Operation& op);
 

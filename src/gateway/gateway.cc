@@ -85,12 +85,7 @@ void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond re
   if (route != nullptr) return HandlePaid(std::move(request), *route, std::move(respond));
   bool queued =
       blocking_pool_.TrySubmit([this, request, respond] { respond(HandleBlocking(*request)); });
-  if (!queued) {
-    HttpResponse busy =
-        ProblemResponse(503, ProblemCode::kLimitExceeded, "the gateway is at capacity");
-    busy.SetHeader("Retry-After", "1");
-    respond(std::move(busy));
-  }
+  if (!queued) respond(RetryLater(ProblemCode::kLimitExceeded, "the gateway is at capacity"));
 }
 
 HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {

@@ -266,10 +266,7 @@ HttpResponse WalletPath::FinishAnswer(const PaidRequest& paid, const UpstreamOut
     response.SetHeader("Location", "/v1/operations/" + op.id);
     return WithOperation(std::move(response), op.id, false);
   }
-  if (!completion) {
-    return PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
-                         "a later attempt for this key took over; poll the operation", false);
-  }
+  if (!completion) return TakenOverAnswer(op);
   ctx_.metrics.CountVerdict(completion->verdict);
   switch (completion->verdict) {
     case Verdict::kCapture:

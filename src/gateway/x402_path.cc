@@ -86,17 +86,6 @@ std::optional<int64_t> ToSeconds(const chain::U256& value) {
   return value.ToInt64();
 }
 
-HttpResponse Busy(std::string detail) {
-  HttpResponse busy = ProblemResponse(503, ProblemCode::kLimitExceeded, detail);
-  busy.SetHeader("Retry-After", "1");
-  return busy;
-}
-
-HttpResponse TakenOver(const Operation& op) {
-  return PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
-                       "a later attempt for this key took over; poll the operation", false);
-}
-
 }  // namespace
 
 X402Path::X402Path(const GatewayContext& context, Settler& settler, const X402Offers& offers)
@@ -183,7 +172,8 @@ std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
 // One arrival decision; the next step follows from what it found (OnArrived).
 void X402Path::Arrive(PaymentPtr p) {
   if (p->rounds++ >= kMaxBeginRounds) {
-    return Reply(p, Busy("the key changed hands too often; retry with the same key"));
+    return Reply(p, RetryLater(ProblemCode::kLimitExceeded,
+                               "the key changed hands too often; retry with the same key"));
   }
   ctx_.store.WriteAsync(
       [this, p](Transaction& tx) -> Status {
@@ -245,12 +235,10 @@ void X402Path::Preflight(PaymentPtr p) {
       [this, p] {
         auto preflight = settler_.Check(p->payload.authorization, p->payload.signature);
         if (!preflight.ok()) {
-          HttpResponse response = ProblemResponse(
-              503, ProblemCode::kChainUnavailable,
-              "the chain could not be asked about this payment (" + preflight.status().message() +
-                  "); nothing was submitted, retry later");
-          response.SetHeader("Retry-After", "1");
-          return Reply(p, std::move(response));
+          return Reply(p, RetryLater(ProblemCode::kChainUnavailable,
+                                     "the chain could not be asked about this payment (" +
+                                         preflight.status().message() +
+                                         "); nothing was submitted, retry later"));
         }
         if (preflight->failure != Failure::kNone) {
           p->preflight_failure = std::move(*preflight);
@@ -259,7 +247,10 @@ void X402Path::Preflight(PaymentPtr p) {
         }
         Arrive(p);
       },
-      [this, p] { Reply(p, Busy("too many x402 payments are waiting on the chain")); });
+      [this, p] {
+        Reply(p, RetryLater(ProblemCode::kLimitExceeded,
+                            "too many x402 payments are waiting on the chain"));
+      });
 }
 
 // One decision: reserve the key (or find it) and act on what DecideArrival and DecideX402Resume
@@ -440,14 +431,16 @@ void X402Path::OnUpstreamAnswered(PaymentPtr p, UpstreamOutcome outcome) {
                              outcome.kind == UpstreamKind::kResponded);
   const int64_t now = ctx_.clock.NowMs();
   X402Completion completion = CompleteX402Call(p->op, outcome, now, ctx_.config.retention_ms);
-  if (completion.submit_settlement)
-    return SubmitAfterUpstream(std::move(p), std::move(outcome), now);
+  if (completion.submit_settlement) {
+    return SubmitAfterUpstream(std::move(p), std::move(outcome), std::move(completion), now);
+  }
   FinishCall(std::move(p), outcome, std::move(completion), now);
 }
 
 // X13 (settle=after, the upstream delivered): sign and store the transaction with the state, then
 // settle; the upstream's answer is delivered once the money moved.
-void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, int64_t now) {
+void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, X402Completion completion,
+                                   int64_t now) {
   auto authorization = AuthorizationOf(p->payment);
   auto signature = SignatureOf(p->payment);
   if (!authorization.ok() || !signature.ok()) {
@@ -462,11 +455,10 @@ void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, int64_
     FinishCall(p, failed, std::move(completion), now);
   };
   OnChain(
-      [this, p, outcome = std::move(outcome), now, authorization = std::move(*authorization),
-       signature = std::move(*signature), not_settled] {
+      [this, p, outcome = std::move(outcome), completion = std::move(completion), now,
+       authorization = std::move(*authorization), signature = std::move(*signature), not_settled] {
         auto inputs = settler_.ReadTxInputs(authorization, signature);
         if (!inputs.ok()) return not_settled(inputs.status().message());
-        X402Completion completion = CompleteX402Call(p->op, outcome, now, ctx_.config.retention_ms);
         // Signed inside the decision (the relayer nonce is taken there); the callback takes it.
         auto payment = std::make_shared<X402PaymentRecord>();
         WriteClaimed(
@@ -485,7 +477,7 @@ void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, int64_
             },
             [this, p, payment, next = completion.next, outcome](Result<bool> claimed) mutable {
               if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
-              if (!*claimed) return Reply(p, TakenOver(p->op));
+              if (!*claimed) return Reply(p, TakenOverAnswer(p->op));
               p->op = std::move(next);
               p->payment = std::move(*payment);
               p->upstream_2xx = std::move(outcome);
@@ -512,7 +504,7 @@ void X402Path::FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Comp
       p->op, std::move(completion.next), std::move(kept), {},
       [this, p, keep, outcome, next = std::move(next)](Result<bool> claimed) {
         if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
-        if (!*claimed) return Reply(p, TakenOver(p->op));
+        if (!*claimed) return Reply(p, TakenOverAnswer(p->op));
         if (!keep) return Reply(p, Answer(StoredAnswer(next, false), *p, next));
         const bool timeout = outcome.kind == UpstreamKind::kTimeout;
         std::string detail =

@@ -49,7 +49,8 @@ class X402Path {
   void RunAttempt(PaymentPtr p);
   void CallUpstream(PaymentPtr p);
   void OnUpstreamAnswered(PaymentPtr p, UpstreamOutcome outcome);
-  void SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, int64_t now);
+  void SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, X402Completion completion,
+                           int64_t now);
   void FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Completion completion,
                   int64_t now);
   void Settle(PaymentPtr p);
