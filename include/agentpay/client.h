@@ -130,6 +130,8 @@ BudgetReport ReadBudget(const std::string& budget_db);
 struct ReconcileOptions {
   std::string budget_db = std::string(kDefaultBudgetDb);
   std::string chain_rpc;  // needed for x402 reservations
+  // Needed for wallet reservations: the gateway shows an operation only to its account's key.
+  std::string api_key;
   int64_t expiry_buffer_seconds = kDefaultExpiryBufferSeconds;
   int64_t timeout_ms = 10000;  // per call to a gateway or node
 };

@@ -288,6 +288,9 @@ std::function<int()> AddPayCommand(CLI::App& pay) {
       ->capture_default_str();
   reconcile->add_option("--chain-rpc", flags->reconcile.chain_rpc,
                         "EVM JSON-RPC URL (needed for x402 reservations)");
+  reconcile->add_option("--api-key", flags->reconcile.api_key,
+                        "the wallet API key the payments were made with (needed for wallet "
+                        "reservations: the gateway shows an operation only to its account)");
   reconcile
       ->add_option("--expiry-buffer-seconds", flags->reconcile.expiry_buffer_seconds,
                    "seconds after validBefore before an unused authorization is released")

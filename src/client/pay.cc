@@ -55,6 +55,9 @@ class PayRun {
   ClientResponse Send(const std::string& method, const std::string& target,
                       const std::vector<HttpHeader>& headers, const std::string& body);
   std::vector<HttpHeader> PaidHeaders() const;
+  // What proves to the gateway that this client paid for the operation it asks about: the API key
+  // (wallet), or the Idempotency-Key the payment was sent with (x402; docs/protocol.md).
+  std::vector<HttpHeader> ProofHeaders() const;
   void NoteEvidence(const ClientResponse& response);
   void KeepEvidence(const std::string& operation_id, const std::string& tx_hash);
   bool Backoff(int retry, const ClientResponse& response, const char* why);
@@ -370,6 +373,11 @@ std::vector<HttpHeader> PayRun::PaidHeaders() const {
   return headers;
 }
 
+std::vector<HttpHeader> PayRun::ProofHeaders() const {
+  if (reservation_.scheme == "wallet") return {{"Authorization", "Bearer " + options_.api_key}};
+  return {{"Idempotency-Key", result_.key}};
+}
+
 void PayRun::TakeResponse(const ClientResponse& response) {
   result_.http_status = response.error == ClientError::kNone ? response.status : 0;
   result_.body = response.body;
@@ -469,7 +477,7 @@ void PayRun::PollOperation(const std::string& location) {
   const std::string target = location.rfind("http://", 0) == 0 ? TargetOf(location) : location;
   for (int poll = 1;; ++poll) {
     if (Remaining() <= 0) return;
-    ClientResponse response = Send("GET", target, {}, "");
+    ClientResponse response = Send("GET", target, ProofHeaders(), "");
     std::string state = "no answer";
     if (response.error == ClientError::kNone && response.status == 200) {
       std::optional<OperationView> op = ReadOperation(response);
@@ -564,7 +572,7 @@ PayResult PayRun::PaidNotDelivered(const std::string& reason) {
 }
 
 std::optional<OperationView> PayRun::FetchOperation(const std::string& operation_id) {
-  return ReadOperation(Send("GET", "/v1/operations/" + operation_id, {}, ""));
+  return ReadOperation(Send("GET", "/v1/operations/" + operation_id, ProofHeaders(), ""));
 }
 
 // A final answer that is not 2xx or 402. What it cost: the gateway's operation (wallet), the

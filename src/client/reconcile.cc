@@ -19,7 +19,7 @@ struct Verdict {
   std::string tx_hash = "";  // the transaction found on chain that used the authorization, if any
 };
 
-Verdict JudgeWallet(const StoredReservation& row, int64_t timeout_ms) {
+Verdict JudgeWallet(const StoredReservation& row, const std::string& api_key, int64_t timeout_ms) {
   if (row.sends == 0) {
     return {ReconcileVerdict::kMarkReleased, "never sent: nothing can have been charged"};
   }
@@ -27,10 +27,16 @@ Verdict JudgeWallet(const StoredReservation& row, int64_t timeout_ms) {
     return {ReconcileVerdict::kKeep,
             "no operation id was seen: run the same step again to resume it with its key"};
   }
+  if (api_key.empty()) {
+    return {ReconcileVerdict::kKeep,
+            "needs --api-key: the gateway shows operation " + row.operation_id +
+                " only to its account"};
+  }
   auto endpoint = ParseHttpUrl(row.url);
   if (!endpoint.ok()) return {ReconcileVerdict::kKeep, endpoint.status().message()};
   ClientRequest request;
   request.target = "/v1/operations/" + row.operation_id;
+  request.headers.push_back({"Authorization", "Bearer " + api_key});
   ClientOptions options;
   options.timeout_ms = timeout_ms;
   ClientResponse response = SendHttp(*endpoint, request, options);
@@ -108,7 +114,7 @@ ReconcileReport RunReconcile(const ReconcileOptions& options, ClientWorld& world
       continue;
     }
     Verdict verdict = row.scheme == "wallet"
-                          ? JudgeWallet(row, options.timeout_ms)
+                          ? JudgeWallet(row, options.api_key, options.timeout_ms)
                           : JudgeX402(row, chain.get(), options.expiry_buffer_seconds);
     if (const std::string& tx_hash = verdict.tx_hash; !tx_hash.empty()) {
       // Best effort: the hash is on chain whatever happens here, and the verdict stands.

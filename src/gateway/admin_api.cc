@@ -4,6 +4,7 @@
 #include "core/money.h"
 #include "core/resolution.h"
 #include "gateway/answers.h"
+#include "gateway/api_keys.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
 #include "gateway/views.h"
@@ -135,10 +136,7 @@ HttpResponse AdminApi::Handle(const HttpRequest& request) {
     return ProblemResponse(403, ProblemCode::kAdminDisabled,
                            "start the gateway with --admin-token-file");
   }
-  auto header = request.Header("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!header || !header->starts_with(kBearer) ||
-      !SecretEquals(header->substr(kBearer.size()), ctx_.config.admin_token)) {
+  if (!IsAdmin(request, ctx_.config.admin_token)) {
     return ProblemResponse(401, ProblemCode::kUnauthorized,
                            "the admin API needs the admin bearer token");
   }

@@ -31,4 +31,11 @@ Result<std::optional<std::string>> ApiKeys::Authenticate(const HttpRequest& requ
   return account_id;
 }
 
+bool IsAdmin(const HttpRequest& request, std::string_view admin_token) {
+  auto header = request.Header("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  return !admin_token.empty() && header && header->starts_with(kBearer) &&
+         SecretEquals(header->substr(kBearer.size()), admin_token);
+}
+
 }  // namespace agentpay

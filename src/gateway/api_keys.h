@@ -26,4 +26,8 @@ class ApiKeys {
   std::unordered_map<std::string, std::string> account_by_key_hash_;
 };
 
+// Whether `request` carries `Authorization: Bearer <admin_token>` (compared in constant time);
+// never when the token is empty (the admin API is off).
+bool IsAdmin(const HttpRequest& request, std::string_view admin_token);
+
 }  // namespace agentpay

@@ -101,7 +101,7 @@ HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
     constexpr std::string_view kTrace = "/trace";
     bool trace = rest.ends_with(kTrace);
     if (trace) rest.remove_suffix(kTrace.size());
-    return views_.Operation(rest, trace);
+    return views_.Operation(request, rest, trace);
   }
   if (path == "/v1/account") {
     if (request.method != "GET") {

@@ -42,4 +42,10 @@ bool SecretEquals(std::string_view a, std::string_view b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+std::string KeyDigest(std::string_view secret) { return "sha256:" + Sha256Hex(secret); }
+
+bool KeyMatchesDigest(std::string_view secret, std::string_view digest) {
+  return SecretEquals(KeyDigest(secret), digest);
+}
+
 }  // namespace agentpay

@@ -48,6 +48,9 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
           upstream_latency_ms_sum_.load());
   Counter(out, "agentpay_attach_timeouts_total", "Duplicates answered 202 after the attach wait",
           attach_timeouts_.load());
+  Counter(out, "agentpay_payer_proof_refused_total",
+          "x402 requests refused because they did not prove the payer (authorization_already_used)",
+          proof_refused_.load());
   Counter(out, "agentpay_recovered_operations_total",
           "In-flight operations moved to pending_retry at start", recovered_.load());
   Counter(out, "agentpay_sweeper_runs_total", "Hold sweeper passes", sweeps_.load());

@@ -30,6 +30,8 @@ class Metrics final : public SettlementCounter {
   void CountUpstream(int64_t latency_ms, bool answered);
   void CountAttachTimeout() { ++attach_timeouts_; }
   void CountRecovered(uint64_t count) { recovered_ += count; }
+  // A request that found an x402 operation without proving it comes from the payer (409).
+  void CountProofRefused() { ++proof_refused_; }
   void CountPrune(uint64_t pruned, uint64_t keys_deleted, bool failed) {
     ++prunes_;
     results_pruned_ += pruned;
@@ -59,6 +61,7 @@ class Metrics final : public SettlementCounter {
   std::atomic<uint64_t> upstream_latency_ms_sum_{0};
   std::atomic<uint64_t> attach_timeouts_{0};
   std::atomic<uint64_t> recovered_{0};
+  std::atomic<uint64_t> proof_refused_{0};
   std::atomic<uint64_t> sweeps_{0};
   std::atomic<uint64_t> holds_expired_{0};
   std::atomic<uint64_t> alerts_raised_{0};

@@ -2,6 +2,7 @@
 #include "gateway/views.h"
 
 #include "gateway/answers.h"
+#include "gateway/hashing.h"
 #include "gateway/json_views.h"
 
 namespace agentpay {
@@ -23,7 +24,27 @@ HttpResponse Views::Metrics(const HttpServer* server) {
   return response;
 }
 
-HttpResponse Views::Operation(std::string_view id, bool trace) {
+namespace {
+// One answer for an id that does not exist and for one the caller may not read.
+HttpResponse NoSuchOperation() {
+  return ProblemResponse(404, ProblemCode::kNotFound,
+                         "no operation with this id is visible with these credentials");
+}
+}  // namespace
+
+Result<bool> Views::MayRead(const HttpRequest& request, const ::agentpay::Operation& op) {
+  if (IsAdmin(request, ctx_.config.admin_token)) return true;
+  if (auto account = WalletAccountOf(op.principal)) {
+    auto caller = api_keys_.Authenticate(request);
+    if (!caller.ok()) return caller.status();
+    return caller->has_value() && **caller == *account;
+  }
+  // x402: the payer's secret, whose digest is the operation's key (a default key has none).
+  auto key = request.Header("Idempotency-Key");
+  return key.has_value() && KeyMatchesDigest(*key, op.idempotency_key);
+}
+
+HttpResponse Views::Operation(const HttpRequest& request, std::string_view id, bool trace) {
   std::optional<::agentpay::Operation> op;
   std::optional<X402PaymentRecord> payment;
   std::vector<TraceEvent> events;
@@ -48,7 +69,10 @@ HttpResponse Views::Operation(std::string_view id, bool trace) {
     return Status::Ok();
   });
   if (!status.ok()) return StoreProblem(status);
-  if (!op) return ProblemResponse(404, ProblemCode::kNotFound, "no operation " + std::string(id));
+  if (!op) return NoSuchOperation();
+  auto may_read = MayRead(request, *op);
+  if (!may_read.ok()) return StoreProblem(may_read.status());
+  if (!*may_read) return NoSuchOperation();
   if (!trace) {
     nlohmann::json json = OperationJson(*op);
     if (payment && payment->submitted()) json["tx_hash"] = payment->tx_hash;

@@ -19,12 +19,17 @@ class Views {
   HttpResponse Health();
   // GET /metrics (Prometheus text); the listener's counters too when `server` is given.
   HttpResponse Metrics(const HttpServer* server);
-  // GET /v1/operations/{id} and /v1/operations/{id}/trace.
-  HttpResponse Operation(std::string_view id, bool trace);
+  // GET /v1/operations/{id} and /v1/operations/{id}/trace, for the operation's payer (the wallet
+  // account's API key; for x402, `Idempotency-Key:` the secret it paid with) or the admin token.
+  // Anyone else gets the 404 of an id that does not exist.
+  HttpResponse Operation(const HttpRequest& request, std::string_view id, bool trace);
   // GET /v1/account: the account of the request's API key.
   HttpResponse Account(const HttpRequest& request);
 
  private:
+  // Whether `request` carries the credentials of `op`'s payer or the admin token.
+  Result<bool> MayRead(const HttpRequest& request, const ::agentpay::Operation& op);
+
   GatewayContext ctx_;
   ApiKeys& api_keys_;
 };

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/idempotency.h"
+#include "core/payer_proof.h"
 #include "gateway/answers.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
@@ -25,10 +26,15 @@ struct X402Path::Begin {
     kClosedUnpaid,        // X16 just now: the stored 402
     kNeedsPreflight,      // a new operation: check the payment on chain first (nothing written)
     kAuthorizationTaken,  // this authorization already pays for another operation (rolled back)
+    kNeedsProof,          // the key's operation exists: ask the chain about this authorization
+    kRefusePublic,        // the request does not prove the payer: 409, nothing said of the op
   } kind = kProceed;
   Operation op;
   X402PaymentRecord payment;
-  bool RollsBack() const { return kind == kNeedsPreflight || kind == kAuthorizationTaken; }
+  bool RollsBack() const {
+    return kind == kNeedsPreflight || kind == kAuthorizationTaken || kind == kNeedsProof ||
+           kind == kRefusePublic;
+  }
 };
 
 // One payment on its way through the path; shared by the path's callbacks.
@@ -40,6 +46,12 @@ struct X402Path::Payment {
   x402::PaymentPayload payload;
   X402PaymentRecord presented;  // the authorization this request carries (no operation yet)
   std::string principal, key, fingerprint;
+  // `key` is the digest of a secret the payer chose (Idempotency-Key or payment-identifier), not
+  // the default (payer, nonce): see core/payer_proof.h.
+  bool secret_key = false;
+  // What the chain said of this request's authorization, when its key found an operation that
+  // was paid with another one.
+  PayerProofFacts::Chain presented_on_chain = PayerProofFacts::Chain::kNotAsked;
   // A failed check that does not put the payer's identity in doubt (recipient, amount, time
   // window, asset): it refuses a new operation, but a retry of an existing key is still answered.
   x402::Failure deferred = x402::Failure::kNone;
@@ -63,7 +75,9 @@ namespace {
 
 using x402::Failure;
 
-constexpr int kMaxBeginRounds = 3;
+// A new key: preflight, then the decision. A key whose operation was paid with another
+// authorization: the chain is asked about this one, then the decision. One round to spare.
+constexpr int kMaxBeginRounds = 4;
 constexpr size_t kMaxQueuedChainCalls = 4096;
 constexpr int64_t kFirstPollDelayMs = 20;
 constexpr int64_t kMaxPollDelayMs = 250;
@@ -148,14 +162,17 @@ std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
   x.presented.pay_to = chain::ToLowerHex(a.to);
   x.presented.signature_hex = chain::Hex(x.payload.signature.bytes);
   x.presented.x402_version = static_cast<int>(x.version);
+  // The payer's secret is kept as a digest only: it is what proves the payer later.
   if (auto key = request.Header("Idempotency-Key")) {
     if (!ValidIdempotencyKey(*key)) {
       return ProblemResponse(400, ProblemCode::kInvalidIdempotencyKey,
                              "Idempotency-Key must be 1-255 visible ASCII characters");
     }
-    x.key = std::string(*key);
+    x.key = KeyDigest(*key);
+    x.secret_key = true;
   } else if (x.payload.payment_identifier) {
-    x.key = "payment-id:" + *x.payload.payment_identifier;
+    x.key = KeyDigest("payment-id:" + *x.payload.payment_identifier);
+    x.secret_key = true;
   } else if (x.route->require_idempotency_key) {
     return ProblemResponse(400, ProblemCode::kIdempotencyKeyRequired,
                            "this route requires an Idempotency-Key header (or the x402 "
@@ -211,6 +228,11 @@ void X402Path::OnArrived(PaymentPtr p, Status status) {
     case Begin::kAuthorizationTaken:
       return Reply(p, Challenge(*p, x402::ReasonCode(Failure::kNonceAlreadyUsed, p->version),
                                 "this authorization already pays for another request"));
+    case Begin::kRefusePublic:
+      ctx_.metrics.CountProofRefused();
+      return Reply(p, PublicAuthorizationAnswer());
+    case Begin::kNeedsProof:
+      return AskChainForProof(std::move(p));
     case Begin::kNeedsPreflight:
       if (p->deferred != Failure::kNone) {
         return Reply(p, Challenge(*p, x402::ReasonCode(p->deferred, p->version),
@@ -253,6 +275,27 @@ void X402Path::Preflight(PaymentPtr p) {
       });
 }
 
+// The key found an operation paid with another authorization: whether this one is fresh (never
+// used on chain) decides whether it proves the payer (core/payer_proof.h). Nothing is stored.
+void X402Path::AskChainForProof(PaymentPtr p) {
+  OnChain(
+      [this, p] {
+        auto used = settler_.AuthorizationUsed(p->payload.authorization);
+        if (!used.ok()) {
+          return Reply(p, RetryLater(ProblemCode::kChainUnavailable,
+                                     "the chain could not be asked about this payment (" +
+                                         used.status().message() + "); retry later"));
+        }
+        p->presented_on_chain = *used ? PayerProofFacts::Chain::kUsed
+                                      : PayerProofFacts::Chain::kUnused;
+        Arrive(p);
+      },
+      [this, p] {
+        Reply(p, RetryLater(ProblemCode::kLimitExceeded,
+                            "too many x402 payments are waiting on the chain"));
+      });
+}
+
 // One decision: reserve the key (or find it) and act on what DecideArrival and DecideX402Resume
 // say. A new operation needs the chain's preflight first, which cannot run inside a decision:
 // without the payment's `inputs` the decision changes nothing and asks for it.
@@ -271,7 +314,7 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
     Arrival arrival = DecideArrival(&**record, &**op, x.fingerprint, now);
     ctx_.metrics.CountArrival(arrival.outcome);
     begin.op = **op;
-    if (arrival.outcome != ArrivalOutcome::kNew && arrival.outcome != ArrivalOutcome::kMismatch) {
+    if (arrival.outcome != ArrivalOutcome::kNew) {
       auto payment = tx.FindX402Payment(begin.op.id);
       if (!payment.ok()) return payment.status();
       if (!payment->has_value()) {
@@ -279,6 +322,18 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
                              "x402 operation without payment " + begin.op.id);
       }
       begin.payment = std::move(**payment);
+      // Nothing about the operation (its answer, its id, an attach, a resumed attempt) goes to a
+      // request that does not prove it comes from the payer; nothing is written before this.
+      switch (DecidePayerProof(ProofFacts(x, begin.payment))) {
+        case PayerProof::kProven:
+          break;
+        case PayerProof::kAskChain:
+          begin.kind = Begin::kNeedsProof;
+          return begin;
+        case PayerProof::kRefusePublic:
+          begin.kind = Begin::kRefusePublic;
+          return begin;
+      }
     }
     switch (arrival.outcome) {
       case ArrivalOutcome::kReplay:
@@ -624,6 +679,23 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
     if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
     Reply(p, StateAnswer(*p, unknown, false));
   });
+}
+
+PayerProofFacts X402Path::ProofFacts(const Payment& x, const X402PaymentRecord& stored) {
+  const X402PaymentRecord& presented = x.presented;
+  return {x.secret_key,
+          presented.authorization.from == stored.authorization.from &&
+              presented.authorization.nonce_hex == stored.authorization.nonce_hex &&
+              presented.signature_hex == stored.signature_hex,
+          stored.submitted(), x.deferred == Failure::kNone, x.presented_on_chain};
+}
+
+HttpResponse X402Path::PublicAuthorizationAnswer() {
+  return ProblemResponse(
+      409, ProblemCode::kAuthorizationAlreadyUsed,
+      "this payment authorization was already presented, and its result goes only to its payer: "
+      "retry with the Idempotency-Key or payment-identifier it was first sent with, or pay with a "
+      "new authorization");
 }
 
 HttpResponse X402Path::Challenge(const Payment& p, std::string_view code,

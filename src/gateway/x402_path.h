@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "core/operation.h"
+#include "core/payer_proof.h"
 #include "gateway/context.h"
 #include "gateway/x402_offer.h"
 #include "http/server.h"
@@ -44,6 +45,9 @@ class X402Path {
   void Arrive(PaymentPtr p);
   void OnArrived(PaymentPtr p, Status status);
   void Preflight(PaymentPtr p);
+  void AskChainForProof(PaymentPtr p);
+  static PayerProofFacts ProofFacts(const Payment& x, const X402PaymentRecord& stored);
+  static HttpResponse PublicAuthorizationAnswer();
   Result<Begin> DecideX402Arrival(Transaction& tx, const Payment& p) const;
   Result<Begin> DecideNew(Transaction& tx, const Payment& p, int64_t now) const;
   void RunAttempt(PaymentPtr p);

@@ -98,6 +98,10 @@ Result<Settler::Preflight> Settler::Check(const chain::TransferAuthorization& au
   return preflight;
 }
 
+Result<bool> Settler::AuthorizationUsed(const chain::TransferAuthorization& authorization) {
+  return chain_.AuthorizationState(config_.token, authorization.from, authorization.nonce);
+}
+
 Result<TxInputs> Settler::ReadTxInputs(const chain::TransferAuthorization& authorization,
                                        const chain::Signature& signature) {
   TxInputs inputs;

@@ -54,6 +54,8 @@ class Settler {
   };
   Result<Preflight> Check(const chain::TransferAuthorization& authorization,
                           const chain::Signature& signature);
+  // authorizationState(from, nonce) of the token: whether the authorization was used (or cancelled).
+  Result<bool> AuthorizationUsed(const chain::TransferAuthorization& authorization);
   // The inputs alone, for a payment checked earlier (settle=after: after the upstream answered).
   Result<TxInputs> ReadTxInputs(const chain::TransferAuthorization& authorization,
                                 const chain::Signature& signature);

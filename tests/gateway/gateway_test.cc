@@ -283,6 +283,40 @@ TEST_F(GatewayTest, DuplicateAttachesToTheAttemptInFlight) {
   EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
 }
 
+// Threat model T4: a wallet operation's view and trace answer its account's API key or the admin
+// token; another account, a wrong key or no credentials get the 404 of an unknown id.
+TEST_F(GatewayTest, OperationViewsNeedTheAccountsKeyOrTheAdminToken) {
+  MakeGateway(GatewayConfig{});
+  auto [id, key] = Account(1000);
+  auto [other_id, other_key] = Account(1000);
+  HttpResponse paid = Pay(key, "k1", "{}");
+  ASSERT_EQ(paid.status, 200) << paid.body;
+  const std::string op(*paid.Header("AgentPay-Operation-Id"));
+  auto get = [&](const std::string& target, std::vector<HttpHeader> headers) {
+    HttpRequest request;
+    request.method = "GET";
+    request.target = target;
+    request.headers = std::move(headers);
+    return gateway_->Handle(request);
+  };
+  HttpResponse unknown = get("/v1/operations/op_doesnotexist", {});
+  ASSERT_EQ(unknown.status, 404);
+  for (const std::string suffix : {"", "/trace"}) {
+    const std::string target = "/v1/operations/" + op + suffix;
+    for (const std::vector<HttpHeader>& strangers :
+         {std::vector<HttpHeader>{}, {{"Authorization", "Bearer " + other_key}},
+          {{"Authorization", "Bearer wrong"}}, {{"Idempotency-Key", "k1"}}}) {
+      HttpResponse refused = get(target, strangers);
+      EXPECT_EQ(refused.status, 404) << target;
+      EXPECT_EQ(refused.body, unknown.body) << target;
+    }
+    EXPECT_EQ(get(target, {{"Authorization", "Bearer " + key}}).status, 200) << target;
+    EXPECT_EQ(get(target, {{"Authorization", "Bearer admin-secret"}}).status, 200) << target;
+  }
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+  EXPECT_EQ(BalancesOf(other_id), (Balances{1000, 0, 0}));
+}
+
 TEST_F(GatewayTest, AttachWaitEndsIn202WithLocation) {
   attach_wait_ms_ = 50;
   MakeGateway(GatewayConfig{});

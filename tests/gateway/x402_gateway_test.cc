@@ -144,10 +144,13 @@ class X402GatewayTest : public ::testing::Test {
     return gateway_->Handle(request);
   }
 
-  HttpResponse Get(const std::string& target) {
+  // A GET with the admin token (or, given `headers`, with those instead).
+  HttpResponse Get(const std::string& target, std::vector<HttpHeader> headers = {
+                                                  {"Authorization", "Bearer admin-secret"}}) {
     HttpRequest request;
     request.method = "GET";
     request.target = target;
+    request.headers = std::move(headers);
     return gateway_->Handle(request);
   }
 
@@ -268,7 +271,7 @@ class X402GatewayTest : public ::testing::Test {
 
 TEST_F(X402GatewayTest, PaysOnceAndReplaysTheSameSignature) {
   Signed payment = Sign();
-  HttpResponse first = Pay(payment.header);
+  HttpResponse first = Pay(payment.header, "order-1");
   ASSERT_EQ(first.status, 200) << first.body;
   nlohmann::json settle = SettleResponse(first);
   ASSERT_TRUE(settle.is_object());
@@ -279,8 +282,8 @@ TEST_F(X402GatewayTest, PaysOnceAndReplaysTheSameSignature) {
   EXPECT_EQ(OperationJson(first)["settlement"], "settled");
   EXPECT_EQ(OperationJson(first)["fulfillment"], "succeeded");
   EXPECT_TRUE(NonceUsed(payment.nonce));
-  // The response was lost: the client sends the very same header again.
-  HttpResponse again = Pay(payment.header);
+  // The response was lost: the client sends the very same header and key again.
+  HttpResponse again = Pay(payment.header, "order-1");
   EXPECT_EQ(again.status, 200);
   EXPECT_EQ(again.body, first.body);
   EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
@@ -308,7 +311,8 @@ TEST_F(X402GatewayTest, ConcurrentRequestsWithOneAuthorizationSettleOnce) {
   upstream_.Block();
   std::vector<std::future<HttpResponse>> answers;
   for (int i = 0; i < 6; ++i) {
-    answers.push_back(std::async(std::launch::async, [&] { return Pay(payment.header); }));
+    answers.push_back(
+        std::async(std::launch::async, [&] { return Pay(payment.header, "together"); }));
   }
   upstream_.WaitBlocked(1);
   upstream_.Release();
@@ -510,7 +514,7 @@ TEST_F(X402GatewayTest, ChallengeIsWhatTheX402EncodersBuild) {
 // What the challenge advertises is what a payment is verified against: a payment signed from the
 // decoded header alone (amount, payTo, domain, timeout), echoing its accepts[0], is paid.
 TEST_F(X402GatewayTest, APaymentSignedFromTheChallengeAloneIsAccepted) {
-  HttpResponse challenge = Get("/work");
+  HttpResponse challenge = Get("/work", {});
   auto header = challenge.Header("PAYMENT-REQUIRED");
   ASSERT_TRUE(header.has_value());
   const nlohmann::json offer = nlohmann::json::parse(*Base64Decode(*header))["accepts"][0];
@@ -627,6 +631,142 @@ TEST_F(X402GatewayTest, SettleAfterRoutePaysOnlyForDeliveredWork) {
   EXPECT_EQ(delivered.status, 200) << delivered.body;
   EXPECT_EQ(SettleResponse(delivered)["success"], true);
   EXPECT_EQ(Transfers(), 1);
+}
+
+// Threat model T1: a settled authorization is public (the relayer's calldata). Re-presented without
+// the payer's secret, it yields no body, no operation id and no work, whatever the body.
+TEST_F(X402GatewayTest, APublicAuthorizationWithoutTheKeyYieldsNothing) {
+  Signed payment = Sign();
+  HttpResponse first = Pay(payment.header);  // the default key (payer, nonce): no secret
+  ASSERT_EQ(first.status, 200) << first.body;
+  for (const std::string body : {"{}", R"({"other":1})"}) {
+    HttpResponse replayed = Pay(payment.header, "", body);
+    EXPECT_EQ(replayed.status, 409) << replayed.body;
+    EXPECT_EQ(Code(replayed), "authorization_already_used");
+    EXPECT_FALSE(replayed.Header("AgentPay-Operation-Id").has_value());
+    EXPECT_FALSE(replayed.Header("Location").has_value());
+    EXPECT_FALSE(replayed.Header("PAYMENT-RESPONSE").has_value());
+    EXPECT_EQ(replayed.body.find(*first.Header("AgentPay-Operation-Id")), std::string::npos);
+    EXPECT_EQ(nlohmann::json::parse(replayed.body).count("operation_id"), 0u);
+  }
+  // A key the payer never sent does not help: a new key is a new action, and the nonce is spent.
+  HttpResponse guessed = Pay(payment.header, "guessed-key");
+  EXPECT_EQ(guessed.status, 402) << guessed.body;
+  EXPECT_FALSE(guessed.Header("AgentPay-Operation-Id").has_value());
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(Transfers(), 1);
+  EXPECT_EQ(RelayerTransactions(), 1u);
+}
+
+// T1 with a leaked key: another of the payer's public authorizations does not prove the payer.
+TEST_F(X402GatewayTest, ALeakedKeyWithAnotherPublicAuthorizationYieldsNothing) {
+  HttpResponse first = Pay(Sign().header, "order-a");
+  ASSERT_EQ(first.status, 200) << first.body;
+  Signed second = Sign();
+  ASSERT_EQ(Pay(second.header, "order-b").status, 200);
+  ASSERT_TRUE(NonceUsed(second.nonce));
+  HttpResponse stolen = Pay(second.header, "order-a");
+  EXPECT_EQ(stolen.status, 409) << stolen.body;
+  EXPECT_EQ(Code(stolen), "authorization_already_used");
+  EXPECT_FALSE(stolen.Header("AgentPay-Operation-Id").has_value());
+  HttpResponse tampered = Pay(second.header, "order-a", R"({"other":1})");
+  EXPECT_EQ(tampered.status, 409) << tampered.body;
+  EXPECT_FALSE(tampered.Header("AgentPay-Operation-Id").has_value());
+  EXPECT_EQ(upstream_.calls(), 2);
+  EXPECT_EQ(Transfers(), 2);
+}
+
+// The official client that lost its response signs a fresh authorization for the 402 it gets on
+// retrying; with its key, that fresh (unused) authorization proves the payer: the stored body, no
+// new charge, the new authorization left unused.
+TEST_F(X402GatewayTest, TheKeyWithAFreshAuthorizationGetsTheStoredBody) {
+  HttpResponse first = Pay(Sign().header, "lost-1");
+  ASSERT_EQ(first.status, 200) << first.body;
+  Signed fresh = Sign();
+  HttpResponse again = Pay(fresh.header, "lost-1");
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(again.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
+  EXPECT_FALSE(NonceUsed(fresh.nonce));
+  // A fresh authorization that fails the route's checks proves nothing.
+  HttpResponse cheap = Pay(Sign(kPrice - 1).header, "lost-1");
+  EXPECT_EQ(cheap.status, 409) << cheap.body;
+  EXPECT_FALSE(cheap.Header("AgentPay-Operation-Id").has_value());
+  EXPECT_EQ(Transfers(), 1);
+  EXPECT_EQ(upstream_.calls(), 1);
+}
+
+// In settle=before the transaction is in the mempool while the upstream works: a watcher's copy
+// of the authorization does not attach to the call in flight.
+TEST_F(X402GatewayTest, AWatcherCannotAttachToTheCallInFlight) {
+  Signed payment = Sign();
+  upstream_.Block();
+  auto first = std::async(std::launch::async, [&] { return Pay(payment.header); });
+  upstream_.WaitBlocked(1);
+  HttpResponse watcher = Pay(payment.header);
+  EXPECT_EQ(watcher.status, 409) << watcher.body;
+  EXPECT_FALSE(watcher.Header("AgentPay-Operation-Id").has_value());
+  upstream_.Release();
+  EXPECT_EQ(first.get().status, 200);
+  EXPECT_EQ(upstream_.calls(), 1);
+}
+
+// Before its transaction exists, the authorization is known to the payer and the gateway only:
+// a duplicate without a key still attaches (settle=after, upstream in flight).
+TEST_F(X402GatewayTest, BeforeItsTransactionADefaultKeyDuplicateStillAttaches) {
+  MakeGateway(SettleTiming::kAfter);
+  Signed payment = Sign();
+  upstream_.Block();
+  auto first = std::async(std::launch::async, [&] { return Pay(payment.header); });
+  upstream_.WaitBlocked(1);
+  auto second = std::async(std::launch::async, [&] { return Pay(payment.header); });
+  // Released only once the duplicate has attached.
+  while (Get("/metrics").body.find(R"(agentpay_idempotency_arrivals_total{outcome="attach"} 1)") ==
+         std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  upstream_.Release();
+  EXPECT_EQ(first.get().status, 200);
+  HttpResponse attached = second.get();
+  EXPECT_EQ(attached.status, 200) << attached.body;
+  EXPECT_EQ(attached.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(Transfers(), 1);
+}
+
+// Threat model T4: an operation's view and trace answer its payer's secret or the admin token;
+// anyone else gets exactly the answer of an id that does not exist.
+TEST_F(X402GatewayTest, OperationViewsNeedThePayersKeyOrTheAdminToken) {
+  HttpResponse paid = Pay(Sign().header, "view-1");
+  ASSERT_EQ(paid.status, 200);
+  const std::string id(*paid.Header("AgentPay-Operation-Id"));
+  HttpResponse unknown = Get("/v1/operations/op_doesnotexist", {});
+  EXPECT_EQ(unknown.status, 404);
+  for (const std::string suffix : {"", "/trace"}) {
+    const std::string target = "/v1/operations/" + id + suffix;
+    for (const std::vector<HttpHeader>& strangers :
+         {std::vector<HttpHeader>{}, {{"Idempotency-Key", "view-2"}},
+          {{"Authorization", "Bearer admin-secreT"}}, {{"Authorization", "Bearer view-1"}}}) {
+      HttpResponse refused = Get(target, strangers);
+      EXPECT_EQ(refused.status, 404) << target;
+      EXPECT_EQ(refused.body, unknown.body) << target;
+      EXPECT_EQ(refused.body.find(id), std::string::npos);
+    }
+    EXPECT_EQ(Get(target, {{"Idempotency-Key", "view-1"}}).status, 200) << target;
+    EXPECT_EQ(Get(target).status, 200) << target;  // the admin token
+  }
+  // The key is stored as a digest only: the view never shows it.
+  nlohmann::json view =
+      nlohmann::json::parse(Get("/v1/operations/" + id, {{"Idempotency-Key", "view-1"}}).body);
+  EXPECT_EQ(view["idempotency_key"].get<std::string>().rfind("sha256:", 0), 0u);
+  EXPECT_EQ(view.dump().find("view-1"), std::string::npos);
+  // An operation paid with the default key has no secret: only the admin reads it.
+  HttpResponse bare = Pay(Sign().header);
+  ASSERT_EQ(bare.status, 200);
+  const std::string bare_id(*bare.Header("AgentPay-Operation-Id"));
+  EXPECT_EQ(Get("/v1/operations/" + bare_id, {}).status, 404);
+  EXPECT_EQ(Get("/v1/operations/" + bare_id).status, 200);
 }
 
 TEST_F(X402GatewayTest, CrashAfterStoringTheTransactionIsReconciledFromTheStore) {

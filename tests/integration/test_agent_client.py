@@ -108,10 +108,12 @@ def budget_json(budget_db):
     return json.loads(out)
 
 
-def reconcile(budget_db, chain_url=None):
+def reconcile(budget_db, chain_url=None, api_key=None):
     args = ["pay", "reconcile", "--budget-db", budget_db, "--json"]
     if chain_url:
         args += ["--chain-rpc", chain_url]
+    if api_key:
+        args += ["--api-key", api_key]
     rc, out, err = agentpay(*args)
     return rc, (json.loads(out) if out.strip() else None), err
 
@@ -270,15 +272,19 @@ class AgentClientTest(ClientTestCase):
         self.assertEqual(self.seller.executed(), executed, "5xx: nothing executed")
         self.assertBudget(self.db, PRICE, 0, ["unknown"])
         self.assertEqual(gw.account(acct)["held"], PRICE, "the gateway keeps the hold")
-        # Reconcile while the gateway still holds the money: kept.
+        # Without the account's key the gateway shows nothing: kept, and says why.
         rc, rep, err = reconcile(self.db)
+        self.assertEqual(rc, 3, err)
+        self.assertIn("needs --api-key", rep["kept"][0]["why"], rep)
+        # Reconcile while the gateway still holds the money: kept.
+        rc, rep, err = reconcile(self.db, api_key=acct.api_key)
         self.assertEqual(rc, 3, err)
         self.assertEqual([c["to"] for c in rep["kept"]], ["unknown"], rep)
         self.assertIn("held", rep["kept"][0]["why"], rep)
         # The hold expires (--hold-ttl-ms 3000) and the sweeper releases it: reconcile releases too.
         deadline_poll(lambda: gw.operation(r.out["operation_id"])["settlement"] == "released", 15,
                       what="the sweeper to release the hold")
-        rc, rep, err = reconcile(self.db)
+        rc, rep, err = reconcile(self.db, api_key=acct.api_key)
         self.assertEqual(rc, 0, err)
         self.assertEqual([(c["from"], c["to"]) for c in rep["changes"]], [("unknown", "released")], rep)
         self.assertBudget(self.db, 0, 0, ["released"])

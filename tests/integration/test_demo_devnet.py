@@ -73,14 +73,17 @@ class Demo(harness.DemoServer):
         return self_result
 
     def operation(self, op_id):
-        status, _, text = self.request("GET", "/v1/operations/" + op_id)
+        status, _, text = self.request("GET", "/v1/operations/" + op_id,
+                                       headers={"Authorization": "Bearer " + self.admin_token})
         if status != 200:
             raise AssertionError("operation %s: %d %s" % (op_id, status, text))
         return json.loads(text)
 
-    def resend(self, header_value):
-        return self.request("POST", "/hello", '{"q":1}',  # the client's very bytes
-                            {"PAYMENT-SIGNATURE": header_value, "Content-Type": "application/json"})
+    def resend(self, header_value, key):
+        """The client's very bytes again, with the key it paid with (docs/protocol.md 5a)."""
+        return self.request("POST", "/hello", '{"q":1}',
+                            {"PAYMENT-SIGNATURE": header_value, "Content-Type": "application/json",
+                             "Idempotency-Key": key})
 
 
 def settled_count(demo_dir):
@@ -112,7 +115,7 @@ class DemoDevnetTest(unittest.TestCase):
 
         # Hold settlements back: the gateway waits --receipt-timeout-ms (5 s), then answers 202.
         demo.devnet({"automine": False})
-        held = demo.pay()
+        held = demo.pay(["--header", "Idempotency-Key: held-1"])
         self.assertEqual(held["status"], 202, held)
         self.assertEqual(json.loads(held["body"])["code"], "settlement_unknown")
         self.assertEqual(held["attempts"], 2, "the client must not sign a second authorization")
@@ -120,7 +123,7 @@ class DemoDevnetTest(unittest.TestCase):
         self.assertEqual(held["headers"]["location"], "/v1/operations/" + op_id)
         self.assertEqual(demo.operation(op_id)["settlement"], "unknown")
         # Resending the same signature while unknown: 202 again, nothing new submitted.
-        status, _, body = demo.resend(held["payment_header"])
+        status, _, body = demo.resend(held["payment_header"], "held-1")
         self.assertEqual(status, 202, body)
 
         before = demo.devnet()["block_number"]
@@ -130,7 +133,7 @@ class DemoDevnetTest(unittest.TestCase):
         while demo.operation(op_id)["settlement"] != "settled":
             self.assertLess(time.monotonic(), deadline, "the reconciler did not settle it")
             time.sleep(0.2)
-        status, headers, body = demo.resend(held["payment_header"])
+        status, headers, body = demo.resend(held["payment_header"], "held-1")
         self.assertEqual(status, 200, body)
         response = json.loads(base64.b64decode(headers["PAYMENT-RESPONSE"]))
         self.assertTrue(response["success"])

@@ -131,7 +131,7 @@ class PaidFlowTest(X402TestCase):
 
     def test_official_v2_client_pays_once_and_a_lost_response_replays(self):
         executed, since = self.seller.executed(), len(self.chain.transfers_to_pay_to())
-        out = X.run_client(self.chain, 2, self.gw.url("/v2/item?x=1"))
+        out = X.run_client(self.chain, 2, self.gw.url("/v2/item?x=1"), headers=["Idempotency-Key: lost-v2"])
         self.assertEqual(out["status"], 200, out)
         self.assertEqual(out["attempts"], 2, "one 402, one paid request: %r" % out)
         self.assertIsNone(out["client_error"], out)
@@ -157,18 +157,23 @@ class PaidFlowTest(X402TestCase):
         self.assertTrue(events, "empty payment trace")
         self.assertEqual([e["at_ms"] for e in events], sorted(e["at_ms"] for e in events), events)
 
-        # The response was "lost": the client sends the very same PAYMENT-SIGNATURE again.
+        # The response was "lost": the client sends the very same PAYMENT-SIGNATURE and key again.
         for _ in range(2):
-            again = self.gw.pay("/v2/item?x=1", v2=out["payment_header"])
+            again = self.gw.pay("/v2/item?x=1", v2=out["payment_header"], key="lost-v2")
             _, settle = self.assertPaidResponse(again, replayed="true")
             self.assertEqual((again.operation_id, again.body.decode()), (op_id, out["body"]), again)
             self.assertEqual(settle["transaction"], pr["transaction"], settle)
         self.assertEqual(len(self.new_transfers(since)), 1, "a replay moved money")
         self.assertEqual(self.seller.executed(), executed + 1)
+        # Without the key the header is public (the chain has it) and names a new action whose
+        # authorization is spent: the 402 of a used nonce, no body, no id (docs/protocol.md 5a).
+        bare = self.gw.pay("/v2/item?x=1", v2=out["payment_header"])
+        self.assertProblem(bare, 402, "invalid_exact_evm_nonce_already_used")
+        self.assertIsNone(bare.operation_id, bare)
 
     def test_official_v1_client_pays_once_and_a_lost_response_replays(self):
         executed, since = self.seller.executed(), len(self.chain.transfers_to_pay_to())
-        out = X.run_client(self.chain, 1, self.gw.url("/legacy/item"))
+        out = X.run_client(self.chain, 1, self.gw.url("/legacy/item"), headers=["Idempotency-Key: lost-v1"])
         self.assertEqual(out["status"], 200, out)
         self.assertEqual(out["attempts"], 2, out)
         self.assertIsNone(out["client_error"], out)
@@ -182,7 +187,7 @@ class PaidFlowTest(X402TestCase):
         self.assertEqual([(t["from"], t["value"], t["tx"]) for t in new],
                          [(BUYER.address.lower(), PRICE, pr["transaction"])], new)
         op_id = out["headers"].get("agentpay-operation-id")
-        again = self.gw.pay("/legacy/item", v1=out["payment_header"])
+        again = self.gw.pay("/legacy/item", v1=out["payment_header"], key="lost-v1")
         _, settle = self.assertPaidResponse(again, version=1, replayed="true")
         self.assertEqual((again.operation_id, settle["transaction"]), (op_id, pr["transaction"]), again)
         self.assertEqual(len(self.new_transfers(since)), 1)
@@ -252,7 +257,8 @@ class PaidFlowTest(X402TestCase):
         since, executed = len(self.chain.transfers_to_pay_to()), self.seller.executed()
         accepted, resource, (s1,) = self.sign_v2("/burst")
         header = b64json(v2_payload(accepted, s1, resource))
-        results = concurrently(8, lambda i: self.gw.pay("/burst", "POST", BODY, v2=header, timeout=40))
+        results = concurrently(8, lambda i: self.gw.pay("/burst", "POST", BODY, v2=header, key="burst",
+                                                        timeout=40))
         fresh = [r for r in results if r.status == 200 and r.replayed == "false"]
         self.assertEqual(len(fresh), 1, [(r.status, r.replayed, r.body[:80]) for r in results])
         op_id = fresh[0].operation_id
@@ -637,7 +643,8 @@ class UnknownSettlementTest(X402TestCase):
 
     def test_anvil_stopped_during_settlement_gives_202_and_one_payment(self):
         since = len(self.chain.transfers_to_pay_to())
-        proc = subprocess.Popen(X.client_argv(self.chain, 2, self.gw.url("/sigstop")), cwd=X.CHAIN_ENV,
+        proc = subprocess.Popen(X.client_argv(self.chain, 2, self.gw.url("/sigstop"),
+                                              headers=["Idempotency-Key: sigstop-1"]), cwd=X.CHAIN_ENV,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             X.deadline_poll(lambda: self.chain.pending_relayer_txs() or proc.poll() is not None, 30,
@@ -672,7 +679,7 @@ class UnknownSettlementTest(X402TestCase):
             self.chain.rpc.mine()
         self.gw.wait_settlement(op_id, "settled", timeout=15)
         self.assertTrue(self.chain.used(BUYER.address, nonce))
-        paid = self.gw.pay("/sigstop", v2=res["payment_header"])
+        paid = self.gw.pay("/sigstop", v2=res["payment_header"], key="sigstop-1")
         _, settle = self.assertPaidResponse(paid)
         self.assertTrue(eq_addr(settle["transaction"], h), (settle, op))
         new = self.chain.transfers_to_pay_to()[since:]

@@ -329,14 +329,17 @@ class X402Gateway(harness.ManagedProcess):
             h.update(headers)
         return self.request(method, path, body=body, headers=h, timeout=timeout)
 
-    def operation(self, op_id):
-        r = self.request("GET", "/v1/operations/%s" % op_id)
+    def operation(self, op_id, headers=None):
+        """The operation's view, read with the admin token unless other credentials are given."""
+        r = self.request("GET", "/v1/operations/%s" % op_id,
+                         headers=headers or {"Authorization": "Bearer " + ADMIN_TOKEN})
         if r.status != 200:
             raise AssertionError("GET /v1/operations/%s: expected 200, got %r" % (op_id, r))
         return r.json()
 
-    def trace(self, op_id):
-        r = self.request("GET", "/v1/operations/%s/trace" % op_id)
+    def trace(self, op_id, headers=None):
+        r = self.request("GET", "/v1/operations/%s/trace" % op_id,
+                         headers=headers or {"Authorization": "Bearer " + ADMIN_TOKEN})
         if r.status != 200:
             raise AssertionError("GET trace of %s: expected 200, got %r" % (op_id, r))
         return r.json()

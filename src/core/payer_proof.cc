@@ -1,0 +1,37 @@
+// Who may have an x402 operation's result; see payer_proof.h.
+#include "core/payer_proof.h"
+
+#include "core/check.h"
+
+namespace agentpay {
+
+PayerProof DecidePayerProof(const PayerProofFacts& facts) {
+  if (facts.identical_authorization) {
+    if (facts.secret_key || !facts.transaction_public) return PayerProof::kProven;
+    return PayerProof::kRefusePublic;
+  }
+  if (!facts.secret_key || !facts.authorization_valid) return PayerProof::kRefusePublic;
+  switch (facts.chain) {
+    case PayerProofFacts::Chain::kNotAsked:
+      return PayerProof::kAskChain;
+    case PayerProofFacts::Chain::kUnused:
+      return PayerProof::kProven;
+    case PayerProofFacts::Chain::kUsed:
+      return PayerProof::kRefusePublic;
+  }
+  AGENTPAY_CHECK(false);
+}
+
+std::string_view PayerProofName(PayerProof proof) {
+  switch (proof) {
+    case PayerProof::kProven:
+      return "proven";
+    case PayerProof::kAskChain:
+      return "ask_chain";
+    case PayerProof::kRefusePublic:
+      return "refuse_public";
+  }
+  AGENTPAY_CHECK(false);
+}
+
+}  // namespace agentpay
