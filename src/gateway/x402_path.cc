@@ -68,12 +68,16 @@ constexpr size_t kMaxQueuedChainCalls = 4096;
 constexpr int64_t kFirstPollDelayMs = 20;
 constexpr int64_t kMaxPollDelayMs = 250;
 
-// Failures that leave the signer unproven: nothing about an existing key may be revealed.
+// Failures refused before any key lookup: the signer is unproven (nothing about an existing key
+// may be revealed), or the payment cannot be a retry of a stored one (a validBefore past the cap
+// was refused when it was first presented too, and the cap only moves later). Refused without
+// signature recovery, except kInvalidSignature itself.
 bool RefusesBeforeKeyLookup(Failure failure) {
   switch (failure) {
     case Failure::kUnsupportedScheme:
     case Failure::kMissingDomain:
     case Failure::kNetworkMismatch:
+    case Failure::kValidBeforeTooLate:
     case Failure::kInvalidSignature:
       return true;
     default:
@@ -127,7 +131,14 @@ std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
   }
   x.payload = std::move(*decoded);
   const int64_t now_s = ctx_.clock.NowMs() / 1000;
-  Failure failure = x402::VerifyExact(x.payload, offers_.For(*x.route), now_s);
+  const x402::Requirements& requirements = offers_.For(*x.route);
+  Failure failure = x402::VerifyExact(x.payload, requirements, now_s);
+  // VerifyExact stops at the first failed cheap check, before the signature: a failure kept for
+  // an existing key's retry (x.deferred) needs the signer proven here first.
+  if (!x402::ProvesSigner(failure) && !RefusesBeforeKeyLookup(failure) &&
+      !x402::SignedByFrom(x.payload, requirements)) {
+    failure = Failure::kInvalidSignature;
+  }
   if (RefusesBeforeKeyLookup(failure)) {
     return Challenge(x, x402::ReasonCode(failure, x.version),
                      "the payment is not valid for this route");
