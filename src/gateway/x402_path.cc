@@ -49,6 +49,7 @@ struct X402Path::Payment {
   Begin::Kind begin_kind = Begin::kProceed;  // what the last of them found
   std::optional<TxInputs> inputs;
   std::optional<Settler::Preflight> preflight_failure;
+  std::shared_ptr<ReservationHold> reservation;  // taken by the preflight (Settler::Check)
 
   // The attempt, once this request holds the operation's claim.
   Operation op;
@@ -244,17 +245,20 @@ void X402Path::OnArrived(PaymentPtr p, Status status) {
 void X402Path::Preflight(PaymentPtr p) {
   OnChain(
       [this, p] {
-        auto preflight = settler_.Check(p->payload.authorization, p->payload.signature);
+        auto preflight = settler_.Check(p->payload.authorization, p->payload.signature,
+                                        ctx_.clock.NowMs() / 1000);
         if (!preflight.ok()) {
           return Reply(p, RetryLater(ProblemCode::kChainUnavailable,
                                      "the chain could not be asked about this payment (" +
                                          preflight.status().message() +
                                          "); nothing was submitted, retry later"));
         }
+        if (preflight->limited != Settler::Limited::kNo) return Reply(p, PayerLimited(*preflight));
         if (preflight->failure != Failure::kNone) {
           p->preflight_failure = std::move(*preflight);
         } else {
           p->inputs = preflight->inputs;
+          p->reservation = std::move(preflight->hold);
         }
         Arrive(p);
       },
@@ -402,6 +406,9 @@ Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, i
 
 // An attempt holding the claim: settle first (X1), or call the upstream (X2, X9, X15).
 void X402Path::RunAttempt(PaymentPtr p) {
+  // A new operation paid by the authorization this request reserved: the reservation is its own
+  // now, until the settlement is decided (Release).
+  if (p->reservation) p->reservation->KeepIfStored(p->payment.authorization);
   if (p->op.settlement == Settlement::kSubmitted) return Settle(std::move(p));
   CallUpstream(std::move(p));
 }
@@ -516,6 +523,10 @@ void X402Path::FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Comp
       [this, p, keep, outcome, next = std::move(next)](Result<bool> claimed) {
         if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
         if (!*claimed) return Reply(p, TakenOverAnswer(p->op));
+        // X14: the authorization will never be submitted.
+        if (IsFinal(next) && next.settlement == Settlement::kNone) {
+          settler_.reservations().Release(p->payment.authorization);
+        }
         if (!keep) return Reply(p, Answer(StoredAnswer(next, false), *p, next));
         const bool timeout = outcome.kind == UpstreamKind::kTimeout;
         std::string detail =
@@ -587,6 +598,9 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
   const int64_t now = ctx_.clock.NowMs();
   const Operation& op = p->op;
   const std::string& tx_hash = p->payment.tx_hash;
+  // Settled (the chain balance shows it now) or failed (the money did not move through us): the
+  // payer's reservation goes.
+  if (decided) settler_.reservations().Release(p->payment.authorization);
   if (decided && decided->action == ReconcileAction::kMarkSettled) {
     ctx_.metrics.CountSettlement(SettlementEvent::kSettled);
     Operation settled = MarkSettled(op, now);
@@ -635,6 +649,20 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
     if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
     Reply(p, StateAnswer(*p, unknown, false));
   });
+}
+
+HttpResponse X402Path::PayerLimited(const Settler::Preflight& preflight) const {
+  if (preflight.limited == Settler::Limited::kPayerInFlight) {
+    HttpResponse response = ProblemResponse(
+        429, ProblemCode::kLimitExceeded,
+        "this payer has --max-in-flight-per-payer payments in flight already; nothing was "
+        "submitted and the authorization is unused: retry once one of them is decided");
+    response.SetHeader("Retry-After", "1");
+    return response;
+  }
+  return RetryLater(ProblemCode::kLimitExceeded,
+                    "too many payers have payments in flight; nothing was submitted and the "
+                    "authorization is unused: retry later");
 }
 
 HttpResponse X402Path::Challenge(const Payment& p, std::string_view code,
