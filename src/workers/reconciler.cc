@@ -304,7 +304,12 @@ Result<ReconcileReport> Reconciler::RunPass() {
       cursor_ = candidate.op.id;
     }
   }
-  GapAndMetrics(store_, settler_, take(kRpcCallsPerGapCheck), metrics_, report);
+  // The gap check at most once per kGapCheckIntervalMs, so that with short sweep intervals its
+  // cheaper calls do not take the whole budget before a look can.
+  const bool check_gap = now - last_gap_check_ms_ >= kGapCheckIntervalMs &&
+                         take(kRpcCallsPerGapCheck);
+  if (check_gap) last_gap_check_ms_ = now;
+  GapAndMetrics(store_, settler_, check_gap, metrics_, report);
   return report;
 }
 

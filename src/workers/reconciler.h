@@ -42,6 +42,8 @@ struct ReconcilerConfig {
 inline constexpr int64_t kRpcCallsPerLook = 4;
 inline constexpr int64_t kRpcCallsPerBroadcast = 1;
 inline constexpr int64_t kRpcCallsPerGapCheck = 3;
+// The paced reconciler checks the relayer's nonce gap at most this often.
+inline constexpr int64_t kGapCheckIntervalMs = 1000;
 
 struct ReconcileReport {
   // What the pass did to each operation it changed or could not judge (bounded by the batch).
@@ -94,6 +96,7 @@ class Reconciler {
   ReconcileSchedule schedule_;
   std::optional<RpcBudget> budget_;
   std::string cursor_;  // the last operation id the previous pass got to
+  int64_t last_gap_check_ms_ = INT64_MIN / 2;
 };
 
 }  // namespace agentpay

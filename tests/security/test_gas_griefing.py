@@ -209,7 +209,8 @@ class RevertedSettlementTest(X402TestCase):
         self.assertFalse(chain.used(SECOND.address, signed["message"]["nonce"]))
         # The reservation went with it: funded again, the payer pays at once.
         fund(chain, SECOND, PRICE)
-        again = chain.sign([{"key": SECOND, "message": auth_message(chain)}])[0]
+        again = chain.sign([{"key": SECOND,
+                             "message": auth_message(chain, valid_before=chain.now() + MAX_TIMEOUT_S)}])[0]
         self.assertPaidResponse(gw.pay("/jobs", v2=v2_payload(accepted, again, resource), key="revert-2"),
                                 payer=SECOND)
 
