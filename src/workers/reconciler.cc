@@ -256,6 +256,7 @@ Reconciler::Reconciler(Store& store, Settler& settler, Clock& clock, Random& ran
       metrics_(metrics),
       schedule_(config.backoff, config.max_scheduled) {
   AGENTPAY_CHECK(config_.batch > 0 && config_.expiry_buffer_seconds >= 0);
+  AGENTPAY_CHECK(config_.max_pages_per_pass > 0);
   AGENTPAY_CHECK(config_.rpc_per_second == 0 ||
                  config_.rpc_per_second >= kRpcCallsPerLook + kRpcCallsPerBroadcast);
   if (config_.rpc_per_second > 0) budget_.emplace(config_.rpc_per_second, clock_.NowMs());
@@ -271,7 +272,7 @@ Result<ReconcileReport> Reconciler::RunPass() {
   const std::string start = cursor_;
   bool wrapped = start.empty();
   bool stop = false;
-  while (!stop) {
+  for (int pages = 0; !stop && pages < config_.max_pages_per_pass; ++pages) {
     auto page = ListPage(store_, cursor_, now, config_);
     if (!page.ok()) return page.status();
     if (page->empty()) {

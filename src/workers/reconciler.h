@@ -34,6 +34,7 @@ struct ReconcilerConfig {
   int64_t rpc_per_second = 0;
   ReconcileBackoff backoff;
   size_t max_scheduled = 100000;  // operations whose backoff is remembered
+  int max_pages_per_pass = 50;     // store pages one pass reads at most (the cursor goes on)
 };
 
 // Chain calls counted against the RPC budget, at most: one look (Settler::Observe:
