@@ -189,7 +189,10 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
   settler.pay_to = *chain::ParseAddress(config.chain.pay_to);
   settler.asset_name = config.chain.asset_name;
   settler.asset_version = config.chain.asset_version;
-  out.settler = std::make_unique<Settler>(*out.node, settler, *key);
+  PayerReservationLimits reservations;
+  reservations.max_in_flight_per_payer = config.max_in_flight_per_payer;
+  reservations.lapse_buffer_s = config.expiry_buffer_seconds;
+  out.settler = std::make_unique<Settler>(*out.node, settler, *key, reservations);
   return out;
 }
 
@@ -442,11 +445,15 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   reconciler_config.receipt_timeout_ms = config->receipt_timeout_ms;
   reconciler_config.expiry_buffer_seconds = config->expiry_buffer_seconds;
   reconciler_config.retention_ms = config->retention_ms;
-  auto reconcile = [&] {
-    auto report = ReconcileSettlements(**store, *settlement->settler, clock, random,
-                                       reconciler_config, &gateway.metrics());
-    LogReconcile(log, report);
-  };
+  reconciler_config.rpc_per_second = config->reconcile_rpc_per_second;
+  // The payers' authorizations a previous process left in flight hold their balance again.
+  if (auto restored = RestoreReservations(**store, settlement->settler->reservations());
+      !restored.ok()) {
+    return Fail("cannot rebuild the payers' reservations: " + restored.status().message(), &log);
+  }
+  Reconciler paced_reconciler(**store, *settlement->settler, clock, random, reconciler_config,
+                              &gateway.metrics());
+  auto reconcile = [&] { LogReconcile(log, paced_reconciler.RunPass()); };
   reconcile();  // settlements a previous process left behind, before traffic is accepted
 
   std::optional<DemoAccount> demo_account;

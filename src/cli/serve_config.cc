@@ -65,6 +65,10 @@ std::vector<Flag> Flags(ServeOptions& o) {
        "devnet: how long a settlement waits before it is mined"},
       {"expiry-buffer-seconds", &o.expiry_buffer_seconds,
        "an unknown settlement is void this long after validBefore, if its nonce is unused"},
+      {"max-in-flight-per-payer", &o.max_in_flight_per_payer,
+       "x402 payments of one payer checked or settling at once (429 + Retry-After past it)"},
+      {"reconcile-rpc-per-second", &o.reconcile_rpc_per_second,
+       "chain calls per second the reconciler may make, all unresolved settlements together"},
       {"log-format", &o.log_format,
        "text (lines for a person) or json (one object per line: time, level, event, message, "
        "operation_id and other fields)"},
@@ -422,11 +426,15 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
        {Range{"rpc-timeout-ms", options.rpc_timeout_ms, 1, kMaxTimeoutMs},
         Range{"max-timeout-seconds", options.max_timeout_seconds, 10, 86400},
         Range{"expiry-buffer-seconds", options.expiry_buffer_seconds, 0, 86400},
+        Range{"max-in-flight-per-payer", options.max_in_flight_per_payer, 1, 100000},
+        Range{"reconcile-rpc-per-second", options.reconcile_rpc_per_second, 5, 100000},
         Range{"devnet-mine-delay-ms", options.devnet_mine_delay_ms, 0, kMaxTimeoutMs}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
   }
   config.chain.max_timeout_seconds = options.max_timeout_seconds;
   config.expiry_buffer_seconds = options.expiry_buffer_seconds;
+  config.max_in_flight_per_payer = options.max_in_flight_per_payer;
+  config.reconcile_rpc_per_second = options.reconcile_rpc_per_second;
   if (Status s = CheckChainFlagsApply(command, options, file ? &*file : nullptr); !s.ok()) {
     return s;
   }

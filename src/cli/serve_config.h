@@ -38,6 +38,8 @@ struct ServeOptions {
   int64_t rpc_timeout_ms = 5000;
   int64_t max_timeout_seconds = 120;
   int64_t expiry_buffer_seconds = 30;
+  int64_t max_in_flight_per_payer = 128;
+  int64_t reconcile_rpc_per_second = 20;
   int64_t devnet_mine_delay_ms = 500;
   std::string log_format = "text";
   bool demo = false;

@@ -43,6 +43,11 @@ struct GatewayConfig {
   // x402: an unknown settlement whose authorization is past validBefore plus this many seconds,
   // with its nonce unused on chain, is void (CONTRACT §5).
   int64_t expiry_buffer_seconds = 30;
+  // x402: payments of one payer between the chain preflight and the settlement's decision (its
+  // reservation against the payer's balance); past it 429 + Retry-After.
+  int64_t max_in_flight_per_payer = 128;
+  // x402: the reconciler's chain calls per second (all its passes together).
+  int64_t reconcile_rpc_per_second = 20;
   int64_t attach_wait_ms = 5000;
   uint64_t max_body_bytes = 1048576;
   uint64_t max_upstream_response_bytes = 8 * 1024 * 1024;

@@ -61,6 +61,7 @@ struct X402Path::Payment {
   Begin::Kind begin_kind = Begin::kProceed;  // what the last of them found
   std::optional<TxInputs> inputs;
   std::optional<Settler::Preflight> preflight_failure;
+  std::shared_ptr<ReservationHold> reservation;  // taken by the preflight (Settler::Check)
 
   // The attempt, once this request holds the operation's claim.
   Operation op;
@@ -82,12 +83,16 @@ constexpr size_t kMaxQueuedChainCalls = 4096;
 constexpr int64_t kFirstPollDelayMs = 20;
 constexpr int64_t kMaxPollDelayMs = 250;
 
-// Failures that leave the signer unproven: nothing about an existing key may be revealed.
+// Failures refused before any key lookup: the signer is unproven (nothing about an existing key
+// may be revealed), or the payment cannot be a retry of a stored one (a validBefore past the cap
+// was refused when it was first presented too, and the cap only moves later). Refused without
+// signature recovery, except kInvalidSignature itself.
 bool RefusesBeforeKeyLookup(Failure failure) {
   switch (failure) {
     case Failure::kUnsupportedScheme:
     case Failure::kMissingDomain:
     case Failure::kNetworkMismatch:
+    case Failure::kValidBeforeTooLate:
     case Failure::kInvalidSignature:
       return true;
     default:
@@ -141,7 +146,14 @@ std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
   }
   x.payload = std::move(*decoded);
   const int64_t now_s = ctx_.clock.NowMs() / 1000;
-  Failure failure = x402::VerifyExact(x.payload, offers_.For(*x.route), now_s);
+  const x402::Requirements& requirements = offers_.For(*x.route);
+  Failure failure = x402::VerifyExact(x.payload, requirements, now_s);
+  // VerifyExact stops at the first failed cheap check, before the signature: a failure kept for
+  // an existing key's retry (x.deferred) needs the signer proven here first.
+  if (!x402::ProvesSigner(failure) && !RefusesBeforeKeyLookup(failure) &&
+      !x402::SignedByFrom(x.payload, requirements)) {
+    failure = Failure::kInvalidSignature;
+  }
   if (RefusesBeforeKeyLookup(failure)) {
     return Challenge(x, x402::ReasonCode(failure, x.version),
                      "the payment is not valid for this route");
@@ -255,17 +267,20 @@ void X402Path::OnArrived(PaymentPtr p, Status status) {
 void X402Path::Preflight(PaymentPtr p) {
   OnChain(
       [this, p] {
-        auto preflight = settler_.Check(p->payload.authorization, p->payload.signature);
+        auto preflight = settler_.Check(p->payload.authorization, p->payload.signature,
+                                        ctx_.clock.NowMs() / 1000);
         if (!preflight.ok()) {
           return Reply(p, RetryLater(ProblemCode::kChainUnavailable,
                                      "the chain could not be asked about this payment (" +
                                          preflight.status().message() +
                                          "); nothing was submitted, retry later"));
         }
+        if (preflight->limited != Settler::Limited::kNo) return Reply(p, PayerLimited(*preflight));
         if (preflight->failure != Failure::kNone) {
           p->preflight_failure = std::move(*preflight);
         } else {
           p->inputs = preflight->inputs;
+          p->reservation = std::move(preflight->hold);
         }
         Arrive(p);
       },
@@ -446,6 +461,9 @@ Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, i
 
 // An attempt holding the claim: settle first (X1), or call the upstream (X2, X9, X15).
 void X402Path::RunAttempt(PaymentPtr p) {
+  // A new operation paid by the authorization this request reserved: the reservation is its own
+  // now, until the settlement is decided (Release).
+  if (p->reservation) p->reservation->KeepIfStored(p->payment.authorization);
   if (p->op.settlement == Settlement::kSubmitted) return Settle(std::move(p));
   CallUpstream(std::move(p));
 }
@@ -560,6 +578,10 @@ void X402Path::FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Comp
       [this, p, keep, outcome, next = std::move(next)](Result<bool> claimed) {
         if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
         if (!*claimed) return Reply(p, TakenOverAnswer(p->op));
+        // X14: the authorization will never be submitted.
+        if (IsFinal(next) && next.settlement == Settlement::kNone) {
+          settler_.reservations().Release(p->payment.authorization);
+        }
         if (!keep) return Reply(p, Answer(StoredAnswer(next, false), *p, next));
         const bool timeout = outcome.kind == UpstreamKind::kTimeout;
         std::string detail =
@@ -631,6 +653,9 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
   const int64_t now = ctx_.clock.NowMs();
   const Operation& op = p->op;
   const std::string& tx_hash = p->payment.tx_hash;
+  // Settled (the chain balance shows it now) or failed (the money did not move through us): the
+  // payer's reservation goes.
+  if (decided) settler_.reservations().Release(p->payment.authorization);
   if (decided && decided->action == ReconcileAction::kMarkSettled) {
     ctx_.metrics.CountSettlement(SettlementEvent::kSettled);
     Operation settled = MarkSettled(op, now);
@@ -696,6 +721,20 @@ HttpResponse X402Path::PublicAuthorizationAnswer() {
       "this payment authorization was already presented, and its result goes only to its payer: "
       "retry with the Idempotency-Key or payment-identifier it was first sent with, or pay with a "
       "new authorization");
+}
+
+HttpResponse X402Path::PayerLimited(const Settler::Preflight& preflight) const {
+  if (preflight.limited == Settler::Limited::kPayerInFlight) {
+    HttpResponse response = ProblemResponse(
+        429, ProblemCode::kLimitExceeded,
+        "this payer has --max-in-flight-per-payer payments in flight already; nothing was "
+        "submitted and the authorization is unused: retry once one of them is decided");
+    response.SetHeader("Retry-After", "1");
+    return response;
+  }
+  return RetryLater(ProblemCode::kLimitExceeded,
+                    "too many payers have payments in flight; nothing was submitted and the "
+                    "authorization is unused: retry later");
 }
 
 HttpResponse X402Path::Challenge(const Payment& p, std::string_view code,

@@ -70,6 +70,8 @@ class X402Path {
   void OnChain(std::function<void()> call, std::function<void()> refused);
   void Reply(const PaymentPtr& p, HttpResponse response) const;
   HttpResponse Challenge(const Payment& p, std::string_view code, std::string_view detail) const;
+  // 429 (the payer's in-flight cap) or 503 (the reservation table is busy), with Retry-After.
+  HttpResponse PayerLimited(const Settler::Preflight& preflight) const;
   HttpResponse Answer(HttpResponse response, const Payment& p, const Operation& op) const;
   HttpResponse StateAnswer(const Payment& p, const Operation& op, bool replayed) const;
 

@@ -56,36 +56,90 @@ bool IsTransportError(const Status& status) { return status.error() != ErrorCode
 
 }  // namespace
 
-Settler::Settler(chain::Chain& chain, SettlerConfig config, chain::PrivateKey relayer_key)
+Settler::Settler(chain::Chain& chain, SettlerConfig config, chain::PrivateKey relayer_key,
+                 PayerReservationLimits reservation_limits)
     : chain_(chain),
       config_(std::move(config)),
       relayer_key_(std::move(relayer_key)),
-      relayer_(chain::AddressOf(relayer_key_)) {
+      relayer_(chain::AddressOf(relayer_key_)),
+      reservations_(reservation_limits) {
   AGENTPAY_CHECK(config_.chain_id > 0);
 }
 
 std::string Settler::RelayerHex() const { return chain::ToLowerHex(relayer_); }
 
-Result<Settler::Preflight> Settler::Check(const chain::TransferAuthorization& authorization,
-                                          const chain::Signature& signature) {
+Result<Settler::Preflight> Settler::ReserveBalance(
+    const chain::TransferAuthorization& authorization, int64_t now_s) {
+  // A release between a balance read and its reservation makes the read stale (it may predate
+  // the settlement released): read again, a few times at most.
+  constexpr int kMaxBalanceReads = 3;
   Preflight preflight;
+  const std::string payer = chain::ToLowerHex(authorization.from);
+  const std::string nonce = chain::Hex(authorization.nonce);
+  if (!authorization.value.FitsInt64() || !authorization.valid_before.FitsInt64()) {
+    preflight.failure = Failure::kInsufficientBalance;  // no balance is that large
+    return preflight;
+  }
+  const int64_t value = authorization.value.ToInt64();
+  const int64_t valid_before_s = authorization.valid_before.ToInt64();
+  for (int read = 0; read < kMaxBalanceReads; ++read) {
+    ReservationCheck check = reservations_.BeginCheck(payer, now_s);
+    if (check.outcome != ReserveOutcome::kReserved) {
+      preflight.limited = check.outcome == ReserveOutcome::kTooManyInFlight
+                              ? Limited::kPayerInFlight
+                              : Limited::kBusy;
+      return preflight;
+    }
+    auto balance = chain_.BalanceOf(config_.token, authorization.from);
+    if (!balance.ok()) {
+      reservations_.EndCheck(payer);
+      return balance.status();
+    }
+    const int64_t usable =
+        balance->FitsInt64() ? balance->ToInt64() : std::numeric_limits<int64_t>::max();
+    switch (reservations_.Reserve(payer, nonce, value, valid_before_s, usable, check.epoch,
+                                  now_s)) {
+      case ReserveOutcome::kReserved:
+        preflight.hold = std::make_shared<ReservationHold>(reservations_, payer, nonce);
+        return preflight;
+      case ReserveOutcome::kInsufficientBalance:
+        preflight.failure = Failure::kInsufficientBalance;
+        if (*balance >= authorization.value) {
+          preflight.detail = "the payer's other payments in flight already reserve its balance";
+        }
+        return preflight;
+      case ReserveOutcome::kStale:
+        continue;
+      case ReserveOutcome::kTooManyInFlight:
+      case ReserveOutcome::kTableFull:
+        break;  // BeginCheck's answers only
+    }
+    AGENTPAY_CHECK(false);
+  }
+  preflight.limited = Limited::kBusy;
+  return preflight;
+}
+
+Result<Settler::Preflight> Settler::Check(const chain::TransferAuthorization& authorization,
+                                          const chain::Signature& signature, int64_t now_s) {
   auto used = chain_.AuthorizationState(config_.token, authorization.from, authorization.nonce);
   if (!used.ok()) return used.status();
   if (*used) {
+    Preflight preflight;
     preflight.failure = Failure::kNonceAlreadyUsed;
     return preflight;
   }
-  auto balance = chain_.BalanceOf(config_.token, authorization.from);
-  if (!balance.ok()) return balance.status();
-  if (*balance < authorization.value) {
-    preflight.failure = Failure::kInsufficientBalance;
-    return preflight;
-  }
+  auto reserved = ReserveBalance(authorization, now_s);
+  if (!reserved.ok()) return reserved.status();
+  Preflight preflight = std::move(*reserved);
+  if (preflight.failure != Failure::kNone || preflight.limited != Limited::kNo) return preflight;
+  // From here on any refusal drops preflight.hold, and with it the reservation.
   auto inputs = ReadTxInputs(authorization, signature);
   if (inputs.ok()) {
     preflight.inputs = *inputs;
     return preflight;
   }
+  preflight.hold.reset();
   if (IsTransportError(inputs.status())) return inputs.status();
   // The node refused to estimate: the transfer would revert. Name the token's reason.
   preflight.detail = inputs.status().message();

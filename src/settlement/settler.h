@@ -13,6 +13,7 @@
 #include "chain/transaction.h"
 #include "core/settlement.h"
 #include "core/world.h"
+#include "settlement/reservations.h"
 #include "store/store.h"
 #include "x402/verify.h"
 
@@ -36,7 +37,8 @@ struct TxInputs {
 class Settler {
  public:
   // Precondition: config.chain_id > 0. `chain` outlives the settler; both are thread-safe.
-  Settler(chain::Chain& chain, SettlerConfig config, chain::PrivateKey relayer_key);
+  Settler(chain::Chain& chain, SettlerConfig config, chain::PrivateKey relayer_key,
+          PayerReservationLimits reservation_limits = {});
 
   const SettlerConfig& config() const { return config_; }
   const chain::Address& relayer() const { return relayer_; }
@@ -47,13 +49,24 @@ class Settler {
   // kNone with the inputs to sign its settlement, or the x402 failure (nonce used, balance, the
   // token's own domain or signature check, any other simulated revert). Errors are transport
   // errors only (nothing was decided; the client may retry).
+  //
+  // Before the transfer is simulated, the payment's value is reserved against the payer's balance
+  // (reservations()): kInsufficientBalance also when the payer's other authorizations in flight
+  // already reserve it. `limited` instead when the payer has too many payments in flight
+  // (--max-in-flight-per-payer) or the table is full: nothing was decided, retry later.
+  enum class Limited { kNo, kPayerInFlight, kBusy };
   struct Preflight {
     x402::Failure failure = x402::Failure::kNone;
+    Limited limited = Limited::kNo;
     std::string detail;  // the token's revert reason, when there was one
     TxInputs inputs;
+    // kNone only: this request's hold on the reservation (dropped with the request unless the
+    // operation it creates keeps it).
+    std::shared_ptr<ReservationHold> hold;
   };
   Result<Preflight> Check(const chain::TransferAuthorization& authorization,
-                          const chain::Signature& signature);
+                          const chain::Signature& signature, int64_t now_s);
+  Reservations& reservations() { return reservations_; }
   // authorizationState(from, nonce) of the token: whether the authorization was used (or cancelled).
   Result<bool> AuthorizationUsed(const chain::TransferAuthorization& authorization);
   // The inputs alone, for a payment checked earlier (settle=after: after the upstream answered).
@@ -71,11 +84,15 @@ class Settler {
 
  private:
   Result<x402::Failure> DiagnoseInvalidSignature();
+  // The balance read and the reservation, retried when a release made the read stale.
+  Result<Preflight> ReserveBalance(const chain::TransferAuthorization& authorization,
+                                   int64_t now_s);
 
   chain::Chain& chain_;
   SettlerConfig config_;
   chain::PrivateKey relayer_key_;
   chain::Address relayer_;
+  Reservations reservations_;
 };
 
 // The record's authorization and signature in chain form. Errors: "store_corrupt".

@@ -2,6 +2,7 @@
 // statement and read back from a row.
 #include "store/sqlite_transaction.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "core/check.h"
@@ -240,6 +241,27 @@ Result<std::vector<Operation>> SqliteTransaction::ListOperations(const Operation
   AGENTPAY_PREPARE(stmt, db_, sql);
   stmt.Bind(1, static_cast<int64_t>(filter.limit));
   return ReadOperations(stmt);
+}
+
+Result<std::vector<Operation>> SqliteTransaction::ListSettlingOperations(std::string_view after_id,
+                                                                         int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  // One query per state, each along its partial index in id order; the two pages merged.
+  std::vector<Operation> merged;
+  for (const char* state : {"submitted", "unknown"}) {
+    AGENTPAY_PREPARE(stmt, db_,
+                     std::string("SELECT ") + kOperationColumns +
+                         " FROM operations WHERE settlement = '" + state +
+                         "' AND id > ?1 ORDER BY id LIMIT ?2");
+    stmt.Bind(1, after_id).Bind(2, static_cast<int64_t>(limit));
+    auto page = ReadOperations(stmt);
+    if (!page.ok()) return page.status();
+    for (Operation& op : *page) merged.push_back(std::move(op));
+  }
+  std::sort(merged.begin(), merged.end(),
+            [](const Operation& a, const Operation& b) { return a.id < b.id; });
+  if (merged.size() > static_cast<size_t>(limit)) merged.resize(static_cast<size_t>(limit));
+  return merged;
 }
 
 Result<std::vector<Operation>> SqliteTransaction::ListExpiredHolds(int64_t now_ms, int limit) {

@@ -103,6 +103,11 @@ class Transaction {
   virtual Result<bool> UpdateClaimedOperation(const Operation& op, int32_t expected_attempts) = 0;
   virtual Result<std::optional<Operation>> FindOperation(std::string_view id) = 0;
   virtual Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) = 0;
+  // x402 operations whose settlement is submitted or unknown with an id after `after_id` (""
+  // for the first page), in id order, at most `limit` (> 0): ids begin with their creation time,
+  // so this pages through all of them oldest first (the reconciler's cursor).
+  virtual Result<std::vector<Operation>> ListSettlingOperations(std::string_view after_id,
+                                                                int limit) = 0;
   // Operations whose hold expired at or before now_ms, oldest expiry first.
   virtual Result<std::vector<Operation>> ListExpiredHolds(int64_t now_ms, int limit) = 0;
   virtual Status AppendEvent(const TraceEvent& event) = 0;

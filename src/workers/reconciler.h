@@ -1,13 +1,21 @@
-// The x402 reconciler (CONTRACT §5, issue 3 item 4): resolves settlements the gateway could not
-// see through, from the chain's own account of them. Each pass looks at `submitted` operations no
-// attempt is waiting on and past the receipt deadline, and at `unknown` ones; core's Reconcile
-// decides (settled, re-broadcast the same bytes, void, failed, wait), and each decision commits on
-// its own, re-checking that the operation did not move meanwhile (several gateways may share one
-// database: a second reconciler acting on the same operation finds it changed and skips it).
+// The x402 reconciler (CONTRACT §5, issue 3 item 4, issue 13 item 4): resolves settlements the
+// gateway could not see through, from the chain's own account of them. It pages through every
+// `submitted` (no attempt waiting on it, past the receipt deadline) and `unknown` operation oldest
+// first, a cursor carried from pass to pass; core's Reconcile decides (settled, re-broadcast the
+// same bytes, void, failed, wait), and each decision commits on its own, re-checking that the
+// operation did not move meanwhile (several gateways may share one database: a second reconciler
+// acting on the same operation finds it changed and skips it). Paced (class Reconciler): an
+// operation still unresolved is looked at again only after a per-operation backoff
+// (core/reconcile_schedule.h), and all chain calls stay under --reconcile-rpc-per-second; a pass
+// that runs out of calls stops where it is and the next one goes on from there. A decided
+// settlement releases the payer's reservation (settlement/reservations.h).
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
+#include "core/reconcile_schedule.h"
 #include "core/result.h"
 #include "core/world.h"
 #include "settlement/events.h"
@@ -21,8 +29,22 @@ struct ReconcilerConfig {
   int64_t receipt_timeout_ms = 5000;
   int64_t expiry_buffer_seconds = 30;
   int64_t retention_ms = 86400000;
-  int batch = 200;  // operations looked at per state per pass
+  int batch = 200;  // operations read from the store per page
+  // Paced passes only (Reconciler): 0 = no bound on chain calls.
+  int64_t rpc_per_second = 0;
+  ReconcileBackoff backoff;
+  size_t max_scheduled = 100000;  // operations whose backoff is remembered
+  int max_pages_per_pass = 50;     // store pages one pass reads at most (the cursor goes on)
 };
+
+// Chain calls counted against the RPC budget, at most: one look (Settler::Observe:
+// authorizationState, the receipt, the transaction, the latest block), one broadcast, and the
+// relayer-nonce gap check (the pending nonce and the transaction at it).
+inline constexpr int64_t kRpcCallsPerLook = 4;
+inline constexpr int64_t kRpcCallsPerBroadcast = 1;
+inline constexpr int64_t kRpcCallsPerGapCheck = 3;
+// The paced reconciler checks the relayer's nonce gap at most this often.
+inline constexpr int64_t kGapCheckIntervalMs = 1000;
 
 struct ReconcileReport {
   // What the pass did to each operation it changed or could not judge (bounded by the batch).
@@ -36,20 +58,46 @@ struct ReconcileReport {
   int gaps_filled =
       0;           // stored transactions re-sent because the relayer's chain nonce stopped there
   int errors = 0;  // chain or store errors on single operations (they are retried next pass)
+  int not_due = 0;        // passed over: looked at recently (backoff)
+  bool out_of_rpc = false;  // the pass stopped for the RPC budget
   bool changed() const {
     return settled + rebroadcast + voided + failed + marked_unknown + gaps_filled > 0;
   }
 };
 
-// One pass. Errors: only a failure to list the operations; per-operation errors are counted.
-// Each pass also keeps the relayer's account nonces filled: every transaction the relayer signed
-// has a nonce taken once, and a later one is mined only after it. If the node's next nonce for the
-// relayer is one we signed a transaction for (dropped by the node, never sent before a crash, or
-// the expired filler of a void settlement), the stored bytes are sent again. That is always safe:
-// they are the same signed transaction, which either settles its still-valid authorization
-// exactly once or reverts as expired.
+// One unpaced pass over every settling operation (startup, tests): each is looked at once, no
+// backoff, no RPC bound. Errors: only a failure to list the operations; per-operation errors are
+// counted. Each pass also keeps the relayer's account nonces filled: every transaction the relayer
+// signed has a nonce taken once, and a later one is mined only after it. If the node's next nonce
+// for the relayer is one we signed a transaction for (dropped by the node, never sent before a
+// crash, or the expired filler of a void settlement), the stored bytes are sent again. That is
+// always safe: they are the same signed transaction, which either settles its still-valid
+// authorization exactly once or reverts as expired.
 Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,
                                              Random& random, const ReconcilerConfig& config,
                                              SettlementCounter* metrics = nullptr);
+
+// The paced reconciler the gateway runs every --sweep-interval-ms: the same decisions, with a
+// cursor, per-operation backoff and the RPC budget kept from pass to pass. Not thread-safe: one
+// pass at a time (the shell's PeriodicWorker).
+class Reconciler {
+ public:
+  // Precondition: config.rpc_per_second >= kRpcCallsPerLook + kRpcCallsPerBroadcast, or 0.
+  Reconciler(Store& store, Settler& settler, Clock& clock, Random& random,
+             ReconcilerConfig config, SettlementCounter* metrics = nullptr);
+  Result<ReconcileReport> RunPass();
+
+ private:
+  Store& store_;
+  Settler& settler_;
+  Clock& clock_;
+  Random& random_;
+  ReconcilerConfig config_;
+  SettlementCounter* metrics_;
+  ReconcileSchedule schedule_;
+  std::optional<RpcBudget> budget_;
+  std::string cursor_;  // the last operation id the previous pass got to
+  int64_t last_gap_check_ms_ = INT64_MIN / 2;
+};
 
 }  // namespace agentpay

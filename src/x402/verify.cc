@@ -20,13 +20,13 @@ bool EchoedAssetMatches(const PaymentPayload& payload, const Requirements& requi
   return asset.ok() && *asset == requirements.asset;
 }
 
+}  // namespace
+
 bool SignedByFrom(const PaymentPayload& payload, const Requirements& requirements) {
   const Result<Address> signer =
       chain::RecoverSigner(AuthorizationDigest(payload, requirements), payload.signature);
   return signer.ok() && *signer == payload.authorization.from;
 }
-
-}  // namespace
 
 std::string_view ReasonCode(Failure failure, Version version) {
   switch (failure) {
@@ -43,6 +43,7 @@ std::string_view ReasonCode(Failure failure, Version version) {
     case Failure::kRecipientMismatch:
       return "invalid_exact_evm_recipient_mismatch";
     case Failure::kValidBeforeTooSoon:
+    case Failure::kValidBeforeTooLate:  // x402 has one code for both ends of the window
       return "invalid_exact_evm_payload_authorization_valid_before";
     case Failure::kValidAfterInFuture:
       return "invalid_exact_evm_payload_authorization_valid_after";
@@ -98,8 +99,10 @@ chain::Hash32 AuthorizationDigest(const PaymentPayload& payload, const Requireme
 }
 
 Failure VerifyExact(const PaymentPayload& payload, const Requirements& requirements,
-                    int64_t now_seconds, int64_t valid_before_buffer_seconds) {
-  AGENTPAY_CHECK(now_seconds >= 0 && valid_before_buffer_seconds >= 0);
+                    int64_t now_seconds, int64_t valid_before_buffer_seconds,
+                    int64_t valid_before_skew_seconds) {
+  AGENTPAY_CHECK(now_seconds >= 0 && valid_before_buffer_seconds >= 0 &&
+                 valid_before_skew_seconds >= 0 && requirements.max_timeout_seconds >= 0);
   if (payload.scheme != kExact || requirements.scheme != kExact) {
     return Failure::kUnsupportedScheme;
   }
@@ -109,20 +112,24 @@ Failure VerifyExact(const PaymentPayload& payload, const Requirements& requireme
   if (!payload.chain_id || *payload.chain_id != requirements.chain_id) {
     return Failure::kNetworkMismatch;
   }
-  if (!SignedByFrom(payload, requirements)) return Failure::kInvalidSignature;
   const TransferAuthorization& authorization = payload.authorization;
   if (authorization.to != requirements.pay_to) return Failure::kRecipientMismatch;
-  // Both are below 2^63, so their sum fits in 64 unsigned bits.
-  const U256 earliest_valid_before(static_cast<uint64_t>(now_seconds) +
-                                   static_cast<uint64_t>(valid_before_buffer_seconds));
+  // Each term is below 2^63, so these sums cannot overflow 256 bits.
+  const U256 now(static_cast<uint64_t>(now_seconds));
+  const U256 earliest_valid_before =
+      *U256::CheckedAdd(now, U256(static_cast<uint64_t>(valid_before_buffer_seconds)));
   if (authorization.valid_before < earliest_valid_before) return Failure::kValidBeforeTooSoon;
-  if (authorization.valid_after > U256(static_cast<uint64_t>(now_seconds))) {
-    return Failure::kValidAfterInFuture;
-  }
+  const U256 latest_valid_before = *U256::CheckedAdd(
+      *U256::CheckedAdd(now, U256(static_cast<uint64_t>(requirements.max_timeout_seconds))),
+      U256(static_cast<uint64_t>(valid_before_skew_seconds)));
+  if (authorization.valid_before > latest_valid_before) return Failure::kValidBeforeTooLate;
+  if (authorization.valid_after > now) return Failure::kValidAfterInFuture;
   if (authorization.value != requirements.amount) return Failure::kValueMismatch;
   if (payload.version == Version::kV2 && !EchoedAssetMatches(payload, requirements)) {
     return Failure::kAssetMismatch;
   }
+  // Last: the one costly check, reached only by a payment that is right in every other way.
+  if (!SignedByFrom(payload, requirements)) return Failure::kInvalidSignature;
   return Failure::kNone;
 }
 

@@ -30,8 +30,11 @@ import x402_harness as X
 
 RECEIPT_TIMEOUT_MS = 2000
 SETTLE_WAIT_S = 40.0
+# The rounds sign validBefore = now + 600 (one signed payment is retried across kills and restarts);
+# the gateway refuses a validBefore past now + maxTimeoutSeconds + 30 s, so it advertises 600.
 GATEWAY_ARGS = ("--sweep-interval-ms", "100", "--upstream-timeout-ms", "1500", "--attach-wait-ms", "1000",
-                "--receipt-timeout-ms", str(RECEIPT_TIMEOUT_MS), "--hold-ttl-ms", "2000")
+                "--receipt-timeout-ms", str(RECEIPT_TIMEOUT_MS), "--hold-ttl-ms", "2000",
+                "--max-timeout-seconds", "600")
 ROUTE_PRICES = {"/": X.PRICE, "/after": X.AFTER_PRICE}
 ANVIL_AUTOMINE_OFF_P, ANVIL_DROP_P, ANVIL_SIGSTOP_P = 0.35, 0.6, 0.3  # drop: given an automine-off window
 REBROADCAST_WAIT_S = 10.0

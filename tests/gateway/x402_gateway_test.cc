@@ -785,3 +785,79 @@ TEST_F(X402GatewayTest, CrashAfterStoringTheTransactionIsReconciledFromTheStore)
 
 }  // namespace
 }  // namespace agentpay
+
+namespace agentpay {
+namespace {
+
+// Issue 13 item 4: the paced reconciler pages oldest first within its RPC budget, goes on from
+// where a pass stopped, and does not look at an unresolved operation again before its backoff.
+TEST_F(X402GatewayTest, PacedReconcilerPagesOldestFirstWithinItsRpcBudget) {
+  constexpr int kOperations = 7;
+  auto state = [&](const std::string& id) {
+    HttpResponse view = Get("/v1/operations/" + id);
+    EXPECT_EQ(view.status, 200) << view.body;
+    auto json = nlohmann::json::parse(view.body, nullptr, false);
+    return json.is_object() ? json.value("settlement", "") : "";
+  };
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < kOperations; ++i) {
+    HttpResponse unknown = Pay(Sign().header, "paced-" + std::to_string(i));
+    ASSERT_EQ(unknown.status, 202) << unknown.body;
+    ids.emplace_back(*unknown.Header("AgentPay-Operation-Id"));
+    clock_.Advance(10);  // ids carry their creation time: one per 10 ms, oldest first
+  }
+  ReconcilerConfig config;
+  config.receipt_timeout_ms = config_.receipt_timeout_ms;
+  config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
+  config.batch = 2;  // pages of two: the listing must page to see them all
+  config.rpc_per_second = 1000;
+  {
+    // Pending transactions: one look each, then nothing until the backoff (1 s) is over.
+    Reconciler reconciler(*store_, *settler_, clock_, random_, config);
+    auto first = reconciler.RunPass();
+    ASSERT_TRUE(first.ok());
+    EXPECT_EQ(first->examined, kOperations);
+    clock_.Advance(100);
+    auto soon = reconciler.RunPass();
+    EXPECT_EQ(soon->examined, 0);
+    EXPECT_EQ(soon->not_due, kOperations);
+    clock_.Advance(1000);
+    EXPECT_EQ(reconciler.RunPass()->examined, kOperations);
+    clock_.Advance(1500);  // the second wait is 2 s
+    EXPECT_EQ(reconciler.RunPass()->examined, 0);
+    clock_.Advance(500);
+    EXPECT_EQ(reconciler.RunPass()->examined, kOperations);
+  }
+  // Mined: every look now settles its operation. 10 calls a second = two looks of 5 calls each
+  // per second; passes every 500 ms take one look each, oldest first, and never more.
+  ASSERT_TRUE(devnet_->Mine().ok());
+  config.rpc_per_second = 10;
+  Reconciler reconciler(*store_, *settler_, clock_, random_, config);
+  auto pass = reconciler.RunPass();  // starts with a full bucket: two looks
+  ASSERT_TRUE(pass.ok());
+  EXPECT_EQ(pass->settled, 2);
+  EXPECT_TRUE(pass->out_of_rpc);
+  EXPECT_EQ(state(ids[0]), "settled");
+  EXPECT_EQ(state(ids[1]), "settled");
+  EXPECT_EQ(state(ids[2]), "unknown");
+  int settled = 2;
+  int passes = 1;
+  while (settled < kOperations && passes < 40) {
+    clock_.Advance(500);
+    pass = reconciler.RunPass();
+    ASSERT_TRUE(pass.ok());
+    EXPECT_LE(pass->examined, 1) << "pass " << passes;
+    settled += pass->settled;
+    ++passes;
+  }
+  EXPECT_EQ(settled, kOperations);
+  // 5 more looks at one per 500 ms, the relayer-nonce check (3 calls, once a second) included.
+  EXPECT_LE(passes, 1 + 5 * 2 + 4);
+  for (const std::string& id : ids) {
+    EXPECT_EQ(state(id), "settled") << id;
+  }
+}
+
+}  // namespace
+}  // namespace agentpay

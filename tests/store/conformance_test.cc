@@ -4,8 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -242,6 +244,54 @@ TEST_P(StoreConformance, ListOperationsFilters) {
     settled.settlement = Settlement::kSettled;
     EXPECT_TRUE(tx.ListOperations(settled)->empty());
     EXPECT_EQ(tx.ListOperations(OperationFilter{})->size(), 5u);
+    return Status::Ok();
+  }).ok());
+}
+
+// The reconciler's cursor: submitted and unknown operations together, id order, after a cursor,
+// nothing else (not settled, not held, not none).
+TEST_P(StoreConformance, ListSettlingOperationsPagesOldestFirst) {
+  const Settlement states[] = {Settlement::kSubmitted, Settlement::kUnknown, Settlement::kSettled,
+                               Settlement::kNone, Settlement::kUnknown, Settlement::kVoid,
+                               Settlement::kSubmitted};
+  std::vector<std::string> settling;
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    for (int i = 0; i < 21; ++i) {
+      char id[16];
+      std::snprintf(id, sizeof id, "op_%03d", 20 - i);  // inserted newest first
+      Operation op = SampleOperation(id);
+      op.settlement = states[i % 7];
+      if (op.settlement == Settlement::kSubmitted || op.settlement == Settlement::kUnknown) {
+        settling.push_back(id);
+      }
+      if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }).ok());
+  std::sort(settling.begin(), settling.end());
+  ASSERT_EQ(settling.size(), 12u);
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    std::vector<std::string> seen;
+    std::string cursor;
+    int pages = 0;
+    for (;;) {
+      auto page = tx.ListSettlingOperations(cursor, 5);
+      EXPECT_TRUE(page.ok());
+      if (!page.ok() || page->empty()) break;
+      EXPECT_LE(page->size(), 5u);
+      ++pages;
+      for (const Operation& op : *page) {
+        EXPECT_TRUE(op.settlement == Settlement::kSubmitted ||
+                    op.settlement == Settlement::kUnknown)
+            << op.id;
+        seen.push_back(op.id);
+      }
+      cursor = page->back().id;
+    }
+    EXPECT_EQ(seen, settling);  // every one, once, oldest first
+    EXPECT_EQ(pages, 3);
+    EXPECT_TRUE(tx.ListSettlingOperations("op_999", 5)->empty());
+    EXPECT_EQ(tx.ListSettlingOperations("", 100)->size(), 12u);
     return Status::Ok();
   }).ok());
 }

@@ -70,6 +70,12 @@ TEST_P(OfficialClients, HeaderDecodesAndVerifiesInsideItsWindow) {
 
   EXPECT_EQ(VerifyExact(*payload, requirements, now), Failure::kNone);
   EXPECT_EQ(VerifyExact(*payload, requirements, valid_before - 5), Failure::kValidBeforeTooSoon);
+  // AgentPay's cap (stricter than the reference, which has none): the official client signs
+  // validBefore = now + maxTimeoutSeconds, within the cap from its own clock until
+  // kValidBeforeSkewSeconds before it; a gateway clock further behind refuses it.
+  const int64_t cap_edge = valid_before - requirements.max_timeout_seconds - kValidBeforeSkewSeconds;
+  EXPECT_EQ(VerifyExact(*payload, requirements, cap_edge), Failure::kNone);
+  EXPECT_EQ(VerifyExact(*payload, requirements, cap_edge - 1), Failure::kValidBeforeTooLate);
   Requirements other_name = requirements;
   other_name.asset_name = "USD Coin";
   EXPECT_EQ(VerifyExact(*payload, other_name, now), Failure::kInvalidSignature);

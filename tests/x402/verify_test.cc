@@ -123,7 +123,10 @@ TEST(Verify, SignatureFailures) {
   EXPECT_EQ(Verify(payload, requirements), Failure::kInvalidSignature);
   requirements = base;
   requirements.asset = AddressOf("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913");
-  EXPECT_EQ(Verify(payload, requirements), Failure::kInvalidSignature);
+  // The v2 echo names the spec's asset, and the echo is checked before the signature; without an
+  // echo (v1) it is the signature over the other domain that fails.
+  EXPECT_EQ(Verify(payload, requirements), Failure::kAssetMismatch);
+  EXPECT_EQ(Verify(SpecPayload(Version::kV1), requirements), Failure::kInvalidSignature);
 
   // Every signed field is covered.
   changed = payload;
@@ -166,21 +169,35 @@ TEST(Verify, FreshlySignedPayloads) {
   EXPECT_EQ(Verify(v1, requirements), Failure::kNone);
 }
 
-TEST(Verify, ChecksRunInTheReferenceOrder) {
+// AgentPay's order (not the reference's): every cheap check before the one signature recovery,
+// so a payload that fails a cheap check costs no secp256k1 work. The reference checks the
+// signature right after the network; where a payload fails both, the code differs (the gateway
+// re-checks the signature before answering such a payload for an existing key: x402_path.cc).
+TEST(Verify, CheapChecksRunBeforeTheSignature) {
   const Requirements base = spec::SpecRequirements();
   PaymentPayload payload = SpecPayload();
   payload.signature.bytes[5] ^= 1;  // bad signature ...
+  EXPECT_EQ(Verify(payload, base), Failure::kInvalidSignature);
   Requirements requirements = base;
-  requirements.amount = U256(1);  // ... and wrong amount: signature comes first
-  EXPECT_EQ(Verify(payload, requirements), Failure::kInvalidSignature);
-  requirements.chain_id = 1;  // network before signature
+  requirements.amount = U256(1);  // ... and wrong amount: the amount comes first now
+  EXPECT_EQ(Verify(payload, requirements), Failure::kValueMismatch);
+  requirements.chain_id = 1;  // network before that
   EXPECT_EQ(Verify(payload, requirements), Failure::kNetworkMismatch);
   requirements.asset_name.clear();  // domain before network (as @x402/evm 2.27 does)
   EXPECT_EQ(Verify(payload, requirements), Failure::kMissingDomain);
   payload.scheme = "other";  // scheme first of all
   EXPECT_EQ(Verify(payload, requirements), Failure::kUnsupportedScheme);
+  // Bad signature and an asset echo of another asset: the echo is cheap, it comes first.
+  PaymentPayload echo = SpecPayload();
+  echo.signature.bytes[5] ^= 1;
+  (*echo.accepted)["asset"] = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913";
+  EXPECT_EQ(Verify(echo, base), Failure::kAssetMismatch);
+  // A far-future validBefore with a bad signature: refused for the window, no recovery needed.
+  PaymentPayload far = SpecPayload();
+  far.authorization.valid_before = U256(uint64_t{1} << 48);
+  EXPECT_EQ(Verify(far, base), Failure::kValidBeforeTooLate);
 
-  // recipient → validBefore → validAfter → value → asset echo
+  // recipient → validBefore (too soon, too late) → validAfter → value → asset echo → signature
   const PaymentPayload good = SpecPayload();
   requirements = base;
   requirements.pay_to = AddressOf(spec::kPayer);
@@ -189,9 +206,50 @@ TEST(Verify, ChecksRunInTheReferenceOrder) {
   requirements.pay_to = base.pay_to;
   EXPECT_EQ(Verify(good, requirements, spec::kValidBefore), Failure::kValidBeforeTooSoon);
   EXPECT_EQ(Verify(good, requirements, spec::kValidAfter - 1), Failure::kValidAfterInFuture);
-  PaymentPayload echo = good;
-  (*echo.accepted)["asset"] = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913";
-  EXPECT_EQ(Verify(echo, requirements), Failure::kValueMismatch);
+  PaymentPayload echo_good = good;
+  (*echo_good.accepted)["asset"] = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913";
+  EXPECT_EQ(Verify(echo_good, requirements), Failure::kValueMismatch);
+  EXPECT_EQ(Verify(echo_good, base), Failure::kAssetMismatch);
+
+  EXPECT_FALSE(ProvesSigner(Failure::kValueMismatch));
+  EXPECT_FALSE(ProvesSigner(Failure::kInvalidSignature));
+  EXPECT_TRUE(ProvesSigner(Failure::kNone));
+  EXPECT_TRUE(SignedByFrom(good, base));
+  EXPECT_FALSE(SignedByFrom(payload, base));
+}
+
+// validBefore may be at most now + maxTimeoutSeconds + kValidBeforeSkewSeconds (AgentPay's rule;
+// the reference has no upper bound). The spec vector: maxTimeoutSeconds 60, validBefore − validAfter
+// = 65 s, so it passes from validBefore − 90 s on and is refused one second earlier.
+TEST(Verify, ValidBeforeIsCappedByMaxTimeoutPlusSkew) {
+  const PaymentPayload payload = SpecPayload();
+  Requirements requirements = spec::SpecRequirements();
+  ASSERT_EQ(requirements.max_timeout_seconds, 60);
+  const int64_t earliest_now =
+      static_cast<int64_t>(spec::kValidBefore) - 60 - kValidBeforeSkewSeconds;
+  // (validAfter is later than these instants, so a zero validAfter is signed here.)
+  PaymentPayload early = SignedByAnvilKey(payload, requirements);
+  early.authorization.valid_after = U256(0);
+  early = SignedByAnvilKey(early, requirements);
+  EXPECT_EQ(Verify(early, requirements, earliest_now), Failure::kNone);
+  EXPECT_EQ(Verify(early, requirements, earliest_now - 1), Failure::kValidBeforeTooLate);
+  EXPECT_EQ(ReasonCode(Failure::kValidBeforeTooLate),
+            "invalid_exact_evm_payload_authorization_valid_before");
+  // No skew: exactly maxTimeoutSeconds.
+  EXPECT_EQ(VerifyExact(early, requirements, earliest_now + kValidBeforeSkewSeconds, 6, 0),
+            Failure::kNone);
+  EXPECT_EQ(VerifyExact(early, requirements, earliest_now + kValidBeforeSkewSeconds - 1, 6, 0),
+            Failure::kValidBeforeTooLate);
+  // A longer maxTimeoutSeconds moves the cap; 2^48 (the attack in issue 13) is refused for any
+  // sensible one, and 2^256 − 1 never overflows the sum.
+  requirements.max_timeout_seconds = 86400;
+  EXPECT_EQ(Verify(early, requirements, earliest_now - 1), Failure::kNone);
+  PaymentPayload far = early;
+  far.authorization.valid_before = U256(uint64_t{1} << 48);
+  EXPECT_EQ(Verify(SignedByAnvilKey(far, requirements), requirements), Failure::kValidBeforeTooLate);
+  far.authorization.valid_before = chain::U256::FromLimbs({~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}});
+  EXPECT_EQ(Verify(SignedByAnvilKey(far, requirements), requirements), Failure::kValidBeforeTooLate);
+  EXPECT_EQ(VerifyExact(early, requirements, INT64_MAX, 0, INT64_MAX), Failure::kValidBeforeTooSoon);
 }
 
 TEST(Verify, DomainSeparatorIsPrecomputedOrComputedForTheRequirementsAtHand) {
@@ -259,6 +317,8 @@ TEST(Verify, ReasonCodesAreTheReferenceStrings) {
   EXPECT_EQ(ReasonCode(Failure::kInsufficientBalance), "invalid_exact_evm_insufficient_balance");
   std::set<std::string_view> seen;
   for (int i = 1; i <= static_cast<int>(Failure::kInsufficientBalance); ++i) {
+    // Both ends of the window share the reference's one validBefore code.
+    if (static_cast<Failure>(i) == Failure::kValidBeforeTooLate) continue;
     const std::string_view code = ReasonCode(static_cast<Failure>(i));
     EXPECT_TRUE(code.starts_with("invalid_exact_evm_")) << code;
     EXPECT_TRUE(seen.insert(code).second) << code;
