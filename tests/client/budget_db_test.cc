@@ -279,6 +279,50 @@ TEST_F(BudgetDbTest, NothingReservedBindsNothing) {
   EXPECT_EQ((*db)->Asset()->asset.address, other.address);
 }
 
+// Processes racing on a new file with prices in two assets: the file is bound once, and every
+// reservation it took is in that one asset (the binding commits with the first reservation).
+TEST_F(BudgetDbTest, ProcessesRacingOnANewFileBindItToOneAsset) {
+  ASSERT_TRUE(BudgetDb::Open(path_, 1'000'000, 1).ok());
+  BudgetAsset other = kAsset;
+  other.address = "0x0000000000000000000000000000000000000001";
+  constexpr int kProcesses = 6, kKeys = 10;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto db = BudgetDb::Open(path_, std::nullopt, 1);
+      if (!db.ok()) _exit(255);
+      const BudgetAsset& mine = p % 2 == 0 ? kAsset : other;
+      int reserved = 0;
+      for (int i = 0; i < kKeys; ++i) {
+        StoredReservation r = Wanted("p" + std::to_string(p) + "-" + std::to_string(i), 10);
+        r.asset = mine.address;  // the row remembers whose run it was
+        auto claim = (*db)->Reserve(r, mine, NoSign, 1, 2);
+        if (!claim.ok()) _exit(255);
+        if (claim->kind == ClaimKind::kReserved) ++reserved;
+      }
+      _exit(reserved);
+    }
+    children.push_back(pid);
+  }
+  int reserved = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_NE(WEXITSTATUS(status), 255);
+    reserved += WEXITSTATUS(status);
+  }
+  auto db = BudgetDb::Open(path_, std::nullopt, 1);
+  auto binding = (*db)->Asset();
+  ASSERT_EQ(binding->state, BudgetAssetState::kBound);
+  EXPECT_EQ(reserved, kProcesses / 2 * kKeys) << "exactly the runs in the winning asset reserved";
+  auto rows = (*db)->List();
+  ASSERT_EQ(rows->size(), static_cast<size_t>(reserved));
+  for (const StoredReservation& row : *rows) EXPECT_EQ(row.asset, binding->asset.address);
+}
+
 // A budget file as the version before budgets named their asset wrote it (schema 1).
 void WriteSchema1File(
     const std::string& path,
