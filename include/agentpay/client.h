@@ -16,11 +16,12 @@ namespace agentpay::client {
 
 // The process exit codes of `agentpay pay` (see docs/agent-client.md).
 enum class ExitCode : int {
-  kPaid = 0,  // paid (or free) and served: the body is in PayResult::body
-  // Could not run (bad setup, budget file, no price), or the client refused the offer itself
-  // (outside --x402-version / --network / --asset): nothing was reserved or paid.
-  kError = 1,
-  kRejected = 2,    // refused for good (4xx, a payment the server will not take)
+  kPaid = 0,   // paid (or free) and served: the body is in PayResult::body
+  kError = 1,  // could not run (bad setup, budget file, no price): nothing was reserved or paid
+  // Refused for good: by the server (4xx, a payment it will not take), or by this client before
+  // paying (outcome "refused": the offer is outside the spend controls or the budget's asset;
+  // nothing was reserved, signed or sent).
+  kRejected = 2,
   kUnknown = 3,     // the outcome is not known after the attempt budget; state kept for reconcile
   kOverBudget = 4,  // the budget cannot cover the price: no payment was signed or sent
 };
@@ -30,6 +31,10 @@ inline constexpr std::string_view kDefaultBudgetDb = "agentpay-budget.db";
 // How long after validBefore an unused authorization still counts as "may land" (clock skew
 // between nodes, shallow reorgs): the same 30 s the gateway uses.
 inline constexpr int64_t kDefaultExpiryBufferSeconds = 30;
+// The most one payment may cost unless PayOptions::max_amount says otherwise, in atomic units:
+// 1.00 of a 6-decimal token such as USDC, the official x402 client's default cap per payment. For
+// a token with more decimals it is less, never more.
+inline constexpr int64_t kDefaultMaxAmount = 1'000'000;
 
 using Header = std::pair<std::string, std::string>;
 
@@ -53,11 +58,15 @@ struct PayOptions {
   int64_t timeout_ms = 60000;          // deadline of the whole run, polling included
   int64_t attempt_timeout_ms = 15000;  // one HTTP exchange
   // Spend controls, checked against the 402 before anything is reserved or signed; an offer
-  // outside them ends the run with ExitCode::kError, outcome "refused".
-  int x402_version = 0;               // 0: v2 when usable, else v1; or 1 / 2
-  std::string asset;                  // when set, only an offer in this token (0x + 40 hex) is paid
-  std::vector<std::string> networks;  // when set, only an offer on one of these (eip155:<id>)
-  std::string chain_rpc;              // optional: evidence for "paid, not delivered"
+  // outside them ends the run with ExitCode::kRejected, outcome "refused".
+  int x402_version = 0;             // 0: v2 when usable, else v1; or 1 / 2
+  std::vector<std::string> assets;  // when set, only an offer in one of these tokens (0x + 40 hex)
+  std::vector<std::string> networks;       // when set, only an offer on one of these (eip155:<id>)
+  std::vector<std::string> payees;         // when set, x402 pays only these addresses (payTo)
+  int64_t max_amount = kDefaultMaxAmount;  // the most one payment may cost (> 0)
+  // Optional: evidence for "paid, not delivered"; when given, also a spend control: only an offer
+  // on the chain this node serves (eth_chainId) is paid.
+  std::string chain_rpc;
 };
 
 // What the chain and the server say about a payment whose response was lost.
@@ -71,7 +80,7 @@ struct Evidence {
 struct PayResult {
   ExitCode exit_code = ExitCode::kError;
   // "paid", "free", "rejected", "unknown", "paid_not_delivered", "over_budget", "refused" (by
-  // this client's own spend controls, before anything was reserved), "error"
+  // this client's own spend controls or the budget's asset, before anything was reserved), "error"
   std::string outcome;
   std::string message;  // one sentence in plain words
   std::string key;
@@ -84,7 +93,8 @@ struct PayResult {
   bool replayed = false;     // Idempotent-Replayed: true
   std::string operation_id;  // AgentPay-Operation-Id, when seen
   // Problem code or x402 reason of the server's refusal; for outcome "refused" this client's own
-  // code: x402_version_not_usable, network_not_allowed or asset_not_allowed.
+  // code: x402_version_not_usable, network_not_allowed, chain_rpc_mismatch, asset_not_allowed,
+  // budget_asset_mismatch, payee_not_allowed or amount_above_max.
   std::string reason;
   Evidence evidence;
   int64_t budget_total = 0;
@@ -118,8 +128,18 @@ struct Reservation {
   int64_t created_ms = 0, updated_ms = 0;
 };
 
+// The asset a budget file counts in (its total and every amount are atomic units of it).
+struct BudgetAssetView {
+  std::string state;  // "bound", "unbound" (no payment yet: the next one binds it), "mixed"
+  uint64_t chain_id = 0;
+  std::string address;          // lower-case 0x hex, "" unless bound
+  std::string name;             // the token's EIP-712 name as offered, "" when unknown
+  std::optional<int> decimals;  // when --chain-rpc could tell at binding
+};
+
 struct BudgetReport {
   std::string error;  // non-empty: the file could not be read
+  BudgetAssetView asset;
   int64_t total = 0;
   int64_t committed = 0;  // reserved + spent + unknown
   int64_t spent = 0;

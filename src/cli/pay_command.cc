@@ -20,6 +20,7 @@ using Json = nlohmann::json;
 struct PayFlags {
   client::PayOptions options;
   std::string budget_text;
+  std::string max_amount_text;
   std::vector<std::string> headers;
   std::string api_key_file, buyer_key_file;
   bool json = false;
@@ -78,6 +79,13 @@ bool Resolve(PayFlags& flags) {
     if (!amount) return Fail("--budget must be a whole number of atomic units");
     o.budget = *amount;
   }
+  if (!flags.max_amount_text.empty()) {
+    auto amount = ParseAmount(flags.max_amount_text);
+    if (!amount || *amount <= 0) {
+      return Fail("--max-amount must be a positive whole number of atomic units");
+    }
+    o.max_amount = *amount;
+  }
   for (const std::string& header : flags.headers) {
     auto colon = header.find(':');
     if (colon == std::string::npos || colon == 0) {
@@ -121,7 +129,15 @@ int RunBudget(const PayFlags& flags) {
     Say(report.error);
     return static_cast<int>(client::ExitCode::kError);
   }
+  const client::BudgetAssetView& asset = report.asset;
   if (flags.list_json) {
+    Json asset_json = {{"state", asset.state}};
+    if (asset.state == "bound") {
+      asset_json["network"] = "eip155:" + std::to_string(asset.chain_id);
+      asset_json["address"] = asset.address;
+      asset_json["name"] = asset.name;
+      asset_json["decimals"] = asset.decimals ? Json(*asset.decimals) : Json(nullptr);
+    }
     Json rows = Json::array();
     for (const client::Reservation& r : report.reservations) {
       rows.push_back({{"key", r.key},
@@ -144,7 +160,8 @@ int RunBudget(const PayFlags& flags) {
                       {"created_ms", r.created_ms},
                       {"updated_ms", r.updated_ms}});
     }
-    std::printf("%s\n", Dump(Json{{"total", FormatAmount(report.total)},
+    std::printf("%s\n", Dump(Json{{"asset", asset_json},
+                                  {"total", FormatAmount(report.total)},
                                   {"committed", FormatAmount(report.committed)},
                                   {"spent", FormatAmount(report.spent)},
                                   {"available", FormatAmount(report.total - report.committed)},
@@ -156,6 +173,15 @@ int RunBudget(const PayFlags& flags) {
               flags.list_db.c_str(), static_cast<long long>(report.total),
               static_cast<long long>(report.committed), static_cast<long long>(report.spent),
               static_cast<long long>(report.total - report.committed));
+  std::string asset_words = "not bound yet (the first payment binds it)";
+  if (asset.state == "mixed")
+    asset_words = "several (a file from before budgets named their asset)";
+  if (asset.state == "bound") {
+    asset_words = asset.address + " on eip155:" + std::to_string(asset.chain_id);
+    if (!asset.name.empty()) asset_words += " (" + asset.name + ")";
+    if (asset.decimals) asset_words += ", " + std::to_string(*asset.decimals) + " decimals";
+  }
+  std::printf("asset: %s\n", asset_words.c_str());
   for (const client::Reservation& r : report.reservations) {
     std::printf("%-9s %10lld  %-6s %s %s  key %s%s%s\n", r.state.c_str(),
                 static_cast<long long>(r.amount), r.scheme.c_str(), r.method.c_str(), r.url.c_str(),
@@ -244,16 +270,25 @@ void AddPayFlags(CLI::App& pay, PayFlags& f) {
                  "1 or 2 (default: 2 when the server offers it, else 1); a version that cannot "
                  "name the offered network is refused before anything is signed")
       ->check(CLI::IsMember({1, 2}));
-  pay.add_option("--asset", o.asset,
-                 "pay only an offer in this token, 0x + 40 hex (default: any); others are refused "
-                 "before anything is reserved")
+  pay.add_option("--asset", o.assets,
+                 "pay only an offer in this token, 0x + 40 hex (repeatable; default: any); others "
+                 "are refused before anything is reserved")
       ->check(AddressCheck());
+  pay.add_option("--payee", o.payees,
+                 "x402: pay only this address (the offer's payTo), 0x + 40 hex (repeatable; "
+                 "default: any)")
+      ->check(AddressCheck());
+  pay.add_option("--max-amount", f.max_amount_text,
+                 "the most one payment may cost, in atomic units (default " +
+                     std::to_string(client::kDefaultMaxAmount) +
+                     ": 1.00 of a 6-decimal token); a dearer offer is refused");
   pay.add_option("--network", o.networks,
                  "pay only an offer on this network, eip155:<chain id> (repeatable; default: any); "
                  "others are refused before anything is reserved")
       ->check(NetworkCheck());
   pay.add_option("--chain-rpc", o.chain_rpc,
-                 "EVM JSON-RPC URL: evidence on chain when a paid answer was lost");
+                 "EVM JSON-RPC URL: evidence on chain when a paid answer was lost; when given, "
+                 "only an offer on the chain it serves is paid");
   pay.add_flag("--json", f.json, "print one JSON object on stdout instead of the body");
 }
 
@@ -262,9 +297,12 @@ void AddPayFlags(CLI::App& pay, PayFlags& f) {
 std::function<int()> AddPayCommand(CLI::App& pay) {
   auto flags = std::make_shared<PayFlags>();
   pay.footer(
-      "Exit codes: 0 paid and served; 1 could not run, or the offer is outside --x402-version, "
-      "--network or --asset (nothing reserved or paid); 2 rejected by the server, or bad flags; 3 "
-      "outcome unknown (state kept for `agentpay pay reconcile`); 4 over budget (nothing sent).\n"
+      "Exit codes: 0 paid and served; 1 could not run (nothing reserved or paid); 2 rejected: by "
+      "the server, or refused by this client because the offer is outside --x402-version, "
+      "--network, --chain-rpc's chain, --asset, --payee, --max-amount or the budget file's asset "
+      "(nothing reserved, signed or sent), or bad flags; 3 outcome unknown (state kept for "
+      "`agentpay pay reconcile`); 4 over budget (nothing sent).\n"
+      "A budget file counts in one asset (network and token), bound by its first payment.\n"
       "The key of --task T --step N is \"task:\" + first 32 hex digits of sha256(T) + \":step:\" + "
       "N. See docs/agent-client.md.");
   AddPayFlags(pay, *flags);

@@ -12,14 +12,21 @@
 namespace agentpay::client {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// 2: the budget names its asset (asset_* columns). Files of version 1 are migrated on open.
+constexpr int kSchemaVersion = 2;
+constexpr int kSchemaWithoutAsset = 1;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS budget (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   total INTEGER NOT NULL CHECK (total >= 0),
   schema_version INTEGER NOT NULL,
-  created_ms INTEGER NOT NULL);
+  created_ms INTEGER NOT NULL,
+  asset_state TEXT NOT NULL DEFAULT 'unbound' CHECK (asset_state IN ('unbound', 'bound', 'mixed')),
+  asset_chain_id INTEGER,
+  asset_address TEXT,
+  asset_name TEXT,
+  asset_decimals INTEGER);
 CREATE TABLE IF NOT EXISTS reservations (
   key TEXT PRIMARY KEY,
   fingerprint TEXT NOT NULL,
@@ -83,6 +90,24 @@ StoredReservation ReadRow(const sqlite::Statement& s) {
 void CreatePrivateFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
   if (fd >= 0) ::close(fd);
+}
+
+// The asset columns, added to a table that a schema-1 binary created.
+constexpr const char* kAssetColumns[] = {
+    "asset_state TEXT NOT NULL DEFAULT 'unbound' CHECK (asset_state IN ('unbound', 'bound', "
+    "'mixed'))",
+    "asset_chain_id INTEGER", "asset_address TEXT", "asset_name TEXT", "asset_decimals INTEGER"};
+
+std::string_view AssetStateName(BudgetAssetState state) {
+  switch (state) {
+    case BudgetAssetState::kUnbound:
+      return "unbound";
+    case BudgetAssetState::kBound:
+      return "bound";
+    case BudgetAssetState::kMixed:
+      return "mixed";
+  }
+  AGENTPAY_CHECK(false);
 }
 
 Status WithCode(const Status& status, const std::string& path) {
@@ -157,11 +182,13 @@ Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
     if (!select.ok()) return select.status();
     Status step;
     if (select->Step(&step)) {
-      if (select->Int(1) != kSchemaVersion) {
-        return Status::Error(ErrorCode::kBudgetSchema,
-                             "unknown budget file version " + std::to_string(select->Int(1)));
-      }
+      const int64_t version = select->Int(1);
       stored = select->Int(0);
+      if (version == kSchemaWithoutAsset) return budget->MigrateLocked();
+      if (version != kSchemaVersion) {
+        return Status::Error(ErrorCode::kBudgetSchema,
+                             "unknown budget file version " + std::to_string(version));
+      }
     }
     return step;
   });
@@ -176,6 +203,101 @@ Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
                                                          std::to_string(*total));
   }
   return budget;
+}
+
+// Schema 1 → 2, inside the opening transaction: the asset columns, then the binding that the
+// file's x402 reservations imply (core MigrateBudgetAsset). Wallet reservations name no asset.
+Status BudgetDb::MigrateLocked() {
+  auto columns = db_->Prepare("SELECT name FROM pragma_table_info('budget')");
+  if (!columns.ok()) return columns.status();
+  bool has_asset_columns = false;
+  Status step;
+  while (columns->Step(&step)) has_asset_columns |= columns->Text(0) == "asset_state";
+  if (!step.ok()) return step;
+  if (!has_asset_columns) {
+    for (const char* column : kAssetColumns) {
+      if (Status s = db_->Exec(std::string("ALTER TABLE budget ADD COLUMN ") + column); !s.ok()) {
+        return s;
+      }
+    }
+  }
+  auto assets = db_->Prepare(
+      "SELECT DISTINCT chain_id, lower(asset) FROM reservations WHERE scheme = 'x402' ORDER BY "
+      "created_ms, rowid");
+  if (!assets.ok()) return assets.status();
+  std::vector<std::pair<uint64_t, std::string>> used;
+  while (assets->Step(&step))
+    used.emplace_back(static_cast<uint64_t>(assets->Int(0)), assets->Text(1));
+  if (!step.ok()) return step;
+  const BudgetAssetBinding binding = MigrateBudgetAsset(used);
+  auto update = db_->Prepare(
+      "UPDATE budget SET schema_version = ?, asset_state = ?, asset_chain_id = ?, asset_address = "
+      "? WHERE id = 1");
+  if (!update.ok()) return update.status();
+  update->Bind(1, kSchemaVersion).Bind(2, AssetStateName(binding.state));
+  if (binding.state == BudgetAssetState::kBound) {
+    update->Bind(3, static_cast<int64_t>(binding.asset.chain_id)).Bind(4, binding.asset.address);
+  } else {
+    update->BindNull(3).BindNull(4);
+  }
+  return update->Run();
+}
+
+Result<BudgetAssetBinding> BudgetDb::AssetLocked() {
+  auto select = db_->Prepare(
+      "SELECT asset_state, asset_chain_id, asset_address, asset_name, asset_decimals FROM budget "
+      "WHERE id = 1");
+  if (!select.ok()) return select.status();
+  Status step;
+  if (!select->Step(&step)) {
+    return step.ok() ? Status::Error(ErrorCode::kStoreError, "no budget row") : step;
+  }
+  BudgetAssetBinding binding;
+  const std::string state = select->Text(0);
+  if (state == "mixed") binding.state = BudgetAssetState::kMixed;
+  if (state == "bound" && !select->IsNull(1) && !select->IsNull(2)) {
+    binding.state = BudgetAssetState::kBound;
+    binding.asset.chain_id = static_cast<uint64_t>(select->Int(1));
+    binding.asset.address = select->Text(2);
+    if (!select->IsNull(3)) binding.asset.name = select->Text(3);
+    if (auto decimals = select->OptionalInt(4))
+      binding.asset.decimals = static_cast<int>(*decimals);
+  }
+  return binding;
+}
+
+Status BudgetDb::BindLocked(const BudgetAsset& asset) {
+  auto update = db_->Prepare(
+      "UPDATE budget SET asset_state = 'bound', asset_chain_id = ?, asset_address = lower(?), "
+      "asset_name = ?, asset_decimals = ? WHERE id = 1 AND asset_state = 'unbound'");
+  if (!update.ok()) return update.status();
+  update->Bind(1, static_cast<int64_t>(asset.chain_id)).Bind(2, asset.address).Bind(3, asset.name);
+  std::optional<int64_t> decimals;
+  if (asset.decimals) decimals = *asset.decimals;
+  update->Bind(4, decimals);
+  return update->Run();
+}
+
+Result<BudgetAssetBinding> BudgetDb::Asset() { return AssetLocked(); }
+
+std::string DescribeBinding(const BudgetAssetBinding& binding) {
+  switch (binding.state) {
+    case BudgetAssetState::kUnbound:
+      return "not bound yet (the first payment binds it)";
+    case BudgetAssetState::kMixed:
+      return "several (a file from before budgets named their asset): start a new budget file";
+    case BudgetAssetState::kBound: {
+      std::string text =
+          binding.asset.address + " on eip155:" + std::to_string(binding.asset.chain_id);
+      std::string details = binding.asset.name;
+      if (binding.asset.decimals) {
+        details +=
+            (details.empty() ? "" : ", ") + std::to_string(*binding.asset.decimals) + " decimals";
+      }
+      return details.empty() ? text : text + " (" + details + ")";
+    }
+  }
+  AGENTPAY_CHECK(false);
 }
 
 Status BudgetDb::Transaction(const std::function<Status()>& body) {
@@ -255,7 +377,7 @@ Result<Claim> BudgetDb::ClaimExisting(const std::string& key, const std::string&
   return claim;
 }
 
-Result<Claim> BudgetDb::Reserve(StoredReservation wanted,
+Result<Claim> BudgetDb::Reserve(StoredReservation wanted, const BudgetAsset& asset,
                                 const std::function<Status(StoredReservation&)>& sign,
                                 int64_t now_ms, int64_t lease_until_ms) {
   AGENTPAY_CHECK(wanted.amount > 0);
@@ -269,8 +391,23 @@ Result<Claim> BudgetDb::Reserve(StoredReservation wanted,
     if (existing->has_value()) {
       snapshot = ReservationSnapshot{(*existing)->state, (*existing)->fingerprint};
     }
-    switch (DecideReserve(snapshot, wanted.fingerprint, wanted.amount, figures->total,
-                          figures->committed)) {
+    auto binding = AssetLocked();
+    if (!binding.ok()) return binding.status();
+    claim.binding = *binding;
+    ReserveVerdict verdict = DecideReserve(snapshot, wanted.fingerprint, wanted.amount,
+                                           figures->total, figures->committed);
+    // A new reservation must be in the budget's unit; resuming one presents what was reserved.
+    BudgetAssetVerdict asset_verdict = BudgetAssetVerdict::kSame;
+    if (verdict == ReserveVerdict::kReserve || verdict == ReserveVerdict::kOverBudget) {
+      asset_verdict = DecideBudgetAsset(*binding, asset.chain_id, asset.address);
+    }
+    if (asset_verdict == BudgetAssetVerdict::kOther ||
+        asset_verdict == BudgetAssetVerdict::kMixed) {
+      claim.kind = ClaimKind::kAssetMismatch;
+      claim.figures = *figures;
+      return Status::Ok();
+    }
+    switch (verdict) {
       case ReserveVerdict::kMismatch:
         claim.kind = ClaimKind::kMismatch;
         claim.reservation = **existing;
@@ -293,6 +430,12 @@ Result<Claim> BudgetDb::Reserve(StoredReservation wanted,
         wanted.lease_until_ms = lease_until_ms;
         wanted.created_ms = existing->has_value() ? (*existing)->created_ms : now_ms;
         wanted.updated_ms = now_ms;
+        if (asset_verdict == BudgetAssetVerdict::kBind) {
+          if (Status s = BindLocked(asset); !s.ok()) return s;
+          auto bound = AssetLocked();
+          if (!bound.ok()) return bound.status();
+          claim.binding = *bound;
+        }
         if (Status s = sign(wanted); !s.ok()) return s;
         if (Status s = Write(wanted); !s.ok()) return s;
         claim.kind = ClaimKind::kReserved;

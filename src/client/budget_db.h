@@ -51,17 +51,26 @@ struct BudgetFigures {
   int64_t spent = 0;
 };
 
-enum class ClaimKind { kResume, kMismatch, kNeedsPrice, kReserved, kOverBudget };
+// kAssetMismatch: the price is in another asset than the budget counts in (or the budget, an
+// older mixed file, has none); nothing was reserved or signed.
+enum class ClaimKind { kResume, kMismatch, kNeedsPrice, kReserved, kOverBudget, kAssetMismatch };
 struct Claim {
   ClaimKind kind = ClaimKind::kNeedsPrice;
   StoredReservation reservation;  // kResume, kReserved, kMismatch (the existing one)
   BudgetFigures figures;          // after the decision
+  BudgetAssetBinding binding;     // the budget's asset after the decision
 };
+
+// "84532:0x… (USDC, 6 decimals)", "not bound yet" or "several (an older file)".
+std::string DescribeBinding(const BudgetAssetBinding& binding);
 
 class BudgetDb {
  public:
   // Opens or creates the file. `total` is required to create it and, when given for an existing
   // file, must equal its total (error code "budget_mismatch"; "budget_required" when missing).
+  // A file of schema 1 (before budgets named their asset) is migrated in place, in the opening
+  // transaction: bound to the one asset its x402 reservations use, unbound when it has none,
+  // "mixed" (no new payment) when they use several (core MigrateBudgetAsset).
   static Result<std::unique_ptr<BudgetDb>> Open(const std::string& path,
                                                 std::optional<int64_t> total, int64_t now_ms);
   // Opens an existing file only (error "budget_missing" when it does not exist).
@@ -72,10 +81,12 @@ class BudgetDb {
   // until lease_until_ms), kMismatch, or kNeedsPrice (none, or released).
   Result<Claim> ClaimExisting(const std::string& key, const std::string& fingerprint,
                               int64_t now_ms, int64_t lease_until_ms);
-  // The decision with the price known (core DecideReserve). On kReserve, `sign` fills the payment
-  // fields of `wanted` (it runs inside the transaction, so a signature exists only for a
-  // reservation that is committed with it) and the row is written with a lease.
-  Result<Claim> Reserve(StoredReservation wanted,
+  // The decision with the price known (core DecideReserve, then DecideBudgetAsset for a new
+  // reservation): the price is `wanted.amount` atomic units of `asset`. On kReserve, a budget
+  // without an asset is bound to `asset`, `sign` fills the payment fields of `wanted` (it runs
+  // inside the transaction, so a signature exists only for a reservation that is committed with
+  // it) and the row is written with a lease. kAssetMismatch and kOverBudget change nothing.
+  Result<Claim> Reserve(StoredReservation wanted, const BudgetAsset& asset,
                         const std::function<Status(StoredReservation&)>& sign, int64_t now_ms,
                         int64_t lease_until_ms);
   // Counted before each send, so that a later refusal knows whether an earlier send may have
@@ -95,12 +106,16 @@ class BudgetDb {
   Result<std::optional<StoredReservation>> Find(const std::string& key);
   Result<std::vector<StoredReservation>> List();
   Result<BudgetFigures> Figures();
+  Result<BudgetAssetBinding> Asset();
 
  private:
   explicit BudgetDb(std::unique_ptr<sqlite::Database> db);
   Status Transaction(const std::function<Status()>& body);
   Result<std::optional<StoredReservation>> FindLocked(const std::string& key);
   Result<BudgetFigures> FiguresLocked();
+  Result<BudgetAssetBinding> AssetLocked();
+  Status BindLocked(const BudgetAsset& asset);
+  Status MigrateLocked();
   Status Write(const StoredReservation& row);
 
   std::unique_ptr<sqlite::Database> db_;

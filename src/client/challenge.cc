@@ -154,11 +154,11 @@ std::string VersionWords(x402::Version version) {
   return version == x402::Version::kV2 ? "x402 v2" : "x402 v1";
 }
 
-// "x402 v1 on eip155:1337 in 0x… for 10000", with why it cannot be signed when it cannot.
+// "x402 v1 on eip155:1337 in 0x… for 10000 to 0x…", with why it cannot be signed when it cannot.
 std::string DescribeOffer(const Offer& offer, bool signing) {
   std::string text = (signing ? VersionWords(offer.version) + " on " : "a price on ") +
                      offer.network + " in " + chain::ToLowerHex(offer.asset) + " for " +
-                     std::to_string(offer.amount);
+                     std::to_string(offer.amount) + " to " + chain::ToLowerHex(offer.pay_to);
   if (signing && !NetworkFitsVersion(offer)) {
     text += offer.version == x402::Version::kV2 ? " (not an eip155:<chain id> network)"
                                                 : " (not an x402 v1 network name)";
@@ -175,6 +175,17 @@ std::string DescribeOffers(const std::vector<Offer>& offers, bool signing) {
   }
   if (offers.size() > kNamed) text += " and " + std::to_string(offers.size() - kNamed) + " more";
   return text;
+}
+
+// ", asset 0x… or 0x… (--asset)", or ", any asset" when `addresses` is empty.
+std::string DescribeAddresses(const std::vector<chain::Address>& addresses, const char* what,
+                              const char* flag) {
+  if (addresses.empty()) return std::string(", any ") + what;
+  std::string text = std::string(", ") + what;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    text += (i == 0 ? " " : " or ") + chain::ToLowerHex(addresses[i]);
+  }
+  return text + " (" + flag + ")";
 }
 
 std::string DescribeAllowance(const Allowance& allowance, bool signing) {
@@ -195,9 +206,24 @@ std::string DescribeAllowance(const Allowance& allowance, bool signing) {
     }
     text += " (--network)";
   }
-  text += allowance.asset ? ", asset " + chain::ToLowerHex(*allowance.asset) + " (--asset)"
-                          : ", any asset";
+  if (allowance.rpc_chain_id) {
+    text += ", the chain of --chain-rpc (" + x402::V2Network(*allowance.rpc_chain_id) + ")";
+  }
+  text += DescribeAddresses(allowance.assets, "asset", "--asset");
+  if (allowance.budget.state != BudgetAssetState::kUnbound) {
+    text += ", the budget file's asset: " +
+            (allowance.budget.state == BudgetAssetState::kBound
+                 ? allowance.budget.asset.address + " on " +
+                       x402::V2Network(allowance.budget.asset.chain_id)
+                 : std::string("none (an older file with payments in several assets)"));
+  }
+  if (signing) text += DescribeAddresses(allowance.payees, "payee", "--payee");
+  text += ", at most " + std::to_string(allowance.max_amount) + " (--max-amount)";
   return text;
+}
+
+bool Contains(const std::vector<chain::Address>& list, const chain::Address& address) {
+  return std::find(list.begin(), list.end(), address) != list.end();
 }
 
 // Why v1 cannot pay where the server is: the offered chains x402 v1 has no name for.
@@ -218,24 +244,42 @@ std::string V1Hint(const std::vector<Offer>& offers) {
 Result<Offer> ChooseOffer(const Challenge& challenge, const Allowance& allowance, bool signing) {
   struct Stage {
     ErrorCode code;
+    bool signing_only;
     bool (*allows)(const Offer&, const Allowance&);
   };
-  static constexpr Stage kSigningStages[] = {
-      {ErrorCode::kX402VersionNotUsable,
+  // In this order; the refusal names the first stage that left no offer.
+  static constexpr Stage kStages[] = {
+      {ErrorCode::kX402VersionNotUsable, true,
        [](const Offer& o, const Allowance& a) {
          return a.x402_version == 0 || static_cast<int>(o.version) == a.x402_version;
        }},
-      {ErrorCode::kX402VersionNotUsable,
+      {ErrorCode::kX402VersionNotUsable, true,
        [](const Offer& o, const Allowance&) { return NetworkFitsVersion(o); }},
-  };
-  static constexpr Stage kStages[] = {
-      {ErrorCode::kNetworkNotAllowed,
+      {ErrorCode::kNetworkNotAllowed, false,
        [](const Offer& o, const Allowance& a) {
          return a.chain_ids.empty() ||
                 std::find(a.chain_ids.begin(), a.chain_ids.end(), o.chain_id) != a.chain_ids.end();
        }},
-      {ErrorCode::kAssetNotAllowed,
-       [](const Offer& o, const Allowance& a) { return !a.asset || o.asset == *a.asset; }},
+      {ErrorCode::kChainRpcMismatch, false,
+       [](const Offer& o, const Allowance& a) {
+         return !a.rpc_chain_id || *a.rpc_chain_id == o.chain_id;
+       }},
+      {ErrorCode::kAssetNotAllowed, false,
+       [](const Offer& o, const Allowance& a) {
+         return a.assets.empty() || Contains(a.assets, o.asset);
+       }},
+      {ErrorCode::kBudgetAssetMismatch, false,
+       [](const Offer& o, const Allowance& a) {
+         const BudgetAssetVerdict v =
+             DecideBudgetAsset(a.budget, o.chain_id, chain::ToLowerHex(o.asset));
+         return v == BudgetAssetVerdict::kSame || v == BudgetAssetVerdict::kBind;
+       }},
+      {ErrorCode::kPayeeNotAllowed, true,
+       [](const Offer& o, const Allowance& a) {
+         return a.payees.empty() || Contains(a.payees, o.pay_to);
+       }},
+      {ErrorCode::kAmountAboveMax, false,
+       [](const Offer& o, const Allowance& a) { return o.amount <= a.max_amount; }},
   };
   std::vector<const Offer*> left;
   for (const Offer& offer : challenge.offers) left.push_back(&offer);
@@ -248,10 +292,9 @@ Result<Offer> ChooseOffer(const Challenge& challenge, const Allowance& allowance
     if (next.empty() && !refusal) refusal = stage.code;
     left = std::move(next);
   };
-  if (signing) {
-    for (const Stage& stage : kSigningStages) apply(stage);
+  for (const Stage& stage : kStages) {
+    if (signing || !stage.signing_only) apply(stage);
   }
-  for (const Stage& stage : kStages) apply(stage);
   // Offers keep the server's order, v2 first: the first one left is v2 whenever v2 is allowed.
   if (!left.empty()) return *left.front();
   std::string message = "refused before paying: the server offers " +

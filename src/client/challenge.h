@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "chain/bytes.h"
+#include "core/budget.h"
 #include "core/result.h"
 #include "http/client.h"
 #include "x402/wire.h"
@@ -49,18 +50,26 @@ Result<Challenge> ParseChallenge(const ClientResponse& response);
 // for (a local devnet): the server would refuse it with network_mismatch.
 bool NetworkFitsVersion(const Offer& offer);
 
-// What the caller allows itself to pay with (its spend controls).
+// What the caller allows itself to pay with (its spend controls), and what its budget file and
+// --chain-rpc already fix.
 struct Allowance {
-  int x402_version = 0;                 // 0: v2 when usable, else v1; or exactly 1 or 2
-  std::vector<uint64_t> chain_ids;      // empty: any network
-  std::optional<chain::Address> asset;  // nullopt: any asset
+  int x402_version = 0;                  // 0: v2 when usable, else v1; or exactly 1 or 2
+  std::vector<uint64_t> chain_ids;       // --network; empty: any network
+  std::vector<chain::Address> assets;    // --asset; empty: any asset
+  std::vector<chain::Address> payees;    // --payee; empty: any payee (x402 only)
+  int64_t max_amount = INT64_MAX;        // --max-amount: the most one payment may cost
+  std::optional<uint64_t> rpc_chain_id;  // the chain --chain-rpc serves, when given
+  BudgetAssetBinding budget;             // the budget file's asset (unbound: any)
 };
 
 // The offer to pay with: the first allowed one, v2 preferred when the version is not fixed. For an
-// x402 payment (`signing`) the version must be the allowed one and the offer's network must fit it;
-// a wallet payment only needs a price, so only network and asset apply. Errors, each with one line
-// naming what was offered and what is allowed: "x402_version_not_usable" (the allowed version is
-// not offered, or cannot name the offered network), "network_not_allowed", "asset_not_allowed".
+// x402 payment (`signing`) the version must be the allowed one, the offer's network must fit it and
+// its payTo must be an allowed payee; a wallet payment (which pays the gateway's account, not
+// payTo) is held to network, --chain-rpc, asset, the budget's asset and the maximum amount. Errors,
+// each with one line naming what was offered and what is allowed, by the first check that left no
+// offer: "x402_version_not_usable" (the allowed version is not offered, or cannot name the offered
+// network), "network_not_allowed", "chain_rpc_mismatch", "asset_not_allowed",
+// "budget_asset_mismatch", "payee_not_allowed", "amount_above_max".
 Result<Offer> ChooseOffer(const Challenge& challenge, const Allowance& allowance, bool signing);
 
 // Why a server refused a payment (any status): the x402 `error` of a PAYMENT-REQUIRED header, else

@@ -48,7 +48,12 @@ class PayRun {
   }
   bool Setup();
   bool ReadAllowance();
+  bool ReadAddresses(const std::vector<std::string>& texts, const char* flag,
+                     std::vector<chain::Address>& out);
   std::optional<Challenge> FetchPrice();
+  bool LearnWhatIsFixed();
+  BudgetAsset AssetOf(const Offer& offer);
+  bool Refuse(ErrorCode code, const std::string& message);
   bool ReserveFor(const Challenge& challenge);
   Status SignInto(const Offer& offer, StoredReservation& row);
   PayResult SendUntilFinal();
@@ -80,7 +85,9 @@ class PayRun {
   int64_t deadline_ms_ = 0;
   std::string fingerprint_;
   std::optional<chain::PrivateKey> buyer_;
-  Allowance allowance_;  // the spend controls the options give
+  Allowance
+      allowance_;  // the spend controls the options give, the budget's asset, --chain-rpc's chain
+  std::optional<Endpoint> chain_rpc_;
   std::unique_ptr<BudgetDb> budget_;
   StoredReservation reservation_;
   bool have_reservation_ = false;
@@ -173,14 +180,8 @@ bool PayRun::ReadAllowance() {
     return Stop(ExitCode::kError, "error", "the x402 version must be 1 or 2 (or 0: either)");
   }
   allowance_.x402_version = options_.x402_version;
-  if (!options_.asset.empty()) {
-    auto asset = chain::ParseAddress(options_.asset);
-    if (!asset.ok()) {
-      return Stop(ExitCode::kError, "error",
-                  "--asset '" + options_.asset + "' is not an address (0x + 40 hex digits)");
-    }
-    allowance_.asset = *asset;
-  }
+  if (!ReadAddresses(options_.assets, "--asset", allowance_.assets)) return false;
+  if (!ReadAddresses(options_.payees, "--payee", allowance_.payees)) return false;
   for (const std::string& network : options_.networks) {
     auto chain_id = x402::ChainIdForNetwork(network);
     if (!chain_id) {
@@ -188,6 +189,31 @@ bool PayRun::ReadAllowance() {
                   "--network '" + network + "' is not a network: give eip155:<chain id>");
     }
     allowance_.chain_ids.push_back(*chain_id);
+  }
+  if (options_.max_amount <= 0) {
+    return Stop(ExitCode::kError, "error",
+                "--max-amount must be a positive number of atomic units");
+  }
+  allowance_.max_amount = options_.max_amount;
+  if (!options_.chain_rpc.empty()) {
+    auto endpoint = ParseHttpUrl(options_.chain_rpc);
+    if (!endpoint.ok()) {
+      return Stop(ExitCode::kError, "error", "--chain-rpc: " + endpoint.status().message());
+    }
+    chain_rpc_ = *endpoint;
+  }
+  return true;
+}
+
+bool PayRun::ReadAddresses(const std::vector<std::string>& texts, const char* flag,
+                           std::vector<chain::Address>& out) {
+  for (const std::string& text : texts) {
+    auto address = chain::ParseAddress(text);
+    if (!address.ok()) {
+      return Stop(ExitCode::kError, "error",
+                  std::string(flag) + " '" + text + "' is not an address (0x + 40 hex digits)");
+    }
+    out.push_back(*address);
   }
   return true;
 }
@@ -219,6 +245,7 @@ PayResult PayRun::Run() {
   }
   std::optional<Challenge> challenge = FetchPrice();
   if (!challenge) return result_;
+  if (!LearnWhatIsFixed()) return result_;
   if (!ReserveFor(*challenge)) return result_;
   return SendUntilFinal();
 }
@@ -298,6 +325,48 @@ Status PayRun::SignInto(const Offer& offer, StoredReservation& row) {
   return Status::Ok();
 }
 
+// What a new payment must match besides the flags: the budget file's asset and, with
+// --chain-rpc, the chain that node serves (evidence read from another chain would be wrong).
+bool PayRun::LearnWhatIsFixed() {
+  auto binding = budget_->Asset();
+  if (!binding.ok()) return Stop(ExitCode::kError, "error", binding.status().message());
+  allowance_.budget = *binding;
+  if (!chain_rpc_) return true;
+  chain::RpcChain chain(*chain_rpc_, std::max<int64_t>(1000, options_.attempt_timeout_ms));
+  auto chain_id = chain.ChainId();
+  if (!chain_id.ok()) {
+    return Stop(ExitCode::kError, "error",
+                "could not ask --chain-rpc " + options_.chain_rpc + " which chain it serves (" +
+                    chain_id.status().message() + "); nothing was reserved, signed or sent");
+  }
+  allowance_.rpc_chain_id = *chain_id;
+  return true;
+}
+
+// The asset a reservation for `offer` counts in. Its decimals are asked of --chain-rpc only when
+// this payment binds the budget file (x402 challenges do not carry them); unknown otherwise.
+BudgetAsset PayRun::AssetOf(const Offer& offer) {
+  BudgetAsset asset{offer.chain_id, chain::ToLowerHex(offer.asset), offer.asset_name, std::nullopt};
+  if (allowance_.budget.state != BudgetAssetState::kUnbound || !chain_rpc_) return asset;
+  chain::RpcChain chain(*chain_rpc_, std::max<int64_t>(1000, options_.attempt_timeout_ms));
+  constexpr uint8_t kDecimalsSelector[] = {0x31, 0x3c, 0xe5, 0x67};  // decimals()
+  auto word = chain.Call(offer.asset,
+                         chain::Bytes(std::begin(kDecimalsSelector), std::end(kDecimalsSelector)));
+  constexpr uint8_t kMaxDecimals = 77;  // 10^77 still fits a uint256
+  if (word.ok() && word->size() == 32 &&
+      std::all_of(word->begin(), word->end() - 1, [](uint8_t b) { return b == 0; }) &&
+      word->back() <= kMaxDecimals) {
+    asset.decimals = word->back();
+  }
+  return asset;
+}
+
+// The client's own refusal: nothing was reserved, signed or sent after the 402.
+bool PayRun::Refuse(ErrorCode code, const std::string& message) {
+  result_.reason = std::string(ErrorCodeName(code));
+  return Stop(ExitCode::kRejected, "refused", message);
+}
+
 bool PayRun::ReserveFor(const Challenge& challenge) {
   StoredReservation wanted;
   wanted.key = result_.key;
@@ -307,10 +376,7 @@ bool PayRun::ReserveFor(const Challenge& challenge) {
   // Refused here, before the budget file or the key is touched: an offer the spend controls
   // exclude, or one whose version cannot name its network, would be signed only to be refused.
   auto chosen = ChooseOffer(challenge, allowance_, /*signing=*/buyer_.has_value());
-  if (!chosen.ok()) {
-    result_.reason = std::string(chosen.status().code());
-    return Stop(ExitCode::kError, "refused", chosen.status().message());
-  }
+  if (!chosen.ok()) return Refuse(chosen.status().error(), chosen.status().message());
   std::optional<Offer> offer;
   if (buyer_) {
     offer = *chosen;
@@ -328,10 +394,16 @@ bool PayRun::ReserveFor(const Challenge& challenge) {
                    ", pay to " + wanted.pay_to + ")"
              : " (wallet)"));
   auto sign = [&](StoredReservation& row) { return offer ? SignInto(*offer, row) : Status::Ok(); };
-  auto claim = budget_->Reserve(wanted, sign, Now(), deadline_ms_ + kLeaseMarginMs);
+  auto claim =
+      budget_->Reserve(wanted, AssetOf(*chosen), sign, Now(), deadline_ms_ + kLeaseMarginMs);
   if (!claim.ok()) return Stop(ExitCode::kError, "error", claim.status().message());
   const BudgetFigures& f = claim->figures;
   switch (claim->kind) {
+    case ClaimKind::kAssetMismatch:  // another run bound the file since its asset was read
+      return Refuse(ErrorCode::kBudgetAssetMismatch,
+                    "refused before paying: the price is in " + chain::ToLowerHex(chosen->asset) +
+                        " on " + chosen->network + " but the budget file counts in " +
+                        DescribeBinding(claim->binding) + "; nothing was reserved, signed or sent");
     case ClaimKind::kOverBudget:
       result_.amount = wanted.amount;
       return Stop(ExitCode::kOverBudget, "over_budget",
@@ -392,9 +464,8 @@ void PayRun::TakeResponse(const ClientResponse& response) {
 // a warning, not a reason to stop.
 void PayRun::KeepEvidence(const std::string& operation_id, const std::string& tx_hash) {
   if (!budget_->RecordEvidence(result_.key, operation_id, tx_hash, Now()).ok()) {
-    Say(operation_id.empty()
-            ? "warning: could not record the transaction hash in the budget file"
-            : "warning: could not record the operation id in the budget file");
+    Say(operation_id.empty() ? "warning: could not record the transaction hash in the budget file"
+                             : "warning: could not record the operation id in the budget file");
   }
 }
 

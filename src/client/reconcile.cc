@@ -151,9 +151,27 @@ BudgetReport ReadBudget(const std::string& budget_db) {
   }
   auto rows = (*budget)->List();
   auto figures = (*budget)->Figures();
-  if (!rows.ok() || !figures.ok()) {
-    report.error = !rows.ok() ? rows.status().message() : figures.status().message();
+  auto asset = (*budget)->Asset();
+  if (!rows.ok() || !figures.ok() || !asset.ok()) {
+    report.error = !rows.ok()      ? rows.status().message()
+                   : !figures.ok() ? figures.status().message()
+                                   : asset.status().message();
     return report;
+  }
+  switch (asset->state) {
+    case BudgetAssetState::kUnbound:
+      report.asset.state = "unbound";
+      break;
+    case BudgetAssetState::kMixed:
+      report.asset.state = "mixed";
+      break;
+    case BudgetAssetState::kBound:
+      report.asset.state = "bound";
+      report.asset.chain_id = asset->asset.chain_id;
+      report.asset.address = asset->asset.address;
+      report.asset.name = asset->asset.name;
+      report.asset.decimals = asset->asset.decimals;
+      break;
   }
   report.total = figures->total;
   report.committed = figures->committed;

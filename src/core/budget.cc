@@ -1,6 +1,8 @@
 // Budget reservation decisions; see budget.h.
 #include "core/budget.h"
 
+#include <cctype>
+
 #include "core/check.h"
 
 namespace agentpay {
@@ -28,6 +30,55 @@ std::optional<ReservationState> ParseReservationState(std::string_view name) {
 }
 
 bool CountsAgainstBudget(ReservationState state) { return state != ReservationState::kReleased; }
+
+namespace {
+
+bool SameAddress(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+BudgetAssetVerdict DecideBudgetAsset(const BudgetAssetBinding& binding, uint64_t chain_id,
+                                     std::string_view address) {
+  switch (binding.state) {
+    case BudgetAssetState::kUnbound:
+      return BudgetAssetVerdict::kBind;
+    case BudgetAssetState::kMixed:
+      return BudgetAssetVerdict::kMixed;
+    case BudgetAssetState::kBound:
+      return binding.asset.chain_id == chain_id && SameAddress(binding.asset.address, address)
+                 ? BudgetAssetVerdict::kSame
+                 : BudgetAssetVerdict::kOther;
+  }
+  AGENTPAY_CHECK(false);
+}
+
+BudgetAssetBinding MigrateBudgetAsset(
+    const std::vector<std::pair<uint64_t, std::string>>& reservation_assets) {
+  BudgetAssetBinding binding;
+  for (const auto& [chain_id, address] : reservation_assets) {
+    switch (DecideBudgetAsset(binding, chain_id, address)) {
+      case BudgetAssetVerdict::kBind:
+        binding.state = BudgetAssetState::kBound;
+        binding.asset.chain_id = chain_id;
+        binding.asset.address = address;
+        for (char& c : binding.asset.address) c = static_cast<char>(std::tolower(c));
+        break;
+      case BudgetAssetVerdict::kSame:
+        break;
+      case BudgetAssetVerdict::kOther:
+      case BudgetAssetVerdict::kMixed:
+        return BudgetAssetBinding{BudgetAssetState::kMixed, {}};
+    }
+  }
+  return binding;
+}
 
 ReserveVerdict DecideReserve(const std::optional<ReservationSnapshot>& existing,
                              std::string_view fingerprint, int64_t amount, int64_t total,

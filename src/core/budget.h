@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace agentpay {
 
@@ -46,6 +47,44 @@ ReserveVerdict DecideReserve(const std::optional<ReservationSnapshot>& existing,
 // Spent never changes (the money moved), released changes only through a new reservation, and an
 // unknown or reserved reservation takes what was learned. Precondition: learned != kReserved.
 ReservationState AfterOutcome(ReservationState current, ReservationState learned);
+
+// The asset a budget counts in: its total and every reservation are atomic units of one token on
+// one chain. A budget file is bound to its asset by its first reservation (or by the migration of
+// an older file, see MigrateBudgetAsset) and never changes it.
+struct BudgetAsset {
+  uint64_t chain_id = 0;
+  std::string address;          // the token, lower-case 0x hex
+  std::string name;             // its EIP-712 domain name as the offer gave it ("USDC"), or ""
+  std::optional<int> decimals;  // when the chain was asked (--chain-rpc), else unknown
+};
+
+enum class BudgetAssetState {
+  kUnbound,  // no reservation yet: the next one binds the file to its asset
+  kBound,    // counts in `asset`
+  kMixed,    // an older file whose reservations are in several assets: no unit, no new payment
+};
+struct BudgetAssetBinding {
+  BudgetAssetState state = BudgetAssetState::kUnbound;
+  BudgetAsset asset;  // kBound only
+};
+
+enum class BudgetAssetVerdict {
+  kSame,   // the offer is in the budget's asset
+  kBind,   // the budget has no asset yet: this reservation binds it
+  kOther,  // another asset (chain or token): refuse, nothing reserved or signed
+  kMixed,  // the budget has no single asset (an older, mixed file): refuse
+};
+
+// Whether a reservation in (chain_id, address) may count against a budget bound as `binding`.
+// Addresses compare case-insensitively.
+BudgetAssetVerdict DecideBudgetAsset(const BudgetAssetBinding& binding, uint64_t chain_id,
+                                     std::string_view address);
+
+// The binding of a budget file written before budgets named their asset (schema 1), from the
+// (chain id, token) of each of its x402 reservations (wallet ones name none): no reservation →
+// kUnbound; all in one asset → kBound to it (name and decimals unknown); several → kMixed.
+BudgetAssetBinding MigrateBudgetAsset(
+    const std::vector<std::pair<uint64_t, std::string>>& reservation_assets);
 
 enum class ReconcileVerdict { kKeep, kMarkSpent, kMarkReleased };
 

@@ -69,7 +69,11 @@ enum class ErrorCode : uint8_t {
   kNoOffer,
   kX402VersionNotUsable,
   kNetworkNotAllowed,
-  kAssetNotAllowed,  // the last (tests/core/result_test.cc walks them up to it)
+  kAssetNotAllowed,
+  kPayeeNotAllowed,      // the offer pays an address outside the client's --payee list
+  kAmountAboveMax,       // the offer asks more than the client's --max-amount
+  kBudgetAssetMismatch,  // the offer is in another asset than the budget file counts in
+  kChainRpcMismatch,  // --chain-rpc is another chain than the offer's (the last: result_test.cc)
 };
 
 // The code's stable name ("" for kOk). The one table of names: -Wswitch (-Wall -Werror) refuses an
@@ -131,6 +135,10 @@ constexpr std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kX402VersionNotUsable: return "x402_version_not_usable";
     case ErrorCode::kNetworkNotAllowed: return "network_not_allowed";
     case ErrorCode::kAssetNotAllowed: return "asset_not_allowed";
+    case ErrorCode::kPayeeNotAllowed: return "payee_not_allowed";
+    case ErrorCode::kAmountAboveMax: return "amount_above_max";
+    case ErrorCode::kBudgetAssetMismatch: return "budget_asset_mismatch";
+    case ErrorCode::kChainRpcMismatch: return "chain_rpc_mismatch";
   }
   // clang-format on
   AGENTPAY_CHECK(false && "ErrorCode out of range");

@@ -12,10 +12,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <tuple>
 #include <vector>
+
+#include "sqlite/sqlite_db.h"
 
 namespace agentpay::client {
 namespace {
+
+const BudgetAsset kAsset{84532, "0x5fbdb2315678afecb367f032d93f642f64180aa3", "USDC", std::nullopt};
 
 class BudgetDbTest : public ::testing::Test {
  protected:
@@ -68,17 +73,17 @@ TEST_F(BudgetDbTest, ReservesUntilTheTotalThenRefuses) {
     return Status::Ok();
   };
   for (const char* key : {"a", "b"}) {
-    auto claim = (*db)->Reserve(Wanted(key, 1000), sign, 10, 100);
+    auto claim = (*db)->Reserve(Wanted(key, 1000), kAsset, sign, 10, 100);
     ASSERT_TRUE(claim.ok());
     EXPECT_EQ(claim->kind, ClaimKind::kReserved);
     EXPECT_EQ(claim->reservation.payment_header, std::string("header-") + key);
   }
-  auto over = (*db)->Reserve(Wanted("c", 1000), sign, 10, 100);
+  auto over = (*db)->Reserve(Wanted("c", 1000), kAsset, sign, 10, 100);
   ASSERT_TRUE(over.ok());
   EXPECT_EQ(over->kind, ClaimKind::kOverBudget);
   EXPECT_EQ(signed_count, 2) << "nothing is signed for a reservation that is refused";
   EXPECT_FALSE((*db)->Find("c")->has_value());
-  auto fits = (*db)->Reserve(Wanted("d", 500), sign, 10, 100);
+  auto fits = (*db)->Reserve(Wanted("d", 500), kAsset, sign, 10, 100);
   EXPECT_EQ(fits->kind, ClaimKind::kReserved);
   EXPECT_EQ((*db)->Figures()->committed, 2500);
 }
@@ -90,8 +95,8 @@ TEST_F(BudgetDbTest, AnExistingKeyResumesWithItsPaymentAndNeverSignsAgain) {
     r.payment_header = "first-signature-" + std::to_string(++signed_count);
     return Status::Ok();
   };
-  ASSERT_EQ((*db)->Reserve(Wanted("k", 1000), sign, 10, 100)->kind, ClaimKind::kReserved);
-  auto again = (*db)->Reserve(Wanted("k", 1000), sign, 20, 200);
+  ASSERT_EQ((*db)->Reserve(Wanted("k", 1000), kAsset, sign, 10, 100)->kind, ClaimKind::kReserved);
+  auto again = (*db)->Reserve(Wanted("k", 1000), kAsset, sign, 20, 200);
   ASSERT_EQ(again->kind, ClaimKind::kResume);
   EXPECT_EQ(again->reservation.payment_header, "first-signature-1");
   EXPECT_EQ(signed_count, 1);
@@ -105,26 +110,26 @@ TEST_F(BudgetDbTest, AnExistingKeyResumesWithItsPaymentAndNeverSignsAgain) {
 TEST_F(BudgetDbTest, AFailedSignatureLeavesNoReservation) {
   auto db = BudgetDb::Open(path_, 1000, 1);
   auto failing = [](StoredReservation&) { return Status::Error(ErrorCode::kSigningFailed, "no"); };
-  EXPECT_FALSE((*db)->Reserve(Wanted("k", 10), failing, 1, 2).ok());
+  EXPECT_FALSE((*db)->Reserve(Wanted("k", 10), kAsset, failing, 1, 2).ok());
   EXPECT_FALSE((*db)->Find("k")->has_value());
   EXPECT_EQ((*db)->Figures()->committed, 0);
 }
 
 TEST_F(BudgetDbTest, OutcomesNeverDowngradeAndReleaseFreesTheBudget) {
   auto db = BudgetDb::Open(path_, 1000, 1);
-  ASSERT_EQ((*db)->Reserve(Wanted("a", 600), NoSign, 1, 2)->kind, ClaimKind::kReserved);
+  ASSERT_EQ((*db)->Reserve(Wanted("a", 600), kAsset, NoSign, 1, 2)->kind, ClaimKind::kReserved);
   EXPECT_EQ((*db)->Finish("a", ReservationState::kSpent, "", 3)->state, ReservationState::kSpent);
   EXPECT_EQ((*db)->Finish("a", ReservationState::kUnknown, "", 4)->state, ReservationState::kSpent);
   EXPECT_EQ((*db)->Finish("a", ReservationState::kReleased, "", 4)->state,
             ReservationState::kSpent);
-  ASSERT_EQ((*db)->Reserve(Wanted("b", 400), NoSign, 1, 2)->kind, ClaimKind::kReserved);
-  EXPECT_EQ((*db)->Reserve(Wanted("c", 1), NoSign, 1, 2)->kind, ClaimKind::kOverBudget);
+  ASSERT_EQ((*db)->Reserve(Wanted("b", 400), kAsset, NoSign, 1, 2)->kind, ClaimKind::kReserved);
+  EXPECT_EQ((*db)->Reserve(Wanted("c", 1), kAsset, NoSign, 1, 2)->kind, ClaimKind::kOverBudget);
   EXPECT_EQ((*db)->Finish("b", ReservationState::kReleased, "refused", 5)->state,
             ReservationState::kReleased);
   EXPECT_EQ((*db)->Figures()->committed, 600);
   EXPECT_EQ((*db)->Figures()->spent, 600);
   // A released key may be reserved again (a new payment: the old one can never land).
-  auto renewed = (*db)->Reserve(Wanted("b", 300), NoSign, 6, 7);
+  auto renewed = (*db)->Reserve(Wanted("b", 300), kAsset, NoSign, 6, 7);
   EXPECT_EQ(renewed->kind, ClaimKind::kReserved);
   EXPECT_EQ(renewed->reservation.sends, 0);
   EXPECT_EQ((*db)->Figures()->committed, 900);
@@ -132,7 +137,7 @@ TEST_F(BudgetDbTest, OutcomesNeverDowngradeAndReleaseFreesTheBudget) {
 
 TEST_F(BudgetDbTest, ReconcileLeavesALeasedReservationAlone) {
   auto db = BudgetDb::Open(path_, 1000, 1);
-  ASSERT_EQ((*db)->Reserve(Wanted("a", 100), NoSign, 1, /*lease_until_ms=*/1000)->kind,
+  ASSERT_EQ((*db)->Reserve(Wanted("a", 100), kAsset, NoSign, 1, /*lease_until_ms=*/1000)->kind,
             ClaimKind::kReserved);
   auto during = (*db)->ApplyReconcile("a", ReservationState::kReserved,
                                       ReconcileVerdict::kMarkReleased, "x", /*now_ms=*/500);
@@ -160,7 +165,7 @@ int ReserveMany(const std::string& path, const std::string& prefix, int keys, in
     r.amount = amount;
     r.scheme = "x402";
     auto claim = (*db)->Reserve(
-        r, [](StoredReservation&) { return Status::Ok(); }, 1, 2);
+        r, kAsset, [](StoredReservation&) { return Status::Ok(); }, 1, 2);
     if (!claim.ok()) return -1;
     if (claim->kind == ClaimKind::kReserved) ++reserved;
   }
@@ -214,6 +219,194 @@ TEST_F(BudgetDbTest, ProcessesNeverExceedTheTotal) {
   auto db = BudgetDb::Open(path_, kTotal, 1);
   EXPECT_EQ((*db)->Figures()->committed, (kTotal / kAmount) * kAmount);
   EXPECT_EQ((*db)->List()->size(), static_cast<size_t>(kTotal / kAmount));
+}
+
+// --- the budget's asset --------------------------------------------------------------------------
+
+TEST_F(BudgetDbTest, TheFirstReservationBindsTheAssetAndAnotherIsRefused) {
+  auto db = BudgetDb::Open(path_, 5000, 1);
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ((*db)->Asset()->state, BudgetAssetState::kUnbound);
+  BudgetAsset mixed_case = kAsset;
+  mixed_case.address = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
+  mixed_case.decimals = 6;
+  auto first = (*db)->Reserve(Wanted("a", 1000), mixed_case, NoSign, 1, 2);
+  ASSERT_EQ(first->kind, ClaimKind::kReserved);
+  auto bound = (*db)->Asset();
+  ASSERT_EQ(bound->state, BudgetAssetState::kBound);
+  EXPECT_EQ(bound->asset.chain_id, 84532u);
+  EXPECT_EQ(bound->asset.address, kAsset.address) << "stored lower-case";
+  EXPECT_EQ(bound->asset.name, "USDC");
+  EXPECT_EQ(bound->asset.decimals, 6);
+  EXPECT_EQ(first->binding.state, BudgetAssetState::kBound);
+  EXPECT_EQ(DescribeBinding(*bound),
+            "0x5fbdb2315678afecb367f032d93f642f64180aa3 on eip155:84532 (USDC, 6 decimals)");
+
+  BudgetAsset other_token = kAsset;
+  other_token.address = "0x0000000000000000000000000000000000000001";
+  BudgetAsset other_chain = kAsset;
+  other_chain.chain_id = 8453;
+  for (const BudgetAsset& other : {other_token, other_chain}) {
+    int signed_count = 0;
+    auto sign = [&](StoredReservation&) {
+      ++signed_count;
+      return Status::Ok();
+    };
+    auto refused = (*db)->Reserve(Wanted("b", 1000), other, sign, 3, 4);
+    ASSERT_TRUE(refused.ok());
+    EXPECT_EQ(refused->kind, ClaimKind::kAssetMismatch);
+    EXPECT_EQ(signed_count, 0) << "nothing signed";
+    EXPECT_EQ((*db)->List()->size(), 1u) << "nothing reserved";
+    EXPECT_EQ((*db)->Figures()->committed, 1000);
+    EXPECT_EQ((*db)->Asset()->asset.address, kAsset.address) << "the binding stands";
+    EXPECT_FALSE((*db)->Find("b")->has_value());
+  }
+  // Resuming an existing key reserves nothing new: the asset is not asked again.
+  EXPECT_EQ((*db)->Reserve(Wanted("a", 1000), other_token, NoSign, 5, 6)->kind, ClaimKind::kResume);
+}
+
+TEST_F(BudgetDbTest, NothingReservedBindsNothing) {
+  auto db = BudgetDb::Open(path_, 500, 1);
+  EXPECT_EQ((*db)->Reserve(Wanted("over", 1000), kAsset, NoSign, 1, 2)->kind,
+            ClaimKind::kOverBudget);
+  EXPECT_EQ((*db)->Asset()->state, BudgetAssetState::kUnbound) << "over budget binds nothing";
+  auto failing = [](StoredReservation&) { return Status::Error(ErrorCode::kSigningFailed, "x"); };
+  EXPECT_FALSE((*db)->Reserve(Wanted("k", 10), kAsset, failing, 1, 2).ok());
+  EXPECT_EQ((*db)->Asset()->state, BudgetAssetState::kUnbound) << "rolled back with the signature";
+  BudgetAsset other = kAsset;
+  other.address = "0x0000000000000000000000000000000000000001";
+  EXPECT_EQ((*db)->Reserve(Wanted("k", 10), other, NoSign, 1, 2)->kind, ClaimKind::kReserved);
+  EXPECT_EQ((*db)->Asset()->asset.address, other.address);
+}
+
+// Processes racing on a new file with prices in two assets: the file is bound once, and every
+// reservation it took is in that one asset (the binding commits with the first reservation).
+TEST_F(BudgetDbTest, ProcessesRacingOnANewFileBindItToOneAsset) {
+  ASSERT_TRUE(BudgetDb::Open(path_, 1'000'000, 1).ok());
+  BudgetAsset other = kAsset;
+  other.address = "0x0000000000000000000000000000000000000001";
+  constexpr int kProcesses = 6, kKeys = 10;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto db = BudgetDb::Open(path_, std::nullopt, 1);
+      if (!db.ok()) _exit(255);
+      const BudgetAsset& mine = p % 2 == 0 ? kAsset : other;
+      int reserved = 0;
+      for (int i = 0; i < kKeys; ++i) {
+        StoredReservation r = Wanted("p" + std::to_string(p) + "-" + std::to_string(i), 10);
+        r.asset = mine.address;  // the row remembers whose run it was
+        auto claim = (*db)->Reserve(r, mine, NoSign, 1, 2);
+        if (!claim.ok()) _exit(255);
+        if (claim->kind == ClaimKind::kReserved) ++reserved;
+      }
+      _exit(reserved);
+    }
+    children.push_back(pid);
+  }
+  int reserved = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_NE(WEXITSTATUS(status), 255);
+    reserved += WEXITSTATUS(status);
+  }
+  auto db = BudgetDb::Open(path_, std::nullopt, 1);
+  auto binding = (*db)->Asset();
+  ASSERT_EQ(binding->state, BudgetAssetState::kBound);
+  EXPECT_EQ(reserved, kProcesses / 2 * kKeys) << "exactly the runs in the winning asset reserved";
+  auto rows = (*db)->List();
+  ASSERT_EQ(rows->size(), static_cast<size_t>(reserved));
+  for (const StoredReservation& row : *rows) EXPECT_EQ(row.asset, binding->asset.address);
+}
+
+// A budget file as the version before budgets named their asset wrote it (schema 1).
+void WriteSchema1File(
+    const std::string& path,
+    const std::vector<std::tuple<std::string, std::string, uint64_t, std::string>>& rows) {
+  auto db = sqlite::Database::Open(path, /*read_only=*/false);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE((*db)
+                  ->Exec(R"sql(
+CREATE TABLE budget (id INTEGER PRIMARY KEY CHECK (id = 1), total INTEGER NOT NULL CHECK (total >= 0),
+  schema_version INTEGER NOT NULL, created_ms INTEGER NOT NULL);
+CREATE TABLE reservations (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, method TEXT NOT NULL,
+  url TEXT NOT NULL, amount INTEGER NOT NULL CHECK (amount > 0),
+  state TEXT NOT NULL CHECK (state IN ('reserved', 'spent', 'released', 'unknown')),
+  scheme TEXT NOT NULL CHECK (scheme IN ('wallet', 'x402')), x402_version INTEGER NOT NULL,
+  payment_header TEXT NOT NULL, payer TEXT NOT NULL, nonce TEXT NOT NULL, asset TEXT NOT NULL,
+  pay_to TEXT NOT NULL, chain_id INTEGER NOT NULL, valid_before_s INTEGER NOT NULL,
+  operation_id TEXT NOT NULL, tx_hash TEXT NOT NULL, note TEXT NOT NULL, sends INTEGER NOT NULL,
+  lease_until_ms INTEGER NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL);
+INSERT INTO budget VALUES (1, 10000, 1, 1);
+)sql")
+                  .ok());
+  int n = 0;
+  for (const auto& [key, scheme, chain_id, asset] : rows) {
+    auto insert = (*db)->Prepare(
+        "INSERT INTO reservations VALUES (?, 'fp', 'GET', 'http://x/', 100, 'spent', ?, 2, '', "
+        "'', '', ?, '', ?, 0, '', '', '', 1, 0, ?, ?)");
+    ASSERT_TRUE(insert.ok());
+    insert->Bind(1, key).Bind(2, scheme).Bind(3, asset).Bind(4, static_cast<int64_t>(chain_id));
+    const int64_t created_ms = ++n;
+    insert->Bind(5, created_ms).Bind(6, created_ms);
+    ASSERT_TRUE(insert->Run().ok());
+  }
+}
+
+TEST_F(BudgetDbTest, AnOlderFileIsMigratedToTheAssetItsPaymentsUsed) {
+  const std::string upper = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
+  WriteSchema1File(
+      path_,
+      {{"w", "wallet", 0, ""}, {"a", "x402", 84532, upper}, {"b", "x402", 84532, kAsset.address}});
+  auto db = BudgetDb::Open(path_, std::nullopt, 1);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  auto binding = (*db)->Asset();
+  ASSERT_EQ(binding->state, BudgetAssetState::kBound);
+  EXPECT_EQ(binding->asset.chain_id, 84532u);
+  EXPECT_EQ(binding->asset.address, kAsset.address);
+  EXPECT_EQ((*db)->List()->size(), 3u) << "the reservations are kept";
+  EXPECT_EQ((*db)->Figures()->total, 10000);
+  BudgetAsset other = kAsset;
+  other.chain_id = 1;
+  EXPECT_EQ((*db)->Reserve(Wanted("n", 10), other, NoSign, 1, 2)->kind, ClaimKind::kAssetMismatch);
+  EXPECT_EQ((*db)->Reserve(Wanted("n", 10), kAsset, NoSign, 1, 2)->kind, ClaimKind::kReserved);
+  db->reset();
+  EXPECT_TRUE(BudgetDb::Open(path_, 10000, 2).ok()) << "a migrated file opens again as is";
+}
+
+TEST_F(BudgetDbTest, AnOlderFileWithoutPaymentsBindsOnItsNextOne) {
+  WriteSchema1File(path_, {{"w", "wallet", 0, ""}});
+  auto db = BudgetDb::Open(path_, 10000, 1);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ((*db)->Asset()->state, BudgetAssetState::kUnbound);
+  EXPECT_EQ((*db)->Reserve(Wanted("n", 10), kAsset, NoSign, 1, 2)->kind, ClaimKind::kReserved);
+  EXPECT_EQ((*db)->Asset()->state, BudgetAssetState::kBound);
+}
+
+TEST_F(BudgetDbTest, AnOlderMixedFileTakesNoNewPaymentButResumesItsOwn) {
+  WriteSchema1File(path_, {{"a", "x402", 84532, kAsset.address}, {"b", "x402", 1, kAsset.address}});
+  auto db = BudgetDb::Open(path_, std::nullopt, 1);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ((*db)->Asset()->state, BudgetAssetState::kMixed);
+  EXPECT_EQ((*db)->Reserve(Wanted("n", 10), kAsset, NoSign, 1, 2)->kind, ClaimKind::kAssetMismatch);
+  EXPECT_EQ((*db)->List()->size(), 2u);
+  auto claim = (*db)->ClaimExisting("a", "fp", 3, 4);
+  EXPECT_EQ(claim->kind, ClaimKind::kResume);
+}
+
+TEST_F(BudgetDbTest, ANewerFileIsRefused) {
+  ASSERT_TRUE(BudgetDb::Open(path_, 100, 1).ok());
+  {
+    auto raw = sqlite::Database::Open(path_, false);
+    ASSERT_TRUE((*raw)->Exec("UPDATE budget SET schema_version = 3").ok());
+  }
+  auto db = BudgetDb::Open(path_, std::nullopt, 1);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), "budget_schema");
 }
 
 }  // namespace

@@ -7,10 +7,13 @@
 
 #include <deque>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 
 #include "client/budget_db.h"
+#include "client/challenge.h"
 #include "client/keys.h"
 #include "http/server.h"
 #include "x402/base64.h"
@@ -392,9 +395,10 @@ class RefusalTest : public PayTest {
   // The run was refused by the client itself: one unpaid request, no paid one, and the budget file
   // holds no reservation at all.
   void ExpectRefusedBeforePaying(const PayResult& r, std::string_view reason) {
-    EXPECT_EQ(r.exit_code, ExitCode::kError) << r.message;
+    EXPECT_EQ(r.exit_code, ExitCode::kRejected) << r.message;
     EXPECT_EQ(r.outcome, "refused");
     EXPECT_EQ(r.reason, reason);
+    EXPECT_EQ(r.evidence.nonce, "") << "nothing was signed";
     EXPECT_EQ(r.attempts, 0);
     EXPECT_EQ(r.amount, 0);
     EXPECT_EQ(r.reservation_state, "");
@@ -419,7 +423,7 @@ TEST_F(RefusalTest, V1OnAChainV1CannotNameIsRefusedBeforeSigning) {
     const int unpaid_before = seller_.Unpaid();
     PayResult r = Run(options);
     EXPECT_EQ(seller_.Unpaid() - unpaid_before, 1);
-    EXPECT_EQ(r.exit_code, ExitCode::kError) << r.message;
+    EXPECT_EQ(r.exit_code, ExitCode::kRejected) << r.message;
     EXPECT_EQ(r.outcome, "refused");
     EXPECT_EQ(r.reason, "x402_version_not_usable");
     EXPECT_TRUE(seller_.Paid().empty());
@@ -520,7 +524,7 @@ TEST_F(PayTest, TheFirstAllowedOfferIsTaken) {
 
 TEST_F(RefusalTest, AChallengeInAnotherAssetIsRefused) {
   PayOptions options = Options();
-  options.asset = "0x0000000000000000000000000000000000000001";
+  options.assets = {"0x0000000000000000000000000000000000000001"};
   PayResult r = Run(options);
   ExpectRefusedBeforePaying(r, "asset_not_allowed");
   EXPECT_NE(r.message.find("asset 0x0000000000000000000000000000000000000001 (--asset)"),
@@ -540,7 +544,7 @@ TEST_F(PayTest, MalformedSpendControlsStopBeforeAnythingIsSent) {
   for (auto [asset, network] : {std::pair<std::string, std::string>{"0x12", ""},
                                 std::pair<std::string, std::string>{"", "mainnet-ish"}}) {
     PayOptions options = Options();
-    options.asset = asset;
+    if (!asset.empty()) options.assets = {asset};
     if (!network.empty()) options.networks = {network};
     PayResult r = Run(options);
     EXPECT_EQ(r.exit_code, ExitCode::kError) << r.message;
@@ -548,6 +552,289 @@ TEST_F(PayTest, MalformedSpendControlsStopBeforeAnythingIsSent) {
   }
   EXPECT_EQ(seller_.Unpaid(), 0);
   EXPECT_TRUE(seller_.Paid().empty());
+}
+
+// --- payee, maximum amount, the budget's asset, --chain-rpc (issue 13)
+// ----------------------------
+
+// A 402 offering `r` in both forms (v2 header, v1 body), as a gateway configured with it sends.
+HttpResponse ChallengeFor(const x402::Requirements& r) {
+  HttpResponse response =
+      JsonResponse(402, x402::PaymentRequiredV1Body({r}, "payment required").dump());
+  response.SetHeader("PAYMENT-REQUIRED", x402::EncodePaymentRequiredHeader({r}, ""));
+  return response;
+}
+
+constexpr char kOtherAddress[] = "0x90F79bf6EB2c4f870365E785982E1f101E93b906";
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+class GuardTest : public RefusalTest {
+ protected:
+  // Pays once (binding the budget file to the test asset), so that a refusal after it can be
+  // shown to leave the file exactly as it was.
+  void PayOnceFirst() {
+    PayOptions first = Options();
+    first.step = 100;
+    ASSERT_EQ(Run(first).exit_code, ExitCode::kPaid);
+    seller_unpaid_before_ = seller_.Unpaid();
+    paid_before_ = seller_.Paid().size();
+    bytes_before_ = FileBytes(dir_ + "/budget.db");
+    report_before_ = ReadBudget(dir_ + "/budget.db");
+  }
+  // The refusal after PayOnceFirst: one more unpaid request, no paid one, nothing signed, the
+  // budget file byte for byte as it was.
+  void ExpectRefusedAfterFirst(const PayResult& r, std::string_view reason) {
+    EXPECT_EQ(r.exit_code, ExitCode::kRejected) << r.message;
+    EXPECT_EQ(r.outcome, "refused");
+    EXPECT_EQ(r.reason, reason) << r.message;
+    EXPECT_EQ(r.attempts, 0);
+    EXPECT_EQ(r.reservation_state, "");
+    EXPECT_EQ(r.evidence.nonce, "") << "nothing was signed";
+    EXPECT_EQ(r.message.find('\n'), std::string::npos) << "one line";
+    EXPECT_NE(r.message.find("nothing was reserved, signed or sent"), std::string::npos)
+        << r.message;
+    EXPECT_EQ(seller_.Unpaid(), seller_unpaid_before_ + 1);
+    EXPECT_EQ(seller_.Paid().size(), paid_before_) << "no payment header was sent";
+    EXPECT_EQ(FileBytes(dir_ + "/budget.db"), bytes_before_) << "the budget file is unchanged";
+    BudgetReport after = ReadBudget(dir_ + "/budget.db");
+    EXPECT_EQ(after.reservations.size(), report_before_.reservations.size());
+    EXPECT_EQ(after.committed, report_before_.committed);
+  }
+  int seller_unpaid_before_ = 0;
+  size_t paid_before_ = 0;
+  std::string bytes_before_;
+  BudgetReport report_before_;
+};
+
+TEST_F(GuardTest, APayeeOutsideTheAllowanceIsRefused) {
+  PayOnceFirst();
+  PayOptions options = Options();
+  options.payees = {kOtherAddress};
+  PayResult r = Run(options);
+  ExpectRefusedAfterFirst(r, "payee_not_allowed");
+  EXPECT_NE(r.message.find("to 0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc"), std::string::npos)
+      << "names the payee offered: " << r.message;
+  EXPECT_NE(r.message.find("payee 0x90f79bf6eb2c4f870365e785982e1f101e93b906 (--payee)"),
+            std::string::npos)
+      << r.message;
+}
+
+TEST_F(PayTest, AnAllowedPayeePaysWhateverItsCase) {
+  PayOptions options = Options();
+  options.payees = {kOtherAddress, "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc"};
+  PayResult r = Run(options);
+  ASSERT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
+  auto payload = x402::DecodePaymentHeader(HeaderOf(seller_.Paid().at(0), "PAYMENT-SIGNATURE"),
+                                           x402::Version::kV2);
+  ASSERT_TRUE(payload.ok());
+  EXPECT_EQ(payload->authorization.to, TestRequirements().pay_to);
+}
+
+TEST_F(GuardTest, APriceAboveTheMaximumIsRefused) {
+  PayOnceFirst();
+  PayOptions options = Options();
+  options.max_amount = kPrice - 1;
+  PayResult r = Run(options);
+  ExpectRefusedAfterFirst(r, "amount_above_max");
+  EXPECT_NE(r.message.find("for 1000"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("at most 999 (--max-amount)"), std::string::npos) << r.message;
+}
+
+TEST_F(RefusalTest, TheDefaultMaximumRefusesADearOfferEvenWithinTheBudget) {
+  x402::Requirements dear = TestRequirements();
+  dear.amount = chain::U256(static_cast<uint64_t>(kDefaultMaxAmount + 1));
+  seller_.challenge = ChallengeFor(dear);
+  PayOptions options = Options();
+  options.budget = 10 * kDefaultMaxAmount;  // the budget alone would let it through
+  ExpectRefusedBeforePaying(Run(options), "amount_above_max");
+}
+
+TEST_F(PayTest, APriceAtTheMaximumPays) {
+  PayOptions options = Options();
+  options.max_amount = kPrice;
+  EXPECT_EQ(Run(options).exit_code, ExitCode::kPaid);
+}
+
+TEST_F(RefusalTest, OnlyAnOfferWithinEveryControlIsTaken) {
+  // Three offers, each outside one control; the fourth, within all, is the one paid.
+  x402::Requirements other_payee = TestRequirements(), dear = TestRequirements(),
+                     other_asset = TestRequirements();
+  other_payee.pay_to = *chain::ParseAddress(kOtherAddress);
+  dear.amount = chain::U256(static_cast<uint64_t>(kPrice * 10));
+  other_asset.asset = *chain::ParseAddress(kOtherAddress);
+  HttpResponse challenge = JsonResponse(402, R"({"error":"payment required"})");
+  challenge.SetHeader(
+      "PAYMENT-REQUIRED",
+      x402::EncodePaymentRequiredHeader({other_payee, dear, other_asset, TestRequirements()}, ""));
+  seller_.challenge = challenge;
+  PayOptions options = Options();
+  options.payees = {"0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"};
+  options.assets = {"0x5FbDB2315678afecb367f032d93F642f64180aa3"};
+  options.max_amount = kPrice;
+  PayResult r = Run(options);
+  ASSERT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
+  EXPECT_EQ(r.amount, kPrice);
+  auto payload = x402::DecodePaymentHeader(HeaderOf(seller_.Paid().at(0), "PAYMENT-SIGNATURE"),
+                                           x402::Version::kV2);
+  ASSERT_TRUE(payload.ok());
+  EXPECT_EQ(payload->authorization.to, TestRequirements().pay_to);
+  EXPECT_EQ(payload->authorization.value, chain::U256(static_cast<uint64_t>(kPrice)));
+}
+
+TEST_F(GuardTest, TheBudgetFileCountsInTheAssetOfItsFirstPayment) {
+  PayOnceFirst();
+  BudgetReport bound = ReadBudget(dir_ + "/budget.db");
+  EXPECT_EQ(bound.asset.state, "bound");
+  EXPECT_EQ(bound.asset.chain_id, 84532u);
+  EXPECT_EQ(bound.asset.address, "0x5fbdb2315678afecb367f032d93f642f64180aa3");
+  EXPECT_EQ(bound.asset.name, "USDC");
+  EXPECT_FALSE(bound.asset.decimals.has_value()) << "no --chain-rpc: unknown";
+
+  // The same price in another token, then the same token on another chain: refused, whatever the
+  // spend controls allow.
+  x402::Requirements other_token = TestRequirements();
+  other_token.asset = *chain::ParseAddress(kOtherAddress);
+  x402::Requirements other_chain = TestRequirements();
+  other_chain.chain_id = 8453;
+  other_chain.network = "eip155:8453";
+  for (const x402::Requirements& r : {other_token, other_chain}) {
+    seller_.challenge = ChallengeFor(r);
+    PayResult refused = Run(Options());
+    ExpectRefusedAfterFirst(refused, "budget_asset_mismatch");
+    EXPECT_NE(refused.message.find("the budget file's asset: "
+                                   "0x5fbdb2315678afecb367f032d93f642f64180aa3 on eip155:84532"),
+              std::string::npos)
+        << refused.message;
+    seller_unpaid_before_ = seller_.Unpaid();
+  }
+  // The wallet path counts in the same unit: refused too.
+  PayOptions wallet = Options();
+  wallet.buyer_key.clear();
+  wallet.api_key = "ak_test";
+  ExpectRefusedAfterFirst(Run(wallet), "budget_asset_mismatch");
+  // And the budget's own asset still pays.
+  seller_.challenge = Challenge();
+  EXPECT_EQ(Run(Options()).exit_code, ExitCode::kPaid);
+}
+
+TEST_F(RefusalTest, AWalletPaymentIsHeldToTheMaximumButNotToThePayee) {
+  PayOptions options = Options();
+  options.buyer_key.clear();
+  options.api_key = "ak_test";
+  options.max_amount = kPrice - 1;
+  ExpectRefusedBeforePaying(Run(options), "amount_above_max");
+  options.max_amount = kPrice;
+  options.payees = {kOtherAddress};  // the wallet pays the gateway's account, not payTo
+  PayResult r = Run(options);
+  EXPECT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
+  EXPECT_EQ(ReadBudget(options.budget_db).asset.state, "bound") << "wallet payments bind it too";
+}
+
+TEST_F(RefusalTest, AResumedStepSignsNothingSoTheControlsDoNotApply) {
+  seller_.Script({Dropped()});
+  PayOptions options = Options();
+  options.max_attempts = 1;
+  ASSERT_EQ(Run(options).exit_code, ExitCode::kUnknown);
+  options.max_amount = 1;  // would refuse a new payment
+  options.payees = {kOtherAddress};
+  PayResult r = Run(options);
+  EXPECT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
+  auto paid = seller_.Paid();
+  ASSERT_EQ(paid.size(), 2u);
+  EXPECT_EQ(HeaderOf(paid[1], "PAYMENT-SIGNATURE"), HeaderOf(paid[0], "PAYMENT-SIGNATURE"));
+}
+
+TEST_F(RefusalTest, AnUnreachableChainRpcStopsBeforeAnythingIsReserved) {
+  PayOptions options = Options();
+  options.chain_rpc = "http://127.0.0.1:1/";  // nothing listens on port 1
+  PayResult r = Run(options);
+  EXPECT_EQ(r.exit_code, ExitCode::kError) << r.message;
+  EXPECT_NE(r.message.find("nothing was reserved, signed or sent"), std::string::npos);
+  EXPECT_TRUE(seller_.Paid().empty());
+  EXPECT_TRUE(ReadBudget(options.budget_db).reservations.empty());
+  EXPECT_EQ(ReadBudget(options.budget_db).asset.state, "unbound");
+}
+
+TEST_F(PayTest, BadPayeeOrMaximumStopsBeforeAnythingIsSent) {
+  PayOptions bad_payee = Options();
+  bad_payee.payees = {"0x12"};
+  PayOptions bad_max = Options();
+  bad_max.max_amount = 0;
+  PayOptions bad_rpc = Options();
+  bad_rpc.chain_rpc = "ftp://node";
+  for (const PayOptions& options : {bad_payee, bad_max, bad_rpc}) {
+    PayResult r = Run(options);
+    EXPECT_EQ(r.exit_code, ExitCode::kError) << r.message;
+    EXPECT_EQ(r.outcome, "error");
+  }
+  EXPECT_EQ(seller_.Unpaid(), 0);
+}
+
+// ChooseOffer alone: the --chain-rpc stage, and the reason named when several stages exclude.
+TEST(ChooseOfferTest, EachStageNamesItsReason) {
+  Offer offer;
+  offer.version = x402::Version::kV2;
+  offer.network = "eip155:84532";
+  offer.chain_id = 84532;
+  offer.amount = 500;
+  offer.asset = *chain::ParseAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3");
+  offer.pay_to = *chain::ParseAddress("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC");
+  offer.max_timeout_seconds = 60;
+  struct Challenge challenge{{offer}, ""};  // the type, not the test's Challenge() above
+  const chain::Address other = *chain::ParseAddress(kOtherAddress);
+  struct Row {
+    const char* reason;
+    std::function<void(Allowance&)> set;
+  };
+  const Row table[] = {
+      {"", [](Allowance&) {}},
+      {"x402_version_not_usable", [](Allowance& a) { a.x402_version = 1; }},
+      {"network_not_allowed", [](Allowance& a) { a.chain_ids = {1}; }},
+      {"chain_rpc_mismatch", [](Allowance& a) { a.rpc_chain_id = 1337; }},
+      {"", [](Allowance& a) { a.rpc_chain_id = 84532; }},
+      {"asset_not_allowed", [&](Allowance& a) { a.assets = {other}; }},
+      {"budget_asset_mismatch",
+       [](Allowance& a) {
+         a.budget = {BudgetAssetState::kBound,
+                     {1, "0x5fbdb2315678afecb367f032d93f642f64180aa3", "", {}}};
+       }},
+      {"budget_asset_mismatch", [](Allowance& a) { a.budget.state = BudgetAssetState::kMixed; }},
+      {"",
+       [](Allowance& a) {
+         a.budget = {BudgetAssetState::kBound,
+                     {84532, "0x5fbdb2315678afecb367f032d93f642f64180aa3", "", {}}};
+       }},
+      {"payee_not_allowed", [&](Allowance& a) { a.payees = {other}; }},
+      {"amount_above_max", [](Allowance& a) { a.max_amount = 499; }},
+      {"", [](Allowance& a) { a.max_amount = 500; }},
+      // Several excluding stages: the first one in the order above is named.
+      {"network_not_allowed",
+       [&](Allowance& a) {
+         a.chain_ids = {1};
+         a.payees = {other};
+         a.max_amount = 1;
+       }},
+      {"payee_not_allowed",
+       [&](Allowance& a) {
+         a.payees = {other};
+         a.max_amount = 1;
+       }},
+  };
+  for (const Row& row : table) {
+    Allowance allowance;
+    row.set(allowance);
+    auto chosen = ChooseOffer(challenge, allowance, /*signing=*/true);
+    EXPECT_EQ(chosen.ok() ? "" : std::string(chosen.status().code()), row.reason);
+  }
+  // A wallet payment is not held to the payee (nor to the x402 version).
+  Allowance payee_only;
+  payee_only.payees = {other};
+  payee_only.x402_version = 1;
+  EXPECT_TRUE(ChooseOffer(challenge, payee_only, /*signing=*/false).ok());
 }
 
 }  // namespace

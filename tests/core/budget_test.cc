@@ -78,5 +78,49 @@ TEST(BudgetTest, WalletFollowsTheGatewaySettlement) {
   }
 }
 
+// A budget counts in one asset: the table of DecideBudgetAsset, and the migration of older files.
+TEST(BudgetAssetTest, OnlyTheBoundAssetCounts) {
+  const std::string token = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+  const BudgetAssetBinding unbound;
+  const BudgetAssetBinding bound{BudgetAssetState::kBound, {84532, token, "USDC", 6}};
+  const BudgetAssetBinding mixed{BudgetAssetState::kMixed, {}};
+  struct Row {
+    const BudgetAssetBinding* binding;
+    uint64_t chain_id;
+    std::string address;
+    BudgetAssetVerdict verdict;
+  };
+  const Row table[] = {
+      {&unbound, 84532, token, BudgetAssetVerdict::kBind},
+      {&unbound, 1, "0x0000000000000000000000000000000000000001", BudgetAssetVerdict::kBind},
+      {&bound, 84532, token, BudgetAssetVerdict::kSame},
+      {&bound, 84532, "0x5FbDB2315678afecb367f032d93F642f64180aa3", BudgetAssetVerdict::kSame},
+      {&bound, 8453, token, BudgetAssetVerdict::kOther},  // the same address on another chain
+      {&bound, 84532, "0x0000000000000000000000000000000000000001", BudgetAssetVerdict::kOther},
+      {&bound, 84532, token + "00", BudgetAssetVerdict::kOther},
+      {&bound, 84532, "", BudgetAssetVerdict::kOther},
+      {&mixed, 84532, token, BudgetAssetVerdict::kMixed},
+  };
+  for (const Row& row : table) {
+    EXPECT_EQ(DecideBudgetAsset(*row.binding, row.chain_id, row.address), row.verdict)
+        << row.chain_id << " " << row.address;
+  }
+}
+
+TEST(BudgetAssetTest, AnOlderFileIsBoundToTheOneAssetItsReservationsUse) {
+  const std::string a = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+  const std::string b = "0x0000000000000000000000000000000000000001";
+  EXPECT_EQ(MigrateBudgetAsset({}).state, BudgetAssetState::kUnbound);
+  BudgetAssetBinding one =
+      MigrateBudgetAsset({{84532, a}, {84532, "0x5FbDB2315678afecb367f032d93F642f64180aa3"}});
+  EXPECT_EQ(one.state, BudgetAssetState::kBound);
+  EXPECT_EQ(one.asset.chain_id, 84532u);
+  EXPECT_EQ(one.asset.address, a);
+  EXPECT_EQ(one.asset.name, "");
+  EXPECT_FALSE(one.asset.decimals.has_value());
+  EXPECT_EQ(MigrateBudgetAsset({{84532, a}, {84532, b}}).state, BudgetAssetState::kMixed);
+  EXPECT_EQ(MigrateBudgetAsset({{84532, a}, {8453, a}}).state, BudgetAssetState::kMixed);
+}
+
 }  // namespace
 }  // namespace agentpay

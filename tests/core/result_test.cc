@@ -37,9 +37,9 @@ TEST(Status, ResultCarriesTheStatus) {
 }
 
 TEST(ErrorCode, NamesAreDistinctSnakeCase) {
-  // The enumerators run from kOk to kAssetNotAllowed, the last.
+  // The enumerators run from kOk to kChainRpcMismatch, the last.
   std::set<std::string> seen;
-  for (int i = 1; i <= static_cast<int>(ErrorCode::kAssetNotAllowed); ++i) {
+  for (int i = 1; i <= static_cast<int>(ErrorCode::kChainRpcMismatch); ++i) {
     std::string name(ErrorCodeName(static_cast<ErrorCode>(i)));
     EXPECT_FALSE(name.empty()) << "enumerator " << i;
     EXPECT_TRUE(seen.insert(name).second) << "duplicate name " << name;

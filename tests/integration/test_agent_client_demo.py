@@ -3,7 +3,7 @@
 help texts of `pay`, `pay budget` and `pay reconcile`.
 
 The demo's chain has no x402 v1 network name, so `pay --x402-version 1` must refuse before it reserves
-or signs anything (exit 1, outcome "refused", the budget file and the gateway's books unchanged, no
+or signs anything (exit 2, outcome "refused", the budget file and the gateway's books unchanged, no
 paid request), while x402 v2, the default, pays. `--network` outside the offer is refused the same way.
 
 Run:  python3 tests/integration/test_agent_client_demo.py --agentpay build/agentpay [unittest args]
@@ -80,7 +80,7 @@ class PayAgainstTheDemoTest(unittest.TestCase):
         operations_before = self.demo.count_operations()
 
         rc, refused, err = self.pay(budget_db, 2, "--x402-version", 1)
-        self.assertEqual(rc, 1, (refused, err))
+        self.assertEqual(rc, 2, (refused, err))
         self.assertEqual(refused["outcome"], "refused", refused)
         self.assertEqual(refused["reason"], "x402_version_not_usable", refused)
         self.assertEqual(refused["attempts"], 0)
@@ -106,7 +106,7 @@ class PayAgainstTheDemoTest(unittest.TestCase):
         budget_db = os.path.join(self.dir, "network.db")
         operations_before = self.demo.count_operations()
         rc, refused, err = self.pay(budget_db, 1, "--network", "eip155:84532")
-        self.assertEqual(rc, 1, (refused, err))
+        self.assertEqual(rc, 2, (refused, err))
         self.assertEqual(refused["reason"], "network_not_allowed", refused)
         self.assertIn("network eip155:84532 (--network)", refused["message"])
         self.assertEqual(self.budget(budget_db)["reservations"], [])
@@ -126,7 +126,8 @@ class PayHelpTest(unittest.TestCase):
         return out
 
     def test_subcommand_help_shows_only_its_own_flags(self):
-        parent_only = ("--buyer-key-file", "--api-key", "--x402-version", "--network", "--task",
+        parent_only = ("--buyer-key-file", "--api-key", "--x402-version", "--network", "--payee",
+                       "--max-amount", "--task",
                        "--max-attempts", "--data", "url")
         budget = self.help("pay", "budget")
         reconcile = self.help("pay", "reconcile")
@@ -143,7 +144,8 @@ class PayHelpTest(unittest.TestCase):
         for flag in ("--budget-db", "--chain-rpc", "--api-key", "--expiry-buffer-seconds", "--json"):
             self.assertIn(flag, reconcile)
         pay = self.help("pay")
-        for flag in ("--buyer-key-file", "--x402-version", "--network", "--asset", "budget", "reconcile"):
+        for flag in ("--buyer-key-file", "--x402-version", "--network", "--asset", "--payee",
+                     "--max-amount", "budget", "reconcile"):
             self.assertIn(flag, pay)
 
     def test_one_spelling_per_flag(self):
@@ -160,7 +162,8 @@ class PayHelpTest(unittest.TestCase):
                 self.assertNotIn(word, text, "%s in `%s --help`" % (word, " ".join(words)))
 
     def test_bad_spend_controls_are_usage_errors(self):
-        for flag, value in (("--network", "mainnet-ish"), ("--asset", "0x12")):
+        for flag, value in (("--network", "mainnet-ish"), ("--asset", "0x12"), ("--payee", "0x12"),
+                            ("--max-amount", "0"), ("--max-amount", "1.5")):
             rc, _, err = agentpay("pay", "http://127.0.0.1:9/x", "--buyer-key-file", "/nonexistent",
                                   flag, value)
             self.assertEqual(rc, 2, err)
