@@ -16,7 +16,7 @@ namespace {
 constexpr char kDemoTokenFile[] = "./agentpay-data/admin-token";
 
 struct AdminOptions {
-  std::string url = "http://127.0.0.1:8402";
+  std::string url = "http://127.0.0.1:8404";  // serve's default --admin-listen
   std::string token_file = kDemoTokenFile;
   std::string name, account, amount, reference, settlement, fulfillment;
   std::string operation, outcome, note;
@@ -223,7 +223,10 @@ int RunDevnet(const DevnetCommands& c, const AdminOptions& options) {
 
 std::function<int()> AddAdminCommands(CLI::App& admin) {
   auto options = std::make_shared<AdminOptions>();
-  admin.add_option("--url", options->url, "gateway base URL")->capture_default_str();
+  admin
+      .add_option("--url", options->url,
+                  "the gateway's admin listener (serve --admin-listen), not its public --listen")
+      ->capture_default_str();
   admin
       .add_option("--token-file", options->token_file,
                   "file with the admin token (`serve --demo` writes ./agentpay-data/admin-token)")

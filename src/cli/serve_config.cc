@@ -32,6 +32,9 @@ struct Flag {
 std::vector<Flag> Flags(ServeOptions& o) {
   return {
       {"listen", &o.listen, "HOST:PORT to listen on"},
+      {"admin-listen", &o.admin_listen,
+       "HOST:PORT of the admin listener: the admin API, devnet controls, /metrics and /console/ "
+       "(never on --listen); off: no admin listener"},
       {"db", &o.db,
        "store URL: sqlite:PATH (the default directory is created, 0700; a directory you name "
        "must exist)"},

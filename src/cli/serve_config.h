@@ -14,6 +14,8 @@ namespace agentpay {
 struct ServeOptions {
   std::string config_file;
   std::string listen = "127.0.0.1:8402";
+  // The admin API, devnet controls, /metrics and /console/; "off": not served at all.
+  std::string admin_listen = "127.0.0.1:8404";
   std::string db = "sqlite:./agentpay-data/agentpay.db";
   std::string upstream;
   std::string price;
