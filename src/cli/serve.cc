@@ -78,15 +78,6 @@ int Fail(const std::string& message, Logger* log = nullptr) {
   return 2;
 }
 
-Status WriteSecretFile(const std::string& path, const std::string& content) {
-  std::ofstream file(path, std::ios::trunc);
-  if (!file) return Status::Error(ErrorCode::kIoError, "cannot write " + path);
-  file << content << "\n";
-  file.close();
-  chmod(path.c_str(), 0600);
-  return Status::Ok();
-}
-
 struct DemoAccount {
   std::string id;
   std::string api_key;
@@ -97,8 +88,11 @@ struct DemoAccount {
 Result<DemoAccount> EnsureDemoAccount(Store& store, Clock& clock, Random& random) {
   const std::string path = std::string(kDemoDir) + "/demo-account.json";
   std::string account_id, api_key;
-  if (std::ifstream file(path); file) {
-    auto saved = nlohmann::json::parse(file, nullptr, false);
+  std::error_code ec;
+  if (std::filesystem::is_symlink(path, ec) || std::filesystem::exists(path, ec)) {
+    auto text = ReadSecretFile(path, SecretLinks::kRefuse);
+    if (!text.ok()) return text.status();
+    auto saved = nlohmann::json::parse(*text, nullptr, false);
     if (saved.is_object() && saved.value("account_id", "") != "" &&
         saved.value("api_key", "") != "") {
       account_id = saved["account_id"];
@@ -405,10 +399,11 @@ Status PrepareDemo(Random& random, ServeOptions& options, GatewayConfig& config)
   }
   if (!options.admin_token_file.empty()) return Status::Ok();
   const std::string token_path = std::string(kDemoDir) + "/admin-token";
-  if (!std::filesystem::exists(token_path)) {
+  // is_symlink first: exists() follows a link, and a link there is refused, never followed.
+  if (!std::filesystem::is_symlink(token_path, ec) && !std::filesystem::exists(token_path, ec)) {
     if (Status s = WriteSecretFile(token_path, "adm_" + RandomHex(random, 32)); !s.ok()) return s;
   }
-  auto token = ReadSecretFile(token_path);
+  auto token = ReadSecretFile(token_path, SecretLinks::kRefuse);
   if (!token.ok()) return token.status();
   config.admin_token = *token;
   options.admin_token_file = token_path;

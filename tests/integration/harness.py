@@ -302,9 +302,10 @@ class Gateway(ManagedProcess):
         super().__init__("gateway", self._argv(), os.path.join(workdir, "gateway.log"))
 
     def _argv(self):
+        # The harness's admin listener, unless the test gives its own --admin-listen.
+        admin = [] if "--admin-listen" in self.extra_args else ["--admin-listen", "127.0.0.1:%d" % self.admin_port]
         return [binary(), "serve",
-                "--listen", "127.0.0.1:%d" % self.port,
-                "--admin-listen", "127.0.0.1:%d" % self.admin_port,
+                "--listen", "127.0.0.1:%d" % self.port] + admin + [
                 "--db", "sqlite:" + self.db_path,
                 "--upstream", self.upstream_url,
                 "--price", str(self.price),

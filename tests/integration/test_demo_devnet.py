@@ -279,8 +279,7 @@ class PayReconcileOnDevnetTest(unittest.TestCase):
         # about 5 s to see reconcile keep the reservation before validBefore + the 1 s buffer.
         self.demo = Demo(self.dir, ["--max-timeout-seconds", "12"])
         self.key_file = os.path.join(self.dir, "buyer-key")
-        with open(self.key_file, "w") as f:
-            f.write(self.demo.buyer_key + "\n")
+        harness.write_secret(self.key_file, self.demo.buyer_key + "\n")
         self.budget_db = os.path.join(self.dir, "budget.db")
 
     def tearDown(self):
