@@ -510,8 +510,7 @@ class AdminCliTest(unittest.TestCase):
 
     def write_token(self, token):
         path = os.path.join(self.dir, "other-token")
-        with open(path, "w") as f:
-            f.write(token + "\n")
+        harness.write_secret(path, token + "\n")  # 0600: agentpay admin refuses a looser token file
         return path
 
 
