@@ -229,12 +229,15 @@ log "nginx    $NGINX (master pid $NGINX_PID, $("$NGINX_BIN" -v 2>&1 | sed 's/.*v
 # --- 3. the gateway ------------------------------------------------------------------------------
 ADMIN_TOKEN=adm_$(python3 -c 'import secrets; print(secrets.token_hex(24))')
 (umask 077 && echo "$ADMIN_TOKEN" >"$TMP/token")
-"$AGENTPAY_BIN" serve --listen 127.0.0.1:0 --db "sqlite:$TMP/agentpay.db" --upstream "$SELLER" \
-  --price "$PRICE" --admin-token-file "$TMP/token" >"$TMP/gateway.log" 2>&1 &
+"$AGENTPAY_BIN" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --db "sqlite:$TMP/agentpay.db" \
+  --upstream "$SELLER" --price "$PRICE" --admin-token-file "$TMP/token" >"$TMP/gateway.log" 2>&1 &
 GATEWAY_PID=$!
 PIDS+=("$GATEWAY_PID")
 GATEWAY_PORT=$(wait_listening "$TMP/gateway.log" "$GATEWAY_PID" gateway)
 GATEWAY=http://127.0.0.1:$GATEWAY_PORT
+# The admin API and /metrics are on the admin listener only (--admin-listen); serve prints its URL.
+ADMIN_URL=$(grep -m1 -o '(admin listener): http://[0-9.]*:[0-9]*' "$TMP/gateway.log" | grep -o 'http://.*') \
+  || die "the gateway did not print its admin listener"
 FS_TYPE=$(stat -f -c %T "$TMP")
 log "gateway  $GATEWAY (pid $GATEWAY_PID, database $TMP/agentpay.db on $FS_TYPE)"
 if [[ $FS_TYPE == tmpfs || $FS_TYPE == ramfs ]]; then
@@ -243,7 +246,7 @@ fi
 
 admin() {  # admin METHOD PATH BODY
   curl -sf -X "$1" -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
-    -d "$3" "$GATEWAY$2"
+    -d "$3" "$ADMIN_URL$2"
 }
 ACCOUNT_JSON=$(admin POST /admin/v1/accounts '{"name":"bench"}') || die "cannot create the account"
 ACCOUNT_ID=$(json_field account_id <<<"$ACCOUNT_JSON")
@@ -253,7 +256,7 @@ admin POST "/admin/v1/accounts/$ACCOUNT_ID/deposits" '{"amount":"1000000000000",
 log "account  $ACCOUNT_ID funded with 1000000000000 atomic units, price $PRICE"
 
 account_field() { get_field "$GATEWAY/v1/account" "$1" -H "Authorization: Bearer $API_KEY"; }
-gateway_metrics() { curl -sf -m 10 "$GATEWAY/metrics" || { check_alive; die "GET $GATEWAY/metrics failed"; }; }
+gateway_metrics() { curl -sf -m 10 "$ADMIN_URL/metrics" || { check_alive; die "GET $ADMIN_URL/metrics failed"; }; }
 
 # Waits until no hold is open and `captured` has stopped moving: requests wrk sent just before it
 # stopped are finished by the gateway after wrk has gone.

@@ -35,7 +35,17 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 bash "$(dirname "$0")/../tests/chain_env/install.sh"
-# nginx-light's package starts a system nginx on port 80; the benchmark runs its own instance.
-if command -v systemctl >/dev/null 2>&1; then systemctl disable --now nginx >/dev/null 2>&1 || true; fi
-pkill -x nginx 2>/dev/null || true
+# nginx-light's package starts a system nginx on port 80; the benchmark runs its own instance. Only
+# an nginx this very run installed is stopped, by the pid its package wrote: an nginx the machine
+# already had is the owner's, and is left alone (never a kill by name).
+installed_nginx=0
+for package in "${missing[@]}"; do [[ $package == nginx-light ]] && installed_nginx=1; done
+if ((installed_nginx)); then
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet nginx 2>/dev/null; then
+    systemctl disable --now nginx >/dev/null 2>&1 || true
+  elif [[ -s /run/nginx.pid ]]; then
+    pid=$(cat /run/nginx.pid)
+    [[ $pid =~ ^[0-9]+$ ]] && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == nginx ]] && kill "$pid" 2>/dev/null || true
+  fi
+fi
 echo "bootstrap: packages ready"

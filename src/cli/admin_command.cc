@@ -16,13 +16,14 @@ namespace {
 constexpr char kDemoTokenFile[] = "./agentpay-data/admin-token";
 
 struct AdminOptions {
-  std::string url = "http://127.0.0.1:8402";
+  std::string url = "http://127.0.0.1:8404";  // serve's default --admin-listen
   std::string token_file = kDemoTokenFile;
   std::string name, account, amount, reference, settlement, fulfillment;
   std::string operation, outcome, note;
   int limit = 100;
   bool env = false;  // create-account: shell assignments instead of JSON
   std::string automine, transaction;
+  std::string key_id;
   int64_t mine_delay_ms = 0;
 };
 
@@ -54,8 +55,8 @@ bool IsPlainToken(const std::string& value) {
 // Prints `NAME='value'` lines for create-account --env; false (nothing printed) when the answer
 // lacks a field or a value is not a plain id.
 bool PrintEnv(const nlohmann::json& answer) {
-  const std::pair<const char*, const char*> fields[] = {{"ACCOUNT_ID", "account_id"},
-                                                        {"API_KEY", "api_key"}};
+  const std::pair<const char*, const char*> fields[] = {
+      {"ACCOUNT_ID", "account_id"}, {"API_KEY", "api_key"}, {"KEY_ID", "key_id"}};
   for (const auto& [variable, field] : fields) {
     if (!answer.is_object() || !answer.contains(field) || !answer[field].is_string() ||
         !IsPlainToken(answer[field].get<std::string>())) {
@@ -166,6 +167,46 @@ bool CheckId(const char* what, const std::string& id) {
   return false;
 }
 
+// `agentpay admin api-keys ...`: rotation (create a new key, move clients, revoke the old one) and
+// revocation of an account's API keys.
+struct ApiKeyCommands {
+  CLI::App* keys = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* create = nullptr;
+  CLI::App* revoke = nullptr;
+};
+
+ApiKeyCommands AddApiKeyCommands(CLI::App& admin, AdminOptions& options) {
+  ApiKeyCommands c;
+  c.keys = admin.add_subcommand(
+      "api-keys",
+      "an account's API keys: list them, create a new one (rotation: the old keys keep working "
+      "until revoked), revoke one (refused by every gateway process within a second)");
+  c.keys->require_subcommand(1);
+  c.list = c.keys->add_subcommand("list", "the account's keys (ids and times, never the keys)");
+  c.list->add_option("account", options.account, "account id")->required();
+  c.create = c.keys->add_subcommand("create", "a new key for the account, printed once");
+  c.create->add_option("account", options.account, "account id")->required();
+  c.create->add_flag("--env", options.env,
+                     "print ACCOUNT_ID='...', API_KEY='...' and KEY_ID='...' lines instead of JSON");
+  c.revoke = c.keys->add_subcommand("revoke", "revoke one key (idempotent)");
+  c.revoke->add_option("account", options.account, "account id")->required();
+  c.revoke->add_option("key_id", options.key_id, "the key's id (key_...), from list or create")
+      ->required();
+  return c;
+}
+
+int RunApiKeys(const ApiKeyCommands& c, const AdminOptions& options) {
+  if (!CheckId("ACCOUNT", options.account)) return 2;
+  const std::string path = "/admin/v1/accounts/" + options.account + "/api-keys";
+  if (c.list->parsed()) return Call(options, "GET", path, "");
+  if (c.create->parsed()) {
+    return Call(options, "POST", path, "", options.env ? Output::kEnv : Output::kJson);
+  }
+  if (!CheckId("KEY_ID", options.key_id)) return 2;
+  return Call(options, "DELETE", path + "/" + options.key_id, "");
+}
+
 // `agentpay admin devnet ...`: the built-in devnet's controls (GET/POST /admin/v1/devnet).
 struct DevnetCommands {
   CLI::App* devnet = nullptr;
@@ -223,7 +264,10 @@ int RunDevnet(const DevnetCommands& c, const AdminOptions& options) {
 
 std::function<int()> AddAdminCommands(CLI::App& admin) {
   auto options = std::make_shared<AdminOptions>();
-  admin.add_option("--url", options->url, "gateway base URL")->capture_default_str();
+  admin
+      .add_option("--url", options->url,
+                  "the gateway's admin listener (serve --admin-listen), not its public --listen")
+      ->capture_default_str();
   admin
       .add_option("--token-file", options->token_file,
                   "file with the admin token (`serve --demo` writes ./agentpay-data/admin-token)")
@@ -261,8 +305,10 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
   resolve->add_option("--note", options->note, "why (1-1000 characters; kept in the audit trail)")
       ->required();
   const DevnetCommands devnet = AddDevnetCommands(admin, *options);
+  const ApiKeyCommands api_keys = AddApiKeyCommands(admin, *options);
 
-  return [options, create, deposit, show, ops, alerts, resolve, devnet]() {
+  return [options, create, deposit, show, ops, alerts, resolve, devnet, api_keys]() {
+    if (api_keys.keys->parsed()) return RunApiKeys(api_keys, *options);
     if (create->parsed()) {
       return PostJson(*options, "/admin/v1/accounts", nlohmann::json({{"name", options->name}}),
                       options->env ? Output::kEnv : Output::kJson);

@@ -1,4 +1,6 @@
 // `agentpay`: one binary, one subcommand per face of the product (CONTRACT §2).
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -9,6 +11,9 @@
 #include "cli/sim_command.h"
 
 int main(int argc, char** argv) {
+  // Every file agentpay creates (databases, the demo's token and key files, instance locks, the
+  // budget file) is its user's alone, whatever each creation site asks for (issue 13).
+  ::umask(077);
   // Named, not taken from argv[0]: usage lines then read as the docs write them, without the
   // path the binary was started from.
   CLI::App app{"AgentPay: a payment gateway for AI agents that never charges twice", "agentpay"};

@@ -1,6 +1,8 @@
 // See serve.h.
 #include "cli/serve.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -20,9 +22,10 @@
 #include "cli/sim_http.h"
 #include "cli/system_world.h"
 #include "core/check.h"
+#include "gateway/admin_surface.h"
 #include "gateway/gateway.h"
-#include "http/timers.h"
 #include "gateway/hashing.h"
+#include "http/timers.h"
 #include "http/server.h"
 #include "store/store.h"
 #include "workers/hold_sweeper.h"
@@ -43,6 +46,24 @@ size_t ServeIoThreads(int64_t configured) {
 }
 
 constexpr char kDemoDir[] = "./agentpay-data";
+// The admin listener serves operators' calls and scrapes, not traffic: small bodies, few sockets.
+constexpr uint64_t kMaxAdminBodyBytes = 64 * 1024;
+constexpr size_t kMaxAdminConnections = 64;
+
+// The answer to an admin-surface path on the public listener: the same as any unknown endpoint.
+HttpResponse NoSuchEndpoint() {
+  return ProblemResponse(404, ProblemCode::kNotFound, "no such endpoint");
+}
+
+// 127.0.0.0/8, ::1 and localhost: what --demo may listen on.
+bool IsLoopbackHost(std::string host) {
+  if (host == "localhost") return true;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
 constexpr int64_t kDemoPrice = 10000;         // 0.01 USDC
 constexpr int64_t kDemoFunding = 10'000'000;  // 10 USDC
 
@@ -57,15 +78,6 @@ int Fail(const std::string& message, Logger* log = nullptr) {
   return 2;
 }
 
-Status WriteSecretFile(const std::string& path, const std::string& content) {
-  std::ofstream file(path, std::ios::trunc);
-  if (!file) return Status::Error(ErrorCode::kIoError, "cannot write " + path);
-  file << content << "\n";
-  file.close();
-  chmod(path.c_str(), 0600);
-  return Status::Ok();
-}
-
 struct DemoAccount {
   std::string id;
   std::string api_key;
@@ -76,8 +88,11 @@ struct DemoAccount {
 Result<DemoAccount> EnsureDemoAccount(Store& store, Clock& clock, Random& random) {
   const std::string path = std::string(kDemoDir) + "/demo-account.json";
   std::string account_id, api_key;
-  if (std::ifstream file(path); file) {
-    auto saved = nlohmann::json::parse(file, nullptr, false);
+  std::error_code ec;
+  if (std::filesystem::is_symlink(path, ec) || std::filesystem::exists(path, ec)) {
+    auto text = ReadSecretFile(path, SecretLinks::kRefuse);
+    if (!text.ok()) return text.status();
+    auto saved = nlohmann::json::parse(*text, nullptr, false);
     if (saved.is_object() && saved.value("account_id", "") != "" &&
         saved.value("api_key", "") != "") {
       account_id = saved["account_id"];
@@ -257,8 +272,13 @@ void LogSweep(Logger& log, const Result<SweepReport>& report) {
 }
 
 // What a person at a terminal reads at start; in JSON the same facts are log events.
-void AnnounceStart(Logger& log, const std::string& base, const ServeOptions& options,
-                   const GatewayConfig& config, const SettlementChain& settlement) {
+void AnnounceStart(Logger& log, const std::string& base, const std::string& admin_base,
+                   const ServeOptions& options, const GatewayConfig& config,
+                   const SettlementChain& settlement) {
+  const std::string admin =
+      admin_base.empty()
+          ? "admin listener off (--admin-listen off): no admin API, devnet controls or /metrics"
+          : "admin API, devnet controls and /metrics (admin listener): " + admin_base;
   const std::string listening =
       "agentpay gateway listening on " + base + " (store " + options.db + ")";
   const std::string chain =
@@ -273,6 +293,7 @@ void AnnounceStart(Logger& log, const std::string& base, const ServeOptions& opt
       settlement.devnet != nullptr ? base + std::string(chain::kDevnetRpcPath) : "";
   if (log.format() == LogFormat::kJson) {
     log.Info("listening", listening, {{"url", base}, {"store", options.db}});
+    log.Info("admin_listening", admin, {{"url", admin_base}});
     if (!rpc_url.empty()) {
       log.Info("devnet_rpc", "devnet JSON-RPC (reads): " + rpc_url, {{"url", rpc_url}});
     }
@@ -289,7 +310,7 @@ void AnnounceStart(Logger& log, const std::string& base, const ServeOptions& opt
     }
     return;
   }
-  std::printf("%s\n  %s\n", listening.c_str(), chain.c_str());
+  std::printf("%s\n  %s\n  %s\n", listening.c_str(), admin.c_str(), chain.c_str());
   if (!rpc_url.empty()) std::printf("  devnet JSON-RPC (reads): %s\n", rpc_url.c_str());
   std::printf("  request/effect inspector: %s/inspector/\n", base.c_str());
   for (const auto& route : config.routes) {
@@ -298,7 +319,8 @@ void AnnounceStart(Logger& log, const std::string& base, const ServeOptions& opt
   }
 }
 
-void AnnounceDemo(Logger& log, const std::string& base, const ServeOptions& options,
+void AnnounceDemo(Logger& log, const std::string& base, const std::string& admin_base,
+                  const ServeOptions& options,
                   const GatewayConfig& config, const std::optional<DemoAccount>& account,
                   const std::optional<DemoBuyer>& buyer) {
   if (log.format() == LogFormat::kJson) {
@@ -308,7 +330,8 @@ void AnnounceDemo(Logger& log, const std::string& base, const ServeOptions& opti
                 {"api_key", account->api_key},
                 {"balance", static_cast<long long>(account->balances.balance())},
                 {"available", static_cast<long long>(account->balances.available())},
-                {"admin_token_file", options.admin_token_file}});
+                {"admin_token_file", options.admin_token_file},
+                {"admin_url", admin_base}});
     }
     if (buyer) {
       log.Info("demo_buyer", "demo x402 buyer " + buyer->address,
@@ -322,7 +345,7 @@ void AnnounceDemo(Logger& log, const std::string& base, const ServeOptions& opti
     std::printf(
         "\nDemo account %s: balance %lld atomic units (%lld available, %lld held).\n"
         "  API key:      %s\n"
-        "  admin token:  in %s\n"
+        "  admin token:  in %s (for the admin API at %s: agentpay admin --url %s ...)\n"
         "\nA paid request (run it twice: the second is a free replay):\n"
         "  curl -i -H 'Authorization: Bearer %s' -H 'Idempotency-Key: demo-1' "
         "-d '{\"query\":\"hello\"}' %s/hello\n"
@@ -333,7 +356,8 @@ void AnnounceDemo(Logger& log, const std::string& base, const ServeOptions& opti
         account->id.c_str(), static_cast<long long>(account->balances.balance()),
         static_cast<long long>(account->balances.available()),
         static_cast<long long>(account->balances.held), account->api_key.c_str(),
-        options.admin_token_file.c_str(), account->api_key.c_str(), base.c_str(),
+        options.admin_token_file.c_str(), admin_base.empty() ? "(off)" : admin_base.c_str(),
+        admin_base.empty() ? "(off)" : admin_base.c_str(), account->api_key.c_str(), base.c_str(),
         account->api_key.c_str(), base.c_str(), account->api_key.c_str(), base.c_str());
   }
   if (buyer) {
@@ -378,10 +402,11 @@ Status PrepareDemo(Random& random, ServeOptions& options, GatewayConfig& config)
   }
   if (!options.admin_token_file.empty()) return Status::Ok();
   const std::string token_path = std::string(kDemoDir) + "/admin-token";
-  if (!std::filesystem::exists(token_path)) {
+  // is_symlink first: exists() follows a link, and a link there is refused, never followed.
+  if (!std::filesystem::is_symlink(token_path, ec) && !std::filesystem::exists(token_path, ec)) {
     if (Status s = WriteSecretFile(token_path, "adm_" + RandomHex(random, 32)); !s.ok()) return s;
   }
-  auto token = ReadSecretFile(token_path);
+  auto token = ReadSecretFile(token_path, SecretLinks::kRefuse);
   if (!token.ok()) return token.status();
   config.admin_token = *token;
   options.admin_token_file = token_path;
@@ -400,6 +425,31 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   auto listen = ParseListenAddress(options.listen);
   if (!listen.ok()) {
     return Fail("--listen " + options.listen + ": " + listen.status().message(), &log);
+  }
+
+  std::optional<std::pair<std::string, uint16_t>> admin_listen;
+  if (options.admin_listen != "off") {
+    auto parsed = ParseListenAddress(options.admin_listen);
+    if (!parsed.ok()) {
+      return Fail("--admin-listen " + options.admin_listen + ": " + parsed.status().message() +
+                      " (HOST:PORT, or off)",
+                  &log);
+    }
+    admin_listen = *parsed;
+  }
+  if (options.demo) {
+    // The demo prints its API key and keeps a well-known devnet key: never reachable from
+    // another machine.
+    if (!IsLoopbackHost(listen->first)) {
+      return Fail("--demo serves only loopback: --listen " + options.listen +
+                      " is not a loopback address (use 127.0.0.1:PORT, or run without --demo)",
+                  &log);
+    }
+    if (admin_listen && !IsLoopbackHost(admin_listen->first)) {
+      return Fail("--demo serves only loopback: --admin-listen " + options.admin_listen +
+                      " is not a loopback address (use 127.0.0.1:PORT or off)",
+                  &log);
+    }
   }
 
   TerminationSignals signals;  // before any thread starts: they inherit the mask
@@ -473,26 +523,48 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   limits.max_body_bytes = config->max_body_bytes;
   limits.max_connections = static_cast<size_t>(options.max_connections);
   limits.io_threads = ServeIoThreads(options.io_threads);
-  auto server =
-      HttpServer::StartAsync(listen->first, listen->second, limits,
-                             [&gateway, devnet = settlement->devnet, token = config->admin_token](
-                                 std::shared_ptr<const HttpRequest> request, Respond respond) {
-                               // The model is answered here: the gateway may not include src/sim
-                               // (DESIGN layering).
-                               if (auto sim = HandleSimRequest(*request))
-                                 return respond(std::move(*sim));
-                               if (devnet != nullptr) {
-                                 if (auto answer = chain::HandleDevnetRpc(*request, *devnet)) {
-                                   return respond(std::move(*answer));
-                                 }
-                                 if (auto answer = HandleDevnetAdmin(*request, *devnet, token)) {
-                                   return respond(std::move(*answer));
-                                 }
-                               }
-                               gateway.HandleAsync(std::move(request), std::move(respond));
-                             });
+  auto server = HttpServer::StartAsync(
+      listen->first, listen->second, limits,
+      [&gateway, devnet = settlement->devnet](std::shared_ptr<const HttpRequest> request,
+                                              Respond respond) {
+        // The model is answered here: the gateway may not include src/sim (DESIGN layering).
+        if (auto sim = HandleSimRequest(*request)) return respond(std::move(*sim));
+        if (devnet != nullptr) {
+          if (auto answer = chain::HandleDevnetRpc(*request, *devnet)) {
+            return respond(std::move(*answer));
+          }
+        }
+        // The admin surface lives on --admin-listen only: here it is an unknown endpoint.
+        if (IsAdminSurfacePath(request->Path())) return respond(NoSuchEndpoint());
+        gateway.HandleAsync(std::move(request), std::move(respond));
+      });
   if (!server.ok()) {
     return Fail("--listen " + options.listen + ": " + server.status().message(), &log);
+  }
+  std::unique_ptr<HttpServer> admin_server;
+  if (admin_listen) {
+    ServerLimits admin_limits;
+    admin_limits.max_body_bytes = kMaxAdminBodyBytes;
+    admin_limits.max_connections = kMaxAdminConnections;
+    admin_limits.io_threads = 1;
+    auto started = HttpServer::StartAsync(
+        admin_listen->first, admin_listen->second, admin_limits,
+        [&gateway, devnet = settlement->devnet, token = config->admin_token](
+            std::shared_ptr<const HttpRequest> request, Respond respond) {
+          if (devnet != nullptr) {
+            if (auto answer = HandleDevnetAdmin(*request, *devnet, token)) {
+              return respond(std::move(*answer));
+            }
+          }
+          if (!IsAdminListenerPath(request->Path())) return respond(NoSuchEndpoint());
+          gateway.HandleAsync(std::move(request), std::move(respond));
+        });
+    if (!started.ok()) {
+      return Fail("--admin-listen " + options.admin_listen + ": " + started.status().message() +
+                      " (give another HOST:PORT, or --admin-listen off)",
+                  &log);
+    }
+    admin_server = std::move(*started);
   }
   gateway.AttachServer(server->get());
   constexpr int kSweepBatch = 500;
@@ -518,13 +590,17 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   });
 
   const std::string base = "http://" + listen->first + ":" + std::to_string((*server)->port());
-  AnnounceStart(log, base, options, *config, *settlement);
-  AnnounceDemo(log, base, options, *config, demo_account, demo_buyer);
+  const std::string admin_base =
+      admin_server ? "http://" + admin_listen->first + ":" + std::to_string(admin_server->port())
+                   : "";
+  AnnounceStart(log, base, admin_base, options, *config, *settlement);
+  AnnounceDemo(log, base, admin_base, options, *config, demo_account, demo_buyer);
   std::fflush(stdout);
 
   signals.Wait();
   log.Info("stopping", "stopping");
   (*server)->Stop();
+  if (admin_server) admin_server->Stop();
   // Paid requests in flight finish their decisions (their answers can no longer be sent): a
   // stopped gateway leaves holds kept or captured, never half-written.
   // The longest a paid request can still take: a receipt wait and an upstream call, or a

@@ -1,11 +1,14 @@
 // See serve_config.h.
 #include "cli/serve_config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +35,9 @@ struct Flag {
 std::vector<Flag> Flags(ServeOptions& o) {
   return {
       {"listen", &o.listen, "HOST:PORT to listen on"},
+      {"admin-listen", &o.admin_listen,
+       "HOST:PORT of the admin listener: the admin API, devnet controls, /metrics and /console/ "
+       "(never on --listen); off: no admin listener"},
       {"db", &o.db,
        "store URL: sqlite:PATH (the default directory is created, 0700; a directory you name "
        "must exist)"},
@@ -264,17 +270,76 @@ void AddServeFlags(CLI::App& command, ServeOptions& options) {
                    "funded demo account");
 }
 
-Result<std::string> ReadSecretFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return Invalid("cannot read " + path + " (" + std::strerror(errno) + ")");
-  std::stringstream content;
-  content << file.rdbuf();
-  std::string secret = content.str();
+Result<std::string> ReadSecretFile(const std::string& path, SecretLinks links) {
+  // Opened once and checked through that descriptor: what is checked is what is read.
+  const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK |
+                    (links == SecretLinks::kRefuse ? O_NOFOLLOW : 0);
+  int fd = ::open(path.c_str(), flags);
+  if (fd < 0) {
+    if (errno == ELOOP && links == SecretLinks::kRefuse) {
+      return Invalid(path + " is a symbolic link; this file is written by agentpay itself and is "
+                            "never read through a link: remove the link");
+    }
+    return Invalid("cannot read " + path + " (" + std::strerror(errno) + ")");
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return Invalid(path + " is not a regular file");
+  }
+  // As ssh does with private keys: a secret others can read is no longer a secret.
+  if ((info.st_mode & 077) != 0) {
+    ::close(fd);
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+    return Invalid(path + " is accessible by group or others (mode " + mode +
+                   "); a secret must be readable by its owner only: chmod 600 " + path);
+  }
+  if (info.st_uid != ::geteuid() && info.st_uid != 0) {
+    ::close(fd);
+    return Invalid(path + " is owned by uid " + std::to_string(info.st_uid) +
+                   ", not by this user (uid " + std::to_string(::geteuid()) +
+                   "): a secret must belong to the user that reads it");
+  }
+  constexpr size_t kMaxSecretBytes = 64 * 1024;
+  std::string secret;
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    secret.append(buffer, static_cast<size_t>(n));
+    if (secret.size() > kMaxSecretBytes) {
+      ::close(fd);
+      return Invalid(path + " is larger than " + std::to_string(kMaxSecretBytes) +
+                     " bytes: not a token or key file");
+    }
+  }
+  ::close(fd);
   while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
     secret.pop_back();
   }
   if (secret.empty()) return Invalid(path + " is empty");
   return secret;
+}
+
+Status WriteSecretFile(const std::string& path, const std::string& content) {
+  // A new file (O_EXCL, O_NOFOLLOW: never an existing file, never through a link), 0600 from
+  // creation, then renamed over `path`: a link planted at `path` is replaced, not followed.
+  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  ::unlink(temporary.c_str());
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Invalid("cannot create " + temporary + " (" + std::strerror(errno) + ")");
+  const std::string text = content + "\n";
+  bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                 ::fsync(fd) == 0;
+  written = ::close(fd) == 0 && written;
+  if (!written || ::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(temporary.c_str());
+    return Invalid("cannot write " + path + " (" + reason + ")");
+  }
+  return Status::Ok();
 }
 
 Status PrepareStoreDirectory(const ServeOptions& options) {

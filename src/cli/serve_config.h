@@ -14,6 +14,8 @@ namespace agentpay {
 struct ServeOptions {
   std::string config_file;
   std::string listen = "127.0.0.1:8402";
+  // The admin API, devnet controls, /metrics and /console/; "off": not served at all.
+  std::string admin_listen = "127.0.0.1:8404";
   std::string db = "sqlite:./agentpay-data/agentpay.db";
   std::string upstream;
   std::string price;
@@ -64,7 +66,18 @@ std::optional<RpcChainOptions> RpcChainOf(const ServeOptions& options);
 // (0700); any other directory must exist and be writable. The message names the path.
 Status PrepareStoreDirectory(const ServeOptions& options);
 
-// Reads a secret from a file (trailing whitespace removed); an empty file is an error.
-Result<std::string> ReadSecretFile(const std::string& path);
+// Whether a secret file may be reached through a symbolic link: files the operator names may
+// (a mounted secret often is one); files agentpay writes itself may not.
+enum class SecretLinks { kFollow, kRefuse };
+
+// Reads a secret from a file (trailing whitespace removed). Refused, with the fix named: a file
+// group or others can access in any way (as ssh does: "chmod 600 FILE"), one owned by another
+// user (root excepted), not a regular file, empty, or larger than 64 KiB.
+Result<std::string> ReadSecretFile(const std::string& path,
+                                   SecretLinks links = SecretLinks::kFollow);
+
+// Writes `content` and a newline as a new file of mode 0600 (O_CREAT | O_EXCL | O_NOFOLLOW),
+// renamed over `path`: never written through a link, never readable by others, even for a moment.
+Status WriteSecretFile(const std::string& path, const std::string& content);
 
 }  // namespace agentpay

@@ -15,6 +15,19 @@ namespace {
 constexpr size_t kMaxNameLength = 200;
 constexpr size_t kMaxReferenceLength = 255;
 constexpr int kMaxListLimit = 1000;
+// Keys an account may hold unrevoked at once: enough to rotate (old and new) with room to spare,
+// few enough that a leaked admin token cannot grow the key table without bound.
+constexpr size_t kMaxActiveApiKeys = 10;
+constexpr std::string_view kApiKeys = "/api-keys";
+
+nlohmann::json ApiKeyJson(const ApiKeyRecord& key) {
+  nlohmann::json json = {{"key_id", key.id},
+                         {"account_id", key.account_id},
+                         {"created_ms", key.created_ms},
+                         {"revoked", key.revoked_ms.has_value()}};
+  if (key.revoked_ms) json["revoked_ms"] = *key.revoked_ms;
+  return json;
+}
 
 std::optional<nlohmann::json> ParseObject(const std::string& body) {
   auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -150,6 +163,9 @@ HttpResponse AdminApi::Handle(const HttpRequest& request) {
   }
   if (path.starts_with(std::string(kAccounts) + "/")) {
     std::string_view rest = path.substr(kAccounts.size() + 1);
+    if (auto keys = rest.find(kApiKeys); keys != std::string_view::npos) {
+      return ApiKeys(request, rest.substr(0, keys), rest.substr(keys + kApiKeys.size()));
+    }
     constexpr std::string_view kDeposits = "/deposits";
     if (rest.ends_with(kDeposits)) {
       if (request.method != "POST") {
@@ -210,7 +226,119 @@ HttpResponse AdminApi::CreateAccount(const HttpRequest& request) {
   if (!status.ok()) return StoreProblem(status);
   nlohmann::json json = AccountJson(account);
   json["api_key"] = api_key;
+  json["key_id"] = FirstApiKeyId(account.api_key_hash);
   return JsonResponse(201, DumpJson(json));
+}
+
+HttpResponse AdminApi::ApiKeys(const HttpRequest& request, std::string_view account_id,
+                               std::string_view rest) {
+  if (rest.empty() || rest == "/") {
+    if (request.method == "POST") return CreateApiKey(account_id);
+    if (request.method == "GET") return ListApiKeys(account_id);
+    return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use POST (new key) or GET");
+  }
+  if (rest.front() != '/' || rest.find('/', 1) != std::string_view::npos) {
+    return ProblemResponse(404, ProblemCode::kNotFound, "no such admin endpoint");
+  }
+  if (request.method != "DELETE") {
+    return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use DELETE to revoke a key");
+  }
+  return RevokeApiKey(account_id, rest.substr(1));
+}
+
+// Rotation's first half: a new key beside the ones the account has. The old keys keep working
+// until they are revoked, so clients move over without an outage; there is no timed grace period.
+HttpResponse AdminApi::CreateApiKey(std::string_view account_id) {
+  const std::string api_key = NewApiKey(ctx_.random);
+  ApiKeyRecord key{"key_" + RandomHex(ctx_.random, 8), std::string(account_id),
+                   Sha256Hex(api_key), 0, std::nullopt};
+  enum class Outcome { kCreated, kNoAccount, kTooMany } outcome{};
+  Status status = ctx_.store.Write([&](Transaction& tx) -> Status {
+    key.created_ms = ctx_.clock.NowMs();
+    auto account = tx.FindAccount(account_id);
+    if (!account.ok()) return account.status();
+    if (!account->has_value()) {
+      outcome = Outcome::kNoAccount;
+      return Status::Ok();
+    }
+    auto keys = tx.ListApiKeys(account_id);
+    if (!keys.ok()) return keys.status();
+    size_t active = 0;
+    for (const ApiKeyRecord& existing : *keys) active += existing.revoked_ms ? 0 : 1;
+    if (active >= kMaxActiveApiKeys) {
+      outcome = Outcome::kTooMany;
+      return Status::Ok();
+    }
+    auto inserted = tx.InsertApiKey(key);
+    if (!inserted.ok()) return inserted.status();
+    if (!*inserted) return Status::Error(ErrorCode::kStoreConflict, "API key id collision");
+    outcome = Outcome::kCreated;
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  switch (outcome) {
+    case Outcome::kNoAccount:
+      return ProblemResponse(404, ProblemCode::kNotFound, "no account " + std::string(account_id));
+    case Outcome::kTooMany:
+      return ProblemResponse(409, ProblemCode::kTooManyApiKeys,
+                             "the account already has " + std::to_string(kMaxActiveApiKeys) +
+                                 " keys in force; revoke one first");
+    case Outcome::kCreated: {
+      nlohmann::json json = ApiKeyJson(key);
+      json["api_key"] = api_key;  // shown once: the store keeps its hash only
+      return JsonResponse(201, DumpJson(json));
+    }
+  }
+  AGENTPAY_CHECK(false);
+}
+
+HttpResponse AdminApi::ListApiKeys(std::string_view account_id) {
+  bool found = false;
+  std::vector<ApiKeyRecord> keys;
+  Status status = ctx_.store.Read([&](Transaction& tx) -> Status {
+    auto account = tx.FindAccount(account_id);
+    if (!account.ok()) return account.status();
+    found = account->has_value();
+    auto listed = tx.ListApiKeys(account_id);
+    if (!listed.ok()) return listed.status();
+    keys = std::move(*listed);
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  if (!found) {
+    return ProblemResponse(404, ProblemCode::kNotFound, "no account " + std::string(account_id));
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (const ApiKeyRecord& key : keys) list.push_back(ApiKeyJson(key));
+  return JsonResponse(200,
+                      DumpJson({{"account_id", std::string(account_id)}, {"api_keys", list}}));
+}
+
+// Revocation: at once in this process's store, and within ApiKeys::kMaxKeyStalenessMs in every
+// process sharing it. Idempotent: revoking a revoked key answers its record again, replayed.
+HttpResponse AdminApi::RevokeApiKey(std::string_view account_id, std::string_view key_id) {
+  std::optional<ApiKeyRecord> key;
+  bool revoked_now = false;
+  Status status = ctx_.store.Write([&](Transaction& tx) -> Status {
+    auto revoked = tx.RevokeApiKey(account_id, key_id, ctx_.clock.NowMs());
+    if (!revoked.ok()) return revoked.status();
+    revoked_now = *revoked;
+    auto keys = tx.ListApiKeys(account_id);
+    if (!keys.ok()) return keys.status();
+    for (const ApiKeyRecord& listed : *keys) {
+      if (listed.id == key_id) key = listed;
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  if (!key) {
+    return ProblemResponse(404, ProblemCode::kNotFound,
+                           "no key " + std::string(key_id) + " on account " +
+                               std::string(account_id));
+  }
+  HttpResponse response = JsonResponse(200, DumpJson(ApiKeyJson(*key)));
+  response.SetHeader("Idempotent-Replayed", revoked_now ? "false" : "true");
+  return response;
 }
 
 HttpResponse AdminApi::Deposit(const HttpRequest& request, std::string_view account_id) {
@@ -280,7 +408,7 @@ HttpResponse AdminApi::Deposit(const HttpRequest& request, std::string_view acco
       return response;
     }
   }
-  return ProblemResponse(500, ProblemCode::kInternalError, "unreachable");
+  AGENTPAY_CHECK(false);
 }
 
 // The `limit` query parameter: default 100, 1..kMaxListLimit.

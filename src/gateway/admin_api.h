@@ -1,5 +1,5 @@
 // The admin API (docs/protocol.md §9): accounts, deposits idempotent by reference, the operation
-// listing, alerts and their resolution. Every call needs `Authorization: Bearer <admin token>`;
+// listing, alerts and their resolution, API key rotation and revocation. Every call needs `Authorization: Bearer <admin token>`;
 // without a configured token the whole API answers 403 admin_disabled.
 #pragma once
 
@@ -20,6 +20,12 @@ class AdminApi {
  private:
   HttpResponse CreateAccount(const HttpRequest& request);
   HttpResponse Deposit(const HttpRequest& request, std::string_view account_id);
+  // /admin/v1/accounts/{id}/api-keys[/{key_id}]: `rest` is what follows the account id.
+  HttpResponse ApiKeys(const HttpRequest& request, std::string_view account_id,
+                       std::string_view rest);
+  HttpResponse CreateApiKey(std::string_view account_id);
+  HttpResponse ListApiKeys(std::string_view account_id);
+  HttpResponse RevokeApiKey(std::string_view account_id, std::string_view key_id);
   HttpResponse ListOperations(const HttpRequest& request);
   HttpResponse ListAlerts(const HttpRequest& request);
   HttpResponse ResolveOperation(const HttpRequest& request, std::string_view operation_id);

@@ -10,10 +10,15 @@ Result<std::optional<std::string>> ApiKeys::Authenticate(const HttpRequest& requ
   constexpr std::string_view kBearer = "Bearer ";
   if (!header || !header->starts_with(kBearer)) return std::optional<std::string>();
   std::string hash = Sha256Hex(header->substr(kBearer.size()));
+  const int64_t now = clock_.NowMs();
   {
     std::lock_guard lock(mutex_);
     auto cached = account_by_key_hash_.find(hash);
-    if (cached != account_by_key_hash_.end()) return std::optional<std::string>(cached->second);
+    // A clock that stepped back makes the entry's age unknown: it is read again.
+    if (cached != account_by_key_hash_.end() && now >= cached->second.read_ms &&
+        now - cached->second.read_ms < kMaxKeyStalenessMs) {
+      return std::optional<std::string>(cached->second.account_id);
+    }
   }
   std::optional<std::string> account_id;
   Status status = store_.Read([&](Transaction& tx) {
@@ -23,11 +28,13 @@ Result<std::optional<std::string>> ApiKeys::Authenticate(const HttpRequest& requ
     return Status::Ok();
   });
   if (!status.ok()) return status;
-  if (account_id) {
-    std::lock_guard lock(mutex_);
-    if (account_by_key_hash_.size() >= kMaxCachedKeys) account_by_key_hash_.clear();
-    account_by_key_hash_.emplace(hash, *account_id);
+  std::lock_guard lock(mutex_);
+  if (!account_id) {
+    account_by_key_hash_.erase(hash);  // revoked: forgotten at once
+    return account_id;
   }
+  if (account_by_key_hash_.size() >= kMaxCachedKeys) account_by_key_hash_.clear();
+  account_by_key_hash_.insert_or_assign(hash, Known{*account_id, now});
   return account_id;
 }
 

@@ -1,13 +1,17 @@
-// Wallet API keys: which account a request's bearer key belongs to. Remembered per key hash (an
-// account's id and key never change), so only the first request of a key reads the store.
+// Wallet API keys: which account a request's bearer key belongs to. Keys can be revoked (issue
+// 13), by this process or another one sharing the store, so what is remembered of a key is
+// trusted for at most kMaxKeyStalenessMs of the injected clock: a revoked key is refused by
+// every process within that bound, while a busy key still costs one store read per period.
 #pragma once
 
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "core/result.h"
+#include "core/world.h"
 #include "http/message.h"
 #include "store/store.h"
 
@@ -15,15 +19,25 @@ namespace agentpay {
 
 class ApiKeys {
  public:
-  explicit ApiKeys(Store& store) : store_(store) {}
-  // The account id behind `Authorization: Bearer <key>`; nullopt without one or for an unknown key.
+  // How long a key's account, once read, is believed without reading the store again. Below one
+  // second: the promise made to operators is "revoked means refused everywhere within 1 s".
+  static constexpr int64_t kMaxKeyStalenessMs = 500;
+
+  ApiKeys(Store& store, Clock& clock) : store_(store), clock_(clock) {}
+  // The account id behind `Authorization: Bearer <key>`; nullopt without one, or for an unknown
+  // or revoked key.
   Result<std::optional<std::string>> Authenticate(const HttpRequest& request);
 
  private:
   static constexpr size_t kMaxCachedKeys = 100000;
+  struct Known {
+    std::string account_id;
+    int64_t read_ms;  // when the store said so
+  };
   Store& store_;
+  Clock& clock_;
   std::mutex mutex_;
-  std::unordered_map<std::string, std::string> account_by_key_hash_;
+  std::unordered_map<std::string, Known> account_by_key_hash_;  // guarded by mutex_
 };
 
 // Whether `request` carries `Authorization: Bearer <admin_token>` (compared in constant time);

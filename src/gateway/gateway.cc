@@ -37,7 +37,7 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
       attachments_(store, timers, blocking_pool_, metrics_, config_.attach_wait_ms),
       context_{config_,  store,    clock,        random,      timers,
                upstream, metrics_, attachments_, instance_id_},
-      api_keys_(store),
+      api_keys_(store, clock),
       wallet_(context_, api_keys_),
       views_(context_, api_keys_),
       admin_(context_) {
@@ -83,8 +83,17 @@ void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond re
   std::string_view path = request->Path();
   const RouteConfig* route = IsReservedPath(path) ? nullptr : MatchRoute(path);
   if (route != nullptr) return HandlePaid(std::move(request), *route, std::move(respond));
-  bool queued =
-      blocking_pool_.TrySubmit([this, request, respond] { respond(HandleBlocking(*request)); });
+  bool queued = blocking_pool_.TrySubmit([this, request, respond] {
+    // Nothing here is meant to throw; if something does, the pool thread must not die with it and
+    // the client learns only an error id (the reason goes to the log).
+    HttpResponse response;
+    try {
+      response = HandleBlocking(*request);
+    } catch (const std::exception& error) {
+      response = InternalErrorResponse(error.what());
+    }
+    respond(std::move(response));
+  });
   if (!queued) respond(RetryLater(ProblemCode::kLimitExceeded, "the gateway is at capacity"));
 }
 

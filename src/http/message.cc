@@ -1,7 +1,9 @@
 // Helpers over plain HTTP values; see message.h.
 #include "http/message.h"
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <random>
 
 namespace agentpay {
 
@@ -91,6 +93,26 @@ HttpResponse ProblemResponse(int status, ProblemCode code, std::string_view deta
   response.status = status;
   response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   response.SetHeader("Content-Type", "application/problem+json");
+  return response;
+}
+
+HttpResponse InternalErrorResponse(std::string_view reason, InternalErrorLog log) {
+  // The shell's own randomness: an id to find the log line by, not a secret.
+  static thread_local std::mt19937_64 ids{std::random_device{}()};
+  char id[24];
+  std::snprintf(id, sizeof id, "err_%016llx", static_cast<unsigned long long>(ids()));
+  if (log != nullptr) {
+    log(id, reason);
+  } else {
+    std::fprintf(stderr, "agentpay: internal error %s: %.*s\n", id,
+                 static_cast<int>(reason.size()), reason.data());
+  }
+  HttpResponse response = ProblemResponse(
+      500, ProblemCode::kInternalError,
+      std::string("internal error; the gateway's log has the reason under error id ") + id);
+  auto body = nlohmann::json::parse(response.body);
+  body["error_id"] = id;
+  response.body = body.dump();
   return response;
 }
 

@@ -54,6 +54,12 @@ HttpResponse ProblemResponse(int status, ProblemCode code, std::string_view deta
                              std::string_view operation_id = {});
 HttpResponse JsonResponse(int status, std::string body);
 
+// The 500 for a failure nobody planned for (a handler threw): its body carries a fresh error id
+// (`error_id`, also in `detail`) and nothing of `reason`, which goes with the id to `log` (by
+// default one line on stderr) for the operator. Exception text, SQL or paths never reach a client.
+using InternalErrorLog = void (*)(std::string_view error_id, std::string_view reason);
+HttpResponse InternalErrorResponse(std::string_view reason, InternalErrorLog log = nullptr);
+
 // The reason phrase for a status code ("Payment Required").
 std::string_view StatusTitle(int status);
 

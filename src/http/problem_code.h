@@ -38,7 +38,8 @@ enum class ProblemCode : uint8_t {
   kInternalError,
   kAlreadyResolved,
   kAuthorizationAlreadyUsed,
-  kNoAlerts,  // the last (tests/http/message_test.cc walks them up to it)
+  kNoAlerts,
+  kTooManyApiKeys,  // the last (tests/http/message_test.cc walks them up to it)
 };
 
 // The wire string. The one table of them: -Wswitch (-Wall -Werror) refuses an enumerator without
@@ -74,6 +75,7 @@ constexpr std::string_view ProblemCodeName(ProblemCode code) {
     case ProblemCode::kAlreadyResolved: return "already_resolved";
     case ProblemCode::kAuthorizationAlreadyUsed: return "authorization_already_used";
     case ProblemCode::kNoAlerts: return "no_alerts";
+    case ProblemCode::kTooManyApiKeys: return "too_many_api_keys";
   }
   // clang-format on
   AGENTPAY_CHECK(false && "ProblemCode out of range");

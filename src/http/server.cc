@@ -190,7 +190,7 @@ class Session : public std::enable_shared_from_this<Session> {
     try {
       shared_->handler(std::move(request), std::move(respond));
     } catch (const std::exception& error) {
-      Send(ProblemResponse(500, ProblemCode::kInternalError, error.what()), false);
+      Send(InternalErrorResponse(error.what()), false);
     }
   }
 
@@ -335,7 +335,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, u
       try {
         response = handler(*request);
       } catch (const std::exception& error) {
-        response = ProblemResponse(500, ProblemCode::kInternalError, error.what());
+        response = InternalErrorResponse(error.what());
       }
       respond(std::move(response));
     };

@@ -1,6 +1,13 @@
 // SQLite connection and statement helpers; see sqlite_db.h.
 #include "sqlite/sqlite_db.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 namespace agentpay::sqlite {
 
 Statement::~Statement() {
@@ -67,8 +74,42 @@ bool Statement::IsNull(int column) const {
   return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
 }
 
+namespace {
+
+// A database file and the files SQLite keeps beside it hold the books or keys: readable by their
+// owner only (issue 13). A missing database is created 0600 (never through a symbolic link), so
+// that SQLite, which gives its -wal, -shm and -journal files the database's mode, makes them 0600
+// too; files an older version left readable by others are narrowed to 0600 here. A symbolic link
+// the operator put at the path is followed by SQLite as before but left unchanged here.
+Status MakePrivate(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.starts_with("file:")) return Status::Ok();
+  int created = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (created >= 0) {
+    ::close(created);
+  } else if (errno != EEXIST) {
+    return Status::Error(ErrorCode::kStoreUnavailable,
+                         "cannot create " + path + ": " + std::strerror(errno));
+  }
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string file = path + suffix;
+    int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) continue;  // absent, or a symbolic link: not ours to change
+    struct stat info {};
+    if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && (info.st_mode & 077) != 0) {
+      (void)::fchmod(fd, info.st_mode & 0700);
+    }
+    ::close(fd);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Database>> Database::Open(const std::string& path, bool read_only,
                                                  const char* vfs) {
+  if (!read_only) {
+    if (Status status = MakePrivate(path); !status.ok()) return status;
+  }
   sqlite3* db = nullptr;
   int flags = SQLITE_OPEN_NOMUTEX |
               (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);

@@ -80,7 +80,7 @@ Status InstanceLocks::Register(const std::string& id) {
   SweepDead();
   const std::string path = PathOf(id);
   for (int round = 0; round < kMaxRegisterRounds; ++round) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return SystemError("cannot open " + path);
     if (int error = TryLock(fd); error != 0) {
       ::close(fd);

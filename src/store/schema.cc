@@ -124,6 +124,20 @@ CREATE INDEX operations_retained ON operations (retained_until_ms) WHERE respons
 -- claims whose instance is no longer alive (Store::InstanceAlive). '' on rows from before.
 ALTER TABLE operations ADD COLUMN claimed_by TEXT NOT NULL DEFAULT '';
 )sql"},
+      {6, "API keys: several per account, each revocable (issue 13)", R"sql(
+-- accounts.api_key_hash stays as the account's first key, and is no longer read: every key an
+-- account has, the first included, is a row here. A key authenticates while revoked_ms is NULL.
+CREATE TABLE api_keys (
+  id TEXT PRIMARY KEY,
+  account_id TEXT NOT NULL REFERENCES accounts(id),
+  key_hash TEXT NOT NULL UNIQUE,
+  created_ms BIGINT NOT NULL,
+  revoked_ms BIGINT
+);
+CREATE INDEX api_keys_account ON api_keys (account_id, created_ms);
+INSERT INTO api_keys (id, account_id, key_hash, created_ms)
+  SELECT 'key_' || substr(api_key_hash, 1, 16), id, api_key_hash, created_ms FROM accounts;
+)sql"},
   };
   return kMigrations;
 }

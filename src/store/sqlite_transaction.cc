@@ -431,7 +431,16 @@ Result<bool> SqliteTransaction::InsertAccount(const AccountRecord& account) {
   stmt.Bind(1, account.id).Bind(2, account.name).Bind(3, account.api_key_hash);
   stmt.Bind(4, account.balances.deposited).Bind(5, account.balances.captured);
   stmt.Bind(6, account.balances.held).Bind(7, account.created_ms);
-  return RunChangingOneRow(stmt);
+  auto inserted = RunChangingOneRow(stmt);
+  if (!inserted.ok() || !*inserted) return inserted;
+  auto first_key = InsertApiKey({FirstApiKeyId(account.api_key_hash), account.id,
+                                 account.api_key_hash, account.created_ms, std::nullopt});
+  if (!first_key.ok()) return first_key.status();
+  if (!*first_key) {
+    // Only a key of another account can hold this hash: the account is refused as a whole.
+    return Status::Error(ErrorCode::kStoreConflict, "the API key hash belongs to another key");
+  }
+  return true;
 }
 
 Result<std::optional<AccountRecord>> SqliteTransaction::FindAccount(std::string_view id) {
@@ -440,7 +449,44 @@ Result<std::optional<AccountRecord>> SqliteTransaction::FindAccount(std::string_
 
 Result<std::optional<AccountRecord>> SqliteTransaction::FindAccountByKeyHash(
     std::string_view hash) {
-  return FindAccountWhere("api_key_hash", hash);
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("SELECT ") + kAccountColumns +
+                       " FROM accounts WHERE id = (SELECT account_id FROM api_keys "
+                       "WHERE key_hash = ?1 AND revoked_ms IS NULL)");
+  stmt.Bind(1, hash);
+  return FindOne(stmt, ReadAccount);
+}
+
+Result<bool> SqliteTransaction::InsertApiKey(const ApiKeyRecord& key) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "INSERT INTO api_keys (id, account_id, key_hash, created_ms, revoked_ms) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING");
+  stmt.Bind(1, key.id).Bind(2, key.account_id).Bind(3, key.key_hash).Bind(4, key.created_ms);
+  stmt.Bind(5, key.revoked_ms);
+  return RunChangingOneRow(stmt);
+}
+
+Result<std::vector<ApiKeyRecord>> SqliteTransaction::ListApiKeys(std::string_view account_id) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "SELECT id, account_id, key_hash, created_ms, revoked_ms FROM api_keys "
+                   "WHERE account_id = ?1 ORDER BY created_ms, id");
+  stmt.Bind(1, account_id);
+  std::vector<ApiKeyRecord> keys;
+  Status status;
+  while (stmt.Step(&status)) {
+    keys.push_back({stmt.Text(0), stmt.Text(1), stmt.Text(2), stmt.Int(3), stmt.OptionalInt(4)});
+  }
+  if (!status.ok()) return status;
+  return keys;
+}
+
+Result<bool> SqliteTransaction::RevokeApiKey(std::string_view account_id, std::string_view key_id,
+                                             int64_t at_ms) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "UPDATE api_keys SET revoked_ms = ?3 "
+                   "WHERE account_id = ?1 AND id = ?2 AND revoked_ms IS NULL");
+  stmt.Bind(1, account_id).Bind(2, key_id).Bind(3, at_ms);
+  return RunChangingOneRow(stmt);
 }
 
 Result<std::vector<AccountRecord>> SqliteTransaction::ListAccounts() {

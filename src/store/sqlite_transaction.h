@@ -56,6 +56,10 @@ class SqliteTransaction final : public Transaction {
   Result<std::optional<AccountRecord>> FindAccount(std::string_view id) override;
   Result<std::optional<AccountRecord>> FindAccountByKeyHash(std::string_view hash) override;
   Result<std::vector<AccountRecord>> ListAccounts() override;
+  Result<bool> InsertApiKey(const ApiKeyRecord& key) override;
+  Result<std::vector<ApiKeyRecord>> ListApiKeys(std::string_view account_id) override;
+  Result<bool> RevokeApiKey(std::string_view account_id, std::string_view key_id,
+                            int64_t at_ms) override;
   Result<bool> InsertDeposit(const DepositRecord& deposit) override;
   Result<std::optional<DepositRecord>> FindDeposit(std::string_view account_id,
                                                    std::string_view reference) override;

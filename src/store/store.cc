@@ -21,6 +21,10 @@ SettlementRecord ToSettlementRecord(const X402PaymentRecord& record) {
                           record.raw_tx_hex,   record.submitted_ms,  record.broadcasts};
 }
 
+std::string FirstApiKeyId(std::string_view key_hash) {
+  return "key_" + std::string(key_hash.substr(0, 16));
+}
+
 Status Rollback() { return Status::Error(ErrorCode::kRollback, "decision rolled back"); }
 bool IsRollback(const Status& status) { return status.error() == ErrorCode::kRollback; }
 

@@ -27,6 +27,20 @@ struct AccountRecord {
   int64_t created_ms = 0;
 };
 
+// One API key of an account (issue 13): an account may hold several at once (rotation: a new key
+// is made, clients move to it, the old one is revoked), and a revoked key never authenticates again.
+struct ApiKeyRecord {
+  std::string id;  // "key_" + 16 hex digits: names the key in the admin API; not a secret
+  std::string account_id;
+  std::string key_hash;  // hex SHA-256 of the key; the key itself is never stored
+  int64_t created_ms = 0;
+  std::optional<int64_t> revoked_ms;  // set once, never cleared
+  bool operator==(const ApiKeyRecord&) const = default;
+};
+
+// The id InsertAccount gives an account's first key (and migration 6 gave every existing key).
+std::string FirstApiKeyId(std::string_view key_hash);
+
 struct DepositRecord {
   std::string account_id;
   std::string reference;
@@ -145,10 +159,22 @@ class Transaction {
   // status), its postings, trace and alerts stay. Precondition (the caller's decision): final.
   virtual Result<PruneOutcome> PruneResult(const Operation& op) = 0;
 
-  // Accounts. InsertAccount returns false when the id or the API key hash exists.
+  // Accounts. InsertAccount returns false when the id or the API key hash exists; otherwise it
+  // also records api_key_hash as the account's first key (id FirstApiKeyId(hash)).
   virtual Result<bool> InsertAccount(const AccountRecord& account) = 0;
   virtual Result<std::optional<AccountRecord>> FindAccount(std::string_view id) = 0;
+  // The account of the unrevoked key with this hash; nullopt for an unknown or revoked key.
   virtual Result<std::optional<AccountRecord>> FindAccountByKeyHash(std::string_view hash) = 0;
+
+  // API keys. InsertApiKey returns false (and changes nothing) when the id or the hash exists.
+  // Precondition: the account exists.
+  virtual Result<bool> InsertApiKey(const ApiKeyRecord& key) = 0;
+  // The account's keys, revoked ones included, oldest first.
+  virtual Result<std::vector<ApiKeyRecord>> ListApiKeys(std::string_view account_id) = 0;
+  // Compare-and-set: revokes the account's key `key_id` at `at_ms` if it is not revoked yet;
+  // returns whether it did (false: no such key of this account, or revoked already).
+  virtual Result<bool> RevokeApiKey(std::string_view account_id, std::string_view key_id,
+                                    int64_t at_ms) = 0;
   virtual Result<std::vector<AccountRecord>> ListAccounts() = 0;
 
   // Deposits, idempotent by (account, reference): InsertDeposit returns false when it exists.

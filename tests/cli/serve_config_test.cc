@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -24,6 +25,8 @@ class ServeConfigTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     std::ofstream(dir_ / "admin-token") << "secret-token\n";
+    fs::permissions(dir_ / "admin-token", fs::perms::owner_read | fs::perms::owner_write,
+                    fs::perm_options::replace);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -201,6 +204,53 @@ TEST_F(ServeConfigTest, MissingFilesAreNamed) {
                                           (dir_ / "no-token").string()),
             std::string::npos)
       << token.status().message();
+}
+
+// Issue 13, as ssh does: a token or key file that group or others can read (or write) is refused,
+// and the message names the file, its mode and the fix.
+TEST_F(ServeConfigTest, ASecretFileOthersCanReadIsRefusedWithTheFix) {
+  const std::string path = (dir_ / "admin-token").string();
+  for (unsigned mode : {0644u, 0640u, 0604u, 0620u, 0660u, 0666u, 0610u}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    auto config = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1",
+                           "--admin-token-file", path});
+    ASSERT_FALSE(config.ok()) << std::oct << mode;
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", mode);
+    const std::string& message = config.status().message();
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string("mode ") + octal), std::string::npos) << message;
+    EXPECT_NE(message.find("chmod 600 " + path), std::string::npos) << message;
+  }
+  for (unsigned mode : {0600u, 0400u}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    auto config = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1",
+                           "--admin-token-file", path});
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    EXPECT_EQ(config->admin_token, "secret-token");
+  }
+}
+
+TEST_F(ServeConfigTest, SecretFilesAreWrittenPrivateAndNeverThroughALink) {
+  const fs::path target = dir_ / "victim";
+  std::ofstream(target) << "untouched\n";
+  const fs::path link = dir_ / "demo-secret";
+  fs::create_symlink(target, link);
+  // Reading a file agentpay writes itself refuses a link there.
+  auto read = ReadSecretFile(link.string(), SecretLinks::kRefuse);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("symbolic link"), std::string::npos);
+  // Writing replaces the link with a private file; the link's target is left as it was.
+  ASSERT_TRUE(WriteSecretFile(link.string(), "s3cret").ok());
+  EXPECT_FALSE(fs::is_symlink(link));
+  struct stat info {};
+  ASSERT_EQ(::lstat(link.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0600u);
+  EXPECT_EQ(*ReadSecretFile(link.string(), SecretLinks::kRefuse), "s3cret");
+  std::ifstream victim(target);
+  std::string content;
+  std::getline(victim, content);
+  EXPECT_EQ(content, "untouched");
 }
 
 TEST_F(ServeConfigTest, TheDefaultStoreDirectoryIsCreatedPrivate) {

@@ -12,7 +12,8 @@ Topology: clients -> fault proxy (fault_proxy.py) -> gateway -> seller. Faults:
     after each window (skipped, and said so, where nft is unavailable);
   - kill -9 of the gateway at a random point of every round's random workload, then a restart on the
     same database;
-  - admin resolutions of the alerts, sent through the proxy (their answers dropped too) and retried.
+  - admin resolutions of the alerts, sent through a proxy in front of the admin listener (their answers
+    dropped too) and retried.
 
 First a few targeted scenarios with exact expectations (e.g. "response dropped after the gateway
 charged": the retry replays, one charge, one execution). Then the rounds: each round runs a random
@@ -178,6 +179,9 @@ class World:
         self.seller = harness.Seller(workdir).start()
         self.gw = harness.Gateway(workdir, self.seller.url, price=PRICE, extra_args=GATEWAY_ARGS).start()
         self.proxy = FaultProxy(("127.0.0.1", self.gw.port), upstream_timeout_s=REQUEST_TIMEOUT_S + 2).start()
+        # The admin API lives on the admin listener (--admin-listen): its calls get a proxy of their own.
+        self.admin_proxy = FaultProxy(("127.0.0.1", self.gw.admin_port),
+                                      upstream_timeout_s=REQUEST_TIMEOUT_S + 2).start()
         self.accounts = [self.gw.create_account("fault-%d" % i, deposit=DEPOSIT) for i in range(ACCOUNTS)]
         self.deposited = DEPOSIT * ACCOUNTS
         self.abandoned = []  # actions whose agent gave up; some come back in a later round
@@ -187,6 +191,7 @@ class World:
     def stop(self):
         self.loss.off()
         self.proxy.stop()
+        self.admin_proxy.stop()
         self.gw.stop()
         self.seller.kill9()
 
@@ -324,7 +329,8 @@ def resolve_some_alerts(world, rng, round_no, violations):
             headers = {"Authorization": "Bearer " + harness.ADMIN_TOKEN, "Content-Type": "application/json",
                        "X-Fault-Proxy-Mode": mode}
             try:
-                got = harness.http_request(world.proxy.port, "POST", "/admin/v1/operations/%s/resolve" % op_id,
+                got = harness.http_request(world.admin_proxy.port, "POST",
+                                           "/admin/v1/operations/%s/resolve" % op_id,
                                            body=body, headers=headers, timeout=REQUEST_TIMEOUT_S)
             except NETWORK_ERRORS:
                 answers.append("net")

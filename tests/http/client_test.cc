@@ -6,6 +6,9 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -32,6 +35,9 @@ class ClientTest : public ::testing::Test {
       if (request.Path() == "/hang") response.disposition = Disposition::kHang;
       if (request.Path() == "/drop") response.disposition = Disposition::kDropConnection;
       if (request.Path() == "/echo") response.body = request.body;
+      if (request.Path() == "/throw") {
+        throw std::runtime_error("sqlite: disk I/O error in /var/lib/agentpay/secret.db");
+      }
       return response;
     });
     ASSERT_TRUE(server.ok());
@@ -114,6 +120,39 @@ TEST_F(ClientTest, AsyncClientKeepsTheConnectionsOfConcurrentCalls) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(server_->Stats().open_connections, static_cast<uint64_t>(kCalls));
   EXPECT_EQ(server_->Stats().requests, static_cast<uint64_t>(2 * kCalls));
+}
+
+// Issue 13: a handler that throws gets its client a 500 with an error id and none of the
+// exception's text (paths, SQL, library messages); the server goes on serving.
+TEST_F(ClientTest, AThrowingHandlerAnswers500WithAnErrorIdAndNoInternalText) {
+  ClientResponse first = Get("/throw");
+  ASSERT_EQ(first.error, ClientError::kNone);
+  EXPECT_EQ(first.status, 500);
+  EXPECT_EQ(first.body.find("sqlite"), std::string::npos) << first.body;
+  EXPECT_EQ(first.body.find("secret.db"), std::string::npos) << first.body;
+  EXPECT_EQ(first.body.find("I/O"), std::string::npos) << first.body;
+  auto json = nlohmann::json::parse(first.body);
+  EXPECT_EQ(json["code"], "internal_error");
+  const std::string id = json["error_id"];
+  EXPECT_TRUE(std::regex_match(id, std::regex("err_[0-9a-f]{16}"))) << id;
+  EXPECT_NE(json["detail"].get<std::string>().find(id), std::string::npos);
+  ClientResponse second = Get("/throw");
+  EXPECT_NE(nlohmann::json::parse(second.body)["error_id"], id);  // one id per failure
+  EXPECT_EQ(Get("/echo").status, 200);
+}
+
+TEST(InternalErrorResponse, GivesTheReasonToTheLogUnderTheIdItAnswers) {
+  static std::string logged_id, logged_reason;
+  HttpResponse response = InternalErrorResponse(
+      "std::bad_alloc in AdminApi::Deposit", [](std::string_view id, std::string_view reason) {
+        logged_id = id;
+        logged_reason = reason;
+      });
+  EXPECT_EQ(response.status, 500);
+  EXPECT_EQ(*response.Header("Content-Type"), "application/problem+json");
+  EXPECT_EQ(response.body.find("bad_alloc"), std::string::npos) << response.body;
+  EXPECT_EQ(nlohmann::json::parse(response.body)["error_id"], logged_id);
+  EXPECT_EQ(logged_reason, "std::bad_alloc in AdminApi::Deposit");
 }
 
 TEST_F(ClientTest, ConnectionRefusedMeansNeverSent) {

@@ -114,6 +114,15 @@ def _die_with_parent():
         pass
 
 
+def write_secret(path, content):
+    """Writes a secret file (token, key) the way the gateway wants it: mode 0600 from creation
+    (the gateway refuses one that group or others can read)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(content)
+    os.chmod(path, 0o600)
+
+
 def free_port():
     """A port that was free a moment ago (bind port 0, read it, close)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -282,10 +291,10 @@ class Gateway(ManagedProcess):
     def __init__(self, workdir, upstream_url, price=PRICE, extra_args=()):
         self.workdir = workdir
         self.port = free_port()
+        self.admin_port = free_port()  # --admin-listen: the admin API and /metrics live there only
         self.db_path = os.path.join(workdir, "agentpay.db")
         self.token_file = os.path.join(workdir, "admin-token")
-        with open(self.token_file, "w") as f:
-            f.write(ADMIN_TOKEN + "\n")
+        write_secret(self.token_file, ADMIN_TOKEN + "\n")
         self.upstream_url = upstream_url
         self.price = price
         self.extra_args = list(extra_args)
@@ -293,8 +302,10 @@ class Gateway(ManagedProcess):
         super().__init__("gateway", self._argv(), os.path.join(workdir, "gateway.log"))
 
     def _argv(self):
+        # The harness's admin listener, unless the test gives its own --admin-listen.
+        admin = [] if "--admin-listen" in self.extra_args else ["--admin-listen", "127.0.0.1:%d" % self.admin_port]
         return [binary(), "serve",
-                "--listen", "127.0.0.1:%d" % self.port,
+                "--listen", "127.0.0.1:%d" % self.port] + admin + [
                 "--db", "sqlite:" + self.db_path,
                 "--upstream", self.upstream_url,
                 "--price", str(self.price),
@@ -324,9 +335,24 @@ class Gateway(ManagedProcess):
     def request(self, method, path, body=None, headers=None, timeout=HTTP_TIMEOUT_S):
         return http_request(self.port, method, path, body=body, headers=headers, timeout=timeout)
 
+    def admin_request(self, method, path, body=None, headers=None, timeout=HTTP_TIMEOUT_S):
+        """A request to the admin listener (--admin-listen), with exactly the headers given."""
+        return http_request(self.admin_port, method, path, body=body, headers=headers, timeout=timeout)
+
     def admin(self, method, path, body=None, timeout=HTTP_TIMEOUT_S):
         headers = {"Authorization": "Bearer " + ADMIN_TOKEN}
-        return self.request(method, path, body=body, headers=headers, timeout=timeout)
+        return self.admin_request(method, path, body=body, headers=headers, timeout=timeout)
+
+    @property
+    def admin_url(self):
+        return "http://127.0.0.1:%d" % self.admin_port
+
+    def metrics(self):
+        """GET /metrics on the admin listener, as text."""
+        r = self.admin_request("GET", "/metrics", timeout=5)
+        if r.status != 200:
+            raise AssertionError("GET /metrics: expected 200, got %r" % r)
+        return r.body.decode() if isinstance(r.body, bytes) else r.body
 
     def healthz(self):
         return self.request("GET", "/healthz", timeout=5)
@@ -599,10 +625,13 @@ class DemoServer:
     def __init__(self, workdir, extra_args=(), timeout=20):
         self.workdir = workdir
         self.port = free_port()
+        self.admin_port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
-        self.admin_base = self.base  # where the admin API and the devnet controls are served
+        # Where the admin API, the devnet controls and /metrics are served (--admin-listen).
+        self.admin_base = "http://127.0.0.1:%d" % self.admin_port
         self.proc = subprocess.Popen(
-            [binary(), "serve", "--demo", "--listen", "127.0.0.1:%d" % self.port, *extra_args],
+            [binary(), "serve", "--demo", "--listen", "127.0.0.1:%d" % self.port,
+             "--admin-listen", "127.0.0.1:%d" % self.admin_port, *extra_args],
             cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, preexec_fn=_die_with_parent)
         lines = []

@@ -131,9 +131,7 @@ def stored_row(budget_db, key):
 
 def write_key(workdir, name, account):
     path = os.path.join(workdir, name)
-    with open(path, "w") as f:
-        f.write(account.private_key + "\n")
-    os.chmod(path, 0o600)
+    harness.write_secret(path, account.private_key + "\n")
     return path
 
 

@@ -40,8 +40,7 @@ class PayAgainstTheDemoTest(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="agentpay-pay-demo-")
         cls.demo = harness.DemoServer(cls.dir)
         cls.key_file = os.path.join(cls.dir, "buyer.key")
-        with open(cls.key_file, "w") as f:
-            f.write(cls.demo.buyer_key + "\n")
+        harness.write_secret(cls.key_file, cls.demo.buyer_key + "\n")
 
     @classmethod
     def tearDownClass(cls):

@@ -42,12 +42,16 @@ def free_port():
 class Demo(harness.DemoServer):
     """The demo, with what these tests do to it over HTTP and with the official x402 client."""
 
-    def request(self, method, path, body=None, headers=None):
+    def admin_request(self, method, path, body=None, headers=None):
+        """A request to the admin listener (--admin-listen): the admin API and devnet controls."""
+        return self.request(method, path, body, headers, base=self.admin_base)
+
+    def request(self, method, path, body=None, headers=None, base=None):
         if body is None:
             data = None
         else:
             data = (body if isinstance(body, str) else json.dumps(body)).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers or {})
+        req = urllib.request.Request((base or self.base) + path, data=data, method=method, headers=headers or {})
         try:
             with urllib.request.urlopen(req, timeout=20) as resp:
                 return resp.status, dict(resp.headers), resp.read().decode()
@@ -56,7 +60,7 @@ class Demo(harness.DemoServer):
 
     def devnet(self, body=None):
         auth = {"Authorization": "Bearer " + self.admin_token, "Content-Type": "application/json"}
-        status, _, text = self.request("POST" if body else "GET", "/admin/v1/devnet", body, auth)
+        status, _, text = self.admin_request("POST" if body else "GET", "/admin/v1/devnet", body, auth)
         if status != 200:
             raise AssertionError("devnet admin: %d %s" % (status, text))
         return json.loads(text)
@@ -150,13 +154,13 @@ class DemoDevnetTest(unittest.TestCase):
         self.assertIn("balance %d atomic units" % DEMO_FUNDING, demo.banner)
 
     def test_devnet_admin_needs_the_admin_token_and_checks_its_input(self):
-        status, _, _ = self.demo.request("GET", "/admin/v1/devnet")
+        status, _, _ = self.demo.admin_request("GET", "/admin/v1/devnet")
         self.assertEqual(status, 401)
         auth = {"Authorization": "Bearer " + self.demo.admin_token}
         for body in ({"mine_delay_ms": -1}, {"automine": "yes"}, {"drop": "0x12"}):
-            status, _, text = self.demo.request("POST", "/admin/v1/devnet", body, auth)
+            status, _, text = self.demo.admin_request("POST", "/admin/v1/devnet", body, auth)
             self.assertEqual(status, 400, (body, text))
-        status, _, text = self.demo.request("POST", "/admin/v1/devnet", {"drop": "0x" + "ab" * 32}, auth)
+        status, _, text = self.demo.admin_request("POST", "/admin/v1/devnet", {"drop": "0x" + "ab" * 32}, auth)
         self.assertEqual(status, 200, text)
         self.assertIn("nothing dropped", text)
 
@@ -278,8 +282,7 @@ class PayReconcileOnDevnetTest(unittest.TestCase):
         # about 5 s to see reconcile keep the reservation before validBefore + the 1 s buffer.
         self.demo = Demo(self.dir, ["--max-timeout-seconds", "12"])
         self.key_file = os.path.join(self.dir, "buyer-key")
-        with open(self.key_file, "w") as f:
-            f.write(self.demo.buyer_key + "\n")
+        harness.write_secret(self.key_file, self.demo.buyer_key + "\n")
         self.budget_db = os.path.join(self.dir, "budget.db")
 
     def tearDown(self):
@@ -423,14 +426,14 @@ class AdminCliTest(unittest.TestCase):
 
     def test_devnet_controls_refuse_unknown_fields_and_strangers(self):
         auth = {"Authorization": "Bearer " + self.demo.admin_token, "Content-Type": "application/json"}
-        status, _, text = self.demo.request("POST", "/admin/v1/devnet", {"automine": False, "mine_dealy_ms": 5}, auth)
+        status, _, text = self.demo.admin_request("POST", "/admin/v1/devnet", {"automine": False, "mine_dealy_ms": 5}, auth)
         self.assertEqual(status, 400, text)
         self.assertEqual(json.loads(text)["code"], "invalid_request")
         self.assertIn("mine_dealy_ms", json.loads(text)["detail"])
         self.assertTrue(self.demo.devnet()["automine"], "a refused body must change nothing")
-        status, _, text = self.demo.request("POST", "/admin/v1/devnet", "not json", auth)
+        status, _, text = self.demo.admin_request("POST", "/admin/v1/devnet", "not json", auth)
         self.assertEqual((status, json.loads(text)["code"]), (400, "invalid_request"), text)
-        status, _, _ = self.demo.request("POST", "/admin/v1/devnet", {"mine": True},
+        status, _, _ = self.demo.admin_request("POST", "/admin/v1/devnet", {"mine": True},
                                          {"Authorization": "Bearer adm_not_the_token"})
         self.assertEqual(status, 401)
 
@@ -511,8 +514,7 @@ class AdminCliTest(unittest.TestCase):
 
     def write_token(self, token):
         path = os.path.join(self.dir, "other-token")
-        with open(path, "w") as f:
-            f.write(token + "\n")
+        harness.write_secret(path, token + "\n")  # 0600: agentpay admin refuses a looser token file
         return path
 
 

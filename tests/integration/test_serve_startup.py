@@ -27,8 +27,7 @@ class ScratchDirTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="agentpay-startup-")
         self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
-        with open(os.path.join(self.dir, "admin-token"), "w") as f:
-            f.write(ADMIN_TOKEN + "\n")
+        harness.write_secret(os.path.join(self.dir, "admin-token"), ADMIN_TOKEN + "\n")
 
     def write(self, name, text):
         path = os.path.join(self.dir, name)
@@ -38,8 +37,8 @@ class ScratchDirTest(unittest.TestCase):
 
     def serve_refused(self, *args):
         """Runs serve, expects it to stop at start with exit 2; returns its stderr."""
-        p = subprocess.run([harness.binary(), "serve", "--listen", "127.0.0.1:%d" % harness.free_port()]
-                           + list(args), cwd=self.dir, capture_output=True, text=True, timeout=30)
+        p = subprocess.run([harness.binary(), "serve", "--listen", "127.0.0.1:%d" % harness.free_port(),
+                            "--admin-listen", "127.0.0.1:%d" % harness.free_port()] + list(args), cwd=self.dir, capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 2, "serve %r should refuse to start: %s %s" % (args, p.stdout, p.stderr))
         return p.stderr
 
@@ -84,11 +83,12 @@ class DefaultDirectoryTest(ScratchDirTest):
         seller = Seller(self.dir)
         self.addCleanup(seller.kill9)
         seller.start()
-        port = harness.free_port()
+        port, admin_port = harness.free_port(), harness.free_port()
         config = self.write("agentpay.toml",
-                            'listen = "127.0.0.1:%d"\nadmin_token_file = "admin-token"\n'
+                            'listen = "127.0.0.1:%d"\nadmin_listen = "127.0.0.1:%d"\n'
+                            'admin_token_file = "admin-token"\n'
                             '[[route]]\nprefix = "/weather"\nupstream = "%s"\nprice = "2500"\n'
-                            'require_idempotency_key = true\n' % (port, seller.url))
+                            'require_idempotency_key = true\n' % (port, admin_port, seller.url))
         gw = harness.ManagedProcess("gateway", [harness.binary(), "serve", "--config", config],
                                     os.path.join(self.dir, "gateway.log"))
         cwd = os.getcwd()
@@ -102,7 +102,7 @@ class DefaultDirectoryTest(ScratchDirTest):
         self.assertTrue(os.path.isfile(os.path.join(data, "agentpay.db")))
         self.assertEqual(stat.S_IMODE(os.stat(data).st_mode), 0o700)
         # require_idempotency_key from the file is in force: no key, 400.
-        r = harness.http_request(port, "POST", "/admin/v1/accounts", body={"name": "a"},
+        r = harness.http_request(admin_port, "POST", "/admin/v1/accounts", body={"name": "a"},
                                  headers={"Authorization": "Bearer " + ADMIN_TOKEN})
         self.assertEqual(r.status, 201, r)
         key = r.json()["api_key"]

@@ -95,10 +95,12 @@ class SimHttpTest(unittest.TestCase):
     def test_gateway_serves_the_model_too(self):
         with tempfile.TemporaryDirectory() as tmp:
             token = os.path.join(tmp, "token")
-            with open(token, "w") as f:
+            fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
                 f.write("t0ken\n")
             port = free_port()
-            proc = start(["serve", "--listen", "127.0.0.1:%d" % port, "--db", "sqlite:%s/a.db" % tmp,
+            proc = start(["serve", "--listen", "127.0.0.1:%d" % port, "--admin-listen", "off",
+                          "--db", "sqlite:%s/a.db" % tmp,
                           "--upstream", "http://127.0.0.1:9", "--price", "1", "--admin-token-file", token])
             try:
                 self.check_endpoint(port)

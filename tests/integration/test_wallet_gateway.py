@@ -465,11 +465,12 @@ class RejectionTest(GatewayTestCase):
             r = self.gw.pay(None, "k-401", BODY, headers={"Authorization": auth})
             self.assertProblem(r, 401, "unauthorized", "Authorization: %s" % auth)
         # An API key is not an admin token, and a wrong admin token is refused.
-        r = self.gw.request("GET", "/admin/v1/accounts/%s" % self.rich.id,
-                            headers={"Authorization": "Bearer " + self.rich.api_key})
+        r = self.gw.admin_request("GET", "/admin/v1/accounts/%s" % self.rich.id,
+                                  headers={"Authorization": "Bearer " + self.rich.api_key})
         self.assertEqual(r.status, 401, r)
-        r = self.gw.request("POST", "/admin/v1/accounts/%s/deposits" % self.rich.id,
-                            body={"amount": "5", "reference": "x"}, headers={"Authorization": "Bearer nope"})
+        r = self.gw.admin_request("POST", "/admin/v1/accounts/%s/deposits" % self.rich.id,
+                                  body={"amount": "5", "reference": "x"},
+                                  headers={"Authorization": "Bearer nope"})
         self.assertEqual(r.status, 401, r)
         r = self.gw.request("GET", "/v1/account", headers={"Authorization": "Bearer " + bogus})
         self.assertEqual(r.status, 401, r)
@@ -553,14 +554,14 @@ class RejectionTest(GatewayTestCase):
                       None))
         for body in (b"{", b"[]", b'"name"', b"null", b'{"name":', b"\xff\xfe\x00", b"{'name': 'x'}", b"{}",
                      b'{"name": 5}'):
-            cases.append(("create account with %r" % body, http_raw("POST", "/admin/v1/accounts", admin, body),
+            cases.append(("admin: create account with %r" % body, http_raw("POST", "/admin/v1/accounts", admin, body),
                           {400}))
         for body in (b"{", b"[1,2]", b'{"amount": 5}', b'{"amount":"-5","reference":"neg"}',
                      b'{"amount":"1.5","reference":"frac"}', b'{"amount":"1e3","reference":"exp"}',
                      b'{"amount":"0","reference":"zero"}', b'{"amount":"99999999999999999999999","reference":"big"}',
                      b'{"amount":"100"}', b'{"reference":"noamount"}'):
-            cases.append(("deposit with %r" % body, http_raw("POST", deposit_path, admin, body), {400, 422}))
-        cases.append(("unknown admin path", http_raw("POST", "/admin/v1/nope", admin, b"{}"), {404, 405}))
+            cases.append(("admin: deposit with %r" % body, http_raw("POST", deposit_path, admin, body), {400, 422}))
+        cases.append(("admin: unknown admin path", http_raw("POST", "/admin/v1/nope", admin, b"{}"), {404, 405}))
         cases.append(("paid route, malformed bearer", http_raw("POST", "/work", "Authorization: Bearer\r\n", BODY),
                       {400, 401}))
         cases.append(("paid route, basic auth", http_raw("POST", "/work", "Authorization: Basic Zm9vOmJhcg==\r\n",
@@ -568,7 +569,9 @@ class RejectionTest(GatewayTestCase):
         self.assertGreaterEqual(len(cases), 50)
 
         for desc, data, allowed in cases:
-            received, _ = raw_exchange(self.gw.port, data, timeout=5)
+            # Admin calls go to the admin listener (--admin-listen); the public one has no /admin.
+            port = self.gw.admin_port if desc.startswith("admin: ") else self.gw.port
+            received, _ = raw_exchange(port, data, timeout=5)
             status = parse_status(received)
             if allowed is None:
                 self.assertTrue(received == b"" or (status is not None and 400 <= status < 500),
@@ -714,7 +717,7 @@ class AdminResolveTest(GatewayTestCase):
     gateway_args = ("--hold-ttl-ms", "1000", "--sweep-interval-ms", "50")
 
     def cli(self, *args):
-        argv = [harness.binary(), "admin", "--url", "http://127.0.0.1:%d" % self.gw.port,
+        argv = [harness.binary(), "admin", "--url", self.gw.admin_url,
                 "--token-file", self.gw.token_file] + list(args)
         done = subprocess.run(argv, capture_output=True, timeout=30)
         out = done.stdout.decode()
@@ -776,7 +779,7 @@ class RetentionPruningTest(GatewayTestCase):
     gateway_args = ("--retention-ms", "300", "--sweep-interval-ms", "50", "--hold-ttl-ms", "600000")
 
     def metric(self, name):
-        text = self.gw.request("GET", "/metrics").body.decode()
+        text = self.gw.metrics()
         return sum(int(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))
 
     def test_pruner_forgets_final_results_and_their_keys(self):

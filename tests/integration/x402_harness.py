@@ -259,14 +259,12 @@ class X402Gateway(harness.ManagedProcess):
         self.workdir = workdir
         self.chain = chain
         self.port = harness.free_port()
+        self.admin_port = harness.free_port()  # --admin-listen
         self.db_path = os.path.join(workdir, name + ".db")
         self.token_file = os.path.join(workdir, name + "-admin-token")
-        with open(self.token_file, "w") as f:
-            f.write(ADMIN_TOKEN + "\n")
+        harness.write_secret(self.token_file, ADMIN_TOKEN + "\n")
         self.relayer_key_file = os.path.join(workdir, name + "-relayer-key")
-        with open(self.relayer_key_file, "w") as f:
-            f.write(RELAYER.private_key + "\n")
-        os.chmod(self.relayer_key_file, 0o600)
+        harness.write_secret(self.relayer_key_file, RELAYER.private_key + "\n")
         self.config_path = os.path.join(workdir, name + ".toml")
         with open(self.config_path, "w") as f:
             for r in routes:
@@ -277,6 +275,7 @@ class X402Gateway(harness.ManagedProcess):
         argv = [harness.binary(), "serve",
                 "--config", self.config_path,
                 "--listen", "127.0.0.1:%d" % self.port,
+                "--admin-listen", "127.0.0.1:%d" % self.admin_port,
                 "--db", "sqlite:" + self.db_path,
                 "--admin-token-file", self.token_file,
                 "--chain-rpc", chain.url,
@@ -298,7 +297,9 @@ class X402Gateway(harness.ManagedProcess):
         return harness.http_request(self.port, method, path, body=body, headers=headers, timeout=timeout)
 
     def admin(self, method, path, body=None):
-        return self.request(method, path, body=body, headers={"Authorization": "Bearer " + ADMIN_TOKEN})
+        """A call to the admin listener (--admin-listen) with the admin token."""
+        return harness.http_request(self.admin_port, method, path, body=body,
+                                    headers={"Authorization": "Bearer " + ADMIN_TOKEN})
 
     def challenge(self, path="/resource", method="GET", body=None, content_type=None):
         """A request without payment: (response, PAYMENT-REQUIRED value, its JSON, the v1 body)."""

@@ -336,6 +336,56 @@ TEST_P(StoreConformance, AccountsAndDeposits) {
   }).ok());
 }
 
+// Issue 13: an account holds several keys (rotation); a revoked key never authenticates again,
+// and the other keys go on working.
+TEST_P(StoreConformance, ApiKeysRotateAndRevoke) {
+  AddAccount("acct_k", 0);
+  AddAccount("acct_other", 0);
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto keys = tx.ListApiKeys("acct_k");
+    EXPECT_EQ(keys->size(), 1u);
+    EXPECT_EQ(keys->at(0),
+              (ApiKeyRecord{FirstApiKeyId("hash-acct_k"), "acct_k", "hash-acct_k", 1, std::nullopt}));
+    EXPECT_TRUE(*tx.InsertApiKey({"key_second", "acct_k", "hash-second", 5, std::nullopt}));
+    // Neither the id nor the hash can be taken twice, whichever account asks.
+    EXPECT_FALSE(*tx.InsertApiKey({"key_second", "acct_other", "hash-x", 6, std::nullopt}));
+    EXPECT_FALSE(*tx.InsertApiKey({"key_third", "acct_other", "hash-second", 6, std::nullopt}));
+    EXPECT_FALSE(*tx.InsertApiKey({"key_fourth", "acct_other", "hash-acct_k", 6, std::nullopt}));
+    EXPECT_EQ((*tx.FindAccountByKeyHash("hash-acct_k"))->id, "acct_k");
+    EXPECT_EQ((*tx.FindAccountByKeyHash("hash-second"))->id, "acct_k");
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    // Another account cannot revoke this account's key, nor can an unknown id be revoked.
+    EXPECT_FALSE(*tx.RevokeApiKey("acct_other", FirstApiKeyId("hash-acct_k"), 7));
+    EXPECT_FALSE(*tx.RevokeApiKey("acct_k", "key_nope", 7));
+    EXPECT_TRUE(*tx.RevokeApiKey("acct_k", FirstApiKeyId("hash-acct_k"), 8));
+    EXPECT_FALSE(*tx.RevokeApiKey("acct_k", FirstApiKeyId("hash-acct_k"), 9));  // once only
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    EXPECT_FALSE(tx.FindAccountByKeyHash("hash-acct_k")->has_value());
+    EXPECT_EQ((*tx.FindAccountByKeyHash("hash-second"))->id, "acct_k");
+    auto keys = tx.ListApiKeys("acct_k");
+    EXPECT_EQ(keys->size(), 2u);
+    EXPECT_EQ(keys->at(0).revoked_ms, std::optional<int64_t>(8));  // the first revocation's time
+    EXPECT_EQ(keys->at(1).revoked_ms, std::nullopt);
+    EXPECT_EQ(tx.ListApiKeys("acct_other")->size(), 1u);
+    EXPECT_TRUE(tx.ListApiKeys("acct_nobody")->empty());
+    return Status::Ok();
+  }).ok());
+  // An account whose first key's hash is already some key's is refused whole: nothing written.
+  Status refused = Write([&](Transaction& tx) -> Status {
+    auto inserted = tx.InsertAccount({"acct_dup", "d", "hash-second", {}, 10});
+    return inserted.ok() ? Status::Ok() : inserted.status();
+  });
+  EXPECT_FALSE(refused.ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    EXPECT_FALSE(tx.FindAccount("acct_dup")->has_value());
+    return Status::Ok();
+  }).ok());
+}
+
 TEST_P(StoreConformance, MovesPostDoubleEntryAndRefuseOverdraft) {
   AddAccount("acct_m", 1000);
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "store/schema.h"
 #include "store/store.h"
 
 namespace agentpay {
@@ -208,6 +209,54 @@ TEST_F(SqliteGroupCommit, AnOrdinaryFailedDecisionStillRollsBackOnlyItself) {
   EXPECT_TRUE(results[2].ok()) << results[2].ToString();
   EXPECT_FALSE(AccountExists("before"));
   EXPECT_EQ(PayerBalances(), (Balances{kStartingBalance + 18, 0, 0}));
+}
+
+}  // namespace
+}  // namespace agentpay
+
+namespace agentpay {
+namespace {
+
+// Migration 6 (issue 13): a database made before API keys had a table of their own keeps every
+// account's key working, now as a row of api_keys that can be revoked.
+TEST(SqliteMigration, ExistingAccountsKeepTheirKeyAsARevocableRow) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("agentpay-sqlite-migration-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "v5.db").string();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  std::filesystem::remove_all(path + ".instances");
+  {
+    // The schema as a binary of migration 5 left it, with one account in it.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    std::string sql =
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL);";
+    for (const Migration& migration : Migrations()) {
+      if (migration.version > 5) continue;
+      sql += std::string(migration.sql) + ";INSERT INTO schema_migrations VALUES (" +
+             std::to_string(migration.version) + ", 'old');";
+    }
+    sql += "INSERT INTO accounts (id, name, api_key_hash, created_ms) "
+           "VALUES ('acct_old', 'old', 'hash-old', 3);";
+    char* error = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK)
+        << (error != nullptr ? error : "");
+    sqlite3_free(error);
+    sqlite3_close(db);
+  }
+  auto store = OpenStore("sqlite:" + path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->Write([](Transaction& tx) -> Status {
+    EXPECT_EQ((*tx.FindAccountByKeyHash("hash-old"))->id, "acct_old");
+    auto keys = tx.ListApiKeys("acct_old");
+    EXPECT_EQ(keys->size(), 1u);
+    EXPECT_EQ(keys->at(0),
+              (ApiKeyRecord{FirstApiKeyId("hash-old"), "acct_old", "hash-old", 3, std::nullopt}));
+    EXPECT_TRUE(*tx.RevokeApiKey("acct_old", FirstApiKeyId("hash-old"), 4));
+    EXPECT_FALSE(tx.FindAccountByKeyHash("hash-old")->has_value());
+    return Status::Ok();
+  }).ok());
 }
 
 }  // namespace
