@@ -13,12 +13,24 @@ if [ ! -f build-asan/build.ninja ]; then
 fi
 ninja -C build-asan agentpay_cxx_tests agentpay
 # Errors abort with a stack; leaks are reported at exit. UBSan stops at the first report.
-export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+asan="abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1"
+export ASAN_OPTIONS="$asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 cd build-asan
 status=0
 ctest --output-on-failure --timeout 900 -LE script "$@" || status=1
 if [ $# -eq 0 ]; then
-  ctest --output-on-failure --timeout 900 -R '^integration\.wallet_gateway$' || status=1
+  # The gateway and seller processes are stopped by signals and their exit status is not
+  # checked: their sanitizer reports go to files, and any report fails the run.
+  reports=$PWD/sanitizer-reports
+  rm -rf "$reports" && mkdir -p "$reports"
+  ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$reports/asan" \
+    UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$reports/ubsan" \
+    ctest --output-on-failure --timeout 900 -R '^integration\.wallet_gateway$' || status=1
+  if compgen -G "$reports/*" >/dev/null; then
+    echo "test-asan: sanitizer reports from the gateway processes:" >&2
+    cat "$reports"/* >&2
+    status=1
+  fi
 fi
 exit $status
