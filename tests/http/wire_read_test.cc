@@ -34,6 +34,23 @@ TEST(ReadRequestBytes, PiecesOfAnySizeGiveTheSameRequest) {
   }
 }
 
+// Found by fuzz/http_request_fuzzer.cc (seed regression-chunked-one-byte-at-a-time): Beast 1.74
+// asserted `n >= 5` in parse_chunk_header when the last chunk's bytes came one by one, and with
+// assertions on that aborted the gateway process on the simplest chunked request.
+TEST(ReadRequestBytes, ChunkedBodyArrivingOneByteAtATime) {
+  for (const char* body : {"0\r\n\r\n", "4\r\nWiki\r\n0\r\n\r\n", "0\r\nX-T: 1\r\n\r\n"}) {
+    const std::string wire =
+        std::string("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n") + body;
+    for (size_t chunk : {1u, 2u, 3u, 4u}) {
+      RequestRead read = ReadRequestBytes(wire, ServerLimits{}, chunk);
+      ASSERT_TRUE(read.request) << body << " in pieces of " << chunk;
+    }
+  }
+  auto answer = ReadResponseBytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                                  ClientOptions{}, false, 1);
+  EXPECT_EQ(answer.error, ClientError::kNone) << answer.detail;
+}
+
 TEST(ReadRequestBytes, LimitsAndMalformedRequestsGetTheSessionsAnswers) {
   ServerLimits limits;
   limits.max_body_bytes = 4;
