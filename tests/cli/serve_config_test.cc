@@ -254,9 +254,6 @@ TEST_F(ServeConfigTest, ANamedStoreDirectoryMustExist) {
   EXPECT_NE(refused.message().find("is not a directory"), std::string::npos) << refused.message();
 }
 
-}  // namespace
-}  // namespace agentpay
-
 // The fuzz target's entry (fuzz/serve_config_fuzzer.cc): the same resolution from the file's text,
 // messages naming the file, and no file read (the admin token is left to ResolveServeConfig).
 TEST_F(ServeConfigTest, TextResolvesLikeTheFileAndReadsNoFile) {
@@ -290,3 +287,6 @@ TEST_F(ServeConfigTest, TextResolvesLikeTheFileAndReadsNoFile) {
   EXPECT_EQ(broken.status().error(), ErrorCode::kInvalidConfig);
   EXPECT_EQ(broken.status().message().rfind("inline.toml:", 0), 0u) << broken.status().message();
 }
+
+}  // namespace
+}  // namespace agentpay
