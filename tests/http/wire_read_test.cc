@@ -74,7 +74,8 @@ TEST(ReadRequestBytes, LimitsAndMalformedRequestsGetTheSessionsAnswers) {
     EXPECT_EQ(read.answer->status, 400) << bad;
   }
   // A client that leaves mid-request gets no answer: the session just closes.
-  auto cut = ReadRequestBytes("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc", limits, 0);
+  auto cut =
+      ReadRequestBytes("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc", ServerLimits{}, 0);
   EXPECT_FALSE(cut.request);
   EXPECT_FALSE(cut.answer);
 }
