@@ -1,22 +1,44 @@
 #!/usr/bin/env bash
-# Builds payment_header_fuzzer with clang + libFuzzer + ASan/UBSan in build-fuzz/ (standalone, apart
-# from build/), seeds a corpus from tests/x402/fixtures (header values and the JSON inside them) and
-# runs it for SECONDS (default 60). Crash inputs land in build-fuzz/artifacts/.
-#   fuzz/run.sh [SECONDS]
-# env: AGENTPAY_FUZZ_BUILD (build dir), FUZZ_ARGS (extra libFuzzer flags, e.g. -jobs=2)
+# Builds a libFuzzer target with clang + libFuzzer + ASan/UBSan in build-fuzz/ (standalone, apart
+# from build/) and runs it for SECONDS (default 60) on its corpus plus the committed seeds
+# (fuzz/seeds/TARGET; for payment_header also seeds made from tests/x402/fixtures), with its
+# dictionary. Crash inputs land in the artifacts directory. See fuzz/README.md for long campaigns.
+#   fuzz/run.sh [TARGET] [SECONDS]
+# TARGET: payment_header (default), http_request, http_response, serve_config, admin_body.
+# env: AGENTPAY_FUZZ_BUILD (build dir), FUZZ_CORPUS (the corpus the run adds to; default
+# BUILD/corpus/TARGET), FUZZ_ARTIFACTS (default BUILD/artifacts/TARGET), FUZZ_ARGS (extra libFuzzer
+# flags, e.g. -jobs=2 or -rss_limit_mb=4096).
 set -euo pipefail
+target=payment_header
+if [[ $# -gt 0 && ! $1 =~ ^[0-9]+$ ]]; then
+  target=$1
+  shift
+fi
 seconds=${1:-60}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${AGENTPAY_FUZZ_BUILD:-$root/build-fuzz}
+case $target in
+  payment_header) dict=payment_header.dict ;;
+  http_request | http_response) dict=http.dict ;;
+  serve_config) dict=serve_config.dict ;;
+  admin_body) dict=admin_body.dict ;;
+  *) echo "fuzz/run.sh: unknown target '$target'" >&2; exit 2 ;;
+esac
 
-CC=clang CXX=clang++ cmake -S "$root/fuzz" -B "$build" -G Ninja >/dev/null
+launcher=()
+if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+CC=clang CXX=clang++ cmake -S "$root/fuzz" -B "$build" -G Ninja "${launcher[@]}" >/dev/null
 # The build dir ignores itself, so the repository's .gitignore needs no entry.
 echo '*' >"$build/.gitignore"
-ninja -C "$build" payment_header_fuzzer
+ninja -C "$build" "${target}_fuzzer"
 
-corpus=$build/corpus/payment_header
-mkdir -p "$corpus" "$build/artifacts"
-python3 - "$root/tests/x402/fixtures" "$corpus" <<'PY'
+corpus=${FUZZ_CORPUS:-$build/corpus/$target}
+artifacts=${FUZZ_ARTIFACTS:-$build/artifacts/$target}
+mkdir -p "$corpus" "$artifacts"
+seeds=("$root/fuzz/seeds/$target")
+if [[ $target == payment_header ]]; then
+  seeds=()
+  python3 - "$root/tests/x402/fixtures" "$corpus" <<'PY'
 import base64, hashlib, json, pathlib, sys
 fixtures, corpus = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 def seed(data: bytes) -> None:
@@ -43,7 +65,7 @@ for text in (
 ):
     seed(text)
 PY
+fi
 
-exec "$build/payment_header_fuzzer" "$corpus" -max_total_time="$seconds" \
-  -dict="$root/fuzz/payment_header.dict" -artifact_prefix="$build/artifacts/" \
-  -print_final_stats=1 ${FUZZ_ARGS:-}
+exec "$build/${target}_fuzzer" "$corpus" "${seeds[@]}" -max_total_time="$seconds" \
+  -dict="$root/fuzz/$dict" -artifact_prefix="$artifacts/" -print_final_stats=1 ${FUZZ_ARGS:-}

@@ -378,21 +378,15 @@ Status PrepareStoreDirectory(const ServeOptions& options) {
 
 namespace {
 
-// Reads --config: every key must be a flag's (with '_' for '-') or a [[route]] table; a flag given
-// on the command line wins over the file. Returns the parsed file for its routes.
-Result<std::optional<toml::table>> ApplyConfigFile(const CLI::App& command, ServeOptions& options) {
-  if (options.config_file.empty()) return std::optional<toml::table>();
+// Applies the text of --config (named options.config_file in messages): every key must be a flag's
+// (with '_' for '-') or a [[route]] table; a flag given on the command line wins over the file.
+// Returns the parsed file for its routes.
+Result<toml::table> ApplyConfigText(const CLI::App& command, ServeOptions& options,
+                                    std::string_view text) {
   const std::string& path = options.config_file;
-  if (std::ifstream probe(path); !probe) {
-    return Invalid("--config " + path + ": cannot open it (" + std::strerror(errno) + ")");
-  }
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return Invalid("--config " + path + ": is a directory, not a TOML file");
-  }
   toml::table file;
   try {
-    file = toml::parse_file(path);
+    file = toml::parse(text, path);
   } catch (const toml::parse_error& error) {
     return Invalid(At(path, error.source()) + std::string(error.description()));
   }
@@ -428,7 +422,26 @@ Result<std::optional<toml::table>> ApplyConfigFile(const CLI::App& command, Serv
                      (number ? "an integer" : "a string"));
     }
   }
-  return std::optional<toml::table>(std::move(file));
+  return file;
+}
+
+// Reads and applies --config, if given.
+Result<std::optional<toml::table>> ApplyConfigFile(const CLI::App& command, ServeOptions& options) {
+  if (options.config_file.empty()) return std::optional<toml::table>();
+  const std::string& path = options.config_file;
+  std::ifstream stream(path);
+  if (!stream) {
+    return Invalid("--config " + path + ": cannot open it (" + std::strerror(errno) + ")");
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Invalid("--config " + path + ": is a directory, not a TOML file");
+  }
+  std::stringstream text;
+  text << stream.rdbuf();
+  auto file = ApplyConfigText(command, options, text.str());
+  if (!file.ok()) return file.status();
+  return std::optional<toml::table>(std::move(*file));
 }
 
 // A setting given on the command line or in the file (as opposed to left at its default).
@@ -458,13 +471,9 @@ Status CheckChainFlagsApply(const CLI::App& command, const ServeOptions& options
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& options) {
-  auto applied = ApplyConfigFile(command, options);
-  if (!applied.ok()) return applied.status();
-  std::optional<toml::table>& file = *applied;
-
+// Validates the options (and the file's routes) into a GatewayConfig; reads no file.
+Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions& options,
+                                           const std::optional<toml::table>& file) {
   GatewayConfig config;
   struct Range {
     const char* name;
@@ -516,13 +525,8 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
   config.attach_wait_ms = options.attach_wait_ms;
   config.max_body_bytes = static_cast<uint64_t>(options.max_body_bytes);
   config.blocking_threads = static_cast<size_t>(options.workers);
-  if (!options.admin_token_file.empty()) {
-    auto token = ReadSecretFile(options.admin_token_file);
-    if (!token.ok()) return Invalid("--admin-token-file: " + token.status().message());
-    config.admin_token = *token;
-  }
 
-  const toml::array* route_tables = file ? (*file)["route"].as_array() : nullptr;
+  const toml::array* route_tables = file ? file->get_as<toml::array>("route") : nullptr;
   if (route_tables != nullptr && (!options.upstream.empty() || !options.price.empty())) {
     return Invalid("give either --upstream/--price or [[route]] tables, not both");
   }
@@ -543,6 +547,28 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
     return Invalid("no paid route: give --upstream URL --price ATOMIC or [[route]] tables");
   }
   return config;
+}
+
+}  // namespace
+
+Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& options) {
+  auto applied = ApplyConfigFile(command, options);
+  if (!applied.ok()) return applied.status();
+  auto config = ValidateServeOptions(command, options, *applied);
+  if (!config.ok()) return config;
+  if (!options.admin_token_file.empty()) {
+    auto token = ReadSecretFile(options.admin_token_file);
+    if (!token.ok()) return Invalid("--admin-token-file: " + token.status().message());
+    config->admin_token = *token;
+  }
+  return config;
+}
+
+Result<GatewayConfig> ResolveServeConfigText(const CLI::App& command, ServeOptions& options,
+                                             std::string_view toml_text) {
+  auto file = ApplyConfigText(command, options, toml_text);
+  if (!file.ok()) return file.status();
+  return ValidateServeOptions(command, options, std::optional<toml::table>(std::move(*file)));
 }
 
 }  // namespace agentpay

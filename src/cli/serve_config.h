@@ -54,6 +54,12 @@ void AddServeFlags(CLI::App& command, ServeOptions& options);
 // mode without either, the caller adds the in-process seller route.
 Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& options);
 
+// The same for the text of a config file (named options.config_file in messages), reading no file:
+// the admin token is not read (config.admin_token stays empty). For tests and the fuzz target
+// fuzz/serve_config_fuzzer.cc.
+Result<GatewayConfig> ResolveServeConfigText(const CLI::App& command, ServeOptions& options,
+                                             std::string_view toml_text);
+
 // The node the gateway settles on, when --chain-rpc is given; nullopt for the built-in devnet.
 struct RpcChainOptions {
   std::string url;

@@ -3,6 +3,7 @@
 
 #include "core/money.h"
 #include "core/resolution.h"
+#include "gateway/admin_bodies.h"
 #include "gateway/answers.h"
 #include "gateway/api_keys.h"
 #include "gateway/hashing.h"
@@ -12,8 +13,6 @@
 namespace agentpay {
 namespace {
 
-constexpr size_t kMaxNameLength = 200;
-constexpr size_t kMaxReferenceLength = 255;
 constexpr int kMaxListLimit = 1000;
 // Keys an account may hold unrevoked at once: enough to rotate (old and new) with room to spare,
 // few enough that a leaked admin token cannot grow the key table without bound.
@@ -27,12 +26,6 @@ nlohmann::json ApiKeyJson(const ApiKeyRecord& key) {
                          {"revoked", key.revoked_ms.has_value()}};
   if (key.revoked_ms) json["revoked_ms"] = *key.revoked_ms;
   return json;
-}
-
-std::optional<nlohmann::json> ParseObject(const std::string& body) {
-  auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;
-  return parsed;
 }
 
 HttpResponse BadJson(std::string_view what) {
@@ -204,16 +197,11 @@ HttpResponse AdminApi::Handle(const HttpRequest& request) {
 }
 
 HttpResponse AdminApi::CreateAccount(const HttpRequest& request) {
-  auto body = ParseObject(request.body);
-  if (!body) return BadJson("the body must be a JSON object {\"name\": ...}");
-  auto name = body->find("name");
-  if (name == body->end() || !name->is_string() || name->get<std::string>().empty() ||
-      name->get<std::string>().size() > kMaxNameLength) {
-    return BadJson("\"name\" must be a string of 1-200 characters");
-  }
+  auto body = ParseNewAccountBody(request.body);
+  if (!body.ok()) return BadJson(body.status().message());
   AccountRecord account;
   account.id = NewAccountId(ctx_.random);
-  account.name = name->get<std::string>();
+  account.name = std::move(body->name);
   std::string api_key = NewApiKey(ctx_.random);
   account.api_key_hash = Sha256Hex(api_key);
   account.created_ms = ctx_.clock.NowMs();
@@ -342,24 +330,10 @@ HttpResponse AdminApi::RevokeApiKey(std::string_view account_id, std::string_vie
 }
 
 HttpResponse AdminApi::Deposit(const HttpRequest& request, std::string_view account_id) {
-  auto body = ParseObject(request.body);
-  if (!body)
-    return BadJson("the body must be a JSON object {\"amount\": \"...\", \"reference\": ...}");
-  auto amount_field = body->find("amount");
-  auto reference_field = body->find("reference");
-  std::optional<int64_t> amount;
-  if (amount_field != body->end() && amount_field->is_string()) {
-    amount = ParseAmount(amount_field->get<std::string>());
-  }
-  if (!amount || *amount == 0) {
-    return BadJson("\"amount\" must be a positive integer of atomic units, as a decimal string");
-  }
-  if (reference_field == body->end() || !reference_field->is_string() ||
-      reference_field->get<std::string>().empty() ||
-      reference_field->get<std::string>().size() > kMaxReferenceLength) {
-    return BadJson("\"reference\" must be a string of 1-255 characters");
-  }
-  const std::string reference = reference_field->get<std::string>();
+  auto body = ParseDepositBody(request.body);
+  if (!body.ok()) return BadJson(body.status().message());
+  const std::optional<int64_t> amount = body->amount;
+  const std::string reference = body->reference;
   enum class Outcome { kDeposited, kReplayed, kMismatch, kNoAccount, kOverflow } outcome{};
   std::optional<AccountRecord> account;
   Status status = ctx_.store.Write([&](Transaction& tx) -> Status {
@@ -464,23 +438,10 @@ HttpResponse AdminApi::ListOperations(const HttpRequest& request) {
 }
 
 HttpResponse AdminApi::ResolveOperation(const HttpRequest& request, std::string_view operation_id) {
-  auto body = ParseObject(request.body);
-  if (!body) return BadJson("the body must be a JSON object {\"outcome\": ..., \"note\": ...}");
-  auto outcome_field = body->find("outcome");
-  std::optional<ResolutionOutcome> outcome;
-  if (outcome_field != body->end() && outcome_field->is_string()) {
-    outcome = ParseResolutionOutcome(outcome_field->get<std::string>());
-  }
-  if (!outcome) {
-    return BadJson("\"outcome\" must be one of delivered, refunded, written_off, no_action");
-  }
-  auto note_field = body->find("note");
-  if (note_field == body->end() || !note_field->is_string() ||
-      note_field->get<std::string>().empty() ||
-      note_field->get<std::string>().size() > kMaxResolutionNoteLength) {
-    return BadJson("\"note\" must be a string of 1-1000 characters");
-  }
-  const std::string note = note_field->get<std::string>();
+  auto body = ParseResolveBody(request.body);
+  if (!body.ok()) return BadJson(body.status().message());
+  const std::optional<ResolutionOutcome> outcome = body->outcome;
+  const std::string note = body->note;
   ResolveResult result;
   Status status = ctx_.store.Write([&](Transaction& tx) {
     return DecideResolution(tx, operation_id, *outcome, note, ctx_.clock.NowMs(), result);

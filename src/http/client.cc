@@ -15,6 +15,8 @@
 #include <optional>
 #include <thread>
 
+#include "http/wire_stream.h"
+
 namespace agentpay {
 namespace {
 
@@ -28,6 +30,8 @@ using tcp = net::ip::tcp;
 // the upstream accept (and the gateway connect) anew for most calls under load: with 4, about half
 // the paid path's upstream cost was connection setup. 64 matches nginx's `keepalive 64` in bench/.
 constexpr size_t kMaxIdlePerEndpoint = 64;
+// Interim (1xx) answers skipped before the final one; past it the answer is a protocol error.
+constexpr int kMaxInterimResponses = 8;
 
 struct Connection {
   std::unique_ptr<beast::tcp_stream> stream;
@@ -89,7 +93,45 @@ std::optional<Connection> TakeIdle(std::vector<Connection>& idle) {
   return std::nullopt;
 }
 
-ClientResponse Finish(http::response_parser<http::string_body>& parser) {
+using ResponseParser = http::response_parser<http::string_body>;
+
+void ApplyOptions(ResponseParser& parser, const ClientOptions& options, bool head_request) {
+  parser.body_limit(options.max_response_bytes);
+  if (head_request) parser.skip(true);  // a HEAD answer has no body to read
+}
+
+// What a response header means for the call. An interim answer (1xx) is skipped: RFC 9110 §15.2
+// has a client parse any number of them before the final one; taken as final, its bytes would
+// leave the real answer on the connection for the next call to read. 101 was never asked for,
+// and a status outside 100..599 is invalid (RFC 9110 §15; Beast reads any three digits): as a
+// final answer the gateway would capture payment for it and relay a broken status line.
+// Beast 1.74 does not apply body_limit when a header and its whole body arrive in one read, so
+// the announced length is checked here, before the body is read.
+struct HeadCheck {
+  bool interim = false;
+  beast::error_code ec;
+};
+HeadCheck CheckHead(const ResponseParser& parser, const ClientOptions& options,
+                    int interim_seen) {
+  const unsigned status = parser.get().result_int();
+  if (status == 101 || status < 100 || status > 599) return {false, http::error::bad_status};
+  if (status >= 100 && status < 200) {
+    if (interim_seen >= kMaxInterimResponses) return {false, http::error::bad_status};
+    return {true, {}};
+  }
+  auto length = parser.content_length();
+  if (length && *length > options.max_response_bytes) return {false, http::error::body_limit};
+  return {};
+}
+
+ClientResponse Failed(beast::error_code ec, bool connected) {
+  ClientResponse response;
+  response.error = Classify(ec, connected);
+  response.detail = ec.message();
+  return response;
+}
+
+ClientResponse Finish(ResponseParser& parser) {
   ClientResponse response;
   auto& reply = parser.get();
   response.status = static_cast<int>(reply.result_int());
@@ -173,10 +215,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   Exchange(net::io_context& ioc, IdlePool& pool, const Endpoint& endpoint,
            const ClientRequest& request, const ClientOptions& options, Done done)
       : ioc_(ioc), pool_(pool), endpoint_(endpoint), options_(options), done_(std::move(done)),
-        message_(BuildMessage(endpoint, request, options.keep_alive)) {
-    parser_.body_limit(options.max_response_bytes);
-    if (request.method == "HEAD") parser_.skip(true);  // a HEAD answer has no body to read
-  }
+        message_(BuildMessage(endpoint, request, options.keep_alive)),
+        head_request_(request.method == "HEAD") {}
 
   void Start() {
     const auto deadline = std::chrono::milliseconds(options_.timeout_ms);
@@ -219,38 +259,37 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
                       });
   }
 
-  // The header first: Beast 1.74 does not apply body_limit when a header and its whole body
-  // arrive in one read, so the announced length is checked here before the body is read.
+  // The header first, so the announced length is checked before the body is read.
   void Read() {
-    http::async_read_header(*connection_.stream, connection_.buffer, parser_,
+    parser_.emplace();
+    ApplyOptions(*parser_, options_, head_request_);
+    http::async_read_header(*connection_.stream, connection_.buffer, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               if (ec) return self->Fail(ec);
-                              auto length = self->parser_.content_length();
-                              if (length && *length > self->options_.max_response_bytes) {
-                                return self->Fail(http::error::body_limit);
+                              HeadCheck head = CheckHead(*self->parser_, self->options_,
+                                                         self->interim_seen_);
+                              if (head.ec) return self->Fail(head.ec);
+                              if (head.interim) {
+                                ++self->interim_seen_;
+                                return self->Read();
                               }
                               self->ReadBody();
                             });
   }
 
   void ReadBody() {
-    http::async_read(*connection_.stream, connection_.buffer, parser_,
+    http::async_read(*connection_.stream, connection_.buffer, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
                        if (ec) return self->Fail(ec);
                        self->Succeed();
                      });
   }
 
-  void Fail(beast::error_code ec) {
-    ClientResponse response;
-    response.error = Classify(ec, connected_);
-    response.detail = ec.message();
-    done_(std::move(response));
-  }
+  void Fail(beast::error_code ec) { done_(Failed(ec, connected_)); }
 
   void Succeed() {
-    bool reusable = parser_.get().keep_alive() && options_.keep_alive;
-    ClientResponse response = Finish(parser_);
+    bool reusable = parser_->get().keep_alive() && options_.keep_alive;
+    ClientResponse response = Finish(*parser_);
     auto& idle = pool_[endpoint_.HostHeader()];
     if (reusable && idle.size() < kMaxIdlePerEndpoint) {
       connection_.stream->expires_never();
@@ -265,12 +304,34 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   ClientOptions options_;
   Done done_;
   http::request<http::string_body> message_;
-  http::response_parser<http::string_body> parser_;
+  bool head_request_;
+  std::optional<ResponseParser> parser_;  // one per answer read (interim ones included)
+  int interim_seen_ = 0;
   Connection connection_;
   bool connected_ = false;
 };
 
 }  // namespace
+
+ClientResponse ReadResponseBytes(std::string_view wire, const ClientOptions& options,
+                                 bool head_request, size_t chunk_bytes) {
+  // Exchange's steps after the request left, synchronously: header, length check, body.
+  WireStream stream(wire, chunk_bytes);
+  beast::flat_buffer buffer;
+  for (int interim_seen = 0;; ++interim_seen) {
+    ResponseParser parser;
+    ApplyOptions(parser, options, head_request);
+    beast::error_code ec;
+    http::read_header(stream, buffer, parser, ec);
+    if (ec) return Failed(ec, /*connected=*/true);
+    HeadCheck head = CheckHead(parser, options, interim_seen);
+    if (head.ec) return Failed(head.ec, /*connected=*/true);
+    if (head.interim) continue;
+    http::read(stream, buffer, parser, ec);
+    if (ec) return Failed(ec, /*connected=*/true);
+    return Finish(parser);
+  }
+}
 
 ClientResponse SendHttp(const Endpoint& endpoint, const ClientRequest& request,
                         const ClientOptions& options) {

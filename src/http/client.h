@@ -57,6 +57,12 @@ struct ClientOptions {
   bool keep_alive = true;
 };
 
+// What a call makes of the bytes an upstream answers with, once its request left: the same parser,
+// limits and error classes as on a socket, the bytes arriving in pieces of chunk_bytes (0: all at
+// once; the end of the bytes is the peer closing). For tests and fuzz/http_response_fuzzer.cc.
+ClientResponse ReadResponseBytes(std::string_view wire, const ClientOptions& options,
+                                 bool head_request, size_t chunk_bytes);
+
 ClientResponse SendHttp(const Endpoint& endpoint, const ClientRequest& request,
                         const ClientOptions& options);
 

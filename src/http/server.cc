@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 #include <thread>
 
+#include "http/wire_stream.h"
 #include "http/worker_pool.h"
 
 namespace agentpay {
@@ -31,6 +32,46 @@ struct Shared {
 
   Shared(const ServerLimits& l, AsyncHandler h) : limits(l), handler(std::move(h)) {}
 };
+
+using RequestParser = http::request_parser<http::string_body>;
+
+void ApplyLimits(RequestParser& parser, const ServerLimits& limits) {
+  parser.header_limit(static_cast<uint32_t>(limits.max_header_bytes));
+  parser.body_limit(limits.max_body_bytes);
+}
+
+// The answer to a failed read: limits and malformed requests get a problem; nullopt means the
+// connection is closed without one (the peer left, or a timeout).
+std::optional<HttpResponse> ReadErrorAnswer(beast::error_code ec, const ServerLimits& limits) {
+  if (ec == http::error::body_limit) {
+    return ProblemResponse(
+        413, ProblemCode::kLimitExceeded,
+        "request body larger than " + std::to_string(limits.max_body_bytes) + " bytes");
+  }
+  if (ec == http::error::header_limit) {
+    return ProblemResponse(431, ProblemCode::kLimitExceeded, "request headers too large");
+  }
+  if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
+      ec != http::error::end_of_stream && ec != http::error::partial_message) {
+    // Only a parse error gets an answer: the peer may still be listening.
+    return ProblemResponse(400, ProblemCode::kBadRequest,
+                           "malformed HTTP request: " + ec.message());
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<HttpRequest> ToHttpRequest(http::request<http::string_body>& message,
+                                           const std::string& remote) {
+  auto request = std::make_shared<HttpRequest>();
+  request->method = std::string(message.method_string());
+  request->target = std::string(message.target());
+  for (const auto& field : message) {
+    request->headers.push_back({std::string(field.name_string()), std::string(field.value())});
+  }
+  request->body = std::move(message.body());
+  request->remote_address = remote;
+  return request;
+}
 
 HttpResponse Overloaded() {
   HttpResponse busy =
@@ -110,8 +151,7 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   void ReadRequest() {
     parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(shared_->limits.max_header_bytes));
-    parser_->body_limit(shared_->limits.max_body_bytes);
+    ApplyLimits(*parser_, shared_->limits);
     // A keep-alive connection may sit idle this long; the body then gets read_timeout_ms.
     stream_.expires_after(std::chrono::milliseconds(shared_->limits.idle_timeout_ms));
     // The header first: a body over the limit is refused before it is read, and a client that
@@ -125,19 +165,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // Answers a read error: limits and malformed requests get a problem, anything else closes.
   bool ReadFailed(beast::error_code ec) {
     if (!ec) return false;
-    if (ec == http::error::body_limit) {
-      Send(ProblemResponse(413, ProblemCode::kLimitExceeded,
-                           "request body larger than " +
-                               std::to_string(shared_->limits.max_body_bytes) + " bytes"),
-           false);
-    } else if (ec == http::error::header_limit) {
-      Send(ProblemResponse(431, ProblemCode::kLimitExceeded, "request headers too large"), false);
-    } else if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
-               ec != http::error::end_of_stream && ec != http::error::partial_message) {
-      // Only a parse error gets an answer: the peer may still be listening.
-      Send(
-          ProblemResponse(400, ProblemCode::kBadRequest, "malformed HTTP request: " + ec.message()),
-          false);
+    if (auto answer = ReadErrorAnswer(ec, shared_->limits)) {
+      Send(std::move(*answer), false);
     } else {
       Close();
     }
@@ -171,14 +200,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ReadFailed(ec)) return;
     auto message = parser_->release();
     bool keep_alive = message.keep_alive();
-    auto request = std::make_shared<HttpRequest>();
-    request->method = std::string(message.method_string());
-    request->target = std::string(message.target());
-    for (const auto& field : message) {
-      request->headers.push_back({std::string(field.name_string()), std::string(field.value())});
-    }
-    request->body = std::move(message.body());
-    request->remote_address = remote_;
+    auto request = ToHttpRequest(message, remote_);
     ++shared_->requests;
     stream_.expires_never();
     Respond respond = [self = shared_from_this(), keep_alive](HttpResponse response) {
@@ -232,7 +254,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<RequestParser> parser_;
   std::shared_ptr<Shared> shared_;
   std::string remote_;
   char sink_[512];
@@ -348,6 +370,27 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, u
   Status status = server->Listen(host, port);
   if (!status.ok()) return status;
   return std::unique_ptr<HttpServer>(std::move(server));
+}
+
+RequestRead ReadRequestBytes(std::string_view wire, const ServerLimits& limits,
+                             size_t chunk_bytes) {
+  // The session's steps, synchronously: header (limits checked), then body.
+  WireStream stream(wire, chunk_bytes);
+  beast::flat_buffer buffer;
+  RequestParser parser;
+  ApplyLimits(parser, limits);
+  RequestRead read;
+  beast::error_code ec;
+  http::read_header(stream, buffer, parser, ec);
+  if (!ec) http::read(stream, buffer, parser, ec);
+  if (ec) {
+    read.answer = ReadErrorAnswer(ec, limits);
+    return read;
+  }
+  auto message = parser.release();
+  read.keep_alive = message.keep_alive();
+  read.request = ToHttpRequest(message, "");
+  return read;
 }
 
 Result<std::pair<std::string, uint16_t>> ParseListenAddress(const std::string& address) {

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/result.h"
 #include "http/message.h"
@@ -61,6 +63,16 @@ class HttpServer {
 // Content-Length and the body, except for 1xx/204/304 or when the handler set Content-Length itself
 // (a HEAD answer); "Connection: close" when the connection ends after it.
 std::string SerializeResponse(const HttpResponse& response, bool keep_alive);
+
+// What a session makes of the bytes a client sends, up to the end of its first request: the same
+// Beast parser, limits and answers as on a socket, the bytes arriving in pieces of chunk_bytes (0:
+// all at once). For tests and the fuzz target fuzz/http_request_fuzzer.cc.
+struct RequestRead {
+  std::shared_ptr<const HttpRequest> request;  // set when a whole request was read
+  bool keep_alive = false;
+  std::optional<HttpResponse> answer;  // else the answer sent (400, 413, 431); none: just closed
+};
+RequestRead ReadRequestBytes(std::string_view wire, const ServerLimits& limits, size_t chunk_bytes);
 
 // Splits "HOST:PORT" (IPv6 as "[::1]:PORT"). Port 0 is allowed.
 Result<std::pair<std::string, uint16_t>> ParseListenAddress(const std::string& address);

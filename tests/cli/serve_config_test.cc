@@ -304,5 +304,39 @@ TEST_F(ServeConfigTest, ANamedStoreDirectoryMustExist) {
   EXPECT_NE(refused.message().find("is not a directory"), std::string::npos) << refused.message();
 }
 
+// The fuzz target's entry (fuzz/serve_config_fuzzer.cc): the same resolution from the file's text,
+// messages naming the file, and no file read (the admin token is left to ResolveServeConfig).
+TEST_F(ServeConfigTest, TextResolvesLikeTheFileAndReadsNoFile) {
+  const std::string text = "admin_token_file = \"" + (dir_ / "no-such-token").string() +
+                           "\"\n[[route]]\nprefix = \"/a/\"\nupstream = \"http://127.0.0.1:9\"\n"
+                           "price = 5\n";
+  CLI::App app;
+  ServeOptions options;
+  AddServeFlags(app, options);
+  const char* argv[] = {"serve"};
+  app.parse(1, argv);
+  options.config_file = "inline.toml";
+  auto config = ResolveServeConfigText(app, options, text);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(config->admin_token.empty());
+  ASSERT_EQ(config->routes.size(), 1u);
+  EXPECT_EQ(config->routes[0].prefix, "/a");
+  EXPECT_EQ(config->routes[0].price, 5);
+  // From the file, the missing token file is an error: the file path reads it.
+  auto from_file = ResolveFile(text);
+  ASSERT_FALSE(from_file.ok());
+  EXPECT_NE(from_file.status().message().find("--admin-token-file"), std::string::npos);
+
+  ServeOptions again;
+  CLI::App app2;
+  AddServeFlags(app2, again);
+  app2.parse(1, argv);
+  again.config_file = "inline.toml";
+  auto broken = ResolveServeConfigText(app2, again, "listen = [\n");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.status().error(), ErrorCode::kInvalidConfig);
+  EXPECT_EQ(broken.status().message().rfind("inline.toml:", 0), 0u) << broken.status().message();
+}
+
 }  // namespace
 }  // namespace agentpay

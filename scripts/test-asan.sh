@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds every C++ test suite (target agentpay_cxx_tests) and the agentpay binary with
+# AddressSanitizer + UndefinedBehaviorSanitizer into ./build-asan, then runs the gtest suites
+# (ctest -LE script: every test but the Python/node/bash ones) and one integration test against
+# the sanitized gateway. A sanitizer report fails the test. Extra arguments go to the first ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+if [ ! -f build-asan/build.ninja ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTPAY_SANITIZE=ON \
+    >/dev/null
+  echo '*' >build-asan/.gitignore  # the build dir ignores itself
+fi
+ninja -C build-asan agentpay_cxx_tests agentpay
+# Errors abort with a stack; leaks are reported at exit. UBSan stops at the first report.
+asan="abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1"
+export ASAN_OPTIONS="$asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+cd build-asan
+status=0
+ctest --output-on-failure --timeout 900 -LE script "$@" || status=1
+if [ $# -eq 0 ]; then
+  # The gateway and seller processes are stopped by signals and their exit status is not
+  # checked: their sanitizer reports go to files, and any report fails the run.
+  reports=$PWD/sanitizer-reports
+  rm -rf "$reports" && mkdir -p "$reports"
+  ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$reports/asan" \
+    UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$reports/ubsan" \
+    ctest --output-on-failure --timeout 900 -R '^integration\.wallet_gateway$' || status=1
+  if compgen -G "$reports/*" >/dev/null; then
+    echo "test-asan: sanitizer reports from the gateway processes:" >&2
+    cat "$reports"/* >&2
+    status=1
+  fi
+fi
+exit $status
