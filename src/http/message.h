@@ -54,6 +54,11 @@ HttpResponse ProblemResponse(int status, ProblemCode code, std::string_view deta
                              std::string_view operation_id = {});
 HttpResponse JsonResponse(int status, std::string body);
 
+// The key that limits count a client under (connections, rate): the address itself for IPv4 (an
+// IPv4-mapped IPv6 address is its IPv4 host), its /64 network for IPv6 (one host usually holds a
+// whole /64, so per-address limits would not limit it at all).
+std::string ClientKey(std::string_view remote_address);
+
 // The reason phrase for a status code ("Payment Required").
 std::string_view StatusTitle(int status);
 

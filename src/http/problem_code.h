@@ -37,6 +37,7 @@ enum class ProblemCode : uint8_t {
   kBadRequest,
   kInternalError,
   kAlreadyResolved,
+  kInvalidTarget,
   kNoAlerts,  // the last (tests/http/message_test.cc walks them up to it)
 };
 
@@ -71,6 +72,7 @@ constexpr std::string_view ProblemCodeName(ProblemCode code) {
     case ProblemCode::kBadRequest: return "bad_request";
     case ProblemCode::kInternalError: return "internal_error";
     case ProblemCode::kAlreadyResolved: return "already_resolved";
+    case ProblemCode::kInvalidTarget: return "invalid_target";
     case ProblemCode::kNoAlerts: return "no_alerts";
   }
   // clang-format on
