@@ -308,7 +308,9 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.async_read_some(net::buffer(sink_),
                             [self = shared_from_this(), discarded](beast::error_code ec,
                                                                     size_t size) {
-                              if (ec || discarded + size >= kLingerBytes) return self->Close();
+                              if (ec || discarded + size > self->shared_->limits.max_body_bytes) {
+                                return self->Close();
+                              }
                               self->Discard(discarded + size);
                             });
   }

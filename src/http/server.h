@@ -49,11 +49,11 @@ using AsyncHandler = std::function<void(std::shared_ptr<const HttpRequest>, Resp
 // Called on an I/O thread with a request's head (body empty) as soon as it is parsed, when a body
 // is still to come: an answer is sent at once, the body is never read, and the connection is
 // closed ("Connection: close"; the server then discards what the client still sends for at most
-// kLingerMs / kLingerBytes, so that the client reads the answer instead of a reset). nullopt: the
-// body is read and the request goes to the handler as usual. Must not block.
+// kLingerMs, and at most max_body_bytes (no more than it would have read anyway), so that the
+// client reads the answer instead of a reset). nullopt: the body is read and the request goes to
+// the handler as usual. Must not block.
 using HeadHandler = std::function<std::optional<HttpResponse>(const HttpRequest& head)>;
 inline constexpr int64_t kLingerMs = 1000;
-inline constexpr size_t kLingerBytes = 64 * 1024;
 
 class HttpServer {
  public:
