@@ -89,6 +89,8 @@ int RunSeller(const std::string& listen, const std::string& fault) {
   ServerLimits limits;
   limits.workers = 256;  // slow:MS occupies a worker while it sleeps
   limits.max_body_bytes = 8 * 1024 * 1024;
+  // An upstream's one client is the gateway, from one address: no per-client share.
+  limits.max_connections_per_client = limits.max_connections;
   auto server = HttpServer::Start(address->first, address->second, limits,
                                   [&seller](const HttpRequest& request) {
                                     return seller.Handle(request);

@@ -373,8 +373,11 @@ void AnnounceDemo(Logger& log, const std::string& base, const std::string& admin
 // The demo's upstream, in process, when no route was configured.
 Result<std::unique_ptr<HttpServer>> StartDemoSeller(Seller& seller, GatewayConfig& config,
                                                     int64_t upstream_timeout_ms) {
+  ServerLimits limits;
+  // An upstream's one client is the gateway, from one address: no per-client share.
+  limits.max_connections_per_client = limits.max_connections;
   auto started =
-      HttpServer::Start("127.0.0.1", 0, ServerLimits{},
+      HttpServer::Start("127.0.0.1", 0, limits,
                         [&seller](const HttpRequest& request) { return seller.Handle(request); });
   if (!started.ok()) return started.status();
   RouteConfig route;
@@ -522,11 +525,15 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   ServerLimits limits;
   limits.max_body_bytes = config->max_body_bytes;
   limits.max_connections = static_cast<size_t>(options.max_connections);
+  limits.max_connections_per_client = static_cast<size_t>(options.max_connections_per_client);
+  limits.header_timeout_ms = options.header_timeout_ms;
   limits.io_threads = ServeIoThreads(options.io_threads);
   auto server = HttpServer::StartAsync(
       listen->first, listen->second, limits,
       [&gateway, devnet = settlement->devnet](std::shared_ptr<const HttpRequest> request,
                                               Respond respond) {
+        // The client address's rate limit before anything else.
+        if (auto refused = gateway.AdmitClient(*request)) return respond(std::move(*refused));
         // The model is answered here: the gateway may not include src/sim (DESIGN layering).
         if (auto sim = HandleSimRequest(*request)) return respond(std::move(*sim));
         if (devnet != nullptr) {
@@ -537,7 +544,8 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
         // The admin surface lives on --admin-listen only: here it is an unknown endpoint.
         if (IsAdminSurfacePath(request->Path())) return respond(NoSuchEndpoint());
         gateway.HandleAsync(std::move(request), std::move(respond));
-      });
+      },
+      [&gateway](const HttpRequest& head) { return gateway.AnswerHead(head); });
   if (!server.ok()) {
     return Fail("--listen " + options.listen + ": " + server.status().message(), &log);
   }

@@ -13,11 +13,13 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <variant>
 
 #include "chain/bytes.h"
 #include "cli/closest_name.h"
 #include "core/money.h"
+#include "http/request_target.h"
 
 namespace agentpay {
 namespace {
@@ -53,6 +55,20 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"max-body-bytes", &o.max_body_bytes, "largest request body accepted (413 past it)"},
       {"workers", &o.workers, "threads for admin calls, views and attached duplicates' re-reads"},
       {"max-connections", &o.max_connections, "open connections accepted (503 past it)"},
+      {"max-connections-per-client", &o.max_connections_per_client,
+       "open connections from one client address (an IPv6 /64 counts as one; 503 past it)"},
+      {"header-timeout-ms", &o.header_timeout_ms,
+       "a request's header must arrive whole within this (from the first byte; a new "
+       "connection's from its accept), else the connection is closed"},
+      {"rate-limit", &o.rate_limit,
+       "PER_SECOND[:BURST] token bucket per client address, per account and per payer (429 "
+       "with Retry-After past it); off: none"},
+      {"rate-limit-per-client", &o.rate_limit_per_client,
+       "PER_SECOND[:BURST] or off for client addresses only (default: --rate-limit)"},
+      {"rate-limit-per-account", &o.rate_limit_per_account,
+       "PER_SECOND[:BURST] or off for wallet accounts only (default: --rate-limit)"},
+      {"rate-limit-per-payer", &o.rate_limit_per_payer,
+       "PER_SECOND[:BURST] or off for x402 payers only (default: --rate-limit)"},
       {"io-threads", &o.io_threads,
        "threads serving client connections (0: half the CPUs, at least 1)"},
       {"chain", &o.chain, "chain: devnet (built in); see --chain-rpc for any EVM node"},
@@ -115,6 +131,14 @@ Result<RouteConfig> MakeRoute(std::string prefix, const std::string& upstream,
   RouteConfig route;
   if (prefix.empty() || prefix[0] != '/') return Invalid(where + ": prefix must start with '/'");
   while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
+  // Requests are matched by their normalised path (http/request_target.h): a prefix that is not
+  // itself normal ("/a/../b", "/%7Ex", "/a?b") could never match, or not what it says.
+  if (auto normal = NormalizeTarget(prefix); !normal.ok() || *normal != prefix ||
+                                             prefix.find('?') != std::string::npos) {
+    return Invalid(where + ": prefix " + prefix +
+                   " is not a normalised path (no '.', '..', '//', '?', or escapes of letters, "
+                   "digits and -._~)");
+  }
   route.prefix = prefix;
   auto endpoint = ParseHttpUrl(upstream);
   if (!endpoint.ok()) return Invalid(where + ": " + endpoint.status().message());
@@ -268,6 +292,29 @@ void AddServeFlags(CLI::App& command, ServeOptions& options) {
   command.add_flag("--demo", options.demo,
                    "everything in process for a first look: data in ./agentpay-data, demo seller, "
                    "funded demo account");
+}
+
+Result<RateLimit> ParseRateLimit(const std::string& text, const std::string& flag) {
+  if (text == "off" || text == "0") return RateLimit{0, 0};
+  const size_t colon = text.find(':');
+  auto number = [](std::string_view digits) -> std::optional<int64_t> {
+    if (digits.empty() || digits.size() > 10) return std::nullopt;
+    int64_t value = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return std::nullopt;
+      value = value * 10 + (c - '0');
+    }
+    return value;
+  };
+  auto per_second = number(std::string_view(text).substr(0, colon));
+  auto burst = colon == std::string::npos ? per_second
+                                          : number(std::string_view(text).substr(colon + 1));
+  if (!per_second || !burst || *per_second < 1 || *per_second > kMaxRatePerSecond || *burst < 1 ||
+      *burst > kMaxRateBurst) {
+    return Invalid("--" + flag + " must be PER_SECOND[:BURST] with both between 1 and " +
+                   std::to_string(kMaxRatePerSecond) + ", or off; got '" + text + "'");
+  }
+  return RateLimit{*per_second, *burst};
 }
 
 Result<std::string> ReadSecretFile(const std::string& path, SecretLinks links) {
@@ -489,6 +536,8 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
         Range{"max-body-bytes", options.max_body_bytes, 1, kMaxBodyLimit},
         Range{"workers", options.workers, 1, 1024},
         Range{"max-connections", options.max_connections, 1, 1000000},
+        Range{"max-connections-per-client", options.max_connections_per_client, 1, 1000000},
+        Range{"header-timeout-ms", options.header_timeout_ms, 100, kMaxTimeoutMs},
         Range{"io-threads", options.io_threads, 0, 256}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
   }
@@ -524,6 +573,21 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   config.receipt_timeout_ms = options.receipt_timeout_ms;
   config.attach_wait_ms = options.attach_wait_ms;
   config.max_body_bytes = static_cast<uint64_t>(options.max_body_bytes);
+  auto rate_limit = ParseRateLimit(options.rate_limit, "rate-limit");
+  if (!rate_limit.ok()) return rate_limit.status();
+  for (auto [flag, text, target] :
+       {std::tuple{"rate-limit-per-client", &options.rate_limit_per_client,
+                   &config.rate_limits.per_client},
+        std::tuple{"rate-limit-per-account", &options.rate_limit_per_account,
+                   &config.rate_limits.per_account},
+        std::tuple{"rate-limit-per-payer", &options.rate_limit_per_payer,
+                   &config.rate_limits.per_payer}}) {
+    *target = *rate_limit;
+    if (text->empty()) continue;
+    auto own = ParseRateLimit(*text, flag);
+    if (!own.ok()) return own.status();
+    *target = *own;
+  }
   config.blocking_threads = static_cast<size_t>(options.workers);
 
   const toml::array* route_tables = file ? file->get_as<toml::array>("route") : nullptr;

@@ -29,6 +29,11 @@ struct ServeOptions {
   int64_t max_body_bytes = 1048576;
   int64_t workers = 16;
   int64_t max_connections = 4096;
+  int64_t max_connections_per_client = 512;
+  int64_t header_timeout_ms = 10000;
+  // PER_SECOND[:BURST] or "off"; the per-kind ones, when given, win over rate_limit for their kind.
+  std::string rate_limit = "100000:200000";
+  std::string rate_limit_per_client, rate_limit_per_account, rate_limit_per_payer;
   // Threads that serve client connections; 0: half the CPUs, at least 1 (ServeIoThreads).
   int64_t io_threads = 0;
   std::string chain = "devnet";
@@ -71,6 +76,9 @@ std::optional<RpcChainOptions> RpcChainOf(const ServeOptions& options);
 // Makes sure the SQLite file's directory is there: ./agentpay-data (the default) is created
 // (0700); any other directory must exist and be writable. The message names the path.
 Status PrepareStoreDirectory(const ServeOptions& options);
+
+// "PER_SECOND[:BURST]" (BURST defaults to PER_SECOND) or "off" (also "0"): no limit.
+Result<RateLimit> ParseRateLimit(const std::string& text, const std::string& flag);
 
 // Whether a secret file may be reached through a symbolic link: files the operator names may
 // (a mounted secret often is one); files agentpay writes itself may not.

@@ -19,6 +19,7 @@ enum class ErrorCode : uint8_t {
   kInternalError,    // a bug caught at a boundary (an exception escaped a decision)
   kIoError,          // a file could not be created or written
   kListenFailed,     // http: the listening socket could not be opened
+  kInvalidTarget,    // http: a request target that is not a normalisable origin-form path
   // store/ and sqlite/.
   kStoreUnavailable,   // the database cannot be opened, read or committed to
   kStoreOverloaded,    // the writer's queue is full (StoreOptions::max_queued_writes)
@@ -88,6 +89,7 @@ constexpr std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kInternalError: return "internal_error";
     case ErrorCode::kIoError: return "io_error";
     case ErrorCode::kListenFailed: return "listen_failed";
+    case ErrorCode::kInvalidTarget: return "invalid_target";
     case ErrorCode::kStoreUnavailable: return "store_unavailable";
     case ErrorCode::kStoreOverloaded: return "store_overloaded";
     case ErrorCode::kStoreError: return "store_error";

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/rate_limit.h"
 #include "http/client.h"
 
 namespace agentpay {
@@ -32,6 +33,19 @@ struct ChainConfig {
   std::string Network() const { return "eip155:" + std::to_string(chain_id); }
 };
 
+// The token buckets of issue 13 item 5 (docs/protocol.md, "Limits"): a request takes one token
+// from its client address's bucket before anything else, and one from its account's (wallet, once
+// the API key is known) or its payer's (x402, once the signature is verified). The defaults sit
+// above what one gateway process serves on a small machine (about 46k replays a second from one
+// client on 2 cores), so they only stop a client that would otherwise take the whole gateway.
+inline constexpr RateLimit kDefaultRateLimit{100000, 200000};
+struct RateLimitConfig {
+  RateLimit per_client = kDefaultRateLimit;
+  RateLimit per_account = kDefaultRateLimit;
+  RateLimit per_payer = kDefaultRateLimit;
+  size_t max_buckets = 100000;  // per kind; past it the least recently used bucket is forgotten
+};
+
 struct GatewayConfig {
   std::vector<RouteConfig> routes;
   ChainConfig chain;
@@ -50,6 +64,7 @@ struct GatewayConfig {
   int64_t reconcile_rpc_per_second = 20;
   int64_t attach_wait_ms = 5000;
   uint64_t max_body_bytes = 1048576;
+  RateLimitConfig rate_limits;
   uint64_t max_upstream_response_bytes = 8 * 1024 * 1024;
   size_t blocking_threads = 16;  // admin, views and attached duplicates' re-reads run on these
   // x402 calls to the chain node run one call at a time on these threads (a payment waiting for

@@ -9,6 +9,7 @@
 #include "gateway/attachments.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
+#include "gateway/rate_limiter.h"
 #include "gateway/upstream.h"
 #include "store/store.h"
 
@@ -24,6 +25,7 @@ struct GatewayContext {
   Metrics& metrics;
   Attachments& attachments;
   const std::string& instance_id;  // stamped on every claim an attempt takes
+  RateLimiters& rate_limiters;     // per account and per payer (the client's is the gateway's)
 };
 
 }  // namespace agentpay

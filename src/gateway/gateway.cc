@@ -10,6 +10,7 @@
 #include "gateway/answers.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
+#include "http/request_target.h"
 
 namespace agentpay {
 
@@ -35,8 +36,9 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
       instance_id_("gw_" + RandomHex(random, 8)),
       blocking_pool_(config_.blocking_threads, kMaxBlockingQueue),
       attachments_(store, timers, blocking_pool_, metrics_, config_.attach_wait_ms),
-      context_{config_,  store,    clock,        random,      timers,
-               upstream, metrics_, attachments_, instance_id_},
+      rate_limiters_(config_.rate_limits),
+      context_{config_,   store,        clock,        random,        timers,
+               upstream,  metrics_,     attachments_, instance_id_, rate_limiters_},
       api_keys_(store, clock),
       wallet_(context_, api_keys_),
       views_(context_, api_keys_),
@@ -79,7 +81,54 @@ HttpResponse Gateway::Handle(const HttpRequest& request) {
   return future.get();
 }
 
+namespace {
+// Whether a request offers a payment (CONTRACT §3): without one, a paid route answers 402.
+bool OffersPayment(const HttpRequest& request) {
+  return request.Header("Authorization") || request.Header("PAYMENT-SIGNATURE") ||
+         request.Header("X-PAYMENT");
+}
+
+HttpResponse InvalidTarget(const Status& status) {
+  return ProblemResponse(400, ProblemCode::kInvalidTarget, status.message());
+}
+}  // namespace
+
+std::optional<HttpResponse> Gateway::AdmitClient(const HttpRequest& request) {
+  auto retry_after_s =
+      rate_limiters_.client.Take(ClientKey(request.remote_address), context_.timers.MonotonicMs());
+  if (!retry_after_s) return std::nullopt;
+  metrics_.CountResponse(429);
+  return TooManyRequests(*retry_after_s, "client address");
+}
+
+std::optional<HttpResponse> Gateway::AnswerHead(const HttpRequest& head) {
+  auto target = NormalizeTarget(head.target);
+  std::optional<HttpResponse> answer;
+  if (!target.ok()) {
+    answer = InvalidTarget(target.status());
+  } else {
+    HttpRequest normal = head;  // a head: no body to copy
+    normal.target = std::move(*target);
+    std::string_view path = normal.Path();
+    const RouteConfig* route = IsReservedPath(path) ? nullptr : MatchRoute(path);
+    if (route == nullptr || OffersPayment(normal)) return std::nullopt;
+    answer = RouteChallenge(x402_offers_, normal, *route);
+    answer->SetHeader("Idempotent-Replayed", "false");
+  }
+  if (auto refused = AdmitClient(head)) return refused;
+  metrics_.CountResponse(answer->status);
+  return answer;
+}
+
 void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond respond) {
+  // Routes, prices, fingerprints and the upstream all see the normalised target (issue 13 item 6).
+  auto target = NormalizeTarget(request->target);
+  if (!target.ok()) return respond(InvalidTarget(target.status()));
+  if (*target != request->target) {
+    auto normal = std::make_shared<HttpRequest>(*request);  // rare: a target sent unnormalised
+    normal->target = std::move(*target);
+    request = std::move(normal);
+  }
   std::string_view path = request->Path();
   const RouteConfig* route = IsReservedPath(path) ? nullptr : MatchRoute(path);
   if (route != nullptr) return HandlePaid(std::move(request), *route, std::move(respond));
@@ -159,8 +208,7 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
     respond(std::move(response));
   };
   bool has_wallet = request->Header("Authorization").has_value();
-  bool has_x402 = request->Header("PAYMENT-SIGNATURE") || request->Header("X-PAYMENT");
-  if (!has_wallet && !has_x402) return answer(RouteChallenge(x402_offers_, *request, route));
+  if (!OffersPayment(*request)) return answer(RouteChallenge(x402_offers_, *request, route));
   if (has_wallet) return wallet_.Pay(std::move(request), route, std::move(answer));
   if (!x402_) {
     return answer(ProblemResponse(501, ProblemCode::kX402NotEnabled,

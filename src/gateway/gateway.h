@@ -16,6 +16,7 @@
 #include "gateway/config.h"
 #include "gateway/context.h"
 #include "gateway/metrics.h"
+#include "gateway/rate_limiter.h"
 #include "gateway/upstream.h"
 #include "gateway/views.h"
 #include "gateway/wallet_path.h"
@@ -50,6 +51,15 @@ class Gateway {
   // decisions, upstream and chain calls complete asynchronously, waits are timers); everything
   // else runs on the gateway's own blocking pool. Call it from an I/O thread.
   void HandleAsync(std::shared_ptr<const HttpRequest> request, Respond respond);
+  // The client address's rate limit (issue 13 item 5), to be consulted once per request before
+  // anything else: nullopt to go on, else the 429 to send. serve.cc calls it first for every
+  // request of the public listener (HandleAsync does not).
+  std::optional<HttpResponse> AdmitClient(const HttpRequest& request);
+  // What can be answered from a request's head alone, before its body is read (the listener's
+  // HeadHandler): an unpaid request to a paid route gets its 402 challenge, a target that does not
+  // normalise its 400; each takes the client address's token as AdmitClient would. nullopt: read
+  // the body and handle the request as usual. Non-blocking.
+  std::optional<HttpResponse> AnswerHead(const HttpRequest& head);
   // HandleAsync, waiting for the answer (tests, tools). Never call it from a store callback.
   HttpResponse Handle(const HttpRequest& request);
 
@@ -88,6 +98,7 @@ class Gateway {
   Metrics metrics_;
   WorkerPool blocking_pool_;  // admin, views, attached duplicates' re-reads: all that may block
   Attachments attachments_;
+  RateLimiters rate_limiters_;
   const GatewayContext context_;
   ApiKeys api_keys_;
   WalletPath wallet_;

@@ -55,7 +55,11 @@ ClientRequest BuildUpstreamRequest(const RouteConfig& route, const HttpRequest& 
                                    const std::string& operation_id) {
   ClientRequest forward;
   forward.method = request.method;
-  forward.target = route.upstream.base_path + request.target;
+  // The target is normalised (Gateway::HandleAsync): it starts with '/' and holds no dot segment,
+  // so the upstream's base path is never left.
+  std::string_view base = route.upstream.base_path;
+  if (base.ends_with('/')) base.remove_suffix(1);
+  forward.target = std::string(base) + request.target;
   for (const auto& header : request.headers) {
     if (ForwardedHeader(header.name) && !NominatedByConnection(request, header.name)) {
       forward.headers.push_back(header);

@@ -31,6 +31,10 @@ void WalletPath::Pay(std::shared_ptr<const HttpRequest> request, const RouteConf
     return respond(
         ProblemResponse(401, ProblemCode::kUnauthorized, "unknown or malformed API key"));
   }
+  // Only a known account's bucket: a bad key cannot drain anyone's (the client address's can).
+  if (auto retry_after_s = ctx_.rate_limiters.account.Take(**account, ctx_.timers.MonotonicMs())) {
+    return respond(TooManyRequests(*retry_after_s, "account"));
+  }
   auto paid = std::make_shared<PaidRequest>();
   paid->request = request;
   paid->route = &route;

@@ -130,6 +130,14 @@ void X402Path::Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig
   p->route = &route;
   p->respond = std::move(respond);
   if (auto refused = Prepare(*p)) return Reply(p, std::move(*refused));
+  // The payer's bucket only once its signature is proven (no failure at all): a stranger's junk
+  // in the payer's name cannot drain it.
+  if (p->deferred == Failure::kNone) {
+    const std::string& payer = p->presented.authorization.from;
+    if (auto retry_after_s = ctx_.rate_limiters.payer.Take(payer, ctx_.timers.MonotonicMs())) {
+      return Reply(p, TooManyRequests(*retry_after_s, "payer"));
+    }
+  }
   Arrive(std::move(p));
 }
 

@@ -1,6 +1,9 @@
 // Helpers over plain HTTP values; see message.h.
 #include "http/message.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -122,6 +125,26 @@ HttpResponse JsonResponse(int status, std::string body) {
   response.body = std::move(body);
   response.SetHeader("Content-Type", "application/json");
   return response;
+}
+
+std::string ClientKey(std::string_view remote_address) {
+  std::string text(remote_address);
+  in6_addr v6{};
+  if (text.find(':') == std::string::npos || inet_pton(AF_INET6, text.c_str(), &v6) != 1) {
+    return text;
+  }
+  // An IPv4-mapped address (::ffff:a.b.c.d) is that IPv4 host.
+  static const unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  char out[INET6_ADDRSTRLEN] = {};
+  if (std::equal(kMapped, kMapped + 12, v6.s6_addr)) {
+    in_addr v4{};
+    std::copy(v6.s6_addr + 12, v6.s6_addr + 16, reinterpret_cast<unsigned char*>(&v4));
+    if (inet_ntop(AF_INET, &v4, out, sizeof out) != nullptr) return out;
+    return text;
+  }
+  std::fill(v6.s6_addr + 8, v6.s6_addr + 16, 0);
+  if (inet_ntop(AF_INET6, &v6, out, sizeof out) == nullptr) return text;
+  return std::string(out) + "/64";
 }
 
 }  // namespace agentpay

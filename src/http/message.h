@@ -60,6 +60,11 @@ HttpResponse JsonResponse(int status, std::string body);
 using InternalErrorLog = void (*)(std::string_view error_id, std::string_view reason);
 HttpResponse InternalErrorResponse(std::string_view reason, InternalErrorLog log = nullptr);
 
+// The key that limits count a client under (connections, rate): the address itself for IPv4 (an
+// IPv4-mapped IPv6 address is its IPv4 host), its /64 network for IPv6 (one host usually holds a
+// whole /64, so per-address limits would not limit it at all).
+std::string ClientKey(std::string_view remote_address);
+
 // The reason phrase for a status code ("Payment Required").
 std::string_view StatusTitle(int status);
 

@@ -38,6 +38,7 @@ enum class ProblemCode : uint8_t {
   kInternalError,
   kAlreadyResolved,
   kAuthorizationAlreadyUsed,
+  kInvalidTarget,
   kNoAlerts,
   kTooManyApiKeys,  // the last (tests/http/message_test.cc walks them up to it)
 };
@@ -74,6 +75,7 @@ constexpr std::string_view ProblemCodeName(ProblemCode code) {
     case ProblemCode::kInternalError: return "internal_error";
     case ProblemCode::kAlreadyResolved: return "already_resolved";
     case ProblemCode::kAuthorizationAlreadyUsed: return "authorization_already_used";
+    case ProblemCode::kInvalidTarget: return "invalid_target";
     case ProblemCode::kNoAlerts: return "no_alerts";
     case ProblemCode::kTooManyApiKeys: return "too_many_api_keys";
   }

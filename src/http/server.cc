@@ -3,13 +3,16 @@
 #include "http/server.h"
 
 #include <atomic>
+#include <limits>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "http/wire_stream.h"
 #include "http/worker_pool.h"
@@ -25,12 +28,34 @@ using tcp = net::ip::tcp;
 struct Shared {
   ServerLimits limits;
   AsyncHandler handler;
+  HeadHandler head_handler;          // optional
   std::unique_ptr<WorkerPool> pool;  // for a blocking handler only
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> rejected{0};
   std::atomic<uint64_t> connections{0};
+  // Open connections per client key; a key leaves the map with its last connection, so the map
+  // is never larger than the connections open.
+  std::mutex clients_mutex;
+  std::unordered_map<std::string, size_t> clients;
 
   Shared(const ServerLimits& l, AsyncHandler h) : limits(l), handler(std::move(h)) {}
+
+  // Counts one more connection of `key`; false (nothing counted) when it has its maximum.
+  bool AddClient(const std::string& key) {
+    std::lock_guard lock(clients_mutex);
+    size_t& open = clients[key];
+    if (open >= limits.max_connections_per_client) {
+      if (open == 0) clients.erase(key);
+      return false;
+    }
+    ++open;
+    return true;
+  }
+  void RemoveClient(const std::string& key) {
+    std::lock_guard lock(clients_mutex);
+    auto found = clients.find(key);
+    if (found != clients.end() && --found->second == 0) clients.erase(found);
+  }
 };
 
 using RequestParser = http::request_parser<http::string_body>;
@@ -133,33 +158,69 @@ class Session : public std::enable_shared_from_this<Session> {
     boost::system::error_code ec;
     auto endpoint = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = endpoint.address().to_string();
+    client_key_ = ClientKey(remote_);
   }
-  ~Session() { --shared_->connections; }
+  ~Session() {
+    if (counted_) shared_->RemoveClient(client_key_);
+    --shared_->connections;
+  }
 
   void Start(bool over_limit) {
+    std::string_view refused;
     if (over_limit) {
+      refused = "too many open connections";
+    } else if (!(counted_ = shared_->AddClient(client_key_))) {
+      refused = "too many open connections from this client address";
+    }
+    if (!refused.empty()) {
       ++shared_->rejected;
-      HttpResponse busy =
-          ProblemResponse(503, ProblemCode::kLimitExceeded, "too many open connections");
+      HttpResponse busy = ProblemResponse(503, ProblemCode::kLimitExceeded, refused);
       busy.SetHeader("Retry-After", "1");
-      Send(std::move(busy), /*keep_alive=*/false);
+      SendAndLinger(std::move(busy));
       return;
     }
-    ReadRequest();
+    ReadRequest(/*first=*/true);
   }
 
  private:
-  void ReadRequest() {
+  void ReadRequest(bool first) {
     parser_.emplace();
-    ApplyLimits(*parser_, shared_->limits);
-    // A keep-alive connection may sit idle this long; the body then gets read_timeout_ms.
+    parser_->header_limit(static_cast<uint32_t>(shared_->limits.max_header_bytes));
+    // The body limit is applied in OnHeader, after the head handler had its say: an unpaid request
+    // announcing a huge body gets its 402, not a 413. (Not boost::none: Beast 1.74 compares the
+    // announced length with the optional limit, and any length is "greater" than none.)
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    if (first || buffer_.size() > 0) return ReadHeader();
+    // An idle keep-alive connection may wait idle_timeout_ms for the next request's first byte;
+    // from that byte on, the header has header_timeout_ms.
     stream_.expires_after(std::chrono::milliseconds(shared_->limits.idle_timeout_ms));
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
+                            [self = shared_from_this()](beast::error_code ec, size_t size) {
+                              if (ec) return self->Close();
+                              self->buffer_.commit(size);
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
+    stream_.expires_after(std::chrono::milliseconds(shared_->limits.header_timeout_ms));
     // The header first: a body over the limit is refused before it is read, and a client that
     // sent "Expect: 100-continue" (curl does for bodies over 1 KiB) gets its go-ahead at once.
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               self->OnHeader(ec);
                             });
+  }
+
+  // The request line and headers of the message being parsed (the body is not there yet).
+  void FillHead(const http::request<http::string_body>& message, HttpRequest& request) const {
+    request.method = std::string(message.method_string());
+    request.target = std::string(message.target());
+    request.headers.reserve(16);
+    for (const auto& field : message) {
+      request.headers.push_back({std::string(field.name_string()), std::string(field.value())});
+    }
+    request.remote_address = remote_;
   }
 
   // Answers a read error: limits and malformed requests get a problem, anything else closes.
@@ -175,6 +236,25 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnHeader(beast::error_code ec) {
     if (ReadFailed(ec)) return;
+    if (!parser_->is_done() && shared_->head_handler) {
+      HttpRequest head;
+      FillHead(parser_->get(), head);
+      std::optional<HttpResponse> answer;
+      try {
+        answer = shared_->head_handler(head);
+      } catch (const std::exception& error) {
+        answer = InternalErrorResponse(std::string("the head handler threw: ") + error.what());
+      }
+      if (answer) return SendAndLinger(std::move(*answer));
+    }
+    // No body octet has been parsed yet (the header read stops at the header), so the limit may be
+    // set now; an announced length over it is refused before anything of the body is read.
+    if (auto length = parser_->content_length();
+        length && *length > shared_->limits.max_body_bytes) {
+      ReadFailed(http::error::body_limit);
+      return;
+    }
+    parser_->body_limit(shared_->limits.max_body_bytes);
     auto expect = parser_->get()[http::field::expect];
     if (!parser_->is_done() && expect.size() == 12 &&
         HeaderNameEquals(std::string_view(expect.data(), expect.size()), "100-continue")) {
@@ -200,7 +280,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ReadFailed(ec)) return;
     auto message = parser_->release();
     bool keep_alive = message.keep_alive();
-    auto request = ToHttpRequest(message, remote_);
+    auto request = std::make_shared<HttpRequest>();
+    FillHead(message, *request);
+    request->body = std::move(message.body());
     ++shared_->requests;
     stream_.expires_never();
     Respond respond = [self = shared_from_this(), keep_alive](HttpResponse response) {
@@ -232,8 +314,35 @@ class Session : public std::enable_shared_from_this<Session> {
     net::async_write(stream_, net::buffer(*wire),
                      [self = shared_from_this(), wire, keep_alive](beast::error_code ec, size_t) {
                        if (ec || !keep_alive) return self->Close();
-                       self->ReadRequest();
+                       self->ReadRequest(/*first=*/false);
                      });
+  }
+
+  // Sends a last answer without reading the request (or the rest of it), then closes. Closing a
+  // socket with unread bytes in it sends a reset that can destroy the answer before the client
+  // reads it, so the sending side is shut first and what still arrives is discarded for a while.
+  void SendAndLinger(HttpResponse response) {
+    auto wire = std::make_shared<std::string>(SerializeResponse(response, /*keep_alive=*/false));
+    stream_.expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
+    net::async_write(stream_, net::buffer(*wire),
+                     [self = shared_from_this(), wire](beast::error_code ec, size_t) {
+                       if (ec) return self->Close();
+                       beast::error_code ignored;
+                       self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                       self->stream_.expires_after(std::chrono::milliseconds(kLingerMs));
+                       self->Discard(0);
+                     });
+  }
+
+  void Discard(size_t discarded) {
+    stream_.async_read_some(net::buffer(sink_),
+                            [self = shared_from_this(), discarded](beast::error_code ec,
+                                                                    size_t size) {
+                              if (ec || discarded + size > self->shared_->limits.max_body_bytes) {
+                                return self->Close();
+                              }
+                              self->Discard(discarded + size);
+                            });
   }
 
   // Holds the connection without answering until the peer closes it or the hang limit passes.
@@ -255,8 +364,11 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<RequestParser> parser_;
+  static constexpr size_t kFirstReadBytes = 1024;
   std::shared_ptr<Shared> shared_;
   std::string remote_;
+  std::string client_key_;
+  bool counted_ = false;  // counted in shared_->clients
   char sink_[512];
 };
 
@@ -336,8 +448,11 @@ class BeastServer final : public HttpServer {
 
 Result<std::unique_ptr<HttpServer>> HttpServer::StartAsync(const std::string& host, uint16_t port,
                                                            const ServerLimits& limits,
-                                                           AsyncHandler handler) {
-  auto server = std::make_unique<BeastServer>(std::make_shared<Shared>(limits, std::move(handler)));
+                                                           AsyncHandler handler,
+                                                           HeadHandler head_handler) {
+  auto shared = std::make_shared<Shared>(limits, std::move(handler));
+  shared->head_handler = std::move(head_handler);
+  auto server = std::make_unique<BeastServer>(std::move(shared));
   Status status = server->Listen(host, port);
   if (!status.ok()) return status;
   return std::unique_ptr<HttpServer>(std::move(server));

@@ -1,6 +1,6 @@
 // The HTTP listener: Boost.Beast sessions on a few I/O threads, and a bounded pool of worker threads
 // that run the (blocking) handler. Every limit is named; past one the client gets 413/431/503 with a
-// problem body, never a crash.
+// problem body, never a crash. docs/protocol.md ("Limits") describes them for users.
 #pragma once
 
 #include <cstdint>
@@ -20,16 +20,22 @@ struct ServerLimits {
   size_t workers = 64;                  // handlers running at once
   size_t max_queued_requests = 4096;    // parsed requests waiting for a worker; past it: 503
   size_t max_connections = 4096;        // open connections; past it: 503 and close
+  // Open connections from one client (http/message.h ClientKey: an IPv4 address, an IPv6 /64);
+  // past it: 503 + Retry-After and close, so one address cannot take every connection slot.
+  size_t max_connections_per_client = 512;
   size_t max_header_bytes = 16 * 1024;  // past it: 431
   uint64_t max_body_bytes = 1024 * 1024;  // past it: 413
   int64_t read_timeout_ms = 30000;      // to receive a body once its header arrived; to write
-  int64_t idle_timeout_ms = 60000;      // to receive a whole header (idle keep-alive included)
+  // A request's header must arrive whole within this, counted from the connection's accept (first
+  // request) or from the first byte of the request (later ones): a slowloris is cut here.
+  int64_t header_timeout_ms = 10000;
+  int64_t idle_timeout_ms = 60000;  // a keep-alive connection waits this long for the next request
   int64_t hang_timeout_ms = 600000;     // Disposition::kHang keeps a connection at most this long
 };
 
 struct ServerStats {
   uint64_t requests = 0;
-  uint64_t rejected_overload = 0;
+  uint64_t rejected_overload = 0;  // queue full, too many connections (in all or per client)
   uint64_t open_connections = 0;
   uint64_t queued_requests = 0;
 };
@@ -41,6 +47,14 @@ using Respond = std::function<void(HttpResponse)>;
 // A non-blocking handler: called on an I/O thread, it must return quickly and answer through
 // `respond` later, from any thread. Blocking work belongs on a pool of its own.
 using AsyncHandler = std::function<void(std::shared_ptr<const HttpRequest>, Respond)>;
+// Called on an I/O thread with a request's head (body empty) as soon as it is parsed, when a body
+// is still to come: an answer is sent at once, the body is never read, and the connection is
+// closed ("Connection: close"; the server then discards what the client still sends for at most
+// kLingerMs, and at most max_body_bytes (no more than it would have read anyway), so that the
+// client reads the answer instead of a reset). nullopt: the body is read and the request goes to
+// the handler as usual. Must not block.
+using HeadHandler = std::function<std::optional<HttpResponse>(const HttpRequest& head)>;
+inline constexpr int64_t kLingerMs = 1000;
 
 class HttpServer {
  public:
@@ -51,7 +65,8 @@ class HttpServer {
   // The same with a non-blocking handler; limits.workers is unused.
   static Result<std::unique_ptr<HttpServer>> StartAsync(const std::string& host, uint16_t port,
                                                         const ServerLimits& limits,
-                                                        AsyncHandler handler);
+                                                        AsyncHandler handler,
+                                                        HeadHandler head_handler = nullptr);
   virtual uint16_t port() const = 0;
   virtual ServerStats Stats() const = 0;
   // Stops accepting, closes connections and joins every thread. Idempotent.

@@ -338,5 +338,44 @@ TEST_F(ServeConfigTest, TextResolvesLikeTheFileAndReadsNoFile) {
   EXPECT_EQ(broken.status().message().rfind("inline.toml:", 0), 0u) << broken.status().message();
 }
 
+TEST_F(ServeConfigTest, RateLimitsFromFlagsAndFile) {
+  auto defaults = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1"});
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->rate_limits.per_client, kDefaultRateLimit);
+  EXPECT_EQ(defaults->rate_limits.per_payer, kDefaultRateLimit);
+  // One flag for all three; a per-kind one wins for its kind; a flag wins over the file.
+  auto set = Resolve({"--config",
+                      Write("limits.toml", "rate_limit_per_payer = \"off\"\nrate_limit = \"7:9\"\n"),
+                      "--upstream", "http://127.0.0.1:9", "--price", "1", "--rate-limit", "5",
+                      "--rate-limit-per-account", "3:4"});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->rate_limits.per_client, (RateLimit{5, 5}));
+  EXPECT_EQ(set->rate_limits.per_account, (RateLimit{3, 4}));
+  EXPECT_TRUE(set->rate_limits.per_payer.unlimited());
+  for (const char* bad : {"x", "5:", ":5", "0:5", "5:0", "1.5", "99999999999", "5:5:5", "off:3"}) {
+    auto refused =
+        Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--rate-limit", bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("--rate-limit"), std::string::npos);
+  }
+  auto bad_kind = Resolve(
+      {"--upstream", "http://127.0.0.1:9", "--price", "1", "--rate-limit-per-payer", "fast"});
+  ASSERT_FALSE(bad_kind.ok());
+  EXPECT_NE(bad_kind.status().message().find("--rate-limit-per-payer"), std::string::npos);
+}
+
+TEST_F(ServeConfigTest, RoutePrefixMustBeNormalised) {
+  for (const char* prefix : {"/a/../b", "/%7Eb", "//a", "/a/./b", "/a?b", "/a%2Fb"}) {
+    auto config = ResolveFile(std::string("[[route]]\nprefix = \"") + prefix +
+                              "\"\nupstream = \"http://127.0.0.1:9\"\nprice = 1\n");
+    ASSERT_FALSE(config.ok()) << prefix;
+    EXPECT_NE(config.status().message().find("not a normalised path"), std::string::npos)
+        << config.status().message();
+  }
+  auto ok = ResolveFile("[[route]]\nprefix = \"/api/v1/\"\nupstream = \"http://127.0.0.1:9\"\nprice = 1\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->routes.front().prefix, "/api/v1");
+}
+
 }  // namespace
 }  // namespace agentpay
