@@ -7,8 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 if [ ! -f build-asan/build.ninja ]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTPAY_SANITIZE=ON \
-    >/dev/null
+  # -O1 with minimal debug info: sanitizer stacks keep their functions and lines, and the build
+  # costs far less than -O2 -g on a two-core CI machine (a build type of its own for these flags).
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1" \
+    -DAGENTPAY_SANITIZE=ON >/dev/null
   echo '*' >build-asan/.gitignore  # the build dir ignores itself
 fi
 ninja -C build-asan agentpay_cxx_tests agentpay
