@@ -545,7 +545,11 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
         if (IsAdminSurfacePath(request->Path())) return respond(NoSuchEndpoint());
         gateway.HandleAsync(std::move(request), std::move(respond));
       },
-      [&gateway](const HttpRequest& head) { return gateway.AnswerHead(head); });
+      [&gateway, devnet = settlement->devnet](const HttpRequest& head) -> std::optional<HttpResponse> {
+        // Answered above from the whole request, never a paid route: no early 402 for it.
+        if (devnet != nullptr && head.Path() == chain::kDevnetRpcPath) return std::nullopt;
+        return gateway.AnswerHead(head);
+      });
   if (!server.ok()) {
     return Fail("--listen " + options.listen + ": " + server.status().message(), &log);
   }
