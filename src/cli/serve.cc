@@ -26,6 +26,7 @@
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
 #include "http/timers.h"
+#include "http/request_target.h"
 #include "http/server.h"
 #include "store/store.h"
 #include "workers/hold_sweeper.h"
@@ -548,6 +549,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
       [&gateway, devnet = settlement->devnet](const HttpRequest& head) -> std::optional<HttpResponse> {
         // Answered above from the whole request, never a paid route: no early 402 for it.
         if (devnet != nullptr && head.Path() == chain::kDevnetRpcPath) return std::nullopt;
+        if (IsAdminSurfacePath(head.Path())) return std::nullopt;  // 404 above, never a 402
         return gateway.AnswerHead(head);
       });
   if (!server.ok()) {
@@ -568,7 +570,12 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
               return respond(std::move(*answer));
             }
           }
-          if (!IsAdminListenerPath(request->Path())) return respond(NoSuchEndpoint());
+          // Only targets already in normal form: the gateway routes the normalised path, so a
+          // spelling such as /admin/../paid must not pass this check as /admin and then be paid.
+          auto normal = NormalizeTarget(request->target);
+          if (!normal.ok() || *normal != request->target || !IsAdminListenerPath(request->Path())) {
+            return respond(NoSuchEndpoint());
+          }
           gateway.HandleAsync(std::move(request), std::move(respond));
         });
     if (!started.ok()) {

@@ -130,14 +130,6 @@ void X402Path::Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig
   p->route = &route;
   p->respond = std::move(respond);
   if (auto refused = Prepare(*p)) return Reply(p, std::move(*refused));
-  // The payer's bucket only once its signature is proven (no failure at all): a stranger's junk
-  // in the payer's name cannot drain it.
-  if (p->deferred == Failure::kNone) {
-    const std::string& payer = p->presented.authorization.from;
-    if (auto retry_after_s = ctx_.rate_limiters.payer.Take(payer, ctx_.timers.MonotonicMs())) {
-      return Reply(p, TooManyRequests(*retry_after_s, "payer"));
-    }
-  }
   Arrive(std::move(p));
 }
 
@@ -287,6 +279,12 @@ void X402Path::Preflight(PaymentPtr p) {
         if (preflight->failure != Failure::kNone) {
           p->preflight_failure = std::move(*preflight);
         } else {
+          // The payer's bucket only for an authorization the chain calls fresh, which only the
+          // payer can make: re-sending its public ones (or junk in its name) cannot drain it.
+          const std::string& payer = p->presented.authorization.from;
+          if (auto retry_after_s = ctx_.rate_limiters.payer.Take(payer, ctx_.timers.MonotonicMs())) {
+            return Reply(p, TooManyRequests(*retry_after_s, "payer"));
+          }
           p->inputs = preflight->inputs;
           p->reservation = std::move(preflight->hold);
         }

@@ -322,6 +322,7 @@ class _RoutedGateway(harness.Gateway):
     def _argv(self):
         return [harness.binary(), "serve", "--listen", "127.0.0.1:%d" % self.port,
                 "--db", "sqlite:" + self.db_path, "--admin-token-file", self.token_file,
+                "--admin-listen", "127.0.0.1:%d" % self.admin_port,
                 "--config", self.routes_config] + self.extra_args
 
 
