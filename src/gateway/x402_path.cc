@@ -218,6 +218,10 @@ void X402Path::Arrive(PaymentPtr p) {
 }
 
 void X402Path::OnArrived(PaymentPtr p, Status status) {
+  // A reservation is only for the request that creates the operation: any other lets go of its
+  // hold now, not when its answer (an attach may wait long) is done with the payment, which may
+  // be after the gateway is gone (MALLOC_PERTURB_ caught that as a crash on a freed mutex).
+  if (p->begin_kind != Begin::kProceed) p->reservation.reset();
   if (!status.ok() && !IsRollback(status)) return Reply(p, StoreProblem(status));
   switch (p->begin_kind) {
     case Begin::kProceed:
