@@ -36,7 +36,7 @@ from x402_harness import A, BUYER, PRICE, X402TestCase, auth_message, b64json, d
 ONE_PRICE = A.ACCOUNTS[8]   # funded for exactly one price
 SECOND = A.ACCOUNTS[9]      # funded for one price, moves it away mid-settlement
 ATTEMPTS = 20
-MAX_TIMEOUT_S = 10          # --max-timeout-seconds (its minimum): validBefore = now + 10
+MAX_TIMEOUT_S = 25          # --max-timeout-seconds: validBefore = now + 25 (signing 20 under load takes seconds)
 BUFFER_S = 2                # --expiry-buffer-seconds
 VALID_BEFORE_CODE = "invalid_exact_evm_payload_authorization_valid_before"
 BALANCE_CODE = "invalid_exact_evm_insufficient_balance"
