@@ -9,7 +9,10 @@ export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 if [ ! -f build-asan/build.ninja ]; then
   # -O1 with minimal debug info: sanitizer stacks keep their functions and lines, and the build
   # costs far less than -O2 -g on a two-core CI machine (a build type of its own for these flags).
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1" \
+  # GCC 12 at -O1 warns maybe-uninitialized inside libstdc++'s <regex> (a false positive); the
+  # normal -O2 build keeps that warning as an error for our code.
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \
+    -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1 -Wno-maybe-uninitialized" \
     -DAGENTPAY_SANITIZE=ON >/dev/null
   echo '*' >build-asan/.gitignore  # the build dir ignores itself
 fi
