@@ -5,7 +5,7 @@
 #include <variant>
 
 #include "core/json_depth.h"
-#include "gateway/hashing.h"
+#include "gateway/api_keys.h"
 
 namespace agentpay {
 namespace {
@@ -109,10 +109,7 @@ std::optional<HttpResponse> Apply(const DevnetCommand& command, chain::Devnet& d
 std::optional<HttpResponse> HandleDevnetAdmin(const HttpRequest& request, chain::Devnet& devnet,
                                               const std::string& admin_token) {
   if (request.Path() != "/admin/v1/devnet") return std::nullopt;
-  auto header = request.Header("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (admin_token.empty() || !header || !header->starts_with(kBearer) ||
-      !SecretEquals(header->substr(kBearer.size()), admin_token)) {
+  if (!IsAdmin(request, admin_token)) {
     return ProblemResponse(401, ProblemCode::kUnauthorized,
                            "the admin API needs the admin bearer token");
   }

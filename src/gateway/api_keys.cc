@@ -5,11 +5,20 @@
 
 namespace agentpay {
 
-Result<std::optional<std::string>> ApiKeys::Authenticate(const HttpRequest& request) {
+namespace {
+// The credential of `Authorization: Bearer <credential>`, if the request has one.
+std::optional<std::string_view> BearerCredential(const HttpRequest& request) {
   auto header = request.Header("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
-  if (!header || !header->starts_with(kBearer)) return std::optional<std::string>();
-  std::string hash = Sha256Hex(header->substr(kBearer.size()));
+  if (!header || !header->starts_with(kBearer)) return std::nullopt;
+  return header->substr(kBearer.size());
+}
+}  // namespace
+
+Result<std::optional<std::string>> ApiKeys::Authenticate(const HttpRequest& request) {
+  auto credential = BearerCredential(request);
+  if (!credential) return std::optional<std::string>();
+  std::string hash = Sha256Hex(*credential);
   const int64_t now = clock_.NowMs();
   {
     std::lock_guard lock(mutex_);
@@ -39,10 +48,8 @@ Result<std::optional<std::string>> ApiKeys::Authenticate(const HttpRequest& requ
 }
 
 bool IsAdmin(const HttpRequest& request, std::string_view admin_token) {
-  auto header = request.Header("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  return !admin_token.empty() && header && header->starts_with(kBearer) &&
-         SecretEquals(header->substr(kBearer.size()), admin_token);
+  auto credential = BearerCredential(request);
+  return !admin_token.empty() && credential && SecretEquals(*credential, admin_token);
 }
 
 }  // namespace agentpay
