@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <limits>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
@@ -25,7 +26,14 @@ namespace http = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
+class Session;
+
+// What the listener and its sessions share. The io_context lives here, not in the listener: a
+// Respond handed to the handler owns its session, and may be dropped after the listener is gone
+// (an attached duplicate's timer on another thread, say). The session's socket and timer must be
+// destroyed while their io_context exists, so the last session keeps it alive.
 struct Shared {
+  net::io_context ioc;
   ServerLimits limits;
   AsyncHandler handler;
   HeadHandler head_handler;          // optional
@@ -37,8 +45,14 @@ struct Shared {
   // is never larger than the connections open.
   std::mutex clients_mutex;
   std::unordered_map<std::string, size_t> clients;
+  // Every live session, so that Stop can close them; and whether Stop has begun, after which a
+  // Respond sends nothing and no new request reaches the handler.
+  std::mutex sessions_mutex;
+  std::unordered_map<const Session*, std::weak_ptr<Session>> sessions;
+  std::atomic<bool> stopped{false};
 
-  Shared(const ServerLimits& l, AsyncHandler h) : limits(l), handler(std::move(h)) {}
+  Shared(const ServerLimits& l, AsyncHandler h)
+      : ioc(static_cast<int>(l.io_threads)), limits(l), handler(std::move(h)) {}
 
   // Counts one more connection of `key`; false (nothing counted) when it has its maximum.
   bool AddClient(const std::string& key) {
@@ -153,7 +167,7 @@ namespace {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, std::shared_ptr<Shared> shared)
-      : stream_(std::move(socket)), shared_(std::move(shared)) {
+      : shared_(std::move(shared)), stream_(std::move(socket)) {
     ++shared_->connections;
     boost::system::error_code ec;
     auto endpoint = stream_.socket().remote_endpoint(ec);
@@ -161,11 +175,19 @@ class Session : public std::enable_shared_from_this<Session> {
     client_key_ = ClientKey(remote_);
   }
   ~Session() {
+    {
+      std::lock_guard lock(shared_->sessions_mutex);
+      shared_->sessions.erase(this);
+    }
     if (counted_) shared_->RemoveClient(client_key_);
     --shared_->connections;
   }
 
   void Start(bool over_limit) {
+    {
+      std::lock_guard lock(shared_->sessions_mutex);
+      shared_->sessions.emplace(this, weak_from_this());
+    }
     std::string_view refused;
     if (over_limit) {
       refused = "too many open connections";
@@ -180,6 +202,15 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     ReadRequest(/*first=*/true);
+  }
+
+  auto get_executor() { return stream_.get_executor(); }
+
+  // Ends the connection; for Stop, on the session's strand.
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
   }
 
  private:
@@ -278,6 +309,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnRead(beast::error_code ec) {
     if (ReadFailed(ec)) return;
+    if (shared_->stopped) return Close();  // a request read while stopping is not handled
     auto message = parser_->release();
     bool keep_alive = message.keep_alive();
     auto request = std::make_shared<HttpRequest>();
@@ -286,6 +318,10 @@ class Session : public std::enable_shared_from_this<Session> {
     ++shared_->requests;
     stream_.expires_never();
     Respond respond = [self = shared_from_this(), keep_alive](HttpResponse response) {
+      // Under the lock: Stop's drain runs after the flag is set, so every answer posted before
+      // it is sent or aborted there, and none is posted to an io_context nobody runs any more.
+      std::lock_guard lock(self->shared_->sessions_mutex);
+      if (self->shared_->stopped) return;
       net::post(self->stream_.get_executor(),
                 [self, keep_alive, response = std::move(response)]() mutable {
                   self->Send(std::move(response), keep_alive);
@@ -355,17 +391,11 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  void Close() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
-  }
-
+  std::shared_ptr<Shared> shared_;  // first: destroyed after stream_, whose io_context it holds
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<RequestParser> parser_;
   static constexpr size_t kFirstReadBytes = 1024;
-  std::shared_ptr<Shared> shared_;
   std::string remote_;
   std::string client_key_;
   bool counted_ = false;  // counted in shared_->clients
@@ -375,9 +405,7 @@ class Session : public std::enable_shared_from_this<Session> {
 class BeastServer final : public HttpServer {
  public:
   BeastServer(std::shared_ptr<Shared> shared)
-      : shared_(std::move(shared)),
-        ioc_(static_cast<int>(shared_->limits.io_threads)),
-        acceptor_(net::make_strand(ioc_)) {}
+      : shared_(std::move(shared)), acceptor_(net::make_strand(shared_->ioc)) {}
 
   ~BeastServer() override { Stop(); }
 
@@ -400,7 +428,7 @@ class BeastServer final : public HttpServer {
     port_ = acceptor_.local_endpoint().port();
     Accept();
     for (size_t i = 0; i < shared_->limits.io_threads; ++i) {
-      threads_.emplace_back([this] { ioc_.run(); });
+      threads_.emplace_back([this] { shared_->ioc.run(); });
     }
     return Status::Ok();
   }
@@ -414,7 +442,11 @@ class BeastServer final : public HttpServer {
 
   void Stop() override {
     if (stopped_.exchange(true)) return;
-    ioc_.stop();
+    {
+      std::lock_guard lock(shared_->sessions_mutex);
+      shared_->stopped = true;
+    }
+    shared_->ioc.stop();
     for (auto& thread : threads_) thread.join();
     threads_.clear();
     // With no I/O thread left the acceptor can be closed here; a close posted to the stopped
@@ -422,22 +454,44 @@ class BeastServer final : public HttpServer {
     beast::error_code ignored;
     acceptor_.close(ignored);
     if (shared_->pool) shared_->pool->Stop();
+    CloseSessions();
   }
 
  private:
   void Accept() {
-    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    acceptor_.async_accept(net::make_strand(shared_->ioc), [this](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted) return;
       if (!ec) {
         bool over = shared_->connections.load() >= shared_->limits.max_connections;
+        if (shared_->stopped) return;
         std::make_shared<Session>(std::move(socket), shared_)->Start(over);
       }
       Accept();
     });
   }
 
+  // Closes every open connection and runs what that completes, on this thread: afterwards no
+  // handler in the io_context holds a session, and a session still owned by an unanswered
+  // Respond elsewhere keeps the io_context (through Shared) until that Respond is dropped.
+  void CloseSessions() {
+    std::vector<std::shared_ptr<Session>> open;
+    {
+      std::lock_guard lock(shared_->sessions_mutex);
+      for (const auto& [raw, weak] : shared_->sessions) {
+        if (auto session = weak.lock()) open.push_back(std::move(session));
+      }
+    }
+    shared_->ioc.restart();
+    for (auto& session : open) {
+      net::post(session->get_executor(), [session] { session->Close(); });
+    }
+    open.clear();
+    // Bounded: every operation ends with an error on a closed socket at once.
+    shared_->ioc.run_for(std::chrono::milliseconds(kCloseSessionsMs));
+  }
+  static constexpr int64_t kCloseSessionsMs = 2000;
+
   std::shared_ptr<Shared> shared_;
-  net::io_context ioc_;
   tcp::acceptor acceptor_;
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;

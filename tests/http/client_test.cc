@@ -160,5 +160,46 @@ TEST_F(ClientTest, ConnectionRefusedMeansNeverSent) {
   EXPECT_EQ(Get("/").error, ClientError::kConnect);
 }
 
+// A Respond may outlive its server: the gateway keeps an attached duplicate's Respond in a timer
+// that can fire after the listener is destroyed at shutdown. Calling or dropping it then sends
+// nothing and touches nothing freed (ASan found the session's timer cancelled on a destroyed
+// io_context when the last copy was dropped after the server).
+TEST(HttpServer, ARespondKeptAfterTheServerIsGoneIsHarmless) {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<Respond> kept;
+  auto started = HttpServer::StartAsync(
+      "127.0.0.1", 0, ServerLimits{},
+      [&](std::shared_ptr<const HttpRequest>, Respond respond) {
+        std::lock_guard lock(mutex);
+        kept.push_back(std::move(respond));
+        arrived.notify_all();
+      });
+  ASSERT_TRUE(started.ok());
+  std::unique_ptr<HttpServer> server = std::move(*started);
+  Endpoint endpoint = *ParseHttpUrl("http://127.0.0.1:" + std::to_string(server->port()));
+  AsyncHttpClient client;
+  std::promise<ClientResponse> first;
+  std::promise<ClientResponse> second;
+  ClientRequest request;
+  request.target = "/kept";
+  ClientOptions options;
+  options.timeout_ms = 10000;
+  client.Send(endpoint, request, options,
+              [&first](ClientResponse response) { first.set_value(std::move(response)); });
+  client.Send(endpoint, request, options,
+              [&second](ClientResponse response) { second.set_value(std::move(response)); });
+  {
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(arrived.wait_for(lock, std::chrono::seconds(10), [&] { return kept.size() == 2; }));
+  }
+  server.reset();  // Stop closes both connections; the Responds still own their sessions
+  // The clients learn the connection closed without an answer.
+  EXPECT_EQ(first.get_future().get().error, ClientError::kClosed);
+  EXPECT_EQ(second.get_future().get().error, ClientError::kClosed);
+  kept[0](HttpResponse{});  // answered after the server: nothing is sent, nothing breaks
+  kept.clear();             // the last owners of the sessions let go
+}
+
 }  // namespace
 }  // namespace agentpay
