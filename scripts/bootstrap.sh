@@ -12,6 +12,7 @@ PACKAGES=(
   libssl-dev libpq-dev libsecp256k1-dev libcrypto++-dev libjemalloc-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev python3 wrk nginx-light curl procps
+  openssl  # the CLI: docs/agent-client.md recomputes a task key with it
   # fault tests: packet loss on loopback (tests/fault; the kernel has no netem qdisc)
   nftables
   # browser tests of the inspector page (playwright-core drives it)

@@ -47,8 +47,8 @@ struct PayOptions {
   // (0x + 64 hex digits, the content of --buyer-key-file).
   std::string api_key;
   std::string buyer_key;
-  // The idempotency key: derived from task and step (DeriveKey), or given; with neither, a random
-  // key good for this run only.
+  // The idempotency key: derived from task, step and the credential (DeriveKey), or given; with
+  // neither, a random key good for this run only.
   std::optional<std::string> task;
   std::optional<uint64_t> step;
   std::string idempotency_key;
@@ -107,11 +107,17 @@ using Progress = std::function<void(std::string_view line)>;
 // Pays for one request. Never throws.
 PayResult Pay(const PayOptions& options, const Progress& progress = {});
 
-// The idempotency key of step `step` of task `task`:
-//   "task:" + the first 32 hex digits of SHA-256(task) + ":step:" + step (decimal)
-// e.g. DeriveKey("q3-report", 2) == "task:<32 hex>:step:2". The hash keeps any task text within the
-// 255 visible ASCII characters an Idempotency-Key allows.
-std::string DeriveKey(std::string_view task, uint64_t step);
+// The idempotency key of step `step` of task `task` for the payer holding `credential` (the API key,
+// or the buyer key as 0x + 64 lower-case hex digits):
+//   "task:" + the first 32 hex digits of HMAC-SHA256(credential, len(task) ":" task ":" step)
+//   + ":step:" + step (decimal; len(task) is the task's length in bytes, decimal)
+// e.g. DeriveKey(key, "q3-report", 2) is "task:<32 hex>:step:2" with the HMAC of "9:q3-report:2".
+// The same task and step with the same credential give the same key on every run; whoever lacks
+// the credential cannot compute it, and the x402 gateway answers a stored result only to a request
+// that carries its key (a plain hash of the task would let anyone who guesses the task text read
+// the paid response with the payer's public authorization from the chain). The digest also keeps
+// any task text within the 255 visible ASCII characters an Idempotency-Key allows.
+std::string DeriveKey(std::string_view credential, std::string_view task, uint64_t step);
 
 struct Reservation {
   std::string key;

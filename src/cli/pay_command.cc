@@ -303,8 +303,9 @@ std::function<int()> AddPayCommand(CLI::App& pay) {
       "(nothing reserved, signed or sent), or bad flags; 3 outcome unknown (state kept for "
       "`agentpay pay reconcile`); 4 over budget (nothing sent).\n"
       "A budget file counts in one asset (network and token), bound by its first payment.\n"
-      "The key of --task T --step N is \"task:\" + first 32 hex digits of sha256(T) + \":step:\" + "
-      "N. See docs/agent-client.md.");
+      "The key of --task T --step N is \"task:\" + first 32 hex digits of HMAC-SHA256(credential, "
+      "len(T):T:N) + \":step:\" + N, the credential being the buyer key (0x + lower-case hex) or "
+      "the API key: only its payer can compute it. See docs/agent-client.md.");
   AddPayFlags(pay, *flags);
   CLI::App* budget = pay.add_subcommand("budget", "list the budget file's reservations");
   // CLI11 copies a parent's footer into each subcommand made after it: without a footer of their

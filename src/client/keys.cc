@@ -2,6 +2,7 @@
 #include "client/keys.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "core/check.h"
 #include "core/world.h"
@@ -24,7 +25,20 @@ std::string Sha256Hex(std::string_view data) {
   return ToHex(digest, size);
 }
 
-std::string DeriveKey(std::string_view task, uint64_t step) {
+std::string DeriveKey(std::string_view credential, std::string_view task, uint64_t step) {
+  const std::string step_text = std::to_string(step);
+  std::string message = std::to_string(task.size()) + ":";
+  message += task;
+  message += ":" + step_text;
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  AGENTPAY_CHECK(HMAC(EVP_sha256(), credential.data(), static_cast<int>(credential.size()),
+                      reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                      digest, &size) != nullptr);
+  return "task:" + ToHex(digest, size).substr(0, 32) + ":step:" + step_text;
+}
+
+std::string LegacyTaskKey(std::string_view task, uint64_t step) {
   return "task:" + Sha256Hex(task).substr(0, 32) + ":step:" + std::to_string(step);
 }
 

@@ -1,5 +1,6 @@
 // Idempotency keys and request fingerprints of the agent client: a key names one business action
-// (CONTRACT §3) and is derived from the agent's task and step so that a re-run finds it again.
+// (CONTRACT §3) and is derived from the agent's task, step and credential so that a re-run finds it
+// again and nobody else can.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,12 @@ bool ValidIdempotencyKey(std::string_view key);
 
 // Lower-case hex SHA-256.
 std::string Sha256Hex(std::string_view data);
+
+// The key earlier versions derived for --task/--step: "task:" + the first 32 hex digits of
+// SHA-256(task) + ":step:" + step. Anyone who knows the task text can compute it, so it is never
+// chosen for a new step; a step the budget file already holds under it keeps it (a new key would
+// make the gateway take a finished or in-flight step for a new action and charge again).
+std::string LegacyTaskKey(std::string_view task, uint64_t step);
 
 // What makes two requests "the same request" for one key: SHA-256 over method, URL, Content-Type
 // and body, length-prefixed so that no two different requests share a fingerprint.

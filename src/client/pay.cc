@@ -106,9 +106,21 @@ std::string TargetOf(std::string_view url) {
   return std::string(rest.substr(slash));
 }
 
-std::string KeyFor(const PayOptions& options, Random& random) {
+// The credential a task key is derived from, in one spelling per credential: the buyer key as
+// 0x + lower-case hex (a file written in upper case must not make a new key for a step already
+// paid), the API key as given.
+std::string KeyCredential(const PayOptions& options,
+                          const std::optional<chain::PrivateKey>& buyer) {
+  if (buyer) return "0x" + ToHex(buyer->bytes().data(), buyer->bytes().size());
+  return options.api_key;
+}
+
+std::string KeyFor(const PayOptions& options, const std::optional<chain::PrivateKey>& buyer,
+                   Random& random) {
   if (!options.idempotency_key.empty()) return options.idempotency_key;
-  if (options.task && options.step) return DeriveKey(*options.task, *options.step);
+  if (options.task && options.step) {
+    return DeriveKey(KeyCredential(options, buyer), *options.task, *options.step);
+  }
   return "run:" + RandomHex(random, 16);  // good for this run's retries only
 }
 
@@ -147,11 +159,6 @@ bool PayRun::Setup() {
   if (options_.task.has_value() != options_.step.has_value()) {
     return Stop(ExitCode::kError, "error", "give --task and --step together");
   }
-  result_.key = KeyFor(options_, *world_.random);
-  if (!ValidIdempotencyKey(result_.key)) {
-    return Stop(ExitCode::kError, "error",
-                "the idempotency key must be 1-255 visible ASCII characters");
-  }
   if (options_.api_key.empty() == options_.buyer_key.empty()) {
     return Stop(ExitCode::kError, "error", "pay with exactly one of an API key or a buyer key");
   }
@@ -162,6 +169,11 @@ bool PayRun::Setup() {
                   "the buyer key is not 0x + 64 hex digits of a valid key");
     }
     buyer_ = *key;
+  }
+  result_.key = KeyFor(options_, buyer_, *world_.random);
+  if (!ValidIdempotencyKey(result_.key)) {
+    return Stop(ExitCode::kError, "error",
+                "the idempotency key must be 1-255 visible ASCII characters");
   }
   if (!ReadAllowance()) return false;
   fingerprint_ = RequestFingerprint(options_.method, options_.url, ContentTypeOf(options_.headers),
@@ -224,6 +236,19 @@ PayResult PayRun::Run() {
   const int64_t lease_until = deadline_ms_ + kLeaseMarginMs;
   auto claim = budget_->ClaimExisting(result_.key, fingerprint_, Now(), lease_until);
   if (!claim.ok()) return Finish(ExitCode::kError, "error", claim.status().message());
+  if (claim->kind == ClaimKind::kNeedsPrice && options_.idempotency_key.empty() && options_.task &&
+      options_.step) {
+    // A step an earlier version began (or finished) under the older key keeps it: under a new
+    // key the gateway would take it for a new action and charge again.
+    const std::string legacy = LegacyTaskKey(*options_.task, *options_.step);
+    auto older = budget_->ClaimExisting(legacy, fingerprint_, Now(), lease_until);
+    if (!older.ok()) return Finish(ExitCode::kError, "error", older.status().message());
+    if (older->kind != ClaimKind::kNeedsPrice) {
+      Say("this step is in the budget file under the key an earlier version derived: " + legacy);
+      result_.key = legacy;
+      claim = std::move(older);
+    }
+  }
   if (claim->kind == ClaimKind::kMismatch) {
     return Finish(ExitCode::kRejected, "rejected",
                   "the key " + result_.key + " was already used for a different request (" +

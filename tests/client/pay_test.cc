@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -196,12 +197,20 @@ class PayTest : public ::testing::Test {
   ScriptedSeller seller_;
 };
 
+// The vectors were computed apart from this code, with Python's hmac module:
+//   hmac.new(b"ak_test", b"9:q3-report:2", hashlib.sha256).hexdigest()[:32]
 TEST(KeysTest, DerivedKeyIsDocumentedAndStable) {
-  EXPECT_EQ(DeriveKey("q3-report", 2), "task:9105b6ce27e876f01fcf08451fc35987:step:2");
-  EXPECT_EQ(DeriveKey("", 0), "task:e3b0c44298fc1c149afbf4c8996fb924:step:0");
-  EXPECT_NE(DeriveKey("a", 1), DeriveKey("a", 2));
-  EXPECT_NE(DeriveKey("a", 1), DeriveKey("b", 1));
-  EXPECT_TRUE(ValidIdempotencyKey(DeriveKey(std::string(10000, 'x'), UINT64_MAX)));
+  EXPECT_EQ(DeriveKey("ak_test", "q3-report", 2), "task:cbb2914cc3c30480ae745e0a8f2b934e:step:2");
+  EXPECT_EQ(DeriveKey("", "", 0), "task:8ce9999e00bc7da7ad24d71d24960d93:step:0");
+  // Another payer's credential, another key: knowing the task text is not enough.
+  EXPECT_EQ(DeriveKey("ak_other", "q3-report", 2),
+            "task:3437338028b441c96b87690ef5a7ee06:step:2");
+  EXPECT_NE(DeriveKey("k", "a", 1), DeriveKey("k", "a", 2));
+  EXPECT_NE(DeriveKey("k", "a", 1), DeriveKey("k", "b", 1));
+  EXPECT_NE(DeriveKey("k", "a:1", 2), DeriveKey("k", "a", 12)) << "the task's length is in it";
+  EXPECT_TRUE(ValidIdempotencyKey(DeriveKey("k", std::string(10000, 'x'), UINT64_MAX)));
+  // What earlier versions derived, still recognised in a budget file.
+  EXPECT_EQ(LegacyTaskKey("q3-report", 2), "task:9105b6ce27e876f01fcf08451fc35987:step:2");
   EXPECT_FALSE(ValidIdempotencyKey(""));
   EXPECT_FALSE(ValidIdempotencyKey("has space"));
   EXPECT_FALSE(ValidIdempotencyKey(std::string(256, 'k')));
@@ -221,7 +230,7 @@ TEST_F(PayTest, RetriesPresentTheSameKeyAndTheSameSignedPayment) {
   ASSERT_EQ(paid.size(), 3u);
   for (const HttpRequest& request : paid) {
     EXPECT_EQ(HeaderOf(request, "PAYMENT-SIGNATURE"), HeaderOf(paid[0], "PAYMENT-SIGNATURE"));
-    EXPECT_EQ(HeaderOf(request, "Idempotency-Key"), DeriveKey("report", 1));
+    EXPECT_EQ(HeaderOf(request, "Idempotency-Key"), DeriveKey(kBuyerKey, "report", 1));
   }
   ASSERT_EQ(sleeps_.size(), 2u);
   EXPECT_GE(sleeps_[0], 100);
@@ -277,6 +286,51 @@ TEST_F(PayTest, ARerunResumesWithTheStoredSignatureAndSignsNothingNew) {
   ASSERT_EQ(paid.size(), 3u);
   EXPECT_EQ(HeaderOf(paid[2], "PAYMENT-SIGNATURE"), HeaderOf(paid[0], "PAYMENT-SIGNATURE"));
   EXPECT_EQ(Figures().committed, kPrice);
+}
+
+// The buyer key in any spelling is one credential: a key file rewritten in upper case must not
+// turn a step already paid into a new action.
+TEST_F(PayTest, TheTaskKeyIsTheSameForAnySpellingOfTheBuyerKey) {
+  PayOptions options = Options();
+  std::string upper = options.buyer_key;
+  std::transform(upper.begin() + 2, upper.end(), upper.begin() + 2, ::toupper);
+  ASSERT_NE(upper, options.buyer_key);
+  EXPECT_EQ(Run(options).exit_code, ExitCode::kPaid);
+  options.buyer_key = upper;
+  options.budget.reset();
+  PayResult again = Run(options);
+  EXPECT_EQ(again.exit_code, ExitCode::kPaid) << again.message;
+  auto paid = seller_.Paid();
+  ASSERT_EQ(paid.size(), 2u);
+  EXPECT_EQ(HeaderOf(paid[1], "Idempotency-Key"), HeaderOf(paid[0], "Idempotency-Key"));
+  EXPECT_EQ(HeaderOf(paid[1], "PAYMENT-SIGNATURE"), HeaderOf(paid[0], "PAYMENT-SIGNATURE"));
+  EXPECT_EQ(Figures().committed, kPrice);
+}
+
+// A step an earlier version reserved under the key it derived from the task text alone is
+// resumed under that key after an upgrade: the same signed payment, no second charge.
+TEST_F(PayTest, AStepBegunUnderTheOlderTaskKeyKeepsIt) {
+  seller_.Script({Dropped(), Dropped()});
+  PayOptions older = Options();
+  older.max_attempts = 2;
+  older.idempotency_key = LegacyTaskKey("report", 1);  // what the earlier version sent
+  ASSERT_EQ(Run(older).exit_code, ExitCode::kUnknown);
+  PayOptions options = Options();
+  options.budget.reset();
+  PayResult again = Run(options);
+  EXPECT_EQ(again.exit_code, ExitCode::kPaid) << again.message;
+  EXPECT_EQ(again.key, LegacyTaskKey("report", 1));
+  auto paid = seller_.Paid();
+  ASSERT_EQ(paid.size(), 3u);
+  EXPECT_EQ(HeaderOf(paid[2], "Idempotency-Key"), LegacyTaskKey("report", 1));
+  EXPECT_EQ(HeaderOf(paid[2], "PAYMENT-SIGNATURE"), HeaderOf(paid[0], "PAYMENT-SIGNATURE"));
+  EXPECT_EQ(Figures().committed, kPrice);
+  // A new step gets a key only its payer can compute.
+  PayOptions next = Options();
+  next.budget.reset();
+  next.step = 2;
+  EXPECT_EQ(Run(next).exit_code, ExitCode::kPaid);
+  EXPECT_EQ(HeaderOf(seller_.Paid().back(), "Idempotency-Key"), DeriveKey(kBuyerKey, "report", 2));
 }
 
 TEST_F(PayTest, OverBudgetSendsNothing) {
