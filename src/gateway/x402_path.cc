@@ -417,7 +417,12 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
     }
   }
   if (!x.inputs) {
-    begin.kind = Begin::kNeedsPreflight;
+    // An authorization this gateway already holds (one read off the chain, re-sent under a new
+    // key) is refused from the store: a flood of them costs no call to the RPC node.
+    auto taken = tx.FindX402PaymentByAuthorization(x.presented.authorization.from,
+                                                   x.presented.authorization.nonce_hex);
+    if (!taken.ok()) return taken.status();
+    begin.kind = taken->has_value() ? Begin::kAuthorizationTaken : Begin::kNeedsPreflight;
     return begin;
   }
   if (record->has_value()) {

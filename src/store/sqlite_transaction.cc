@@ -292,6 +292,15 @@ Result<std::optional<X402PaymentRecord>> SqliteTransaction::FindX402Payment(
   return FindOne(stmt, ReadPayment);
 }
 
+Result<std::optional<X402PaymentRecord>> SqliteTransaction::FindX402PaymentByAuthorization(
+    std::string_view payer, std::string_view nonce) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("SELECT ") + kPaymentColumns +
+                       " FROM x402_payments WHERE payer = ?1 AND nonce = ?2");
+  stmt.Bind(1, payer).Bind(2, nonce);
+  return FindOne(stmt, ReadPayment);
+}
+
 Status SqliteTransaction::UpdateX402Payment(const X402PaymentRecord& r) {
   AGENTPAY_PREPARE(stmt, db_,
                    "UPDATE x402_payments SET tx_hash = ?2, raw_tx = ?3, relayer = ?4, "

@@ -41,6 +41,8 @@ class SqliteTransaction final : public Transaction {
   Result<bool> InsertX402Payment(const X402PaymentRecord& r) override;
   Result<std::optional<X402PaymentRecord>> FindX402Payment(std::string_view operation_id) override;
   Status UpdateX402Payment(const X402PaymentRecord& r) override;
+  Result<std::optional<X402PaymentRecord>> FindX402PaymentByAuthorization(
+      std::string_view payer, std::string_view nonce) override;
   Result<std::optional<X402PaymentRecord>> FindX402PaymentByRelayerNonce(
       std::string_view relayer, int64_t relayer_nonce) override;
   Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) override;

@@ -132,6 +132,11 @@ class Transaction {
   virtual Result<bool> InsertX402Payment(const X402PaymentRecord& record) = 0;
   virtual Result<std::optional<X402PaymentRecord>> FindX402Payment(
       std::string_view operation_id) = 0;
+  // The payment this authorization (payer, nonce; lower-case hex as signed) already pays for, if
+  // any: the gateway refuses a re-presented authorization from its own records, without a call
+  // to the chain.
+  virtual Result<std::optional<X402PaymentRecord>> FindX402PaymentByAuthorization(
+      std::string_view payer, std::string_view nonce) = 0;
   // Writes the transaction fields (tx_hash … broadcasts) of an existing record.
   virtual Status UpdateX402Payment(const X402PaymentRecord& record) = 0;
   // The submitted payment whose transaction the relayer signed with this account nonce, if any.

@@ -4,6 +4,8 @@
 // payTo gained, and that is the price times the operations that are settled.
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <algorithm>
 #include <filesystem>
 #include <future>
@@ -39,6 +41,49 @@ chain::PrivateKey Key(uint8_t last) {
   return chain::PrivateKey(bytes);
 }
 
+// The chain the settler sees: the devnet, every call counted (what a hosted node would bill).
+class CountingChain final : public chain::Chain {
+ public:
+  explicit CountingChain(chain::Chain& chain) : chain_(chain) {}
+  int64_t calls() const { return calls_.load(); }
+  Result<uint64_t> ChainId() override { return (++calls_, chain_.ChainId()); }
+  Result<bool> AuthorizationState(const chain::Address& token, const chain::Address& from,
+                                  const chain::Hash32& nonce) override {
+    return (++calls_, chain_.AuthorizationState(token, from, nonce));
+  }
+  Result<chain::U256> BalanceOf(const chain::Address& token, const chain::Address& owner) override {
+    return (++calls_, chain_.BalanceOf(token, owner));
+  }
+  Result<chain::Bytes> Call(const chain::Address& to, const chain::Bytes& data) override {
+    return (++calls_, chain_.Call(to, data));
+  }
+  Result<uint64_t> EstimateGas(const chain::Address& from, const chain::Address& to,
+                               const chain::Bytes& data) override {
+    return (++calls_, chain_.EstimateGas(from, to, data));
+  }
+  Result<chain::FeeData> Fees() override { return (++calls_, chain_.Fees()); }
+  Result<uint64_t> PendingNonce(const chain::Address& account) override {
+    return (++calls_, chain_.PendingNonce(account));
+  }
+  Result<chain::Hash32> SendRawTransaction(const chain::Bytes& raw) override {
+    return (++calls_, chain_.SendRawTransaction(raw));
+  }
+  Result<std::optional<chain::Receipt>> GetReceipt(const chain::Hash32& hash) override {
+    return (++calls_, chain_.GetReceipt(hash));
+  }
+  Result<std::optional<chain::TxInfo>> GetTransaction(const chain::Hash32& hash) override {
+    return (++calls_, chain_.GetTransaction(hash));
+  }
+  Result<uint64_t> BlockNumber() override { return (++calls_, chain_.BlockNumber()); }
+  Result<int64_t> LatestBlockTimestamp() override {
+    return (++calls_, chain_.LatestBlockTimestamp());
+  }
+
+ private:
+  chain::Chain& chain_;
+  std::atomic<int64_t> calls_{0};
+};
+
 class X402GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,7 +112,8 @@ class X402GatewayTest : public ::testing::Test {
     settler.pay_to = pay_to_;
     settler.asset_name = "USD Coin";
     settler.asset_version = "2";
-    settler_ = std::make_unique<Settler>(*devnet_, settler, Key(0x99));
+    counted_ = std::make_unique<CountingChain>(*devnet_);
+    settler_ = std::make_unique<Settler>(*counted_, settler, Key(0x99));
     MakeGateway(SettleTiming::kBefore);
   }
 
@@ -262,6 +308,7 @@ class X402GatewayTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   chain::Address token_, pay_to_;
   std::unique_ptr<chain::Devnet> devnet_;
+  std::unique_ptr<CountingChain> counted_;  // the settler's view of devnet_
   std::unique_ptr<Settler> settler_;
   GatewayConfig config_;
   std::unique_ptr<Gateway> gateway_;
@@ -656,6 +703,22 @@ TEST_F(X402GatewayTest, APublicAuthorizationWithoutTheKeyYieldsNothing) {
   EXPECT_EQ(upstream_.calls(), 1);
   EXPECT_EQ(Transfers(), 1);
   EXPECT_EQ(RelayerTransactions(), 1u);
+}
+
+// A flood of public authorizations re-sent under fresh keys costs the RPC node nothing: the
+// gateway knows them from its own records (its hosted node bills per call, docs/threat-model.md).
+TEST_F(X402GatewayTest, PublicAuthorizationsUnderNewKeysAreRefusedWithoutAskingTheChain) {
+  Signed payment = Sign();
+  ASSERT_EQ(Pay(payment.header, "mine").status, 200);
+  const int64_t before = counted_->calls();
+  for (int i = 0; i < 20; ++i) {
+    HttpResponse flood = Pay(payment.header, "flood-" + std::to_string(i));
+    EXPECT_EQ(flood.status, 402) << flood.body;
+    EXPECT_FALSE(flood.Header("AgentPay-Operation-Id").has_value());
+  }
+  EXPECT_EQ(counted_->calls(), before) << "no chain call for an authorization already held";
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(Transfers(), 1);
 }
 
 // T1 with a leaked key: another of the payer's public authorizations does not prove the payer.

@@ -717,6 +717,15 @@ TEST_P(StoreConformance, X402PaymentsAreUniquePerAuthorization) {
     auto second = tx.FindX402Payment("op_x2");
     EXPECT_FALSE((*second)->submitted());
     EXPECT_FALSE(tx.FindX402Payment("op_none")->has_value());
+    // Found by its authorization: payer and nonce, both as signed.
+    auto by_authorization = tx.FindX402PaymentByAuthorization("0x" + std::string(40, 'a'), nonce);
+    EXPECT_TRUE(by_authorization.ok() && by_authorization->has_value());
+    EXPECT_EQ((*by_authorization)->operation_id, "op_x1");
+    EXPECT_FALSE(tx.FindX402PaymentByAuthorization("0x" + std::string(40, 'a'),
+                                                   "0x" + std::string(64, '3'))
+                     ->has_value());
+    EXPECT_FALSE(
+        tx.FindX402PaymentByAuthorization("0x" + std::string(40, 'e'), nonce)->has_value());
     return Status::Ok();
   }).ok());
   // Updating a payment that does not exist is an error, not a silent no-op.
