@@ -5,11 +5,23 @@
 # AGENTPAY_ASAN=0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
-bash scripts/build.sh
+# Each phase's wall time goes to stderr at the end, so a slow CI run shows where its time went.
+times=()
+phase() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  local rc=$?
+  times+=("$name $((SECONDS - start)) s")
+  return $rc
+}
+phase bootstrap bash scripts/bootstrap.sh
+phase build bash scripts/build.sh
 status=0
-(cd build && ctest --output-on-failure --timeout 900 "$@") || status=1
+phase tests bash -c 'cd build && exec ctest --output-on-failure --timeout 900 "$@"' ctest "$@" ||
+  status=1
 if [ $# -eq 0 ] && [ "${AGENTPAY_ASAN:-1}" != 0 ]; then
-  bash scripts/test-asan.sh || status=1
+  phase sanitizers bash scripts/test-asan.sh || status=1
 fi
+echo "test.sh: $(printf '%s, ' "${times[@]}")total $SECONDS s" >&2
 exit $status
