@@ -396,16 +396,8 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
             return begin;
           }
           case X402Resume::kCloseUnpaid: {
-            StoredResponse unpaid{402, "application/problem+json",
-                                  DumpJson({{"type", "urn:agentpay:problem:payment_required"},
-                                            {"title", "Payment Required"},
-                                            {"status", 402},
-                                            {"code", "payment_required"},
-                                            {"detail",
-                                             "the authorization expired before it was settled; "
-                                             "nothing was charged; pay again"},
-                                            {"operation_id", begin.op.id}})};
-            Operation next = CloseUnpaidX402Operation(begin.op, now, std::move(unpaid));
+            Operation next = CloseUnpaidX402Operation(begin.op, now,
+                                                      ExpiredUnsubmittedResponse(begin.op.id));
             if (Status s = tx.UpdateOperation(next); !s.ok()) return s;
             begin.op = std::move(next);
             begin.kind = Begin::kClosedUnpaid;

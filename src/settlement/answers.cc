@@ -1,24 +1,16 @@
 // See answers.h.
 #include "settlement/answers.h"
 
-#include <nlohmann/json.hpp>
-#include <string_view>
-
-#include "http/problem_code.h"
+#include "http/message.h"
 
 namespace agentpay {
 
 namespace {
+// The body ProblemResponse builds (one writer of problem JSON), kept for replay.
 StoredResponse Problem(int status, ProblemCode code, const std::string& detail,
                        const std::string& operation_id) {
-  const std::string_view name = ProblemCodeName(code);
-  nlohmann::json body = {{"type", "urn:agentpay:problem:" + std::string(name)},
-                         {"title", status == 402 ? "Payment Required" : "Conflict"},
-                         {"status", status},
-                         {"code", name},
-                         {"detail", detail},
-                         {"operation_id", operation_id}};
-  return StoredResponse{status, "application/problem+json", body.dump()};
+  HttpResponse problem = ProblemResponse(status, code, detail, operation_id);
+  return StoredResponse{problem.status, "application/problem+json", std::move(problem.body)};
 }
 }  // namespace
 
@@ -33,6 +25,12 @@ StoredResponse SettlementFailedResponse(const std::string& operation_id) {
 StoredResponse SettlementVoidResponse(const std::string& operation_id) {
   return Problem(402, ProblemCode::kSettlementVoid,
                  "the authorization expired unused on chain; nothing was charged; pay again",
+                 operation_id);
+}
+
+StoredResponse ExpiredUnsubmittedResponse(const std::string& operation_id) {
+  return Problem(402, ProblemCode::kPaymentRequired,
+                 "the authorization expired before it was settled; nothing was charged; pay again",
                  operation_id);
 }
 

@@ -15,6 +15,9 @@ namespace agentpay {
 // never 402: the payer may have paid, CONTRACT §3) and a void one (402: nothing was charged).
 StoredResponse SettlementFailedResponse(const std::string& operation_id);
 StoredResponse SettlementVoidResponse(const std::string& operation_id);
+// The stored answer of an operation closed unpaid because its authorization expired before it
+// was ever submitted (402: nothing was charged).
+StoredResponse ExpiredUnsubmittedResponse(const std::string& operation_id);
 // The admin alert every failed settlement raises.
 Alert SettlementFailedAlert(Random& random, const std::string& operation_id,
                             const std::string& reason, int64_t now_ms);
