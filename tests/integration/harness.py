@@ -103,6 +103,18 @@ def emergency_shutdown(signum=None, frame=None):
     os._exit(128 + (signum or signal.SIGTERM))
 
 
+def main(argv, on_sigterm=None, before=None):
+    """The main of every test file: takes --agentpay (take_binary_arg), runs `before` (a check that
+    fails loudly), makes SIGTERM (a ctest timeout) stop everything the tests started
+    (`on_sigterm`, default emergency_shutdown; PR_SET_PDEATHSIG in the children covers SIGKILL, see
+    _die_with_parent), then runs the file's tests."""
+    rest = take_binary_arg(argv)
+    if before is not None:
+        before()
+    signal.signal(signal.SIGTERM, on_sigterm or emergency_shutdown)
+    unittest.main(argv=rest, verbosity=2)
+
+
 def _die_with_parent():
     """In the child, before exec: ask Linux to SIGKILL it if the test runner dies (e.g. killed by a ctest
     timeout), so a crashed run leaves no orphans. Best effort; a no-op elsewhere."""

@@ -19,7 +19,6 @@ Needs tests/chain_env installed (bash tests/chain_env/install.sh). AGENTPAY_IT_K
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -443,12 +442,5 @@ class AgentClientUnknownSettlementTest(ClientTestCase):
         self.assertBudget(self.db, PRICE, PRICE, ["spent"])
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    A.anvil_binary()  # fails loudly when tests/chain_env is not installed
-    signal.signal(signal.SIGTERM, X.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    X.main(sys.argv)

@@ -170,4 +170,4 @@ class PayHelpTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=harness.take_binary_arg(sys.argv), verbosity=2)
+    harness.main(sys.argv)

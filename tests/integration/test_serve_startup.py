@@ -9,7 +9,6 @@ Run:  python3 tests/integration/test_serve_startup.py --agentpay build/agentpay
 import json
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -154,11 +153,5 @@ class JsonLogTest(unittest.TestCase):
         self.assertEqual(expired[0]["level"], "warning")
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    signal.signal(signal.SIGTERM, harness.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    harness.main(sys.argv)

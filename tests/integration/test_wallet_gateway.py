@@ -1040,13 +1040,5 @@ class InvariantCheckerSelfTest(GatewayTestCase):
             src.close()
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    # A SIGTERM (e.g. a ctest timeout) kills every child at once; SIGKILL of this runner is covered by
-    # PR_SET_PDEATHSIG in the children (see harness._die_with_parent).
-    signal.signal(signal.SIGTERM, harness.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    harness.main(sys.argv)

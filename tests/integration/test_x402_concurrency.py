@@ -14,7 +14,6 @@ Needs tests/chain_env installed (bash tests/chain_env/install.sh).
 """
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -130,12 +129,5 @@ class ConcurrentX402Test(X402TestCase):
         self.assertLess(worst, HEALTHZ_LIMIT_MS, "a /healthz answer took %.1f ms" % worst)
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    A.anvil_binary()  # fails loudly when tests/chain_env is not installed
-    signal.signal(signal.SIGTERM, X.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    X.main(sys.argv)

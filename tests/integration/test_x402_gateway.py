@@ -878,12 +878,5 @@ class MoneyCheckSelfTest(unittest.TestCase):
         self.assertTrue([v for v in found if r_used["transactionHash"] in v], found)
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    A.anvil_binary()  # fails loudly when tests/chain_env is not installed
-    signal.signal(signal.SIGTERM, X.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    X.main(sys.argv)

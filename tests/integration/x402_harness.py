@@ -94,6 +94,12 @@ def emergency_shutdown(signum=None, frame=None):
     harness.emergency_shutdown(signum, frame)
 
 
+def main(argv):
+    """harness.main for tests on Anvil: fails loudly when tests/chain_env is not installed, and a
+    SIGTERM kills every Anvil of ours as well."""
+    harness.main(argv, on_sigterm=emergency_shutdown, before=A.anvil_binary)
+
+
 class Chain:
     """One Anvil + TestUSDC, buyers funded. `direct` records the transfers the tests make themselves
     (not through the gateway) as (from, to, value), so the money check can account for them."""

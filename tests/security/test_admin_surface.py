@@ -168,11 +168,5 @@ class DemoDevnetControlsTest(unittest.TestCase):
         self.assertIn("admin listener): %s" % self.demo.admin_base, self.demo.banner)
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    signal.signal(signal.SIGTERM, harness.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    harness.main(sys.argv)

@@ -6,7 +6,6 @@ calls go through `agentpay admin api-keys ...` against the first; the second mus
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -161,11 +160,5 @@ class TwoProcessesTest(harness.GatewayTestCase):
         self.assertEqual(self.account_status(self.gw2, key), 200)
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    signal.signal(signal.SIGTERM, harness.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    harness.main(sys.argv)

@@ -241,4 +241,4 @@ class ClientGuardsTest(X402TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=harness.take_binary_arg(sys.argv), verbosity=2)
+    X.main(sys.argv)

@@ -20,7 +20,6 @@ x402_harness. Run:  python3 tests/security/test_gas_griefing.py --agentpay build
 """
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -254,12 +253,5 @@ class InFlightCapTest(X402TestCase):
         self.assertPaidResponse(gw.pay("/jobs", v2=headers[i], key="cap-%d" % i))
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    A.anvil_binary()
-    signal.signal(signal.SIGTERM, X.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    X.main(sys.argv)

@@ -421,4 +421,4 @@ class RouteNormalisationTest(LimitsTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=harness.take_binary_arg(sys.argv))
+    harness.main(sys.argv)

@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
 import harness  # noqa: E402
+import x402_harness as X  # noqa: E402
 from x402_harness import (BUYER, BUYER2, STRANGER, X402TestCase, auth_message, b64json,  # noqa: E402
                           v2_payload)
 
@@ -71,4 +72,4 @@ class PayerRateTest(X402TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=harness.take_binary_arg(sys.argv))
+    X.main(sys.argv)

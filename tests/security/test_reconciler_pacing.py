@@ -16,7 +16,6 @@ Run:  python3 tests/security/test_reconciler_pacing.py --agentpay build/agentpay
 import http.server
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -187,12 +186,5 @@ class ReconcilerPacingTest(X402TestCase):
               % (PAYMENTS, elapsed, len(later)), file=sys.stderr)
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    A.anvil_binary()
-    signal.signal(signal.SIGTERM, X.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    X.main(sys.argv)

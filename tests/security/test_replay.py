@@ -14,7 +14,6 @@ Run:  python3 tests/security/test_replay.py --agentpay build/agentpay
 
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -166,12 +165,5 @@ class PublicAuthorizationReplay(X402TestCase):
         self.assertEqual(result["out"]["status"], 200)
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    A.anvil_binary()
-    signal.signal(signal.SIGTERM, X.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    X.main(sys.argv)

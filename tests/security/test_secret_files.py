@@ -12,7 +12,6 @@
 """
 
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -201,11 +200,5 @@ class DemoFilesTest(ScratchTest):
             self.assertFalse(os.path.exists(os.path.join(self.dir, "agentpay-data")), "nothing made")
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    signal.signal(signal.SIGTERM, harness.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    harness.main(sys.argv)

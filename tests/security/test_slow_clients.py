@@ -123,4 +123,4 @@ class HeaderDeadlineCutTest(harness.GatewayTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=harness.take_binary_arg(sys.argv))
+    harness.main(sys.argv)

@@ -14,7 +14,6 @@ Run:  python3 tests/security/test_slow_http_framing.py --agentpay build/agentpay
 """
 
 import os
-import signal
 import socket
 import sys
 import threading
@@ -172,6 +171,4 @@ class EarlyHintsUpstreamTest(UpstreamFramingTest):
 
 
 if __name__ == "__main__":
-    rest = harness.take_binary_arg(sys.argv)
-    signal.signal(signal.SIGTERM, harness.emergency_shutdown)
-    unittest.main(argv=rest, verbosity=2)
+    harness.main(sys.argv)

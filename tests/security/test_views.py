@@ -60,10 +60,5 @@ class OperationViewsTest(harness.GatewayTestCase):
         self.assertEqual(self.gw.account(mallory)["captured"], PRICE)
 
 
-def main(argv):
-    rest = harness.take_binary_arg(argv)
-    unittest.main(argv=rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    harness.main(sys.argv)
