@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -130,7 +131,15 @@ void AnvilProcess::Stop() {
 }
 
 void AnvilProcess::Pause() {
-  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGSTOP);
+  // kill() returns before every thread of the node has stopped (on a loaded VM a thread running on
+  // another CPU went on to answer the next request): wait until the kernel reports the stop.
+  int status = 0;
+  pid_t waited;
+  while ((waited = ::waitpid(pid_, &status, WUNTRACED)) == -1 && errno == EINTR) {
+  }
+  if (waited == pid_ && (WIFEXITED(status) || WIFSIGNALED(status))) pid_ = -1;  // it died
 }
 
 void AnvilProcess::Resume() {
