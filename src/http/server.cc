@@ -99,6 +99,42 @@ std::optional<HttpResponse> ReadErrorAnswer(beast::error_code ec, const ServerLi
   return std::nullopt;
 }
 
+// Reading a request head in steps, under one budget for the whole head. Beast 1.74 checks
+// header_limit against the bytes it has not parsed yet in each call, and parses complete fields as
+// they come: a head arriving in pieces that end on line boundaries would grow without bound (found
+// by fuzz/http_request_fuzzer.cc). Each step gives Beast what is left of the budget.
+enum class HeadStep { kDone, kNeedMore, kFailed };
+
+// Feeds what `buffer` holds to `parser`; `head_bytes` counts what the parser has taken of this
+// head so far. kFailed sets `ec` (header_limit when the budget is spent).
+HeadStep FeedHead(RequestParser& parser, beast::flat_buffer& buffer, size_t& head_bytes,
+                  size_t max_head_bytes, beast::error_code& ec) {
+  while (buffer.size() > 0) {
+    parser.header_limit(static_cast<uint32_t>(max_head_bytes - head_bytes));
+    const size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    head_bytes += used;
+    if (!ec && parser.is_header_done()) return HeadStep::kDone;
+    if (ec && ec != http::error::need_more) return HeadStep::kFailed;
+    ec = {};
+    if (head_bytes >= max_head_bytes) {
+      ec = http::error::header_limit;
+      return HeadStep::kFailed;
+    }
+    if (used == 0) break;  // a partial line: more bytes first
+  }
+  return HeadStep::kNeedMore;
+}
+
+// A read error while a head is incomplete: the end of the stream before any byte is the peer
+// leaving between requests; after some, a request cut short.
+beast::error_code HeadReadError(beast::error_code ec, bool got_bytes) {
+  if (ec != net::error::eof) return ec;
+  return got_bytes ? http::error::partial_message : http::error::end_of_stream;
+}
+
+constexpr size_t kHeadReadBytes = 4096;
+
 std::shared_ptr<HttpRequest> ToHttpRequest(http::request<http::string_body>& message,
                                            const std::string& remote) {
   auto request = std::make_shared<HttpRequest>();
@@ -233,13 +269,32 @@ class Session : public std::enable_shared_from_this<Session> {
                             });
   }
 
+  // The header first: a body over the limit is refused before it is read, and a client that sent
+  // "Expect: 100-continue" (curl does for bodies over 1 KiB) gets its go-ahead at once.
   void ReadHeader() {
     stream_.expires_after(std::chrono::milliseconds(shared_->limits.header_timeout_ms));
-    // The header first: a body over the limit is refused before it is read, and a client that
-    // sent "Expect: 100-continue" (curl does for bodies over 1 KiB) gets its go-ahead at once.
-    http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              self->OnHeader(ec);
+    head_bytes_ = 0;
+    ContinueHeader();
+  }
+
+  void ContinueHeader() {
+    beast::error_code ec;
+    switch (FeedHead(*parser_, buffer_, head_bytes_, shared_->limits.max_header_bytes, ec)) {
+      case HeadStep::kDone:
+        return OnHeader({});
+      case HeadStep::kFailed:
+        return OnHeader(ec);
+      case HeadStep::kNeedMore:
+        break;
+    }
+    stream_.async_read_some(buffer_.prepare(kHeadReadBytes),
+                            [self = shared_from_this()](beast::error_code read_ec, size_t size) {
+                              if (read_ec) {
+                                const bool got = self->head_bytes_ > 0 || self->buffer_.size() > 0;
+                                return self->OnHeader(HeadReadError(read_ec, got));
+                              }
+                              self->buffer_.commit(size);
+                              self->ContinueHeader();
                             });
   }
 
@@ -395,6 +450,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<RequestParser> parser_;
+  size_t head_bytes_ = 0;  // of the request head being read, taken by the parser so far
   static constexpr size_t kFirstReadBytes = 1024;
   std::string remote_;
   std::string client_key_;
@@ -550,7 +606,17 @@ RequestRead ReadRequestBytes(std::string_view wire, const ServerLimits& limits,
   ApplyLimits(parser, limits);
   RequestRead read;
   beast::error_code ec;
-  http::read_header(stream, buffer, parser, ec);
+  size_t head_bytes = 0;
+  for (;;) {
+    const HeadStep step = FeedHead(parser, buffer, head_bytes, limits.max_header_bytes, ec);
+    if (step != HeadStep::kNeedMore) break;
+    const size_t size = stream.read_some(buffer.prepare(kHeadReadBytes), ec);
+    if (ec) {
+      ec = HeadReadError(ec, head_bytes > 0 || buffer.size() > 0);
+      break;
+    }
+    buffer.commit(size);
+  }
   if (!ec) http::read(stream, buffer, parser, ec);
   if (ec) {
     read.answer = ReadErrorAnswer(ec, limits);

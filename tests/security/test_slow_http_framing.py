@@ -5,6 +5,10 @@ Found by the libFuzzer targets fuzz/http_request_fuzzer.cc and fuzz/http_respons
 - Beast 1.74 asserted `n >= 5` in its chunk parser when the last chunk of a chunked body came one
   byte at a time; with assertions on, five bytes from any client ("0\\r\\n\\r\\n", one per packet)
   aborted every agentpay listener (gateway, seller). The same from an upstream aborted the gateway.
+- a request head arriving in pieces could pass max_header_bytes (Beast 1.74 checks its limit per
+  parse step; the fuzz input is pinned by fuzz/seeds/http_request/regression-header-limit-by-line-
+  pieces). The listener now counts the head as a whole; HeadInLinePiecesTest checks that bound over
+  TCP with one header line per packet.
 - an upstream's 103 Early Hints was taken as its answer: the payment was captured for a bodiless
   103 and the real answer stayed on the pooled connection for the next caller.
 Each test drives a real `agentpay serve` (and `agentpay seller` or a scripted upstream) over TCP and
@@ -14,6 +18,7 @@ Run:  python3 tests/security/test_slow_http_framing.py --agentpay build/agentpay
 """
 
 import os
+import select
 import socket
 import sys
 import threading
@@ -69,6 +74,42 @@ class SlowChunkedRequestTest(GatewayTestCase):
         self.assertTrue(self.gw.alive(), "the gateway died:\n" + self.gw.output()[-2000:])
         self.assertExecuted(1)
         self.assertAccount(acct, captured=PRICE, held=0, balance=DEPOSIT - PRICE)
+
+
+class HeadInLinePiecesTest(GatewayTestCase):
+    def test_a_head_sent_a_line_per_packet_is_bounded_as_a_whole(self):
+        """20 KB of header lines, one per packet: 431 once the head passes the 16 KiB limit, and the
+        gateway reads no further."""
+        before = self.gw.full_state()
+        conn = socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sent = 0
+        answer = b""
+        try:
+            conn.sendall(b"GET /work HTTP/1.1\r\nHost: a\r\n")
+            for i in range(200):
+                if select.select([conn], [], [], 0)[0]:
+                    break  # the gateway answered: stop sending, read it
+                line = b"X-Pad-%03d: " % i + b"p" * 88 + b"\r\n"
+                conn.sendall(line)
+                sent += len(line)
+                time.sleep(0.005)
+            else:
+                conn.sendall(b"\r\n")
+            while b"\r\n\r\n" not in answer:
+                got = conn.recv(4096)
+                if not got:
+                    break
+                answer += got
+        except OSError:
+            pass  # a reset after the answer: what was read is what counts
+        finally:
+            conn.close()
+        self.assertEqual(parse_status(answer), 431, answer[:200])
+        self.assertLess(sent, 20 * 1024, "the gateway read the whole head before refusing it")
+        self.assertTrue(self.gw.alive(), "the gateway died:\n" + self.gw.output()[-2000:])
+        self.assertEqual(self.gw.healthz().status, 200)
+        self.assertEqual(self.gw.full_state(), before)
 
 
 class ScriptedUpstream:
