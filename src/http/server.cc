@@ -114,6 +114,12 @@ HeadStep FeedHead(RequestParser& parser, beast::flat_buffer& buffer, size_t& hea
     const size_t used = parser.put(buffer.data(), ec);
     buffer.consume(used);
     head_bytes += used;
+    // Beast applies the limit to the start line and to the fields apart, so one step can take up
+    // to a start line more than it was given.
+    if (head_bytes > max_head_bytes) {
+      ec = http::error::header_limit;
+      return HeadStep::kFailed;
+    }
     if (!ec && parser.is_header_done()) return HeadStep::kDone;
     if (ec && ec != http::error::need_more) return HeadStep::kFailed;
     ec = {};
