@@ -90,15 +90,16 @@ Status MakePrivate(const std::string& path) {
     return Status::Error(ErrorCode::kStoreUnavailable,
                          "cannot create " + path + ": " + std::strerror(errno));
   }
+  // No descriptor of these files is opened here: closing one drops every POSIX lock this process
+  // holds on the file, SQLite's included (a second connection's open once released the first's
+  // lock on the -shm, and another process then reset the shared memory under it: SIGBUS).
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
     const std::string file = path + suffix;
-    int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) continue;  // absent, or a symbolic link: not ours to change
     struct stat info {};
-    if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && (info.st_mode & 077) != 0) {
-      (void)::fchmod(fd, info.st_mode & 0700);
-    }
-    ::close(fd);
+    if (::lstat(file.c_str(), &info) != 0) continue;  // absent
+    if (!S_ISREG(info.st_mode) || (info.st_mode & 077) == 0) continue;  // a link, or private
+    // AT_SYMLINK_NOFOLLOW: a link swapped in since lstat is refused, never followed.
+    (void)::fchmodat(AT_FDCWD, file.c_str(), info.st_mode & 0700, AT_SYMLINK_NOFOLLOW);
   }
   return Status::Ok();
 }

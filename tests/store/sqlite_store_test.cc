@@ -5,6 +5,8 @@
 // reported failed while its writes stay, the money is unchanged, and the store goes on.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -257,6 +259,45 @@ TEST(SqliteMigration, ExistingAccountsKeepTheirKeyAsARevocableRow) {
     EXPECT_FALSE(tx.FindAccountByKeyHash("hash-old")->has_value());
     return Status::Ok();
   }).ok());
+}
+
+// SQLite's connections hold a read lock on the -shm file's "DMS" byte (offset 128 in the unix VFS)
+// while they use the shared memory: another process that finds it free takes the memory for
+// unused and resets it. Opening a store makes several connections; making the files private once
+// opened and closed a descriptor of the -shm, and closing any descriptor of a file drops every POSIX
+// lock the process holds on it. Another process (a test reading the books) then reset the memory
+// under the gateway, which died of SIGBUS. The lock is checked from a child process: F_GETLK does
+// not report a process's own locks.
+TEST(SqliteLocks, AnOpenStoreKeepsItsLockOnTheSharedMemory) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("agentpay-sqlite-locks-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "gw.db").string();
+  auto store = OpenStore("sqlite:" + path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE(
+      (*store)->Write([](Transaction& tx) { return tx.AppendEvent({"op", 1, "a", "b", "c"}); }).ok());
+  const std::string shm = path + "-shm";
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int fd = ::open(shm.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) ::_exit(2);
+    struct flock probe {};
+    probe.l_type = F_WRLCK;
+    probe.l_whence = SEEK_SET;
+    probe.l_start = 128;
+    probe.l_len = 1;
+    if (::fcntl(fd, F_GETLK, &probe) != 0) ::_exit(3);
+    ::_exit(probe.l_type == F_RDLCK ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: nobody holds the shared memory's lock; 2, 3: probe failed";
+  store->reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
