@@ -74,6 +74,19 @@ def start(argv, log_path):
     die("%s did not start: %s" % (argv[:2], open(log_path).read()[-2000:]))
 
 
+def admin_url(log_path):
+    """The admin listener's URL, which serve prints after its public one (the admin API is there
+    only)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with open(log_path) as f:
+            m = re.search(r"\(admin listener\): (http://127\.0\.0\.1:\d+)", f.read())
+        if m:
+            return m.group(1)
+        time.sleep(0.05)
+    die("the gateway printed no admin listener: %s" % open(log_path).read()[-2000:])
+
+
 def http(method, url, body=None, token=None):
     req = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None)
     req.add_header("Content-Type", "application/json")
@@ -104,13 +117,15 @@ def measure(name, extra_args, binary, tmp, seller_url):
     token_file = os.path.join(tmp, name + "-token")
     with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
         f.write(token + "\n")
-    gw, port = start([binary, "serve", "--listen", "127.0.0.1:0", "--db", "sqlite:%s/%s.db" % (tmp, name),
-                      "--upstream", seller_url, "--price", str(PRICE), "--admin-token-file", token_file]
-                     + extra_args, os.path.join(tmp, name + "-gateway.log"))
+    log_path = os.path.join(tmp, name + "-gateway.log")
+    gw, port = start([binary, "serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+                      "--db", "sqlite:%s/%s.db" % (tmp, name), "--upstream", seller_url,
+                      "--price", str(PRICE), "--admin-token-file", token_file] + extra_args, log_path)
     url = "http://127.0.0.1:%d" % port
     try:
-        acct = http("POST", url + "/admin/v1/accounts", {"name": "bench"}, token)
-        http("POST", url + "/admin/v1/accounts/%s/deposits" % acct["account_id"],
+        admin = admin_url(log_path)
+        acct = http("POST", admin + "/admin/v1/accounts", {"name": "bench"}, token)
+        http("POST", admin + "/admin/v1/accounts/%s/deposits" % acct["account_id"],
              {"amount": "1000000000000", "reference": "bench"}, token)
         wrk(url, acct["api_key"], "warm-" + name)  # warm-up, not counted
         order = []
