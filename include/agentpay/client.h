@@ -107,8 +107,8 @@ using Progress = std::function<void(std::string_view line)>;
 // Pays for one request. Never throws.
 PayResult Pay(const PayOptions& options, const Progress& progress = {});
 
-// The idempotency key of step `step` of task `task` for the payer holding `credential` (the API key,
-// or the buyer key as 0x + 64 lower-case hex digits):
+// The idempotency key of step `step` of task `task` for the payer holding `credential` (the API
+// key, or the buyer key as 0x + 64 lower-case hex digits):
 //   "task:" + the first 32 hex digits of HMAC-SHA256(credential, len(task) ":" task ":" step)
 //   + ":step:" + step (decimal; len(task) is the task's length in bytes, decimal)
 // e.g. DeriveKey(key, "q3-report", 2) is "task:<32 hex>:step:2" with the HMAC of "9:q3-report:2".

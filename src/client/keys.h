@@ -1,6 +1,6 @@
 // Idempotency keys and request fingerprints of the agent client: a key names one business action
-// (CONTRACT §3) and is derived from the agent's task, step and credential so that a re-run finds it
-// again and nobody else can.
+// (CONTRACT §3) and is derived from the agent's task, step and credential so that a re-run finds
+// it again and nobody else can.
 #pragma once
 
 #include <cstdint>

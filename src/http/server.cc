@@ -521,11 +521,11 @@ class BeastServer final : public HttpServer {
 
  private:
   void Accept() {
-    acceptor_.async_accept(net::make_strand(shared_->ioc), [this](beast::error_code ec, tcp::socket socket) {
-      if (ec == net::error::operation_aborted) return;
+    acceptor_.async_accept(net::make_strand(shared_->ioc), [this](beast::error_code ec,
+                                                                   tcp::socket socket) {
+      if (ec == net::error::operation_aborted || shared_->stopped) return;
       if (!ec) {
         bool over = shared_->connections.load() >= shared_->limits.max_connections;
-        if (shared_->stopped) return;
         std::make_shared<Session>(std::move(socket), shared_)->Start(over);
       }
       Accept();

@@ -263,11 +263,11 @@ TEST(SqliteMigration, ExistingAccountsKeepTheirKeyAsARevocableRow) {
 
 // SQLite's connections hold a read lock on the -shm file's "DMS" byte (offset 128 in the unix VFS)
 // while they use the shared memory: another process that finds it free takes the memory for
-// unused and resets it. Opening a store makes several connections; making the files private once
-// opened and closed a descriptor of the -shm, and closing any descriptor of a file drops every POSIX
-// lock the process holds on it. Another process (a test reading the books) then reset the memory
-// under the gateway, which died of SIGBUS. The lock is checked from a child process: F_GETLK does
-// not report a process's own locks.
+// unused and resets it. Opening a store makes several connections; making the files private
+// once opened and closed a descriptor of the -shm, and closing any descriptor of a file drops
+// every POSIX lock the process holds on it. Another process (a test reading the books) then reset
+// the memory under the gateway, which died of SIGBUS. The lock is checked from a child process:
+// F_GETLK does not report a process's own locks.
 TEST(SqliteLocks, AnOpenStoreKeepsItsLockOnTheSharedMemory) {
   auto dir = std::filesystem::temp_directory_path() /
              ("agentpay-sqlite-locks-" + std::to_string(::getpid()));
@@ -276,8 +276,9 @@ TEST(SqliteLocks, AnOpenStoreKeepsItsLockOnTheSharedMemory) {
   const std::string path = (dir / "gw.db").string();
   auto store = OpenStore("sqlite:" + path);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  ASSERT_TRUE(
-      (*store)->Write([](Transaction& tx) { return tx.AppendEvent({"op", 1, "a", "b", "c"}); }).ok());
+  ASSERT_TRUE((*store)
+                  ->Write([](Transaction& tx) { return tx.AppendEvent({"op", 1, "a", "b", "c"}); })
+                  .ok());
   const std::string shm = path + "-shm";
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -295,7 +296,8 @@ TEST(SqliteLocks, AnOpenStoreKeepsItsLockOnTheSharedMemory) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: nobody holds the shared memory's lock; 2, 3: probe failed";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: nobody holds the shared memory's lock; 2, 3: the probe failed";
   store->reset();
   std::filesystem::remove_all(dir);
 }
