@@ -74,11 +74,6 @@ struct Shared {
 
 using RequestParser = http::request_parser<http::string_body>;
 
-void ApplyLimits(RequestParser& parser, const ServerLimits& limits) {
-  parser.header_limit(static_cast<uint32_t>(limits.max_header_bytes));
-  parser.body_limit(limits.max_body_bytes);
-}
-
 // The answer to a failed read: limits and malformed requests get a problem; nullopt means the
 // connection is closed without one (the peer left, or a timeout).
 std::optional<HttpResponse> ReadErrorAnswer(beast::error_code ec, const ServerLimits& limits) {
@@ -257,8 +252,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   void ReadRequest(bool first) {
-    parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(shared_->limits.max_header_bytes));
+    parser_.emplace();  // its header limit is set by FeedHead, step by step
     // The body limit is applied in OnHeader, after the head handler had its say: an unpaid request
     // announcing a huge body gets its 402, not a 413. (Not boost::none: Beast 1.74 compares the
     // announced length with the optional limit, and any length is "greater" than none.)
@@ -609,7 +603,7 @@ RequestRead ReadRequestBytes(std::string_view wire, const ServerLimits& limits,
   WireStream stream(wire, chunk_bytes);
   beast::flat_buffer buffer;
   RequestParser parser;
-  ApplyLimits(parser, limits);
+  parser.body_limit(limits.max_body_bytes);  // the header limit: FeedHead
   RequestRead read;
   beast::error_code ec;
   size_t head_bytes = 0;
