@@ -10,9 +10,11 @@ PACKAGES=(
   # libraries
   libboost-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
   libssl-dev libpq-dev libsecp256k1-dev libcrypto++-dev libjemalloc-dev
+  # the system's CA store: HTTPS upstreams, sellers and RPC nodes are verified against it
+  ca-certificates
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev python3 wrk nginx-light curl procps
-  openssl  # the CLI: docs/agent-client.md recomputes a task key with it
+  openssl  # the CLI: docs recompute a task key and make the TLS tests' CA with it
   # fault tests: packet loss on loopback (tests/fault; the kernel has no netem qdisc)
   nftables
   # browser tests of the inspector page (playwright-core drives it)

@@ -39,7 +39,7 @@ inline constexpr int64_t kDefaultMaxAmount = 1'000'000;
 using Header = std::pair<std::string, std::string>;
 
 struct PayOptions {
-  std::string url;  // http://HOST[:PORT]/PATH[?QUERY]
+  std::string url;  // http(s)://HOST[:PORT]/PATH[?QUERY]
   std::string method = "GET";
   std::string body;
   std::vector<Header> headers;  // extra request headers (e.g. Content-Type)
@@ -67,6 +67,9 @@ struct PayOptions {
   // Optional: evidence for "paid, not delivered"; when given, also a spend control: only an offer
   // on the chain this node serves (eth_chainId) is paid.
   std::string chain_rpc;
+  // A PEM file of CA certificates trusted for https URLs besides the system's store; a server
+  // whose certificate does not verify is never paid.
+  std::string ca_file;
 };
 
 // What the chain and the server say about a payment whose response was lost.
@@ -156,6 +159,7 @@ BudgetReport ReadBudget(const std::string& budget_db);
 struct ReconcileOptions {
   std::string budget_db = std::string(kDefaultBudgetDb);
   std::string chain_rpc;  // needed for x402 reservations
+  std::string ca_file;    // as PayOptions::ca_file, for the gateway and the node
   // Needed for wallet reservations: the gateway shows an operation only to its account's key.
   std::string api_key;
   int64_t expiry_buffer_seconds = kDefaultExpiryBufferSeconds;

@@ -39,6 +39,9 @@ Status TransportError(const ClientResponse& response, std::string_view method) {
     case ClientError::kConnect:
       return Status::Error(ErrorCode::kRpcUnreachable,
                            where + "cannot connect (request not sent): " + response.detail);
+    case ClientError::kTls:
+      return Status::Error(ErrorCode::kRpcUnreachable,
+                           where + "TLS failed (request not sent): " + response.detail);
     case ClientError::kTimeout:
       return Status::Error(ErrorCode::kRpcTimeout,
                            where +
@@ -155,10 +158,12 @@ std::optional<std::string> DecodeRevertReason(std::span<const uint8_t> data) {
   return std::string(reinterpret_cast<const char*>(start), *length);
 }
 
-JsonRpcClient::JsonRpcClient(Endpoint endpoint, int64_t timeout_ms, uint64_t max_response_bytes)
+JsonRpcClient::JsonRpcClient(Endpoint endpoint, int64_t timeout_ms, uint64_t max_response_bytes,
+                             std::shared_ptr<const TlsTrust> trust)
     : endpoint_(std::move(endpoint)),
       timeout_ms_(timeout_ms),
-      max_response_bytes_(max_response_bytes) {
+      max_response_bytes_(max_response_bytes),
+      trust_(std::move(trust)) {
   AGENTPAY_CHECK(timeout_ms > 0);
 }
 
@@ -178,6 +183,7 @@ Result<json> JsonRpcClient::Call(std::string_view method, json params,
   ClientOptions options;
   options.timeout_ms = timeout_ms_;
   options.max_response_bytes = max_response_bytes_;
+  options.trust = trust_;
   ClientResponse response = SendHttp(endpoint_, request, options);
   if (response.error != ClientError::kNone) return TransportError(response, method);
   // Boost.Beast 1.74 skips body_limit when the header and the body arrive in one read (its eager

@@ -17,7 +17,8 @@
 namespace agentpay::chain {
 
 // Stable error codes of JsonRpcClient::Call (and of everything built on it):
-//   rpc_unreachable  the connection failed: the request was never sent, retrying is safe.
+//   rpc_unreachable  the connection or its TLS handshake failed: the request was never sent,
+//                    retrying is safe.
 //   rpc_timeout      the request was (or may have been) sent but no complete answer arrived: the
 //                    deadline passed or the connection dropped. The node MAY HAVE ACTED on it (a
 //                    transaction may be in its pool): reconcile, do not assume failure.
@@ -52,9 +53,11 @@ std::optional<std::string> DecodeRevertReason(std::span<const uint8_t> data);
 // Thread-safe: calls from several threads may overlap (SendHttp keeps per-thread connections).
 class JsonRpcClient {
  public:
-  // Precondition: timeout_ms > 0. The timeout covers connect, send and the whole answer.
+  // Precondition: timeout_ms > 0. The timeout covers connect, send and the whole answer. An https
+  // endpoint's certificate must chain to `trust` (null: the system's CA store).
   JsonRpcClient(Endpoint endpoint, int64_t timeout_ms,
-                uint64_t max_response_bytes = kDefaultMaxRpcResponseBytes);
+                uint64_t max_response_bytes = kDefaultMaxRpcResponseBytes,
+                std::shared_ptr<const TlsTrust> trust = nullptr);
   JsonRpcClient(const JsonRpcClient&) = delete;
   JsonRpcClient& operator=(const JsonRpcClient&) = delete;
 
@@ -72,6 +75,7 @@ class JsonRpcClient {
   Endpoint endpoint_;
   int64_t timeout_ms_;
   uint64_t max_response_bytes_;
+  std::shared_ptr<const TlsTrust> trust_;
   std::atomic<uint64_t> next_id_{1};
 };
 

@@ -181,8 +181,8 @@ std::string Lower(std::string_view text) {
 
 }  // namespace
 
-RpcChain::RpcChain(Endpoint endpoint, int64_t timeout_ms)
-    : client_(std::move(endpoint), timeout_ms) {}
+RpcChain::RpcChain(Endpoint endpoint, int64_t timeout_ms, std::shared_ptr<const TlsTrust> trust)
+    : client_(std::move(endpoint), timeout_ms, kDefaultMaxRpcResponseBytes, std::move(trust)) {}
 
 Result<uint64_t> RpcChain::ChainId() {
   Result<json> answer = client_.Call("eth_chainId", json::array());

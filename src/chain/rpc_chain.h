@@ -1,4 +1,4 @@
-// Chain over a node's JSON-RPC API (Anvil, geth, a provider behind a local TLS proxy). Every
+// Chain over a node's JSON-RPC API (Anvil, geth, a hosted provider over HTTPS). Every
 // quantity and hex string in an answer is parsed strictly; anything off-shape is rpc_malformed.
 #pragma once
 
@@ -17,8 +17,9 @@ inline constexpr size_t kMaxReceiptLogs = 1024;
 
 class RpcChain final : public Chain {
  public:
-  // Precondition: timeout_ms > 0; it bounds each RPC call, not a whole method.
-  RpcChain(Endpoint endpoint, int64_t timeout_ms);
+  // Precondition: timeout_ms > 0; it bounds each RPC call, not a whole method. `trust`: as for
+  // JsonRpcClient.
+  RpcChain(Endpoint endpoint, int64_t timeout_ms, std::shared_ptr<const TlsTrust> trust = nullptr);
 
   Result<uint64_t> ChainId() override;
   Result<bool> AuthorizationState(const Address& token, const Address& from,

@@ -18,6 +18,7 @@ constexpr char kDemoTokenFile[] = "./agentpay-data/admin-token";
 struct AdminOptions {
   std::string url = "http://127.0.0.1:8404";  // serve's default --admin-listen
   std::string token_file = kDemoTokenFile;
+  std::string ca_file;  // trusted for an https --url besides the system's store
   std::string name, account, amount, reference, settlement, fulfillment;
   std::string operation, outcome, note;
   int limit = 100;
@@ -89,6 +90,11 @@ int Call(const AdminOptions& options, const std::string& method, const std::stri
                  endpoint.status().message().c_str());
     return 2;
   }
+  auto trust = TlsTrust::Load(options.ca_file);
+  if (!trust.ok()) {
+    std::fprintf(stderr, "agentpay admin: %s\n", trust.status().message().c_str());
+    return 2;
+  }
   std::string base = options.url;
   while (base.ends_with("/")) base.pop_back();
   const std::string url = base + path;
@@ -107,8 +113,10 @@ int Call(const AdminOptions& options, const std::string& method, const std::stri
   request.headers.push_back({"Authorization", "Bearer " + *token});
   if (!body.empty()) request.headers.push_back({"Content-Type", "application/json"});
   request.body = body;
-  ClientResponse response = SendHttp(*endpoint, request, ClientOptions{});
-  if (response.error == ClientError::kConnect) {
+  ClientOptions client;
+  client.trust = *trust;
+  ClientResponse response = SendHttp(*endpoint, request, client);
+  if (response.error == ClientError::kConnect || response.error == ClientError::kTls) {
     std::fprintf(stderr, "agentpay admin: cannot reach %s: %s\n", url.c_str(),
                  LowerFirst(response.detail).c_str());
     return 1;
@@ -272,6 +280,9 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
       .add_option("--token-file", options->token_file,
                   "file with the admin token (`serve --demo` writes ./agentpay-data/admin-token)")
       ->capture_default_str();
+  admin.add_option("--ca-file", options->ca_file,
+                   "PEM file of CA certificates trusted for an https --url besides the system's "
+                   "store");
   admin.require_subcommand(1);
 
   auto* create = admin.add_subcommand("create-account", "create an account and print its API key");

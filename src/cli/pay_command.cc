@@ -236,7 +236,7 @@ CLI::Validator NetworkCheck() {
 
 void AddPayFlags(CLI::App& pay, PayFlags& f) {
   client::PayOptions& o = f.options;
-  pay.add_option("url", o.url, "the paid URL (http://HOST[:PORT]/PATH)");
+  pay.add_option("url", o.url, "the paid URL (http:// or https://HOST[:PORT]/PATH)");
   f.method = pay.add_option("--method,-X", o.method, "HTTP method (default GET, POST with --data)");
   f.data = pay.add_option("--data,-d", o.body, "request body");
   pay.add_option("--header,-H", f.headers, "extra request header 'Name: value' (repeatable)");
@@ -289,6 +289,9 @@ void AddPayFlags(CLI::App& pay, PayFlags& f) {
   pay.add_option("--chain-rpc", o.chain_rpc,
                  "EVM JSON-RPC URL: evidence on chain when a paid answer was lost; when given, "
                  "only an offer on the chain it serves is paid");
+  pay.add_option("--ca-file", o.ca_file,
+                 "PEM file of CA certificates trusted for https URLs besides the system's store; "
+                 "a server whose certificate does not verify is never paid");
   pay.add_flag("--json", f.json, "print one JSON object on stdout instead of the body");
 }
 
@@ -327,6 +330,9 @@ std::function<int()> AddPayCommand(CLI::App& pay) {
       ->capture_default_str();
   reconcile->add_option("--chain-rpc", flags->reconcile.chain_rpc,
                         "EVM JSON-RPC URL (needed for x402 reservations)");
+  reconcile->add_option("--ca-file", flags->reconcile.ca_file,
+                        "PEM file of CA certificates trusted for https URLs besides the system's "
+                        "store");
   reconcile->add_option("--api-key", flags->reconcile.api_key,
                         "the wallet API key the payments were made with (needed for wallet "
                         "reservations: the gateway shows an operation only to its account)");

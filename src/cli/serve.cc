@@ -147,10 +147,11 @@ struct SettlementChain {
 };
 
 Result<std::unique_ptr<chain::Chain>> OpenRpcNode(const RpcChainOptions& rpc,
-                                                  const GatewayConfig& config) {
+                                                  const GatewayConfig& config,
+                                                  std::shared_ptr<const TlsTrust> trust) {
   auto endpoint = ParseHttpUrl(rpc.url);
   if (!endpoint.ok()) return endpoint.status();
-  auto node = std::make_unique<chain::RpcChain>(*endpoint, rpc.rpc_timeout_ms);
+  auto node = std::make_unique<chain::RpcChain>(*endpoint, rpc.rpc_timeout_ms, std::move(trust));
   auto chain_id = node->ChainId();
   if (!chain_id.ok()) {
     return Status::Error(ErrorCode::kChainUnavailable,
@@ -165,7 +166,8 @@ Result<std::unique_ptr<chain::Chain>> OpenRpcNode(const RpcChainOptions& rpc,
 }
 
 Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
-                                            const GatewayConfig& config, Clock& clock) {
+                                            const GatewayConfig& config, Clock& clock,
+                                            std::shared_ptr<const TlsTrust> trust) {
   SettlementChain out;
   std::string key_text = kDevnetRelayerKey;
   if (auto rpc = RpcChainOf(options)) {
@@ -175,7 +177,7 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
                            "--relayer-key-file: " + secret.status().message());
     }
     key_text = *secret;
-    auto node = OpenRpcNode(*rpc, config);
+    auto node = OpenRpcNode(*rpc, config, std::move(trust));
     if (!node.ok()) return node.status();
     out.node = std::move(*node);
   } else {
@@ -456,7 +458,18 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     }
   }
 
-  TerminationSignals signals;  // before any thread starts: they inherit the mask
+  // Whom https upstreams and the RPC node must prove to be; what the listeners present.
+  auto trust = TlsTrust::Load(options.ca_file);
+  if (!trust.ok()) return Fail(trust.status().message(), &log);
+  std::shared_ptr<TlsIdentity> identity;
+  if (!options.tls_cert.empty()) {
+    auto loaded = TlsIdentity::Load(options.tls_cert, options.tls_key);
+    if (!loaded.ok()) return Fail(loaded.status().message(), &log);
+    identity = *loaded;
+  }
+
+  // Before any thread starts: they inherit the mask. SIGHUP reloads the TLS identity.
+  TerminationSignals signals(/*reload=*/true);
 
   std::unique_ptr<Seller> demo_seller;
   std::unique_ptr<HttpServer> demo_seller_server;
@@ -473,9 +486,9 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   if (Status s = PrepareStoreDirectory(options); !s.ok()) return Fail(s.message(), &log);
   auto store = OpenStore(options.db);
   if (!store.ok()) return Fail("--db " + options.db + ": " + store.status().message(), &log);
-  auto settlement = OpenSettlementChain(options, *config, clock);
+  auto settlement = OpenSettlementChain(options, *config, clock, *trust);
   if (!settlement.ok()) return Fail(settlement.status().message(), &log);
-  HttpUpstream upstream(config->max_upstream_response_bytes);
+  HttpUpstream upstream(config->max_upstream_response_bytes, *trust);
   AsioTimers timers;
   Gateway gateway(*config, **store, clock, random, timers, upstream, settlement->settler.get());
   // Liveness first, for the whole process lifetime: other gateway processes on this database then
@@ -546,12 +559,14 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
         if (IsAdminSurfacePath(request->Path())) return respond(NoSuchEndpoint());
         gateway.HandleAsync(std::move(request), std::move(respond));
       },
-      [&gateway, devnet = settlement->devnet](const HttpRequest& head) -> std::optional<HttpResponse> {
+      [&gateway,
+       devnet = settlement->devnet](const HttpRequest& head) -> std::optional<HttpResponse> {
         // Answered above from the whole request, never a paid route: no early 402 for it.
         if (devnet != nullptr && head.Path() == chain::kDevnetRpcPath) return std::nullopt;
         if (IsAdminSurfacePath(head.Path())) return std::nullopt;  // 404 above, never a 402
         return gateway.AnswerHead(head);
-      });
+      },
+      identity);
   if (!server.ok()) {
     return Fail("--listen " + options.listen + ": " + server.status().message(), &log);
   }
@@ -577,7 +592,8 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
             return respond(NoSuchEndpoint());
           }
           gateway.HandleAsync(std::move(request), std::move(respond));
-        });
+        },
+        nullptr, identity);
     if (!started.ok()) {
       return Fail("--admin-listen " + options.admin_listen + ": " + started.status().message() +
                       " (give another HOST:PORT, or --admin-listen off)",
@@ -608,15 +624,29 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     }
   });
 
-  const std::string base = "http://" + listen->first + ":" + std::to_string((*server)->port());
+  const std::string scheme = identity ? "https://" : "http://";
+  const std::string base = scheme + listen->first + ":" + std::to_string((*server)->port());
   const std::string admin_base =
-      admin_server ? "http://" + admin_listen->first + ":" + std::to_string(admin_server->port())
-                   : "";
+      admin_server ? scheme + admin_listen->first + ":" + std::to_string(admin_server->port()) : "";
   AnnounceStart(log, base, admin_base, options, *config, *settlement);
   AnnounceDemo(log, base, admin_base, options, *config, demo_account, demo_buyer);
   std::fflush(stdout);
 
-  signals.Wait();
+  while (signals.Wait() == SIGHUP) {
+    if (!identity) {
+      log.Info("reload_skipped", "SIGHUP: no --tls-cert to reload");
+      continue;
+    }
+    if (Status reloaded = identity->Reload(); reloaded.ok()) {
+      log.Info("tls_reloaded",
+               "SIGHUP: " + options.tls_cert +
+                   " reloaded; new connections get it, open ones keep theirs",
+               {{"cert", options.tls_cert}});
+    } else {
+      log.Error("tls_reload_failed", "SIGHUP: the certificate in use stays: " + reloaded.message(),
+                {{"code", reloaded.code()}});
+    }
+  }
   log.Info("stopping", "stopping");
   (*server)->Stop();
   if (admin_server) admin_server->Stop();

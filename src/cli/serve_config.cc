@@ -91,6 +91,13 @@ std::vector<Flag> Flags(ServeOptions& o) {
        "x402 payments of one payer checked or settling at once (429 + Retry-After past it)"},
       {"reconcile-rpc-per-second", &o.reconcile_rpc_per_second,
        "chain calls per second the reconciler may make, all unresolved settlements together"},
+      {"ca-file", &o.ca_file,
+       "PEM file of CA certificates trusted for https upstreams and --chain-rpc, besides the "
+       "system's store (which is always used)"},
+      {"tls-cert", &o.tls_cert,
+       "PEM certificate chain: --listen and --admin-listen serve HTTPS (with --tls-key; both "
+       "files are read again on SIGHUP)"},
+      {"tls-key", &o.tls_key, "PEM private key of --tls-cert"},
       {"log-format", &o.log_format,
        "text (lines for a person) or json (one object per line: time, level, event, message, "
        "operation_id and other fields)"},
@@ -566,6 +573,9 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   }
   if (options.log_format != "text" && options.log_format != "json") {
     return Invalid("--log-format must be json or text");
+  }
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return Invalid("--tls-cert and --tls-key go together: give both to serve HTTPS, or neither");
   }
   config.hold_ttl_ms = options.hold_ttl_ms;
   config.retention_ms = options.retention_ms;

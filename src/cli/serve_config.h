@@ -49,6 +49,9 @@ struct ServeOptions {
   int64_t reconcile_rpc_per_second = 20;
   int64_t devnet_mine_delay_ms = 500;
   std::string log_format = "text";
+  // TLS: a private CA for https upstreams and --chain-rpc (the system store is always used), and
+  // the certificate and key both listeners serve HTTPS with (both or neither).
+  std::string ca_file, tls_cert, tls_key;
   bool demo = false;
 };
 

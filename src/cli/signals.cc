@@ -5,16 +5,18 @@
 
 namespace agentpay {
 
-TerminationSignals::TerminationSignals() {
+TerminationSignals::TerminationSignals(bool reload) {
   sigemptyset(&signals_);
   sigaddset(&signals_, SIGINT);
   sigaddset(&signals_, SIGTERM);
+  if (reload) sigaddset(&signals_, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
 }
 
-void TerminationSignals::Wait() const {
+int TerminationSignals::Wait() const {
   int received = 0;
   sigwait(&signals_, &received);
+  return received;
 }
 
 }  // namespace agentpay

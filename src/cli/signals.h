@@ -1,5 +1,6 @@
-// SIGINT/SIGTERM for the long-running subcommands: blocked before any thread starts (threads
-// inherit the mask), then awaited with sigwait on the main thread, which shuts down in order.
+// SIGINT/SIGTERM (and, for serve, SIGHUP) for the long-running subcommands: blocked before any
+// thread starts (threads inherit the mask), then awaited with sigwait on the main thread, which
+// shuts down in order (or, on SIGHUP, reloads and waits again).
 #pragma once
 
 #include <csignal>
@@ -8,10 +9,11 @@ namespace agentpay {
 
 class TerminationSignals {
  public:
-  // Blocks SIGINT and SIGTERM in the calling thread and every thread it starts from now on.
-  TerminationSignals();
-  // Returns once SIGINT or SIGTERM arrives.
-  void Wait() const;
+  // Blocks SIGINT and SIGTERM (and SIGHUP with `reload`) in the calling thread and every thread it
+  // starts from now on.
+  explicit TerminationSignals(bool reload = false);
+  // Returns the signal once SIGINT, SIGTERM or (with `reload`) SIGHUP arrives.
+  int Wait() const;
 
  private:
   sigset_t signals_;

@@ -38,6 +38,7 @@ std::string ProblemCode(const ClientResponse& response) {
 }
 
 std::string DescribeAnswer(const ClientResponse& response) {
+  if (response.error == ClientError::kTls) return response.detail;  // names the host and why
   if (response.error != ClientError::kNone) return std::string(ClientErrorName(response.error));
   std::string code = ProblemCode(response);
   return "HTTP " + std::to_string(response.status) + (code.empty() ? "" : " " + code);

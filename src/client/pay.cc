@@ -88,15 +88,17 @@ class PayRun {
   Allowance
       allowance_;  // the spend controls the options give, the budget's asset, --chain-rpc's chain
   std::optional<Endpoint> chain_rpc_;
+  std::shared_ptr<const TlsTrust> trust_;  // for https: the system store and --ca-file
   std::unique_ptr<BudgetDb> budget_;
   StoredReservation reservation_;
   bool have_reservation_ = false;
   bool out_of_time_ = false;  // the deadline leaves no room for another exchange
 };
 
-// "http://host:port/path?query" → the request target "/path?query" ("/" when empty).
+// "http(s)://host:port/path?query" → the request target "/path?query" ("/" when empty).
 std::string TargetOf(std::string_view url) {
-  std::string_view rest = url.substr(std::min(url.size(), std::string_view("http://").size()));
+  const size_t scheme_end = url.find("://");
+  std::string_view rest = scheme_end == std::string_view::npos ? url : url.substr(scheme_end + 3);
   auto slash = rest.find('/');
   auto query = rest.find('?');
   if (slash == std::string_view::npos && query == std::string_view::npos) return "/";
@@ -154,6 +156,9 @@ bool PayRun::Setup() {
   if (!endpoint.ok()) {
     return Stop(ExitCode::kError, "error", endpoint.status().message());
   }
+  auto trust = TlsTrust::Load(options_.ca_file);
+  if (!trust.ok()) return Stop(ExitCode::kError, "error", trust.status().message());
+  trust_ = *trust;
   endpoint_ = *endpoint;
   target_ = TargetOf(options_.url);
   if (options_.task.has_value() != options_.step.has_value()) {
@@ -285,6 +290,7 @@ ClientResponse PayRun::Send(const std::string& method, const std::string& target
   ClientOptions http;
   http.timeout_ms = std::max<int64_t>(1, std::min(options_.attempt_timeout_ms, Remaining()));
   http.max_response_bytes = kMaxResponseBytes;
+  http.trust = trust_;
   return SendHttp(endpoint_, request, http);
 }
 
@@ -309,6 +315,11 @@ std::optional<Challenge> PayRun::FetchPrice() {
   for (int attempt = 1;; ++attempt) {
     ClientResponse response = Send(options_.method, target_, headers, options_.body);
     TakeResponse(response);
+    if (response.error == ClientError::kTls) {
+      // The server could not prove who it is: asking again changes nothing.
+      Stop(ExitCode::kError, "error", response.detail + "; nothing was paid or reserved");
+      return std::nullopt;
+    }
     if (response.error == ClientError::kNone && response.status == 402) {
       auto parsed = ParseChallenge(response);
       if (!parsed.ok()) {
@@ -357,7 +368,7 @@ bool PayRun::LearnWhatIsFixed() {
   if (!binding.ok()) return Stop(ExitCode::kError, "error", binding.status().message());
   allowance_.budget = *binding;
   if (!chain_rpc_) return true;
-  chain::RpcChain chain(*chain_rpc_, std::max<int64_t>(1000, options_.attempt_timeout_ms));
+  chain::RpcChain chain(*chain_rpc_, std::max<int64_t>(1000, options_.attempt_timeout_ms), trust_);
   auto chain_id = chain.ChainId();
   if (!chain_id.ok()) {
     return Stop(ExitCode::kError, "error",
@@ -373,7 +384,7 @@ bool PayRun::LearnWhatIsFixed() {
 BudgetAsset PayRun::AssetOf(const Offer& offer) {
   BudgetAsset asset{offer.chain_id, chain::ToLowerHex(offer.asset), offer.asset_name, std::nullopt};
   if (allowance_.budget.state != BudgetAssetState::kUnbound || !chain_rpc_) return asset;
-  chain::RpcChain chain(*chain_rpc_, std::max<int64_t>(1000, options_.attempt_timeout_ms));
+  chain::RpcChain chain(*chain_rpc_, std::max<int64_t>(1000, options_.attempt_timeout_ms), trust_);
   constexpr uint8_t kDecimalsSelector[] = {0x31, 0x3c, 0xe5, 0x67};  // decimals()
   auto word = chain.Call(offer.asset,
                          chain::Bytes(std::begin(kDecimalsSelector), std::end(kDecimalsSelector)));
@@ -640,7 +651,8 @@ PayResult PayRun::PaidNotDelivered(const std::string& reason) {
   if (!options_.chain_rpc.empty()) {
     auto endpoint = ParseHttpUrl(options_.chain_rpc);
     if (endpoint.ok()) {
-      chain::RpcChain chain(*endpoint, std::max<int64_t>(1000, options_.attempt_timeout_ms));
+      chain::RpcChain chain(*endpoint, std::max<int64_t>(1000, options_.attempt_timeout_ms),
+                            trust_);
       auto facts = ReadAuthorizationFacts(chain, reservation_.asset, reservation_.payer,
                                           reservation_.nonce, /*find_transaction=*/true);
       if (facts.ok()) {

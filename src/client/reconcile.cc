@@ -19,7 +19,8 @@ struct Verdict {
   std::string tx_hash = "";  // the transaction found on chain that used the authorization, if any
 };
 
-Verdict JudgeWallet(const StoredReservation& row, const std::string& api_key, int64_t timeout_ms) {
+Verdict JudgeWallet(const StoredReservation& row, const std::string& api_key, int64_t timeout_ms,
+                    std::shared_ptr<const TlsTrust> trust) {
   if (row.sends == 0) {
     return {ReconcileVerdict::kMarkReleased, "never sent: nothing can have been charged"};
   }
@@ -39,6 +40,7 @@ Verdict JudgeWallet(const StoredReservation& row, const std::string& api_key, in
   request.headers.push_back({"Authorization", "Bearer " + api_key});
   ClientOptions options;
   options.timeout_ms = timeout_ms;
+  options.trust = std::move(trust);
   ClientResponse response = SendHttp(*endpoint, request, options);
   std::optional<OperationView> op = ReadOperation(response);
   if (!op) {
@@ -92,6 +94,11 @@ ReconcileReport RunReconcile(const ReconcileOptions& options, ClientWorld& world
     report.error = rows.status().message();
     return report;
   }
+  auto trust = TlsTrust::Load(options.ca_file);
+  if (!trust.ok()) {
+    report.error = trust.status().message();
+    return report;
+  }
   std::unique_ptr<chain::RpcChain> chain;
   if (!options.chain_rpc.empty()) {
     auto endpoint = ParseHttpUrl(options.chain_rpc);
@@ -99,7 +106,7 @@ ReconcileReport RunReconcile(const ReconcileOptions& options, ClientWorld& world
       report.error = endpoint.status().message();
       return report;
     }
-    chain = std::make_unique<chain::RpcChain>(*endpoint, options.timeout_ms);
+    chain = std::make_unique<chain::RpcChain>(*endpoint, options.timeout_ms, *trust);
   }
   for (const StoredReservation& row : *rows) {
     if (row.state != ReservationState::kReserved && row.state != ReservationState::kUnknown) {
@@ -114,7 +121,7 @@ ReconcileReport RunReconcile(const ReconcileOptions& options, ClientWorld& world
       continue;
     }
     Verdict verdict = row.scheme == "wallet"
-                          ? JudgeWallet(row, options.api_key, options.timeout_ms)
+                          ? JudgeWallet(row, options.api_key, options.timeout_ms, *trust)
                           : JudgeX402(row, chain.get(), options.expiry_buffer_seconds);
     if (const std::string& tx_hash = verdict.tx_hash; !tx_hash.empty()) {
       // Best effort: the hash is on chain whatever happens here, and the verdict stands.

@@ -95,6 +95,12 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
             server->rejected_overload);
     Counter(out, "agentpay_http_open_connections", "Open connections", server->open_connections, "",
             true, "gauge");
+    Counter(out, "agentpay_http_connections_accepted_total", "Connections accepted",
+            server->accepted_connections);
+    Counter(out, "agentpay_http_tls_handshakes_total",
+            "TLS handshakes completed (--tls-cert), resumed ones included", server->tls_handshakes);
+    Counter(out, "agentpay_http_tls_resumed_total", "TLS handshakes that resumed a session",
+            server->tls_resumed);
   }
   return out;
 }

@@ -83,6 +83,7 @@ UpstreamOutcome ToUpstreamOutcome(ClientResponse response) {
       outcome.kind = UpstreamKind::kTimeout;
       break;
     case ClientError::kConnect:
+    case ClientError::kTls:
     case ClientError::kClosed:
     case ClientError::kProtocol:
     case ClientError::kTooLarge:
@@ -98,6 +99,7 @@ void HttpUpstream::CallAsync(const RouteConfig& route, std::shared_ptr<const Htt
   ClientOptions options;
   options.timeout_ms = route.timeout_ms;
   options.max_response_bytes = max_response_bytes_;
+  options.trust = trust_;
   client_.Send(route.upstream, BuildUpstreamRequest(route, *request, operation_id), options,
                [done = std::move(done)](ClientResponse response) {
                  done(ToUpstreamOutcome(std::move(response)));

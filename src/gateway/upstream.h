@@ -24,12 +24,15 @@ class Upstream {
 
 class HttpUpstream final : public Upstream {
  public:
-  explicit HttpUpstream(uint64_t max_response_bytes) : max_response_bytes_(max_response_bytes) {}
+  // An https upstream's certificate must chain to `trust` (null: the system's CA store).
+  HttpUpstream(uint64_t max_response_bytes, std::shared_ptr<const TlsTrust> trust)
+      : max_response_bytes_(max_response_bytes), trust_(std::move(trust)) {}
   void CallAsync(const RouteConfig& route, std::shared_ptr<const HttpRequest> request,
                  const std::string& operation_id, UpstreamDone done) override;
 
  private:
   uint64_t max_response_bytes_;
+  std::shared_ptr<const TlsTrust> trust_;
   AsyncHttpClient client_;
 };
 

@@ -2,19 +2,24 @@
 // the exchange completes or the deadline passes, so it is blocking without blocking anyone else.
 #include "http/client.h"
 
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <map>
 #include <memory>
 #include <optional>
 #include <thread>
 
+#include "http/tls_context.h"
 #include "http/wire_stream.h"
 
 namespace agentpay {
@@ -33,14 +38,45 @@ constexpr size_t kMaxIdlePerEndpoint = 64;
 // Interim (1xx) answers skipped before the final one; past it the answer is a protocol error.
 constexpr int kMaxInterimResponses = 8;
 
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// One connection: plain TCP, or TLS over TCP.
 struct Connection {
-  std::unique_ptr<beast::tcp_stream> stream;
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<TlsStream> tls;
   beast::flat_buffer buffer;
+
+  beast::tcp_stream& Lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  // For a TLS connection that carried a whole exchange and is now let go: OpenSSL marks the
+  // session of a connection freed without a close_notify as not resumable; this one ended well.
+  void Retire() {
+    if (tls) SSL_set_shutdown(tls->native_handle(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+  }
+  // Runs `use` with the stream requests and answers travel on.
+  template <class Use>
+  void With(Use&& use) {
+    if (tls) {
+      use(*tls);
+    } else {
+      use(*plain);
+    }
+  }
 };
+
+// What is kept per endpoint and trust between calls: idle connections and, for TLS, the last
+// session the server gave, so that a new connection resumes it instead of a full handshake.
+struct SessionDeleter {
+  void operator()(SSL_SESSION* session) const { SSL_SESSION_free(session); }
+};
+struct Pooled {
+  std::vector<Connection> idle;
+  std::unique_ptr<SSL_SESSION, SessionDeleter> tls_session;
+};
+using IdlePool = std::map<std::string, Pooled>;
 
 struct ThreadState {
   net::io_context ioc;
-  std::map<std::string, std::vector<Connection>> idle;
+  IdlePool pool;
 };
 
 ThreadState& State() {
@@ -51,7 +87,7 @@ ThreadState& State() {
 // A pooled connection is reusable when the peer has not closed it: a peek that would block means
 // the socket is open and has nothing unread.
 bool StillOpen(Connection& connection) {
-  int fd = connection.stream->socket().native_handle();
+  int fd = connection.Lowest().socket().native_handle();
   char byte;
   ssize_t got = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -63,7 +99,7 @@ ClientError Classify(const beast::error_code& ec, bool connected) {
   if (ec == http::error::body_limit) return ClientError::kTooLarge;
   if (ec == http::error::end_of_stream || ec == net::error::eof ||
       ec == net::error::connection_reset || ec == net::error::broken_pipe ||
-      ec == http::error::partial_message) {
+      ec == http::error::partial_message || ec == net::ssl::error::stream_truncated) {
     return ClientError::kClosed;
   }
   return ClientError::kProtocol;
@@ -89,6 +125,7 @@ std::optional<Connection> TakeIdle(std::vector<Connection>& idle) {
     Connection candidate = std::move(idle.back());
     idle.pop_back();
     if (StillOpen(candidate)) return candidate;
+    candidate.Retire();
   }
   return std::nullopt;
 }
@@ -148,6 +185,8 @@ std::string_view ClientErrorName(ClientError error) {
   switch (error) {
     case ClientError::kNone: return "none";
     case ClientError::kConnect: return "connect";
+    case ClientError::kTls:
+      return "tls";
     case ClientError::kTimeout: return "timeout";
     case ClientError::kClosed: return "closed";
     case ClientError::kProtocol: return "protocol";
@@ -164,15 +203,22 @@ std::optional<std::string_view> ClientResponse::Header(std::string_view name) co
 }
 
 Result<Endpoint> ParseHttpUrl(std::string_view url) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.substr(0, kScheme.size()) != kScheme) {
+  constexpr std::string_view kHttp = "http://";
+  constexpr std::string_view kHttps = "https://";
+  Endpoint endpoint;
+  std::string_view rest;
+  if (url.substr(0, kHttps.size()) == kHttps) {
+    endpoint.tls = true;
+    endpoint.port = 443;
+    rest = url.substr(kHttps.size());
+  } else if (url.substr(0, kHttp.size()) == kHttp) {
+    rest = url.substr(kHttp.size());
+  } else {
     return Status::Error(ErrorCode::kInvalidConfig,
-                         "expected an http:// URL, got '" + std::string(url) + "'");
+                         "expected an http:// or https:// URL, got '" + std::string(url) + "'");
   }
-  std::string_view rest = url.substr(kScheme.size());
   auto slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
-  Endpoint endpoint;
   if (slash != std::string_view::npos) endpoint.base_path = std::string(rest.substr(slash));
   while (!endpoint.base_path.empty() && endpoint.base_path.back() == '/') {
     endpoint.base_path.pop_back();
@@ -198,13 +244,17 @@ Result<Endpoint> ParseHttpUrl(std::string_view url) {
     return Status::Error(ErrorCode::kInvalidConfig, "no host in '" + std::string(url) + "'");
   }
   endpoint.host = std::string(authority);
-  if (endpoint.host == "localhost") endpoint.host = "127.0.0.1";
   return endpoint;
 }
 
 namespace {
 
-using IdlePool = std::map<std::string, std::vector<Connection>>;
+// The pool's key: where, and whom the certificate must chain to.
+std::string PoolKey(const Endpoint& endpoint, const TlsTrust* trust) {
+  std::string key = endpoint.Origin();
+  if (endpoint.tls) key += " " + std::to_string(reinterpret_cast<uintptr_t>(trust));
+  return key;
+}
 
 // One request/response exchange on an io_context: reuses or opens a connection, writes, reads,
 // and reports through `done` (on the io_context's thread). The connection goes back to `pool`
@@ -214,94 +264,171 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   using Done = std::function<void(ClientResponse)>;
   Exchange(net::io_context& ioc, IdlePool& pool, const Endpoint& endpoint,
            const ClientRequest& request, const ClientOptions& options, Done done)
-      : ioc_(ioc), pool_(pool), endpoint_(endpoint), options_(options), done_(std::move(done)),
+      : ioc_(ioc),
+        endpoint_(endpoint),
+        options_(options),
+        trust_(endpoint.tls ? (options.trust ? options.trust : TlsTrust::System()) : nullptr),
+        pooled_(pool[PoolKey(endpoint, trust_.get())]),
+        done_(std::move(done)),
         message_(BuildMessage(endpoint, request, options.keep_alive)),
         head_request_(request.method == "HEAD") {}
 
   void Start() {
     const auto deadline = std::chrono::milliseconds(options_.timeout_ms);
-    if (auto idle = TakeIdle(pool_[endpoint_.HostHeader()])) {
+    if (auto idle = TakeIdle(pooled_.idle)) {
       connection_ = std::move(*idle);
       connected_ = true;
-      connection_.stream->expires_after(deadline);
+      connection_.Lowest().expires_after(deadline);
       return Write();
     }
-    connection_.stream = std::make_unique<beast::tcp_stream>(ioc_);
-    connection_.stream->expires_after(deadline);
-    beast::error_code ec;
-    auto address = net::ip::make_address(endpoint_.host, ec);
-    if (ec) {
-      tcp::resolver resolver(ioc_);
-      auto results = resolver.resolve(endpoint_.host, std::to_string(endpoint_.port), ec);
-      if (ec || results.empty()) {
-        ClientResponse response;
-        response.error = ClientError::kConnect;
-        response.detail = "cannot resolve " + endpoint_.host;
-        return done_(std::move(response));
-      }
-      address = results.begin()->endpoint().address();
+    if (endpoint_.tls) {
+      connection_.tls = std::make_unique<TlsStream>(ioc_, trust_->impl().context);
+    } else {
+      connection_.plain = std::make_unique<beast::tcp_stream>(ioc_);
     }
-    connection_.stream->async_connect(
-        tcp::endpoint(address, endpoint_.port),
-        [self = shared_from_this()](beast::error_code ec) {
+    connection_.Lowest().expires_after(deadline);
+    const std::string& host = endpoint_.host;
+    beast::error_code ec;
+    auto address = net::ip::make_address(host, ec);
+    if (!ec) return Connect({tcp::endpoint(address, endpoint_.port)});
+    // A name: resolved without blocking the thread (other exchanges run on it), within the deadline.
+    resolver_.emplace(ioc_);
+    resolve_timer_.emplace(ioc_);
+    resolve_timer_->expires_after(deadline);
+    resolve_timer_->async_wait([self = shared_from_this()](beast::error_code timer_ec) {
+      if (!timer_ec) self->resolver_->cancel();
+    });
+    resolver_->async_resolve(
+        host, std::to_string(endpoint_.port),
+        [self = shared_from_this()](beast::error_code resolve_ec, tcp::resolver::results_type found) {
+          self->resolve_timer_->cancel();
+          if (resolve_ec || found.empty()) {
+            return self->FailBeforeSending(
+                ClientError::kConnect,
+                "cannot resolve " + self->endpoint_.host + ": " +
+                    (resolve_ec == net::error::operation_aborted ? "timed out"
+                                                                 : resolve_ec.message()));
+          }
+          std::vector<tcp::endpoint> addresses;
+          for (const auto& entry : found) addresses.push_back(entry.endpoint());
+          self->Connect(std::move(addresses));
+        });
+  }
+
+ private:
+  // Tries the addresses in turn until one accepts: "localhost" may be ::1 first, where a server
+  // listening on 127.0.0.1 refuses.
+  void Connect(std::vector<tcp::endpoint> addresses) {
+    connection_.Lowest().async_connect(
+        addresses, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
           if (ec) return self->Fail(ec);
+          if (self->endpoint_.tls) return self->Handshake();
           self->connected_ = true;
           self->Write();
         });
   }
 
- private:
+  // TLS: the name goes out as SNI (unless it is an address) and the certificate must name it.
+  void Handshake() {
+    SSL* ssl = connection_.tls->native_handle();
+    beast::error_code ec;
+    net::ip::make_address(endpoint_.host, ec);  // an address has no SNI and is checked as one
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    const bool named = ec ? X509_VERIFY_PARAM_set1_host(param, endpoint_.host.c_str(), 0) == 1 &&
+                                SSL_set_tlsext_host_name(ssl, endpoint_.host.c_str()) == 1
+                          : X509_VERIFY_PARAM_set1_ip_asc(param, endpoint_.host.c_str()) == 1;
+    if (!named) {
+      return FailBeforeSending(ClientError::kTls,
+                               "TLS to " + endpoint_.Origin() + ": not a usable host name");
+    }
+    SSL_set_verify(ssl, SSL_VERIFY_PEER, nullptr);
+    if (pooled_.tls_session) SSL_set_session(ssl, pooled_.tls_session.get());
+    connection_.tls->async_handshake(
+        net::ssl::stream_base::client, [self = shared_from_this()](beast::error_code ec) {
+          if (ec) {
+            if (ec == beast::error::timeout) return self->Fail(ec);
+            return self->FailBeforeSending(
+                ClientError::kTls,
+                "TLS handshake with " + self->endpoint_.Origin() +
+                    " failed: " + TlsFailureReason(self->connection_.tls->native_handle(), ec));
+          }
+          self->connected_ = true;
+          self->Write();
+        });
+  }
+
   void Write() {
-    http::async_write(*connection_.stream, message_,
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                        if (ec) return self->Fail(ec);
-                        self->Read();
-                      });
+    connection_.With([this](auto& stream) {
+      http::async_write(stream, message_,
+                        [self = shared_from_this()](beast::error_code ec, size_t) {
+                          if (ec) return self->Fail(ec);
+                          self->Read();
+                        });
+    });
   }
 
   // The header first, so the announced length is checked before the body is read.
   void Read() {
     parser_.emplace();
     ApplyOptions(*parser_, options_, head_request_);
-    http::async_read_header(*connection_.stream, connection_.buffer, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              if (ec) return self->Fail(ec);
-                              HeadCheck head = CheckHead(*self->parser_, self->options_,
-                                                         self->interim_seen_);
-                              if (head.ec) return self->Fail(head.ec);
-                              if (head.interim) {
-                                ++self->interim_seen_;
-                                return self->Read();
-                              }
-                              self->ReadBody();
-                            });
+    connection_.With([this](auto& stream) {
+      http::async_read_header(stream, connection_.buffer, *parser_,
+                              [self = shared_from_this()](beast::error_code ec, size_t) {
+                                if (ec) return self->Fail(ec);
+                                HeadCheck head =
+                                    CheckHead(*self->parser_, self->options_, self->interim_seen_);
+                                if (head.ec) return self->Fail(head.ec);
+                                if (head.interim) {
+                                  ++self->interim_seen_;
+                                  return self->Read();
+                                }
+                                self->ReadBody();
+                              });
+    });
   }
 
   void ReadBody() {
-    http::async_read(*connection_.stream, connection_.buffer, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       if (ec) return self->Fail(ec);
-                       self->Succeed();
-                     });
+    connection_.With([this](auto& stream) {
+      http::async_read(stream, connection_.buffer, *parser_,
+                       [self = shared_from_this()](beast::error_code ec, size_t) {
+                         if (ec) return self->Fail(ec);
+                         self->Succeed();
+                       });
+    });
   }
 
   void Fail(beast::error_code ec) { done_(Failed(ec, connected_)); }
 
+  // Nothing was sent: the connection (kConnect) or its TLS handshake (kTls) failed.
+  void FailBeforeSending(ClientError error, std::string detail) {
+    ClientResponse response;
+    response.error = error;
+    response.detail = std::move(detail);
+    done_(std::move(response));
+  }
+
   void Succeed() {
     bool reusable = parser_->get().keep_alive() && options_.keep_alive;
     ClientResponse response = Finish(*parser_);
-    auto& idle = pool_[endpoint_.HostHeader()];
-    if (reusable && idle.size() < kMaxIdlePerEndpoint) {
-      connection_.stream->expires_never();
-      idle.push_back(std::move(connection_));
+    if (connection_.tls) {
+      // After an answer was read, the session holds whatever tickets the server sent.
+      pooled_.tls_session.reset(SSL_get1_session(connection_.tls->native_handle()));
+    }
+    if (reusable && pooled_.idle.size() < kMaxIdlePerEndpoint) {
+      connection_.Lowest().expires_never();
+      pooled_.idle.push_back(std::move(connection_));
+    } else {
+      connection_.Retire();
     }
     done_(std::move(response));
   }
 
   net::io_context& ioc_;
-  IdlePool& pool_;
   Endpoint endpoint_;
   ClientOptions options_;
+  std::shared_ptr<const TlsTrust> trust_;  // for https only; kept alive while the stream uses it
+  Pooled& pooled_;                         // std::map nodes do not move
   Done done_;
   http::request<http::string_body> message_;
   bool head_request_;
@@ -309,6 +436,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   int interim_seen_ = 0;
   Connection connection_;
   bool connected_ = false;
+  std::optional<tcp::resolver> resolver_;           // while a host name is resolved
+  std::optional<net::steady_timer> resolve_timer_;  // the deadline of that resolution
 };
 
 }  // namespace
@@ -337,7 +466,7 @@ ClientResponse SendHttp(const Endpoint& endpoint, const ClientRequest& request,
                         const ClientOptions& options) {
   ThreadState& state = State();
   ClientResponse response;
-  std::make_shared<Exchange>(state.ioc, state.idle, endpoint, request, options,
+  std::make_shared<Exchange>(state.ioc, state.pool, endpoint, request, options,
                              [&response](ClientResponse answer) { response = std::move(answer); })
       ->Start();
   state.ioc.restart();
@@ -348,7 +477,7 @@ ClientResponse SendHttp(const Endpoint& endpoint, const ClientRequest& request,
 struct AsyncHttpClient::Impl {
   net::io_context ioc{1};
   net::executor_work_guard<net::io_context::executor_type> work = net::make_work_guard(ioc);
-  IdlePool idle;  // touched only on the client's thread
+  IdlePool pool;  // touched only on the client's thread
   std::thread thread{[this] { ioc.run(); }};
 };
 
@@ -365,7 +494,7 @@ void AsyncHttpClient::Send(const Endpoint& endpoint, ClientRequest request,
   Impl* impl = impl_.get();
   net::post(impl->ioc, [impl, endpoint, request = std::move(request), options,
                         done = std::move(done)]() mutable {
-    std::make_shared<Exchange>(impl->ioc, impl->idle, endpoint, request, options, std::move(done))
+    std::make_shared<Exchange>(impl->ioc, impl->pool, endpoint, request, options, std::move(done))
         ->Start();
   });
 }

@@ -1,5 +1,6 @@
-// A blocking HTTP/1.1 client for upstream calls and tools, with a whole-call deadline and a response
-// size limit. Each calling thread keeps its own idle keep-alive connections; a pooled connection the
+// A blocking HTTP/1.1 client for upstream calls and tools, over TCP or TLS, with a whole-call
+// deadline and a response size limit. Each calling thread keeps its own idle keep-alive connections
+// (and, per endpoint, the TLS session to resume when a new one is needed); a pooled connection the
 // peer already closed is discarded before use, and a request is never re-sent after it left.
 #pragma once
 
@@ -12,17 +13,21 @@
 
 #include "core/result.h"
 #include "http/message.h"
+#include "http/tls.h"
 
 namespace agentpay {
 
 struct Endpoint {
-  std::string host;
+  std::string host;  // a DNS name or an IP address, as the URL gave it
   uint16_t port = 80;
   std::string base_path;  // without a trailing '/'; "" for the root
+  bool tls = false;       // https: the certificate must name `host` and chain to a trusted CA
   std::string HostHeader() const { return host + ":" + std::to_string(port); }
+  // "https://host:port" or "http://host:port", for messages and as the connection pool's key.
+  std::string Origin() const { return (tls ? "https://" : "http://") + HostHeader(); }
 };
 
-// Parses "http://HOST[:PORT][/PATH]". Only plain HTTP: TLS to the upstream belongs to a local proxy.
+// Parses "http://HOST[:PORT][/PATH]" (port 80 by default) and "https://HOST[:PORT][/PATH]" (443).
 Result<Endpoint> ParseHttpUrl(std::string_view url);
 
 struct ClientRequest {
@@ -35,6 +40,7 @@ struct ClientRequest {
 enum class ClientError {
   kNone,
   kConnect,   // could not connect: the request was never sent
+  kTls,       // the TLS handshake failed (detail names the origin and why): never sent
   kTimeout,   // the deadline passed after the request may have been sent
   kClosed,    // the peer closed or reset the connection before a complete answer
   kProtocol,  // the answer was not valid HTTP
@@ -55,6 +61,8 @@ struct ClientOptions {
   int64_t timeout_ms = 10000;
   uint64_t max_response_bytes = 8 * 1024 * 1024;
   bool keep_alive = true;
+  // Whom an https endpoint's certificate must chain to; null: the system's CA store.
+  std::shared_ptr<const TlsTrust> trust;
 };
 
 // What a call makes of the bytes an upstream answers with, once its request left: the same parser,

@@ -3,7 +3,6 @@
 #include "http/server.h"
 
 #include <atomic>
-#include <limits>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -11,10 +10,13 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "http/tls_context.h"
 #include "http/wire_stream.h"
 #include "http/worker_pool.h"
 
@@ -26,7 +28,15 @@ namespace http = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-class Session;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// What Stop needs of a session of either kind (plain or TLS).
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  // Ends the connection on the session's own strand.
+  virtual void PostClose() = 0;
+};
 
 // What the listener and its sessions share. The io_context lives here, not in the listener: a
 // Respond handed to the handler owns its session, and may be dropped after the listener is gone
@@ -37,10 +47,14 @@ struct Shared {
   ServerLimits limits;
   AsyncHandler handler;
   HeadHandler head_handler;          // optional
+  std::shared_ptr<const TlsIdentity> tls;  // null: plain HTTP
   std::unique_ptr<WorkerPool> pool;  // for a blocking handler only
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> rejected{0};
   std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> accepted{0};
+  std::atomic<uint64_t> tls_handshakes{0};
+  std::atomic<uint64_t> tls_resumed{0};
   // Open connections per client key; a key leaves the map with its last connection, so the map
   // is never larger than the connections open.
   std::mutex clients_mutex;
@@ -48,7 +62,7 @@ struct Shared {
   // Every live session, so that Stop can close them; and whether Stop has begun, after which a
   // Respond sends nothing and no new request reaches the handler.
   std::mutex sessions_mutex;
-  std::unordered_map<const Session*, std::weak_ptr<Session>> sessions;
+  std::unordered_map<const SessionBase*, std::weak_ptr<SessionBase>> sessions;
   std::atomic<bool> stopped{false};
 
   Shared(const ServerLimits& l, AsyncHandler h)
@@ -201,13 +215,28 @@ std::string SerializeResponse(const HttpResponse& response, bool keep_alive) {
 
 namespace {
 
-class Session : public std::enable_shared_from_this<Session> {
+// A connection: Stream is beast::tcp_stream, or TlsStream when the listener serves HTTPS (then the
+// handshake comes first, within the header timeout).
+template <class Stream>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<Shared> shared)
+  Session(tcp::socket socket,
+          std::shared_ptr<Shared> shared) requires std::is_same_v<Stream, beast::tcp_stream>
       : shared_(std::move(shared)), stream_(std::move(socket)) {
+    Count();
+  }
+  Session(tcp::socket socket, std::shared_ptr<Shared> shared,
+          std::shared_ptr<TlsIdentity::Impl> tls) requires std::is_same_v<Stream, TlsStream>
+      : shared_(std::move(shared)),
+        tls_(std::move(tls)),
+        stream_(std::move(socket), tls_->context) {
+    Count();
+  }
+
+  void Count() {
     ++shared_->connections;
     boost::system::error_code ec;
-    auto endpoint = stream_.socket().remote_endpoint(ec);
+    auto endpoint = Lowest().socket().remote_endpoint(ec);
     if (!ec) remote_ = endpoint.address().to_string();
     client_key_ = ClientKey(remote_);
   }
@@ -223,8 +252,40 @@ class Session : public std::enable_shared_from_this<Session> {
   void Start(bool over_limit) {
     {
       std::lock_guard lock(shared_->sessions_mutex);
-      shared_->sessions.emplace(this, weak_from_this());
+      shared_->sessions.emplace(this, std::weak_ptr<SessionBase>(this->weak_from_this()));
     }
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      Lowest().expires_at(accepted_ + std::chrono::milliseconds(shared_->limits.header_timeout_ms));
+      stream_.async_handshake(net::ssl::stream_base::server,
+                              [self = this->shared_from_this(), over_limit](beast::error_code ec) {
+                                if (ec) return self->Close();
+                                ++self->shared_->tls_handshakes;
+                                if (SSL_session_reused(self->stream_.native_handle()) == 1) {
+                                  ++self->shared_->tls_resumed;
+                                }
+                                self->Begin(over_limit);
+                              });
+    } else {
+      Begin(over_limit);
+    }
+  }
+
+  void PostClose() override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this()] { self->Close(); });
+  }
+
+  // Ends the connection; for Stop, on the session's strand.
+  void Close() {
+    beast::error_code ignored;
+    Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    Lowest().close();
+  }
+
+ private:
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  // After the TLS handshake, if any: refuse over the limits, else read the first request.
+  void Begin(bool over_limit) {
     std::string_view refused;
     if (over_limit) {
       refused = "too many open connections";
@@ -241,16 +302,6 @@ class Session : public std::enable_shared_from_this<Session> {
     ReadRequest(/*first=*/true);
   }
 
-  auto get_executor() { return stream_.get_executor(); }
-
-  // Ends the connection; for Stop, on the session's strand.
-  void Close() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
-  }
-
- private:
   void ReadRequest(bool first) {
     parser_.emplace();  // its header limit is set by FeedHead, step by step
     // The body limit is applied in OnHeader, after the head handler had its say: an unpaid request
@@ -260,9 +311,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (first || buffer_.size() > 0) return ReadHeader();
     // An idle keep-alive connection may wait idle_timeout_ms for the next request's first byte;
     // from that byte on, the header has header_timeout_ms.
-    stream_.expires_after(std::chrono::milliseconds(shared_->limits.idle_timeout_ms));
+    Lowest().expires_after(std::chrono::milliseconds(shared_->limits.idle_timeout_ms));
     stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
-                            [self = shared_from_this()](beast::error_code ec, size_t size) {
+                            [self = this->shared_from_this()](beast::error_code ec, size_t size) {
                               if (ec) return self->Close();
                               self->buffer_.commit(size);
                               self->ReadHeader();
@@ -271,8 +322,14 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // The header first: a body over the limit is refused before it is read, and a client that sent
   // "Expect: 100-continue" (curl does for bodies over 1 KiB) gets its go-ahead at once.
+  // The first request's header is due header_timeout_ms after the accept, TLS handshake included.
   void ReadHeader() {
-    stream_.expires_after(std::chrono::milliseconds(shared_->limits.header_timeout_ms));
+    const auto timeout = std::chrono::milliseconds(shared_->limits.header_timeout_ms);
+    if (requests_read_ == 0) {
+      Lowest().expires_at(accepted_ + timeout);
+    } else {
+      Lowest().expires_after(timeout);
+    }
     head_bytes_ = 0;
     ContinueHeader();
   }
@@ -287,15 +344,16 @@ class Session : public std::enable_shared_from_this<Session> {
       case HeadStep::kNeedMore:
         break;
     }
-    stream_.async_read_some(buffer_.prepare(kHeadReadBytes),
-                            [self = shared_from_this()](beast::error_code read_ec, size_t size) {
-                              if (read_ec) {
-                                const bool got = self->head_bytes_ > 0 || self->buffer_.size() > 0;
-                                return self->OnHeader(HeadReadError(read_ec, got));
-                              }
-                              self->buffer_.commit(size);
-                              self->ContinueHeader();
-                            });
+    stream_.async_read_some(
+        buffer_.prepare(kHeadReadBytes),
+        [self = this->shared_from_this()](beast::error_code read_ec, size_t size) {
+          if (read_ec) {
+            const bool got = self->head_bytes_ > 0 || self->buffer_.size() > 0;
+            return self->OnHeader(HeadReadError(read_ec, got));
+          }
+          self->buffer_.commit(size);
+          self->ContinueHeader();
+        });
   }
 
   // The request line and headers of the message being parsed (the body is not there yet).
@@ -346,20 +404,22 @@ class Session : public std::enable_shared_from_this<Session> {
         HeaderNameEquals(std::string_view(expect.data(), expect.size()), "100-continue")) {
       auto go_ahead = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
                                                                          11);
-      http::async_write(stream_, *go_ahead,
-                        [self = shared_from_this(), go_ahead](beast::error_code write_ec, size_t) {
-                          if (write_ec) return self->Close();
-                          self->ReadBody();
-                        });
+      http::async_write(
+          stream_, *go_ahead,
+          [self = this->shared_from_this(), go_ahead](beast::error_code write_ec, size_t) {
+            if (write_ec) return self->Close();
+            self->ReadBody();
+          });
       return;
     }
     ReadBody();
   }
 
   void ReadBody() {
-    stream_.expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    Lowest().expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
@@ -371,8 +431,9 @@ class Session : public std::enable_shared_from_this<Session> {
     FillHead(message, *request);
     request->body = std::move(message.body());
     ++shared_->requests;
-    stream_.expires_never();
-    Respond respond = [self = shared_from_this(), keep_alive](HttpResponse response) {
+    ++requests_read_;
+    Lowest().expires_never();
+    Respond respond = [self = this->shared_from_this(), keep_alive](HttpResponse response) {
       // Under the lock: Stop's drain runs after the flag is set, so every answer posted before
       // it is sent or aborted there, and none is posted to an io_context nobody runs any more.
       std::lock_guard lock(self->shared_->sessions_mutex);
@@ -401,12 +462,13 @@ class Session : public std::enable_shared_from_this<Session> {
     // The wire bytes in one buffer, written with one call: Beast's message and serializer cost
     // an allocation per header field and a walk over a buffer sequence per write.
     auto wire = std::make_shared<std::string>(SerializeResponse(response, keep_alive));
-    stream_.expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
-    net::async_write(stream_, net::buffer(*wire),
-                     [self = shared_from_this(), wire, keep_alive](beast::error_code ec, size_t) {
-                       if (ec || !keep_alive) return self->Close();
-                       self->ReadRequest(/*first=*/false);
-                     });
+    Lowest().expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
+    net::async_write(
+        stream_, net::buffer(*wire),
+        [self = this->shared_from_this(), wire, keep_alive](beast::error_code ec, size_t) {
+          if (ec || !keep_alive) return self->Close();
+          self->ReadRequest(/*first=*/false);
+        });
   }
 
   // Sends a last answer without reading the request (or the rest of it), then closes. Closing a
@@ -414,43 +476,45 @@ class Session : public std::enable_shared_from_this<Session> {
   // reads it, so the sending side is shut first and what still arrives is discarded for a while.
   void SendAndLinger(HttpResponse response) {
     auto wire = std::make_shared<std::string>(SerializeResponse(response, /*keep_alive=*/false));
-    stream_.expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
+    Lowest().expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
     net::async_write(stream_, net::buffer(*wire),
-                     [self = shared_from_this(), wire](beast::error_code ec, size_t) {
+                     [self = this->shared_from_this(), wire](beast::error_code ec, size_t) {
                        if (ec) return self->Close();
                        beast::error_code ignored;
-                       self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-                       self->stream_.expires_after(std::chrono::milliseconds(kLingerMs));
+                       self->Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+                       self->Lowest().expires_after(std::chrono::milliseconds(kLingerMs));
                        self->Discard(0);
                      });
   }
 
   void Discard(size_t discarded) {
-    stream_.async_read_some(net::buffer(sink_),
-                            [self = shared_from_this(), discarded](beast::error_code ec,
-                                                                    size_t size) {
-                              if (ec || discarded + size > self->shared_->limits.max_body_bytes) {
-                                return self->Close();
-                              }
-                              self->Discard(discarded + size);
-                            });
+    stream_.async_read_some(net::buffer(sink_), [self = this->shared_from_this(), discarded](
+                                                    beast::error_code ec, size_t size) {
+      if (ec || discarded + size > self->shared_->limits.max_body_bytes) {
+        return self->Close();
+      }
+      self->Discard(discarded + size);
+    });
   }
 
   // Holds the connection without answering until the peer closes it or the hang limit passes.
   void Hang() {
-    stream_.expires_after(std::chrono::milliseconds(shared_->limits.hang_timeout_ms));
-    stream_.async_read_some(net::buffer(sink_), [self = shared_from_this()](beast::error_code ec,
-                                                                              size_t) {
-      if (ec) return self->Close();
-      self->Hang();
-    });
+    Lowest().expires_after(std::chrono::milliseconds(shared_->limits.hang_timeout_ms));
+    stream_.async_read_some(net::buffer(sink_),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->Close();
+                              self->Hang();
+                            });
   }
 
   std::shared_ptr<Shared> shared_;  // first: destroyed after stream_, whose io_context it holds
-  beast::tcp_stream stream_;
+  std::shared_ptr<TlsIdentity::Impl> tls_;  // the context stream_ was made with (TLS only)
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<RequestParser> parser_;
   size_t head_bytes_ = 0;  // of the request head being read, taken by the parser so far
+  const std::chrono::steady_clock::time_point accepted_ = std::chrono::steady_clock::now();
+  uint64_t requests_read_ = 0;
   static constexpr size_t kFirstReadBytes = 1024;
   std::string remote_;
   std::string client_key_;
@@ -492,8 +556,10 @@ class BeastServer final : public HttpServer {
   uint16_t port() const override { return port_; }
 
   ServerStats Stats() const override {
-    return ServerStats{shared_->requests.load(), shared_->rejected.load(),
-                       shared_->connections.load(), shared_->pool ? shared_->pool->Queued() : 0};
+    return ServerStats{shared_->requests.load(),    shared_->rejected.load(),
+                       shared_->connections.load(), shared_->pool ? shared_->pool->Queued() : 0,
+                       shared_->accepted.load(),    shared_->tls_handshakes.load(),
+                       shared_->tls_resumed.load()};
   }
 
   void Stop() override {
@@ -519,8 +585,14 @@ class BeastServer final : public HttpServer {
                                                                    tcp::socket socket) {
       if (ec == net::error::operation_aborted || shared_->stopped) return;
       if (!ec) {
+        ++shared_->accepted;
         bool over = shared_->connections.load() >= shared_->limits.max_connections;
-        std::make_shared<Session>(std::move(socket), shared_)->Start(over);
+        if (shared_->tls) {
+          std::make_shared<Session<TlsStream>>(std::move(socket), shared_, shared_->tls->Current())
+              ->Start(over);
+        } else {
+          std::make_shared<Session<beast::tcp_stream>>(std::move(socket), shared_)->Start(over);
+        }
       }
       Accept();
     });
@@ -530,7 +602,7 @@ class BeastServer final : public HttpServer {
   // handler in the io_context holds a session, and a session still owned by an unanswered
   // Respond elsewhere keeps the io_context (through Shared) until that Respond is dropped.
   void CloseSessions() {
-    std::vector<std::shared_ptr<Session>> open;
+    std::vector<std::shared_ptr<SessionBase>> open;
     {
       std::lock_guard lock(shared_->sessions_mutex);
       for (const auto& [raw, weak] : shared_->sessions) {
@@ -538,9 +610,7 @@ class BeastServer final : public HttpServer {
       }
     }
     shared_->ioc.restart();
-    for (auto& session : open) {
-      net::post(session->get_executor(), [session] { session->Close(); });
-    }
+    for (auto& session : open) session->PostClose();
     open.clear();
     // Bounded: every operation ends with an error on a closed socket at once.
     shared_->ioc.run_for(std::chrono::milliseconds(kCloseSessionsMs));
@@ -559,9 +629,11 @@ class BeastServer final : public HttpServer {
 Result<std::unique_ptr<HttpServer>> HttpServer::StartAsync(const std::string& host, uint16_t port,
                                                            const ServerLimits& limits,
                                                            AsyncHandler handler,
-                                                           HeadHandler head_handler) {
+                                                           HeadHandler head_handler,
+                                                           std::shared_ptr<const TlsIdentity> tls) {
   auto shared = std::make_shared<Shared>(limits, std::move(handler));
   shared->head_handler = std::move(head_handler);
+  shared->tls = std::move(tls);
   auto server = std::make_unique<BeastServer>(std::move(shared));
   Status status = server->Listen(host, port);
   if (!status.ok()) return status;

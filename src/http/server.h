@@ -12,6 +12,7 @@
 
 #include "core/result.h"
 #include "http/message.h"
+#include "http/tls.h"
 
 namespace agentpay {
 
@@ -38,6 +39,9 @@ struct ServerStats {
   uint64_t rejected_overload = 0;  // queue full, too many connections (in all or per client)
   uint64_t open_connections = 0;
   uint64_t queued_requests = 0;
+  uint64_t accepted_connections = 0;  // since start
+  uint64_t tls_handshakes = 0;        // completed, since start (resumed ones included)
+  uint64_t tls_resumed = 0;           // handshakes that resumed an earlier session
 };
 
 // A blocking handler: the server runs it on its worker pool.
@@ -62,11 +66,12 @@ class HttpServer {
   // Binds HOST:PORT (port 0 picks a free port) and starts serving. The handler runs on worker threads.
   static Result<std::unique_ptr<HttpServer>> Start(const std::string& host, uint16_t port,
                                                    const ServerLimits& limits, Handler handler);
-  // The same with a non-blocking handler; limits.workers is unused.
-  static Result<std::unique_ptr<HttpServer>> StartAsync(const std::string& host, uint16_t port,
-                                                        const ServerLimits& limits,
-                                                        AsyncHandler handler,
-                                                        HeadHandler head_handler = nullptr);
+  // The same with a non-blocking handler; limits.workers is unused. With `tls`, the listener serves
+  // HTTPS only, each connection with the identity current when it was accepted (TlsIdentity::
+  // Reload changes it for the next ones); the handshake must end within header_timeout_ms.
+  static Result<std::unique_ptr<HttpServer>> StartAsync(
+      const std::string& host, uint16_t port, const ServerLimits& limits, AsyncHandler handler,
+      HeadHandler head_handler = nullptr, std::shared_ptr<const TlsIdentity> tls = nullptr);
   virtual uint16_t port() const = 0;
   virtual ServerStats Stats() const = 0;
   // Stops accepting, closes connections and joins every thread. Idempotent.

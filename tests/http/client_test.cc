@@ -160,6 +160,27 @@ TEST_F(ClientTest, ConnectionRefusedMeansNeverSent) {
   EXPECT_EQ(Get("/").error, ClientError::kConnect);
 }
 
+// A host name is resolved without blocking the client's thread and within the call's deadline; one
+// that does not resolve is a connect error (never sent) naming it.
+TEST_F(ClientTest, AHostNameIsResolvedAndOneThatDoesNotResolveIsNeverSent) {
+  Endpoint named = *ParseHttpUrl("http://localhost:" + std::to_string(server_->port()));
+  ClientRequest request;
+  ClientResponse answered = SendHttp(named, request, ClientOptions{});
+  EXPECT_EQ(answered.error, ClientError::kNone) << answered.detail;
+  EXPECT_EQ(answered.status, 200);
+
+  Endpoint nowhere = *ParseHttpUrl("http://agentpay-test-host.invalid:80");
+  ClientOptions options;
+  options.timeout_ms = 2000;
+  const auto start = std::chrono::steady_clock::now();
+  ClientResponse response = SendHttp(nowhere, request, options);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(response.error, ClientError::kConnect);
+  EXPECT_NE(response.detail.find("cannot resolve agentpay-test-host.invalid"), std::string::npos)
+      << response.detail;
+  EXPECT_LT(took, std::chrono::milliseconds(4000));
+}
+
 // A Respond may outlive its server: the gateway keeps an attached duplicate's Respond in a timer
 // that can fire after the listener is destroyed at shutdown. Calling or dropping it then sends
 // nothing and touches nothing freed (ASan found the session's timer cancelled on a destroyed

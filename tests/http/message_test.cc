@@ -112,8 +112,8 @@ TEST(HttpUrl, Parses) {
   ASSERT_TRUE(bare.ok());
   EXPECT_EQ(bare->port, 80);
   EXPECT_EQ(bare->base_path, "");
-  for (const char* bad : {"https://x", "ftp://x", "http://", "http://x:0", "http://x:70000",
-                          "http://x:12a", "x:80"}) {
+  for (const char* bad : {"https://", "https://x:0", "ftp://x", "http://", "http://x:0",
+                          "http://x:70000", "http://x:12a", "x:80"}) {
     EXPECT_FALSE(ParseHttpUrl(bad).ok()) << bad;
   }
 }

@@ -172,6 +172,7 @@ class ManagedProcess:
     # -- lifecycle
 
     def start(self, ready_text="listening on", port=None, timeout=READY_TIMEOUT_S):
+        """Starts the process and waits for `ready_text` in its output (None: no text, only `port`)."""
         self._lines = []
         log = open(self.log_path, "ab")
         log.write(("$ " + " ".join(self.argv) + "\n").encode())
@@ -185,14 +186,14 @@ class ManagedProcess:
         self._reader.start()
         deadline = time.monotonic() + timeout
         with self._cond:
-            while not any(ready_text in line for line in self._lines):
+            while ready_text is not None and not any(ready_text in line for line in self._lines):
                 if self.popen.poll() is not None and not self._reader.is_alive():
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(min(left, 0.1))
-            ready = any(ready_text in line for line in self._lines)
+            ready = ready_text is None or any(ready_text in line for line in self._lines)
         if not ready:
             output = self.output()
             self.kill9()
@@ -509,15 +510,19 @@ class Response:
         return "<Response %d %s headers=%r body=%r>" % (self.status, self.reason, self.headers, self.body[:300])
 
 
-def http_request(port, method, path, body=None, headers=None, timeout=HTTP_TIMEOUT_S):
-    """One request on a fresh connection. body may be bytes, str or a JSON-able dict/list."""
+def http_request(port, method, path, body=None, headers=None, timeout=HTTP_TIMEOUT_S, tls=None):
+    """One request on a fresh connection. body may be bytes, str or a JSON-able dict/list. With `tls`
+    (an ssl.SSLContext), over HTTPS to "localhost"."""
     headers = dict(headers or {})
     if isinstance(body, (dict, list)):
         body = json.dumps(body).encode()
         headers.setdefault("Content-Type", "application/json")
     elif isinstance(body, str):
         body = body.encode()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    if tls is not None:
+        conn = http.client.HTTPSConnection("localhost", port, timeout=timeout, context=tls)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.request(method, path, body=body, headers=headers)
         resp = conn.getresponse()

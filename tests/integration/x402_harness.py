@@ -261,8 +261,11 @@ class X402Gateway(harness.ManagedProcess):
     """`agentpay serve` on the Anvil chain: [[route]] tables in a TOML --config, SQLite in workdir."""
 
     def __init__(self, workdir, chain, upstream_url, routes=DEFAULT_ROUTES, asset_name=TOKEN_NAME,
-                 extra_args=(), name="gateway"):
+                 extra_args=(), name="gateway", chain_url=None, tls=None):
+        """chain_url: --chain-rpc (default: the Anvil's own URL). tls: an ssl.SSLContext when the
+        extra_args make the gateway serve HTTPS (--tls-cert), for the harness's own requests."""
         self.workdir = workdir
+        self.tls = tls
         self.chain = chain
         self.port = harness.free_port()
         self.admin_port = harness.free_port()  # --admin-listen
@@ -284,7 +287,7 @@ class X402Gateway(harness.ManagedProcess):
                 "--admin-listen", "127.0.0.1:%d" % self.admin_port,
                 "--db", "sqlite:" + self.db_path,
                 "--admin-token-file", self.token_file,
-                "--chain-rpc", chain.url,
+                "--chain-rpc", chain_url or chain.url,
                 "--chain-id", str(CHAIN_ID),
                 "--asset", chain.token,
                 "--asset-name", asset_name,
@@ -297,15 +300,18 @@ class X402Gateway(harness.ManagedProcess):
         return super().start(port=self.port, **kw)
 
     def url(self, path):
+        if self.tls is not None:
+            return "https://localhost:%d%s" % (self.port, path)
         return "http://127.0.0.1:%d%s" % (self.port, path)
 
     def request(self, method, path, body=None, headers=None, timeout=harness.HTTP_TIMEOUT_S):
-        return harness.http_request(self.port, method, path, body=body, headers=headers, timeout=timeout)
+        return harness.http_request(self.port, method, path, body=body, headers=headers, timeout=timeout,
+                                    tls=self.tls)
 
     def admin(self, method, path, body=None):
         """A call to the admin listener (--admin-listen) with the admin token."""
         return harness.http_request(self.admin_port, method, path, body=body,
-                                    headers={"Authorization": "Bearer " + ADMIN_TOKEN})
+                                    headers={"Authorization": "Bearer " + ADMIN_TOKEN}, tls=self.tls)
 
     def challenge(self, path="/resource", method="GET", body=None, content_type=None):
         """A request without payment: (response, PAYMENT-REQUIRED value, its JSON, the v1 body)."""
