@@ -23,14 +23,21 @@ namespace agentpay::chain {
 //                    deadline passed or the connection dropped. The node MAY HAVE ACTED on it (a
 //                    transaction may be in its pool): reconcile, do not assume failure.
 //   rpc_error        the node answered with a JSON-RPC error object (code, message, data kept).
-//   rpc_malformed    an answer arrived but is not a usable JSON-RPC response (bad HTTP status,
-//                    bad JSON, wrong id, too large, a result of the wrong shape). Treat as unknown.
+//   rpc_malformed    an answer arrived but is not a usable JSON-RPC response (an HTTP status other
+//                    than 200, 429 and 5xx; bad JSON, wrong id, too large, a result of the wrong
+//                    shape). Treat as unknown.
+//   rpc_unavailable  the node or its provider would not serve the call now: HTTP 429 or 5xx, or the
+//                    JSON-RPC error -32005 ("limit exceeded", EIP-1474). It may have received the
+//                    request: treat as unknown; another endpoint may serve it (rpc_pool.h).
 // They are ErrorCode::kRpcUnreachable and so on; these are their names, to compare with
 // Status::code() where a name is what is at hand (logs, tests). Code compares Status::error().
 inline constexpr std::string_view kRpcUnreachable = ErrorCodeName(ErrorCode::kRpcUnreachable);
 inline constexpr std::string_view kRpcTimeout = ErrorCodeName(ErrorCode::kRpcTimeout);
 inline constexpr std::string_view kRpcError = ErrorCodeName(ErrorCode::kRpcError);
 inline constexpr std::string_view kRpcMalformed = ErrorCodeName(ErrorCode::kRpcMalformed);
+inline constexpr std::string_view kRpcUnavailable = ErrorCodeName(ErrorCode::kRpcUnavailable);
+// The JSON-RPC error code of "limit exceeded" (EIP-1474), a rate limit rather than an answer.
+inline constexpr int64_t kRpcLimitExceededCode = -32005;
 
 // Answers above this are refused (rpc_malformed): far above any receipt or block header we read.
 inline constexpr uint64_t kDefaultMaxRpcResponseBytes = 4 * 1024 * 1024;

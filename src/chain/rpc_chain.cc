@@ -182,10 +182,20 @@ std::string Lower(std::string_view text) {
 }  // namespace
 
 RpcChain::RpcChain(Endpoint endpoint, int64_t timeout_ms, std::shared_ptr<const TlsTrust> trust)
-    : client_(std::move(endpoint), timeout_ms, kDefaultMaxRpcResponseBytes, std::move(trust)) {}
+    : RpcChain(std::vector<Endpoint>{std::move(endpoint)}, timeout_ms, std::move(trust)) {}
+
+RpcChain::RpcChain(std::vector<Endpoint> endpoints, int64_t timeout_ms,
+                   std::shared_ptr<const TlsTrust> trust)
+    : client_(std::move(endpoints), timeout_ms, std::move(trust)) {}
 
 Result<uint64_t> RpcChain::ChainId() {
   Result<json> answer = client_.Call("eth_chainId", json::array());
+  if (!answer.ok()) return answer.status();
+  return ParseUint64(*answer, "eth_chainId");
+}
+
+Result<uint64_t> RpcChain::EndpointChainId(size_t i) {
+  Result<json> answer = client_.CallOn(i, "eth_chainId", json::array());
   if (!answer.ok()) return answer.status();
   return ParseUint64(*answer, "eth_chainId");
 }

@@ -7,6 +7,7 @@
 
 #include "chain/chain.h"
 #include "chain/json_rpc.h"
+#include "chain/rpc_pool.h"
 #include "http/client.h"
 
 namespace agentpay::chain {
@@ -18,10 +19,14 @@ inline constexpr size_t kMaxReceiptLogs = 1024;
 class RpcChain final : public Chain {
  public:
   // Precondition: timeout_ms > 0; it bounds each RPC call, not a whole method. `trust`: as for
-  // JsonRpcClient.
+  // JsonRpcClient. Several endpoints of one chain are used as one (rpc_pool.h: failover).
   RpcChain(Endpoint endpoint, int64_t timeout_ms, std::shared_ptr<const TlsTrust> trust = nullptr);
+  RpcChain(std::vector<Endpoint> endpoints, int64_t timeout_ms,
+           std::shared_ptr<const TlsTrust> trust = nullptr);
 
   Result<uint64_t> ChainId() override;
+  // The chain id endpoint i alone answers (no failover): the start-up check of every endpoint.
+  Result<uint64_t> EndpointChainId(size_t i);
   Result<bool> AuthorizationState(const Address& token, const Address& from,
                                   const Hash32& nonce) override;
   Result<U256> BalanceOf(const Address& token, const Address& owner) override;
@@ -40,7 +45,7 @@ class RpcChain final : public Chain {
   Result<int64_t> LatestBlockTimestamp() override;
 
   // For node-specific calls (anvil_*, evm_mine in tests; txpool_status in diagnostics).
-  JsonRpcClient& rpc() { return client_; }
+  RpcPool& rpc() { return client_; }
 
  private:
   Result<nlohmann::json> LatestBlock();
@@ -49,7 +54,7 @@ class RpcChain final : public Chain {
   Result<Hash32> RefusedSend(const Hash32& hash, const RpcErrorDetail& detail,
                              const Status& refusal);
 
-  JsonRpcClient client_;
+  RpcPool client_;
 };
 
 }  // namespace agentpay::chain

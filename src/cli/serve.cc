@@ -70,6 +70,13 @@ constexpr int64_t kDemoFunding = 10'000'000;  // 10 USDC
 
 // Start-up failures are written as text before --log-format is known to be valid, and through the
 // log once it is.
+// "URL" or "URL1, URL2 (failover)", for the start banner.
+std::string JoinUrls(const std::vector<std::string>& urls) {
+  std::string joined;
+  for (const std::string& url : urls) joined += (joined.empty() ? "" : ", ") + url;
+  return urls.size() > 1 ? joined + " (failover in this order)" : joined;
+}
+
 int Fail(const std::string& message, Logger* log = nullptr) {
   if (log != nullptr) {
     log->Error("start_failed", message);
@@ -149,18 +156,27 @@ struct SettlementChain {
 Result<std::unique_ptr<chain::Chain>> OpenRpcNode(const RpcChainOptions& rpc,
                                                   const GatewayConfig& config,
                                                   std::shared_ptr<const TlsTrust> trust) {
-  auto endpoint = ParseHttpUrl(rpc.url);
-  if (!endpoint.ok()) return endpoint.status();
-  auto node = std::make_unique<chain::RpcChain>(*endpoint, rpc.rpc_timeout_ms, std::move(trust));
-  auto chain_id = node->ChainId();
-  if (!chain_id.ok()) {
-    return Status::Error(ErrorCode::kChainUnavailable,
-                         "--chain-rpc " + rpc.url + ": " + chain_id.status().message());
+  std::vector<Endpoint> endpoints;
+  for (const std::string& url : rpc.urls) {
+    auto endpoint = ParseHttpUrl(url);
+    if (!endpoint.ok()) return endpoint.status();
+    endpoints.push_back(*endpoint);
   }
-  if (static_cast<int64_t>(*chain_id) != config.chain.chain_id) {
-    return Status::Error(ErrorCode::kInvalidConfig,
-                         "--chain-rpc " + rpc.url + " is chain " + std::to_string(*chain_id) +
-                             ", not --chain-id " + std::to_string(config.chain.chain_id));
+  auto node =
+      std::make_unique<chain::RpcChain>(std::move(endpoints), rpc.rpc_timeout_ms, std::move(trust));
+  // Every endpoint must answer, and be the configured chain: one that is another chain would
+  // settle nothing and could report anything.
+  for (size_t i = 0; i < rpc.urls.size(); ++i) {
+    auto chain_id = node->EndpointChainId(i);
+    if (!chain_id.ok()) {
+      return Status::Error(ErrorCode::kChainUnavailable,
+                           "--chain-rpc " + rpc.urls[i] + ": " + chain_id.status().message());
+    }
+    if (static_cast<int64_t>(*chain_id) != config.chain.chain_id) {
+      return Status::Error(ErrorCode::kInvalidConfig,
+                           "--chain-rpc " + rpc.urls[i] + " is chain " + std::to_string(*chain_id) +
+                               ", not --chain-id " + std::to_string(config.chain.chain_id));
+    }
   }
   return std::unique_ptr<chain::Chain>(std::move(node));
 }
@@ -207,6 +223,7 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
   settler.pay_to = *chain::ParseAddress(config.chain.pay_to);
   settler.asset_name = config.chain.asset_name;
   settler.asset_version = config.chain.asset_version;
+  settler.fee_caps = {config.chain.max_fee_per_gas, config.chain.max_priority_fee_per_gas};
   PayerReservationLimits reservations;
   reservations.max_in_flight_per_payer = config.max_in_flight_per_payer;
   reservations.lapse_buffer_s = config.expiry_buffer_seconds;
@@ -289,8 +306,8 @@ void AnnounceStart(Logger& log, const std::string& base, const std::string& admi
           ? "x402 on the built-in devnet: chain " + config.chain.Network() + ", asset " +
                 config.chain.asset + " (\"" + config.chain.asset_name + "\" v" +
                 config.chain.asset_version + "), pay to " + config.chain.pay_to
-          : "x402 on " + options.chain_rpc + ": chain " + config.chain.Network() + ", asset " +
-                config.chain.asset + ", relayer " +
+          : "x402 on " + JoinUrls(options.chain_rpc) + ": chain " + config.chain.Network() +
+                ", asset " + config.chain.asset + ", relayer " +
                 chain::ToChecksumHex(settlement.settler->relayer());
   const std::string rpc_url =
       settlement.devnet != nullptr ? base + std::string(chain::kDevnetRpcPath) : "";

@@ -30,7 +30,8 @@ constexpr int64_t kMaxBodyLimit = 64 * 1024 * 1024;
 
 struct Flag {
   const char* name;  // the long flag without "--"; the TOML key is the same with '_' for '-'
-  std::variant<std::string*, int64_t*> target;
+  // A list: the flag may be repeated, and the TOML key is a string or an array of strings.
+  std::variant<std::string*, int64_t*, std::vector<std::string>*> target;
   const char* help;
 };
 
@@ -72,7 +73,9 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"io-threads", &o.io_threads,
        "threads serving client connections (0: half the CPUs, at least 1)"},
       {"chain", &o.chain, "chain: devnet (built in); see --chain-rpc for any EVM node"},
-      {"chain-rpc", &o.chain_rpc, "JSON-RPC URL of an EVM node to settle x402 payments on"},
+      {"chain-rpc", &o.chain_rpc,
+       "JSON-RPC URL of an EVM node to settle x402 payments on; repeat it for failover between "
+       "endpoints of the same chain (each one's chain id is checked at start)"},
       {"chain-id", &o.chain_id, "that node's chain id (checked at start)"},
       {"asset", &o.asset, "the EIP-3009 token (address) x402 payments are made in"},
       {"asset-name", &o.asset_name, "the token's EIP-712 domain name (e.g. USDC)"},
@@ -83,6 +86,11 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"rpc-timeout-ms", &o.rpc_timeout_ms, "timeout of each JSON-RPC call"},
       {"max-timeout-seconds", &o.max_timeout_seconds,
        "x402 maxTimeoutSeconds advertised (clients sign validBefore = now + this)"},
+      {"max-fee-per-gas", &o.max_fee_per_gas,
+       "x402: the most the relayer pays per gas, in wei (0: no cap); while the chain's base fee "
+       "is above it, payments get 503 chain_fees_too_high and nothing is broadcast"},
+      {"max-priority-fee-per-gas", &o.max_priority_fee_per_gas,
+       "x402: the most the relayer tips per gas, in wei (0: no cap)"},
       {"devnet-mine-delay-ms", &o.devnet_mine_delay_ms,
        "devnet: how long a settlement waits before it is mined"},
       {"expiry-buffer-seconds", &o.expiry_buffer_seconds,
@@ -250,8 +258,14 @@ Result<std::vector<RouteConfig>> RoutesFromToml(const toml::array& tables, int64
 
 // --chain-rpc and the flags that must come with it.
 Status ResolveRpcChain(const ServeOptions& options, ChainConfig& chain) {
-  auto endpoint = ParseHttpUrl(options.chain_rpc);
-  if (!endpoint.ok()) return Invalid("--chain-rpc: " + endpoint.status().message());
+  constexpr size_t kMaxRpcEndpoints = 8;
+  if (options.chain_rpc.size() > kMaxRpcEndpoints) {
+    return Invalid("--chain-rpc: at most " + std::to_string(kMaxRpcEndpoints) + " endpoints");
+  }
+  for (const std::string& url : options.chain_rpc) {
+    auto endpoint = ParseHttpUrl(url);
+    if (!endpoint.ok()) return Invalid("--chain-rpc: " + endpoint.status().message());
+  }
   const std::pair<const char*, const std::string*> required[] = {
       {"asset", &options.asset},
       {"asset-name", &options.asset_name},
@@ -464,6 +478,17 @@ Result<toml::table> ApplyConfigText(const CLI::App& command, ServeOptions& optio
               return (*target = std::to_string(*number), true);
             }
             return false;
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            if (auto text = node->value_exact<std::string>()) return (*target = {*text}, true);
+            const toml::array* array = node->as_array();
+            if (array == nullptr || array->empty()) return false;
+            std::vector<std::string> texts;
+            for (const toml::node& element : *array) {
+              auto text = element.value_exact<std::string>();
+              if (!text) return false;
+              texts.push_back(*text);
+            }
+            return (*target = std::move(texts), true);
           } else {
             if (auto number = node->value_exact<int64_t>()) return (*target = *number, true);
             return false;
@@ -471,9 +496,11 @@ Result<toml::table> ApplyConfigText(const CLI::App& command, ServeOptions& optio
         },
         flag.target);
     if (!ok) {
-      const bool number = std::holds_alternative<int64_t*>(flag.target);
-      return Invalid(At(path, node->source()) + "'" + TomlKey(flag.name) + "' must be " +
-                     (number ? "an integer" : "a string"));
+      const char* expected = std::holds_alternative<int64_t*>(flag.target) ? "an integer"
+                             : std::holds_alternative<std::string*>(flag.target)
+                                 ? "a string"
+                                 : "a string or a non-empty array of strings";
+      return Invalid(At(path, node->source()) + "'" + TomlKey(flag.name) + "' must be " + expected);
     }
   }
   return file;
@@ -565,6 +592,17 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   config.expiry_buffer_seconds = options.expiry_buffer_seconds;
   config.max_in_flight_per_payer = options.max_in_flight_per_payer;
   config.reconcile_rpc_per_second = options.reconcile_rpc_per_second;
+  for (auto [flag, text, target] :
+       {std::tuple{"max-fee-per-gas", &options.max_fee_per_gas, &config.chain.max_fee_per_gas},
+        std::tuple{"max-priority-fee-per-gas", &options.max_priority_fee_per_gas,
+                   &config.chain.max_priority_fee_per_gas}}) {
+    auto wei = chain::ParseU256Decimal(*text);
+    if (!wei) {
+      return Invalid(std::string("--") + flag +
+                     " must be a whole number of wei (0: no cap), got '" + *text + "'");
+    }
+    *target = *wei;
+  }
   if (Status s = CheckChainFlagsApply(command, options, file ? &*file : nullptr); !s.ok()) {
     return s;
   }

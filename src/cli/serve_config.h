@@ -37,8 +37,9 @@ struct ServeOptions {
   // Threads that serve client connections; 0: half the CPUs, at least 1 (ServeIoThreads).
   int64_t io_threads = 0;
   std::string chain = "devnet";
-  // Any EVM JSON-RPC node instead of the devnet (CONTRACT §2).
-  std::string chain_rpc;
+  // Any EVM JSON-RPC node instead of the devnet (CONTRACT §2); several: endpoints of one chain,
+  // used with failover (chain/rpc_pool.h).
+  std::vector<std::string> chain_rpc;
   int64_t chain_id = 0;
   std::string asset, asset_name, asset_version, pay_to;
   std::string relayer_key_file;
@@ -47,6 +48,8 @@ struct ServeOptions {
   int64_t expiry_buffer_seconds = 30;
   int64_t max_in_flight_per_payer = 128;
   int64_t reconcile_rpc_per_second = 20;
+  // Wei per gas, decimal; "0": no cap.
+  std::string max_fee_per_gas = "0", max_priority_fee_per_gas = "0";
   int64_t devnet_mine_delay_ms = 500;
   std::string log_format = "text";
   // TLS: a private CA for https upstreams and --chain-rpc (the system store is always used), and
@@ -70,7 +73,7 @@ Result<GatewayConfig> ResolveServeConfigText(const CLI::App& command, ServeOptio
 
 // The node the gateway settles on, when --chain-rpc is given; nullopt for the built-in devnet.
 struct RpcChainOptions {
-  std::string url;
+  std::vector<std::string> urls;  // at least one
   int64_t rpc_timeout_ms = 5000;
   std::string relayer_key_file;
 };

@@ -37,8 +37,10 @@ enum class ErrorCode : uint8_t {
   kRpcTimeout,      // the request may have been received; no complete answer
   kRpcError,        // the node answered with a JSON-RPC error object
   kRpcMalformed,    // the answer is not a usable JSON-RPC response
+  kRpcUnavailable,  // HTTP 429 or 5xx, or JSON-RPC "limit exceeded": not served now; maybe received
   kTxAlreadyKnown,  // the node already has this transaction (chain.h)
   kChainUnavailable,
+  kChainFeesTooHigh,      // the chain's base fee is above the relayer's --max-fee-per-gas
   kDevnetStore,           // the devnet's event log cannot be written or replayed
   kDevnetConfigMismatch,  // the devnet's file was made with another configuration
   kInvalidBlockRange,
@@ -74,7 +76,7 @@ enum class ErrorCode : uint8_t {
   kPayeeNotAllowed,      // the offer pays an address outside the client's --payee list
   kAmountAboveMax,       // the offer asks more than the client's --max-amount
   kBudgetAssetMismatch,  // the offer is in another asset than the budget file counts in
-  kChainRpcMismatch,  // --chain-rpc is another chain than the offer's (the last: result_test.cc)
+  kChainRpcMismatch,     // --chain-rpc is another chain than the offer's (the last: result_test.cc)
 };
 
 // The code's stable name ("" for kOk). The one table of names: -Wswitch (-Wall -Werror) refuses an
@@ -105,8 +107,10 @@ constexpr std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kRpcTimeout: return "rpc_timeout";
     case ErrorCode::kRpcError: return "rpc_error";
     case ErrorCode::kRpcMalformed: return "rpc_malformed";
+    case ErrorCode::kRpcUnavailable: return "rpc_unavailable";
     case ErrorCode::kTxAlreadyKnown: return "tx_already_known";
     case ErrorCode::kChainUnavailable: return "chain_unavailable";
+    case ErrorCode::kChainFeesTooHigh: return "chain_fees_too_high";
     case ErrorCode::kDevnetStore: return "devnet_store";
     case ErrorCode::kDevnetConfigMismatch: return "devnet_config_mismatch";
     case ErrorCode::kInvalidBlockRange: return "invalid_block_range";

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "chain/bytes.h"
 #include "core/rate_limit.h"
 #include "http/client.h"
 
@@ -30,6 +31,8 @@ struct ChainConfig {
   std::string asset_version = "2";
   std::string pay_to = "0x9a7e000000000000000000000000000000000402";
   int64_t max_timeout_seconds = 120;
+  // The relayer's caps in wei per gas (--max-fee-per-gas, --max-priority-fee-per-gas); zero: none.
+  chain::U256 max_fee_per_gas, max_priority_fee_per_gas;
   std::string Network() const { return "eip155:" + std::to_string(chain_id); }
 };
 

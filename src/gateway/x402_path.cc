@@ -105,6 +105,21 @@ std::optional<int64_t> ToSeconds(const chain::U256& value) {
   return value.ToInt64();
 }
 
+// Fees move with every block; a few seconds is a few blocks on most chains.
+constexpr char kFeesRetryAfterSeconds[] = "5";
+
+// The chain's base fee is above --max-fee-per-gas: nothing was broadcast, the authorization is
+// unused, and the same payment sent again settles once fees are back under the cap.
+HttpResponse FeesTooHigh(const std::string& reason) {
+  HttpResponse response = ProblemResponse(
+      503, ProblemCode::kChainFeesTooHigh,
+      reason +
+          "; nothing was submitted and the authorization is unused: send the same payment "
+          "again later");
+  response.SetHeader("Retry-After", kFeesRetryAfterSeconds);
+  return response;
+}
+
 }  // namespace
 
 X402Path::X402Path(const GatewayContext& context, Settler& settler, const X402Offers& offers)
@@ -273,6 +288,9 @@ void X402Path::Preflight(PaymentPtr p) {
       [this, p] {
         auto preflight = settler_.Check(p->payload.authorization, p->payload.signature,
                                         ctx_.clock.NowMs() / 1000);
+        if (!preflight.ok() && preflight.status().error() == ErrorCode::kChainFeesTooHigh) {
+          return Reply(p, FeesTooHigh(preflight.status().message()));
+        }
         if (!preflight.ok()) {
           return Reply(p, RetryLater(ProblemCode::kChainUnavailable,
                                      "the chain could not be asked about this payment (" +

@@ -40,6 +40,7 @@ enum class ProblemCode : uint8_t {
   kAuthorizationAlreadyUsed,
   kInvalidTarget,
   kNoAlerts,
+  kChainFeesTooHigh,
   kTooManyApiKeys,  // the last (tests/http/message_test.cc walks them up to it)
 };
 
@@ -77,6 +78,7 @@ constexpr std::string_view ProblemCodeName(ProblemCode code) {
     case ProblemCode::kAuthorizationAlreadyUsed: return "authorization_already_used";
     case ProblemCode::kInvalidTarget: return "invalid_target";
     case ProblemCode::kNoAlerts: return "no_alerts";
+    case ProblemCode::kChainFeesTooHigh: return "chain_fees_too_high";
     case ProblemCode::kTooManyApiKeys: return "too_many_api_keys";
   }
   // clang-format on

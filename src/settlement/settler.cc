@@ -159,13 +159,16 @@ Result<bool> Settler::AuthorizationUsed(const chain::TransferAuthorization& auth
 Result<TxInputs> Settler::ReadTxInputs(const chain::TransferAuthorization& authorization,
                                        const chain::Signature& signature) {
   TxInputs inputs;
+  // Fees first: above the cap nothing else needs asking.
+  auto fees = chain_.Fees();
+  if (!fees.ok()) return fees.status();
+  FeeDecision capped = ApplyFeeCaps(*fees, config_.fee_caps);
+  if (capped.too_high) return Status::Error(ErrorCode::kChainFeesTooHigh, capped.reason);
+  inputs.fees = capped.fees;
   auto gas = chain_.EstimateGas(
       relayer_, config_.token, chain::EncodeTransferWithAuthorizationVrs(authorization, signature));
   if (!gas.ok()) return gas.status();
   inputs.gas_limit = GasWithMargin(*gas);
-  auto fees = chain_.Fees();
-  if (!fees.ok()) return fees.status();
-  inputs.fees = *fees;
   auto nonce = chain_.PendingNonce(relayer_);
   if (!nonce.ok()) return nonce.status();
   if (*nonce > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {

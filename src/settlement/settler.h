@@ -13,6 +13,7 @@
 #include "chain/transaction.h"
 #include "core/settlement.h"
 #include "core/world.h"
+#include "settlement/fees.h"
 #include "settlement/reservations.h"
 #include "store/store.h"
 #include "x402/verify.h"
@@ -24,6 +25,7 @@ struct SettlerConfig {
   chain::Address token;
   chain::Address pay_to;
   std::string asset_name, asset_version;  // the EIP-712 domain the gateway advertises
+  FeeCaps fee_caps;                       // settlement/fees.h; none by default
 };
 
 // What the relayer needs from the node to sign a transaction, read before the settlement
@@ -70,6 +72,7 @@ class Settler {
   // authorizationState(from, nonce) of the token: whether the authorization was used (or cancelled).
   Result<bool> AuthorizationUsed(const chain::TransferAuthorization& authorization);
   // The inputs alone, for a payment checked earlier (settle=after: after the upstream answered).
+  // Error kChainFeesTooHigh (nothing may be signed now) when the base fee is above the cap.
   Result<TxInputs> ReadTxInputs(const chain::TransferAuthorization& authorization,
                                 const chain::Signature& signature);
 

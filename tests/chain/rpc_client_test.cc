@@ -82,7 +82,7 @@ TEST(JsonRpcClientTest, MalformedAnswersAreRpcMalformed) {
         return FakeReply{200, json{{"jsonrpc", "2.0"}, {"id", r["id"]}}.dump(), false};
       },
       [](const json&) {
-        return FakeReply{500, "internal error", false};
+        return FakeReply{404, "not found", false};
       },
       [](const json&) {
         return FakeReply{200, std::string(100, '[') + std::string(100, ']'), false};
@@ -118,14 +118,31 @@ TEST(JsonRpcClientTest, ErrorObjectKeepsCodeMessageAndRevertReason) {
   EXPECT_EQ(detail.message, "execution reverted");
   EXPECT_EQ(detail.data, HexBytes(kUsedRevertData));
   EXPECT_EQ(detail.revert_reason, "FiatTokenV2: authorization is used or canceled");
+}
 
-  // A rate limiter's 429 that carries a JSON-RPC error object is the node's refusal.
-  Status limited = CallStatus([](const json& r) {
-    FakeReply reply = ErrorReply(r, {{"code", -32005}, {"message", "rate limited"}});
-    reply.status = 429;
-    return reply;
-  });
-  EXPECT_EQ(limited.code(), kRpcError) << limited.ToString();
+// A rate limit or a server error is "not served now", not an answer about the chain: another
+// endpoint may serve the call (rpc_pool.h), and the request may have been received.
+TEST(JsonRpcClientTest, RateLimitsAndServerErrorsAreUnavailable) {
+  const std::vector<FakeRpcServer::Handler> handlers = {
+      [](const json&) {
+        return FakeReply{500, "internal error", false};
+      },
+      [](const json&) {
+        return FakeReply{503, "<html>bad gateway</html>", false};
+      },
+      [](const json& r) {
+        FakeReply reply = ErrorReply(r, {{"code", -32005}, {"message", "rate limited"}});
+        reply.status = 429;
+        return reply;
+      },
+      [](const json& r) {
+        return ErrorReply(r, {{"code", -32005}, {"message", "limit exceeded"}});
+      },
+  };
+  for (size_t i = 0; i < handlers.size(); ++i) {
+    Status status = CallStatus(handlers[i]);
+    EXPECT_EQ(status.code(), kRpcUnavailable) << "case " << i << ": " << status.ToString();
+  }
 }
 
 TEST(JsonRpcClientTest, HangUpAfterTheRequestIsMaybeReceived) {

@@ -183,6 +183,71 @@ TEST_F(ServeConfigTest, AValidFileResolvesEveryRouteField) {
   EXPECT_EQ(config->routes[1].price, 7);
 }
 
+// Issue 14: several RPC endpoints (flags or a TOML array), fee caps, and the TLS pair.
+TEST_F(ServeConfigTest, RealNetworkSettingsAreReadAndChecked) {
+  const std::vector<std::string> chain = {"--chain-id",
+                                          "84532",
+                                          "--asset",
+                                          "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+                                          "--asset-name",
+                                          "USDC",
+                                          "--asset-version",
+                                          "2",
+                                          "--pay-to",
+                                          "0x1111111111111111111111111111111111111111",
+                                          "--relayer-key-file",
+                                          "relayer.key",
+                                          "--upstream",
+                                          "https://api.example.com",
+                                          "--price",
+                                          "1"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), chain.begin(), chain.end());
+    return Resolve(more);
+  };
+  auto two = with({"--chain-rpc", "https://a.example", "--chain-rpc", "http://127.0.0.1:8545",
+                   "--max-fee-per-gas", "2000000000", "--max-priority-fee-per-gas", "1000"});
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(options_.chain_rpc,
+            (std::vector<std::string>{"https://a.example", "http://127.0.0.1:8545"}));
+  EXPECT_EQ(two->chain.max_fee_per_gas, chain::U256(2000000000));
+  EXPECT_EQ(two->chain.max_priority_fee_per_gas, chain::U256(1000));
+  EXPECT_TRUE(two->routes[0].upstream.tls);
+
+  auto file = ResolveFile(
+      "chain_rpc = [\"https://a.example\", \"https://b.example\"]\n"
+      "chain_id = 84532\nasset = \"0x036CbD53842c5426634e7929541eC2318f3dCF7e\"\n"
+      "asset_name = \"USDC\"\nasset_version = \"2\"\n"
+      "pay_to = \"0x1111111111111111111111111111111111111111\"\n"
+      "relayer_key_file = \"relayer.key\"\n"
+      "upstream = \"http://127.0.0.1:9\"\nprice = \"1\"\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(options_.chain_rpc,
+            (std::vector<std::string>{"https://a.example", "https://b.example"}));
+
+  auto empty = ResolveFile("chain_rpc = []\nupstream = \"http://127.0.0.1:9\"\nprice = \"1\"\n");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("'chain_rpc' must be a string or a non-empty array"),
+            std::string::npos)
+      << empty.status().message();
+  auto bad_url = with({"--chain-rpc", "https://a.example", "--chain-rpc", "ftp://b.example"});
+  ASSERT_FALSE(bad_url.ok());
+  EXPECT_NE(bad_url.status().message().find("--chain-rpc: expected an http:// or https:// URL"),
+            std::string::npos)
+      << bad_url.status().message();
+  auto bad_fee = with({"--chain-rpc", "https://a.example", "--max-fee-per-gas", "2 gwei"});
+  ASSERT_FALSE(bad_fee.ok());
+  EXPECT_NE(bad_fee.status().message().find("--max-fee-per-gas must be a whole number of wei"),
+            std::string::npos)
+      << bad_fee.status().message();
+  auto half_tls =
+      Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--tls-cert", "cert.pem"});
+  ASSERT_FALSE(half_tls.ok());
+  EXPECT_NE(half_tls.status().message().find("--tls-cert and --tls-key go together"),
+            std::string::npos)
+      << half_tls.status().message();
+}
+
 TEST_F(ServeConfigTest, AFlagWinsOverTheFile) {
   auto config = Resolve({"--config", Write("a.toml", "listen = \"127.0.0.1:1\"\n"), "--listen",
                          "127.0.0.1:2", "--upstream", "http://127.0.0.1:9", "--price", "1"});

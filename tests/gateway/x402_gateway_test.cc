@@ -922,5 +922,40 @@ TEST_F(X402GatewayTest, PacedReconcilerPagesOldestFirstWithinItsRpcBudget) {
   }
 }
 
+// Issue 14 item 4: while the chain's base fee is above --max-fee-per-gas nothing is signed or
+// broadcast, the payer's reservation is released and the authorization stays unused; the very
+// same payment settles once the cap allows it.
+TEST_F(X402GatewayTest, FeesAboveTheCapBroadcastNothingAndTheSamePaymentSettlesLater) {
+  auto with_caps = [&](uint64_t max_fee) {
+    gateway_.reset();
+    SettlerConfig settler = settler_->config();
+    settler.fee_caps = {chain::U256(max_fee), chain::U256(0)};
+    settler_ = std::make_unique<Settler>(*counted_, settler, Key(0x99));
+    MakeGateway(SettleTiming::kBefore);
+  };
+  with_caps(chain::kDevnetBaseFeePerGas - 1);
+  Signed payment = Sign();
+  for (int i = 0; i < 3; ++i) {
+    HttpResponse refused = Pay(payment.header, "fees-1");
+    EXPECT_EQ(refused.status, 503) << refused.body;
+    EXPECT_EQ(Code(refused), "chain_fees_too_high");
+    EXPECT_EQ(refused.Header("Retry-After"), "5");
+    EXPECT_NE(refused.body.find("above --max-fee-per-gas 999999999"), std::string::npos)
+        << refused.body;
+    EXPECT_FALSE(refused.Header("AgentPay-Operation-Id").has_value());
+  }
+  EXPECT_FALSE(NonceUsed(payment.nonce));
+  EXPECT_EQ(*devnet_->PendingNonce(settler_->relayer()), 0u) << "nothing was broadcast";
+  EXPECT_EQ(settler_->reservations().Reserved(chain::ToLowerHex(buyer())), 0);
+  EXPECT_EQ(upstream_.calls(), 0);
+
+  with_caps(chain::kDevnetBaseFeePerGas);  // the base fee itself is within the cap
+  HttpResponse paid = Pay(payment.header, "fees-1");
+  EXPECT_EQ(paid.status, 200) << paid.body;
+  EXPECT_TRUE(NonceUsed(payment.nonce));
+  EXPECT_EQ(Transfers(), 1);
+  EXPECT_EQ(upstream_.calls(), 1);
+}
+
 }  // namespace
 }  // namespace agentpay

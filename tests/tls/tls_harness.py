@@ -37,10 +37,11 @@ def client_context(ca_file):
 
 @dataclass
 class Front:
-    """One nginx server: TLS on 127.0.0.1:port with certificate `cert` (a make-test-ca.sh name, e.g.
-    "localhost" or "expired"), proxying to `upstream` (http:// or https://)."""
+    """One nginx server on 127.0.0.1:port proxying to `upstream` (http:// or https://): TLS with
+    certificate `cert` (a make-test-ca.sh name, e.g. "localhost" or "expired"), or plain HTTP when
+    cert is None."""
     port: int
-    cert: str
+    cert: object
     upstream: str
 
 
@@ -53,18 +54,21 @@ class Nginx(harness.ManagedProcess):
         self.fronts = list(fronts)
         servers = []
         for front in self.fronts:
+            tls = ""
+            if front.cert is not None:
+                tls = " ssl;\n        ssl_certificate %s;\n        ssl_certificate_key %s" % (
+                    ca[front.cert + ".pem"], ca[front.cert + ".key"])
             servers.append("""
     server {
-        listen 127.0.0.1:%d ssl;
-        ssl_certificate %s;
-        ssl_certificate_key %s;
+        listen 127.0.0.1:%d%s;
+        access_log %s;
         location / {
             proxy_pass %s;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_read_timeout 120s;
         }
-    }""" % (front.port, ca[front.cert + ".pem"], ca[front.cert + ".key"], front.upstream))
+    }""" % (front.port, tls, self.access_log(front.port), front.upstream))
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
             f.write("""worker_processes 1;
@@ -84,6 +88,30 @@ http {
 """ % {"d": self.dir, "servers": "\n".join(servers)})
         super().__init__(name, [NGINX_BIN, "-p", self.dir, "-c", conf, "-e", os.path.join(self.dir, "error.log"),
                                 "-g", "daemon off;"], os.path.join(self.dir, "stdout.log"))
+
+    def access_log(self, port):
+        """The file where the server on `port` logs each request (one line each)."""
+        return os.path.join(self.dir, "access-%d.log" % port)
+
+    def requests(self, port):
+        try:
+            with open(self.access_log(port)) as f:
+                return sum(1 for _ in f)
+        except FileNotFoundError:
+            return 0
+
+    def pids(self):
+        """The master and its workers."""
+        children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.popen.pid)], capture_output=True,
+                                  text=True, check=False).stdout.split()
+        return [self.popen.pid] + [int(pid) for pid in children]
+
+    def signal_all(self, signum):
+        for pid in self.pids():
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
 
     def start(self, timeout=harness.READY_TIMEOUT_S):
         # nginx prints nothing when it starts: ready is every port accepting connections.
