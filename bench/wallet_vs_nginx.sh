@@ -9,6 +9,9 @@
 #   BENCH_THREADS=1         wrk -t for every scenario
 #   BENCH_REPLAY_KEYS=100   completed keys the replay scenario cycles through
 #   BENCH_FLOOR=0.30        minimum paid/nginx ratio
+#   BENCH_TLS=1             everything over HTTPS: wrk to the gateway and to nginx, both calling the
+#                           seller through an HTTPS upstream (nginx terminating TLS in front of it);
+#                           certificates from a throwaway CA (tests/tls/make-test-ca.sh)
 #   AGENTPAY_BIN=build/agentpay, NGINX_BIN=/usr/sbin/nginx, WRK_BIN=/usr/bin/wrk
 #   BENCH_TMPDIR=$TMPDIR    where the temp dir (SQLite database included) is created
 #   BENCH_KEEP_TMP=1        keep the temp dir (logs, database) for inspection
@@ -27,6 +30,7 @@ CONNECTIONS=${BENCH_CONNECTIONS:-32}
 THREADS=${BENCH_THREADS:-1}
 REPLAY_KEYS=${BENCH_REPLAY_KEYS:-100}
 FLOOR=${BENCH_FLOOR:-0.30}
+TLS=${BENCH_TLS:-0}
 PRICE=1
 REQ_PATH=/bench
 REQ_BODY='{"query":"bench"}'
@@ -38,7 +42,7 @@ log() { echo "# $*" >&2; }
 for tool in "$AGENTPAY_BIN" "$NGINX_BIN" "$WRK_BIN"; do
   [[ -x $tool ]] || die "$tool not found or not executable (build: ninja -C $ROOT/build agentpay)"
 done
-for tool in curl python3 awk; do
+for tool in curl python3 awk openssl; do
   command -v "$tool" >/dev/null || die "$tool is required"
 done
 [[ $CONNECTIONS =~ ^[0-9]+$ && $CONNECTIONS -ge 1 ]] || die "BENCH_CONNECTIONS must be a positive integer"
@@ -73,7 +77,7 @@ trap 'exit 130' INT TERM
 wait_listening() {
   local logfile=$1 pid=$2 name=$3 line
   for _ in $(seq 200); do
-    line=$(grep -m1 -o 'listening on http://[0-9.]*:[0-9]*' "$logfile" 2>/dev/null || true)
+    line=$(grep -m1 -o 'listening on https\{0,1\}://[0-9.]*:[0-9]*' "$logfile" 2>/dev/null || true)
     if [[ -n $line ]]; then echo "${line##*:}"; return 0; fi
     kill -0 "$pid" 2>/dev/null || { cat "$logfile" >&2; die "$name exited before listening"; }
     sleep 0.05
@@ -96,7 +100,7 @@ json_field() {
 get_field() {
   local url=$1 field=$2 body code
   shift 2
-  body=$(curl -s -m 10 -w '\n%{http_code}' "$@" "$url") || true
+  body=$(curl -s -m 10 "${CURL_TLS[@]}" -w '\n%{http_code}' "$@" "$url") || true
   code=${body##*$'\n'}
   body=${body%$'\n'*}
   if [[ $code == 2* ]] && json_field "$field" <<<"$body" 2>/dev/null; then return 0; fi
@@ -176,6 +180,15 @@ run_wrk() {
   echo "$wrk_cpu $srv_cpu $seller_cpu" >"$TMP/cpu-$name"
 }
 
+# With BENCH_TLS=1: a throwaway CA and a certificate for localhost and 127.0.0.1; curl trusts it.
+CURL_TLS=()
+SCHEME=http
+if [[ $TLS == 1 ]]; then
+  bash "$ROOT/tests/tls/make-test-ca.sh" "$TMP/ca" || die "cannot make the test CA"
+  CURL_TLS=(--cacert "$TMP/ca/ca.pem")
+  SCHEME=https
+fi
+
 # Run a private copy: a rebuild of build/agentpay during the run must not change what is measured.
 cp "$AGENTPAY_BIN" "$TMP/agentpay"
 BIN_INFO="$AGENTPAY_BIN, built $(date -r "$AGENTPAY_BIN" '+%F %T')"
@@ -198,17 +211,20 @@ mkdir -p "$NGINX_DIR"
 chmod 711 "$TMP"
 chmod 755 "$NGINX_DIR"
 NGINX_PID=
+TEMPLATE=$BENCH_DIR/nginx.conf.template
+[[ $TLS == 1 ]] && TEMPLATE=$BENCH_DIR/nginx-tls.conf.template
 for attempt in 1 2 3; do
   NGINX_PORT=$(free_port)
+  UPSTREAM_PORT=$(free_port)
   sed -e "s|@TMP@|$NGINX_DIR|g" -e "s|@LISTEN_PORT@|$NGINX_PORT|g" -e "s|@SELLER_PORT@|$SELLER_PORT|g" \
-    "$BENCH_DIR/nginx.conf.template" >"$NGINX_DIR/nginx.conf"
+    -e "s|@UPSTREAM_PORT@|$UPSTREAM_PORT|g" -e "s|@CA@|$TMP/ca|g" "$TEMPLATE" >"$NGINX_DIR/nginx.conf"
   "$NGINX_BIN" -p "$NGINX_DIR" -c "$NGINX_DIR/nginx.conf" -e "$NGINX_DIR/error.log" -g 'daemon off;' \
     >"$NGINX_DIR/stdout.log" 2>&1 &
   NGINX_PID=$!
   up=0
   for _ in $(seq 100); do
     kill -0 "$NGINX_PID" 2>/dev/null || break
-    if curl -sf -o /dev/null -X POST -d "$REQ_BODY" "http://127.0.0.1:$NGINX_PORT$REQ_PATH"; then
+    if curl -sf "${CURL_TLS[@]}" -o /dev/null -X POST -d "$REQ_BODY" "$SCHEME://127.0.0.1:$NGINX_PORT$REQ_PATH"; then
       up=1
       break
     fi
@@ -221,7 +237,10 @@ for attempt in 1 2 3; do
   log "nginx attempt $attempt failed: $(tail -n 3 "$NGINX_DIR/error.log" "$NGINX_DIR/stdout.log" 2>/dev/null | tr '\n' ' ')"
 done
 [[ -n $NGINX_PID ]] || die "nginx did not start"
-NGINX=http://127.0.0.1:$NGINX_PORT
+NGINX=$SCHEME://127.0.0.1:$NGINX_PORT
+# The seller as the gateway calls it: directly, or through nginx's HTTPS upstream server.
+UPSTREAM=$SELLER
+[[ $TLS == 1 ]] && UPSTREAM=https://localhost:$UPSTREAM_PORT
 # The master and its worker(s), one pid a line, for the CPU column.
 nginx_pids() { echo "$NGINX_PID"; ps -o pid= --ppid "$NGINX_PID" 2>/dev/null | tr -d " "; }
 log "nginx    $NGINX (master pid $NGINX_PID, $("$NGINX_BIN" -v 2>&1 | sed 's/.*version: //'))"
@@ -229,14 +248,18 @@ log "nginx    $NGINX (master pid $NGINX_PID, $("$NGINX_BIN" -v 2>&1 | sed 's/.*v
 # --- 3. the gateway ------------------------------------------------------------------------------
 ADMIN_TOKEN=adm_$(python3 -c 'import secrets; print(secrets.token_hex(24))')
 (umask 077 && echo "$ADMIN_TOKEN" >"$TMP/token")
+TLS_ARGS=()
+[[ $TLS == 1 ]] && TLS_ARGS=(--tls-cert "$TMP/ca/localhost.pem" --tls-key "$TMP/ca/localhost.key"
+  --ca-file "$TMP/ca/ca.pem")
 "$AGENTPAY_BIN" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --db "sqlite:$TMP/agentpay.db" \
-  --upstream "$SELLER" --price "$PRICE" --admin-token-file "$TMP/token" >"$TMP/gateway.log" 2>&1 &
+  --upstream "$UPSTREAM" --price "$PRICE" --admin-token-file "$TMP/token" "${TLS_ARGS[@]}" \
+  >"$TMP/gateway.log" 2>&1 &
 GATEWAY_PID=$!
 PIDS+=("$GATEWAY_PID")
 GATEWAY_PORT=$(wait_listening "$TMP/gateway.log" "$GATEWAY_PID" gateway)
-GATEWAY=http://127.0.0.1:$GATEWAY_PORT
+GATEWAY=$SCHEME://127.0.0.1:$GATEWAY_PORT
 # The admin API and /metrics are on the admin listener only (--admin-listen); serve prints its URL.
-ADMIN_URL=$(grep -m1 -o '(admin listener): http://[0-9.]*:[0-9]*' "$TMP/gateway.log" | grep -o 'http://.*') \
+ADMIN_URL=$(grep -m1 -o '(admin listener): https\{0,1\}://[0-9.]*:[0-9]*' "$TMP/gateway.log" | grep -o 'http.*') \
   || die "the gateway did not print its admin listener"
 FS_TYPE=$(stat -f -c %T "$TMP")
 log "gateway  $GATEWAY (pid $GATEWAY_PID, database $TMP/agentpay.db on $FS_TYPE)"
@@ -245,7 +268,7 @@ if [[ $FS_TYPE == tmpfs || $FS_TYPE == ramfs ]]; then
 fi
 
 admin() {  # admin METHOD PATH BODY
-  curl -sf -X "$1" -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
+  curl -sf "${CURL_TLS[@]}" -X "$1" -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
     -d "$3" "$ADMIN_URL$2"
 }
 ACCOUNT_JSON=$(admin POST /admin/v1/accounts '{"name":"bench"}') || die "cannot create the account"
@@ -256,7 +279,7 @@ admin POST "/admin/v1/accounts/$ACCOUNT_ID/deposits" '{"amount":"1000000000000",
 log "account  $ACCOUNT_ID funded with 1000000000000 atomic units, price $PRICE"
 
 account_field() { get_field "$GATEWAY/v1/account" "$1" -H "Authorization: Bearer $API_KEY"; }
-gateway_metrics() { curl -sf -m 10 "$ADMIN_URL/metrics" || { check_alive; die "GET $ADMIN_URL/metrics failed"; }; }
+gateway_metrics() { curl -sf -m 10 "${CURL_TLS[@]}" "$ADMIN_URL/metrics" || { check_alive; die "GET $ADMIN_URL/metrics failed"; }; }
 
 # Waits until no hold is open and `captured` has stopped moving: requests wrk sent just before it
 # stopped are finished by the gateway after wrk has gone.
@@ -272,12 +295,24 @@ quiesce() {
   die "the gateway did not settle within 30 s (held $held)"
 }
 
+# BENCH_TLS=1: nginx logs every request on the HTTPS upstream with its connection's request count
+# and whether its TLS session was resumed; lines A+1..B are one phase's.
+UPSTREAM_LOG=$NGINX_DIR/upstream-connections.log
+log_lines() { if [[ -f $UPSTREAM_LOG ]]; then wc -l <"$UPSTREAM_LOG"; else echo 0; fi; }
+# upstream_tls A B: "requests new-connections resumed-sessions" of those lines
+upstream_tls() {
+  awk -v a="$1" -v b="$2" 'NR > a && NR <= b { n++; if ($2 == 1) { c++; if ($3 == "r") r++ } }
+    END { printf "%d %d %d", n, c, r }' "$UPSTREAM_LOG" 2>/dev/null || echo "0 0 0"
+}
+
 RUN_ID=$(python3 -c 'import secrets; print(secrets.token_hex(6))')
 FAILURES=()
 
 # --- 4a. nginx baseline (before) -----------------------------------------------------------------
 mapfile -t NGINX_PIDS < <(nginx_pids)
+L0=$(log_lines)
 run_wrk nginx1 "$NGINX" unique "nginx-$RUN_ID" "${NGINX_PIDS[@]}"
+L1=$(log_lines)
 
 # --- 4b. paid requests, unique keys --------------------------------------------------------------
 quiesce
@@ -288,9 +323,11 @@ EXECUTED0=$(seller_executed)
 (sleep "$(awk -v d="$DURATION" 'BEGIN { s = d + 0; if (d ~ /m$/) s *= 60; print s / 2 }')" &&
   gateway_metrics >"$TMP/metrics-mid-paid" 2>/dev/null) &
 MID_PID=$!
+L2=$(log_lines)
 run_wrk paid "$GATEWAY" unique "paid-$RUN_ID" "$GATEWAY_PID"
 wait "$MID_PID" 2>/dev/null || true
 quiesce
+L3=$(log_lines)
 M1=$(gateway_metrics)
 CAPTURED1=$(account_field captured)
 EXECUTED1=$(seller_executed)
@@ -327,7 +364,7 @@ money_fail() { PAID_MONEY=FAIL; FAILURES+=("money check (paid): $*"); }
 log "paying for $REPLAY_KEYS keys with curl, one at a time"
 REPLAY_PREFIX=replay-$RUN_ID
 for ((i = 0; i < REPLAY_KEYS; i++)); do
-  code=$(curl -s -o /dev/null -D "$TMP/replay-setup.headers" -w '%{http_code}' -X POST \
+  code=$(curl -s "${CURL_TLS[@]}" -o /dev/null -D "$TMP/replay-setup.headers" -w '%{http_code}' -X POST \
     -H 'Content-Type: application/json' -H "Authorization: Bearer $API_KEY" \
     -H "Idempotency-Key: $REPLAY_PREFIX-r-$i" --data-binary "$REQ_BODY" "$GATEWAY$REQ_PATH")
   [[ $code == 2* ]] || die "paying for replay key $i answered $code"
@@ -366,7 +403,10 @@ NGINX_RATE=$(awk -v a="$(rate nginx1)" -v b="$(rate nginx2)" 'BEGIN { printf "%.
 ratio() { awk -v a="$1" -v b="$NGINX_RATE" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 echo
-echo "AgentPay wallet vs nginx proxy_pass: wrk -t$THREADS -c$CONNECTIONS -d$DURATION, POST $REQ_PATH ${#REQ_BODY}-byte JSON, price $PRICE, $(nproc) CPUs shared by wrk, server and seller"
+TRANSPORT="plain HTTP"
+[[ $TLS == 1 ]] && TRANSPORT="HTTPS everywhere: wrk -> TLS front, front -> HTTPS upstream (nginx TLS -> seller), certificates verified"
+echo "AgentPay wallet vs nginx proxy_pass over $TRANSPORT"
+echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, POST $REQ_PATH ${#REQ_BODY}-byte JSON, price $PRICE, $(nproc) CPUs shared by wrk, server and seller"
 echo "gateway $BIN_INFO (tree at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo ' + uncommitted src changes')), SQLite WAL synchronous=FULL on $FS_TYPE"
 echo "load average before/after: $LOAD_BEFORE / $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews every row)"
 echo
@@ -397,7 +437,15 @@ P_US=$(result_field duration_us "$TMP/wrk-paid.out")
 echo "group commit (paid):  $DECISIONS decisions in $COMMITS commits: $(awk -v d="$DECISIONS" -v c="$COMMITS" -v us="$P_US" \
   'BEGIN { printf "%.1f decisions/commit, %.0f commits/s, %.2f ms/commit", (c > 0 ? d / c : 0), c * 1e6 / us, (c > 0 ? us / c / 1000 : 0) }'); $ROLLBACKS rolled back; write queue mid-run $MID_QUEUE; replay run: $R_COMMITS commits"
 echo
+if [[ $TLS == 1 ]]; then
+  read -r N_REQ N_NEW N_RES <<<"$(upstream_tls "$L0" "$L1")"
+  read -r G_REQ G_NEW G_RES <<<"$(upstream_tls "$L2" "$L3")"
+  G_HS=$(delta agentpay_http_tls_handshakes_total)
+  per() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", (b > 0 ? a / b : 0) }'; }
+  echo "TLS handshakes per request (keep-alive): gateway listener $G_HS for $GW_2XX paid requests ($(per "$G_HS" "$GW_2XX")); gateway -> upstream $G_NEW new connections ($G_RES resumed) for $G_REQ requests ($(per "$G_NEW" "$G_REQ")); nginx -> upstream $N_NEW ($N_RES resumed) for $N_REQ ($(per "$N_NEW" "$N_REQ"))"
+fi
 PAID_RATIO=$(ratio "$(rate paid)")
+echo "BENCH_SUMMARY tls=$TLS paid_rps=$(rate paid) replay_rps=$(rate replay) nginx_rps=$NGINX_RATE paid_ratio=$PAID_RATIO"
 echo "paid/nginx = $PAID_RATIO (floor $FLOOR)"
 echo "replay/nginx = $(ratio "$(rate replay)")"
 awk -v r="$PAID_RATIO" -v f="$FLOOR" 'BEGIN { exit !(r + 0 < f + 0) }' &&
