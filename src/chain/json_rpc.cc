@@ -115,20 +115,23 @@ Result<json> ParseEnvelope(const ClientResponse& response, uint64_t id, std::str
   json envelope = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   const bool parsed = !envelope.is_discarded() && envelope.is_object();
   auto error = parsed ? envelope.find("error") : envelope.end();
-  // Not served now, whatever the body says: a rate limit or a server (or proxy) error.
-  if (response.status == 429 || response.status >= 500) {
-    return Status::Error(ErrorCode::kRpcUnavailable,
-                         where + "HTTP " + std::to_string(response.status) +
-                             " (not served now): " + Cut(response.body, kMaxRpcMessageBytes));
-  }
   if (parsed && error != envelope.end() && !error->is_null()) {
+    // The node's answer, also in a non-200 answer (some servers send reverts with 500), unless it
+    // is a rate limit: -32005, or any error object in a 429.
     RpcErrorDetail object;
-    Status status = ErrorObjectStatus(*error, method, &object);  // also for other non-200 answers
-    if (status.error() == ErrorCode::kRpcError && object.code == kRpcLimitExceededCode) {
+    Status status = ErrorObjectStatus(*error, method, &object);
+    if (status.error() == ErrorCode::kRpcError &&
+        (object.code == kRpcLimitExceededCode || response.status == 429)) {
       return Status::Error(ErrorCode::kRpcUnavailable, status.message());
     }
     if (detail != nullptr) *detail = std::move(object);
     return status;
+  }
+  // Not served now: a rate limit, or a server (or proxy) error without a JSON-RPC answer.
+  if (response.status == 429 || response.status >= 500) {
+    return Status::Error(ErrorCode::kRpcUnavailable,
+                         where + "HTTP " + std::to_string(response.status) +
+                             " (not served now): " + Cut(response.body, kMaxRpcMessageBytes));
   }
   if (response.status != 200) {
     return Status::Error(ErrorCode::kRpcMalformed, where + "HTTP " +

@@ -26,9 +26,10 @@ namespace agentpay::chain {
 //   rpc_malformed    an answer arrived but is not a usable JSON-RPC response (an HTTP status other
 //                    than 200, 429 and 5xx; bad JSON, wrong id, too large, a result of the wrong
 //                    shape). Treat as unknown.
-//   rpc_unavailable  the node or its provider would not serve the call now: HTTP 429 or 5xx, or the
-//                    JSON-RPC error -32005 ("limit exceeded", EIP-1474). It may have received the
-//                    request: treat as unknown; another endpoint may serve it (rpc_pool.h).
+//   rpc_unavailable  the node or its provider would not serve the call now: HTTP 429, HTTP 5xx
+//                    without a JSON-RPC error object, or the error -32005 ("limit exceeded",
+//                    EIP-1474). It may have received the request: treat as unknown; another
+//                    endpoint may serve it (rpc_pool.h).
 // They are ErrorCode::kRpcUnreachable and so on; these are their names, to compare with
 // Status::code() where a name is what is at hand (logs, tests). Code compares Status::error().
 inline constexpr std::string_view kRpcUnreachable = ErrorCodeName(ErrorCode::kRpcUnreachable);

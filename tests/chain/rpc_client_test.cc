@@ -143,6 +143,13 @@ TEST(JsonRpcClientTest, RateLimitsAndServerErrorsAreUnavailable) {
     Status status = CallStatus(handlers[i]);
     EXPECT_EQ(status.code(), kRpcUnavailable) << "case " << i << ": " << status.ToString();
   }
+  // A revert that a server sends with HTTP 500 is still the chain's answer.
+  Status revert = CallStatus([](const json& r) {
+    FakeReply reply = ErrorReply(r, {{"code", 3}, {"message", "execution reverted"}});
+    reply.status = 500;
+    return reply;
+  });
+  EXPECT_EQ(revert.code(), kRpcError) << revert.ToString();
 }
 
 TEST(JsonRpcClientTest, HangUpAfterTheRequestIsMaybeReceived) {
