@@ -25,6 +25,14 @@ struct FeeData {
   friend bool operator==(const FeeData&, const FeeData&) = default;
 };
 
+// The max fee per gas a transaction is signed with: 2 * base + tip. nullopt on overflow.
+inline std::optional<U256> MaxFeeFor(const U256& base_fee_per_gas,
+                                     const U256& max_priority_fee_per_gas) {
+  std::optional<U256> twice_base = U256::CheckedAdd(base_fee_per_gas, base_fee_per_gas);
+  if (!twice_base) return std::nullopt;
+  return U256::CheckedAdd(*twice_base, max_priority_fee_per_gas);
+}
+
 struct LogEntry {
   Address address;             // the emitting contract
   std::vector<Hash32> topics;  // at most four

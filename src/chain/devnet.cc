@@ -191,8 +191,8 @@ Result<uint64_t> Devnet::EstimateGas(const Address& from, const Address& to, con
 Result<FeeData> Devnet::Fees() {
   std::lock_guard lock(mutex_);
   if (Status entered = Enter(); !entered.ok()) return entered;
-  return FeeData{U256(kBaseFeePerGas), U256(kPriorityFeePerGas),
-                 U256(2 * kBaseFeePerGas + kPriorityFeePerGas)};
+  const U256 base(kBaseFeePerGas), tip(kPriorityFeePerGas);
+  return FeeData{base, tip, *MaxFeeFor(base, tip)};  // small constants: no overflow
 }
 
 Result<uint64_t> Devnet::PendingNonce(const Address& account) {

@@ -261,9 +261,7 @@ Result<FeeData> RpcChain::Fees() {
   Result<U256> tip = PriorityFee(fees.base_fee_per_gas);
   if (!tip.ok()) return tip.status();
   fees.max_priority_fee_per_gas = *tip;
-  std::optional<U256> twice_base = U256::CheckedAdd(fees.base_fee_per_gas, fees.base_fee_per_gas);
-  std::optional<U256> max_fee =
-      twice_base ? U256::CheckedAdd(*twice_base, fees.max_priority_fee_per_gas) : std::nullopt;
+  std::optional<U256> max_fee = MaxFeeFor(fees.base_fee_per_gas, fees.max_priority_fee_per_gas);
   if (!max_fee) return Malformed("Fees", "fee values overflow 256 bits");
   fees.max_fee_per_gas = *max_fee;
   return fees;

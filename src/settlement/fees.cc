@@ -21,10 +21,8 @@ FeeDecision ApplyFeeCaps(const chain::FeeData& node, const FeeCaps& caps) {
     fees.max_priority_fee_per_gas =
         std::min(fees.max_priority_fee_per_gas, caps.max_priority_fee_per_gas);
   }
-  // (4) The node's max fee was 2 * base + its tip; with a lower tip it is recomputed.
-  auto twice_base = chain::U256::CheckedAdd(fees.base_fee_per_gas, fees.base_fee_per_gas);
-  auto max_fee = twice_base ? chain::U256::CheckedAdd(*twice_base, fees.max_priority_fee_per_gas)
-                            : std::nullopt;
+  // (4) The node's max fee was MaxFeeFor(base, its tip); with a lower tip it is recomputed.
+  auto max_fee = chain::MaxFeeFor(fees.base_fee_per_gas, fees.max_priority_fee_per_gas);
   fees.max_fee_per_gas = max_fee ? *max_fee : node.max_fee_per_gas;
   if (!cap.IsZero()) fees.max_fee_per_gas = std::min(fees.max_fee_per_gas, cap);
   fees.max_priority_fee_per_gas = std::min(fees.max_priority_fee_per_gas, fees.max_fee_per_gas);

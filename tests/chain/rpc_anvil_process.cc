@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "chain/json_rpc.h"
+#include "test_util.h"
 
 namespace agentpay::chain::test_util {
 namespace {
@@ -40,22 +41,6 @@ bool WaitExited(pid_t pid, Clock::duration timeout) {
 }
 
 }  // namespace
-
-uint16_t FreeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 Status AnvilProcess::Start(const std::string& binary, uint64_t chain_id) {
   if (::access(binary.c_str(), X_OK) != 0) {

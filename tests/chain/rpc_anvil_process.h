@@ -39,7 +39,4 @@ class AnvilProcess {
   std::string log_path_;
 };
 
-// A loopback port that was free a moment ago (bind to port 0, read it, close).
-uint16_t FreeLoopbackPort();
-
 }  // namespace agentpay::chain::test_util

@@ -16,6 +16,7 @@
 #include "chain/keccak.h"
 #include "chain/settlement_tx.h"
 #include "rpc_anvil_process.h"
+#include "test_util.h"
 
 namespace agentpay::chain {
 namespace {

@@ -31,12 +31,6 @@ FakeRpcServer::Handler Node(uint64_t head) {
   };
 }
 
-// A loopback port nobody listens on (bound, then closed).
-uint16_t FreePort() {
-  FakeRpcServer probe([](const json& r) { return ResultReply(r, nullptr); });
-  return probe.endpoint().port;
-}
-
 class RpcPoolTest : public ::testing::Test {
  protected:
   RpcPool Pool(std::vector<Endpoint> endpoints) {
@@ -113,7 +107,7 @@ TEST_F(RpcPoolTest, AnEndpointThatRecoversIsPreferredAgain) {
 
 TEST_F(RpcPoolTest, WhenEveryEndpointFailsAMaybeReceivedFailureWins) {
   FakeRpcServer hangs([](const json&) { return FakeReply{200, "", true}; });
-  const Endpoint nowhere{"127.0.0.1", FreePort(), ""};
+  const Endpoint nowhere{"127.0.0.1", test_util::FreeLoopbackPort(), ""};
   // Never sent to the first, maybe received by the second: the call may have been received.
   RpcPool pool = Pool({nowhere, hangs.endpoint()});
   EXPECT_EQ(pool.Call("eth_sendRawTransaction", json::array({"0x01"})).status().code(),
