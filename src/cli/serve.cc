@@ -224,6 +224,7 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
   settler.asset_name = config.chain.asset_name;
   settler.asset_version = config.chain.asset_version;
   settler.fee_caps = {config.chain.max_fee_per_gas, config.chain.max_priority_fee_per_gas};
+  settler.confirmations = config.chain.confirmations;
   PayerReservationLimits reservations;
   reservations.max_in_flight_per_payer = config.max_in_flight_per_payer;
   reservations.lapse_buffer_s = config.expiry_buffer_seconds;

@@ -25,6 +25,8 @@ namespace agentpay {
 namespace {
 
 constexpr int64_t kMaxTimeoutMs = 3600 * 1000;
+// More than any chain needs (Ethereum finalizes in 64 blocks); a typo of 10000 is refused.
+constexpr int64_t kMaxConfirmations = 1000;
 constexpr char kDataDir[] = "agentpay-data";  // the default store's directory, relative to the cwd
 constexpr int64_t kMaxBodyLimit = 64 * 1024 * 1024;
 
@@ -86,6 +88,9 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"rpc-timeout-ms", &o.rpc_timeout_ms, "timeout of each JSON-RPC call"},
       {"max-timeout-seconds", &o.max_timeout_seconds,
        "x402 maxTimeoutSeconds advertised (clients sign validBefore = now + this)"},
+      {"confirmations", &o.confirmations,
+       "x402: blocks deep a settlement's receipt must be before it counts as settled and the "
+       "paid response is released (1: the block that includes it)"},
       {"max-fee-per-gas", &o.max_fee_per_gas,
        "x402: the most the relayer pays per gas, in wei (0: no cap); while the chain's base fee "
        "is above it, payments get 503 chain_fees_too_high and nothing is broadcast"},
@@ -585,6 +590,7 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
         Range{"expiry-buffer-seconds", options.expiry_buffer_seconds, 0, 86400},
         Range{"max-in-flight-per-payer", options.max_in_flight_per_payer, 1, 100000},
         Range{"reconcile-rpc-per-second", options.reconcile_rpc_per_second, 5, 100000},
+        Range{"confirmations", options.confirmations, 1, kMaxConfirmations},
         Range{"devnet-mine-delay-ms", options.devnet_mine_delay_ms, 0, kMaxTimeoutMs}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
   }
@@ -592,6 +598,7 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   config.expiry_buffer_seconds = options.expiry_buffer_seconds;
   config.max_in_flight_per_payer = options.max_in_flight_per_payer;
   config.reconcile_rpc_per_second = options.reconcile_rpc_per_second;
+  config.chain.confirmations = options.confirmations;
   for (auto [flag, text, target] :
        {std::tuple{"max-fee-per-gas", &options.max_fee_per_gas, &config.chain.max_fee_per_gas},
         std::tuple{"max-priority-fee-per-gas", &options.max_priority_fee_per_gas,

@@ -2,6 +2,7 @@
 // tables and docs/state-machine.md for how the gateway and the reconciler use them.
 #include "core/settlement.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -103,12 +104,20 @@ std::string_view ReconcileActionName(ReconcileAction action) {
 }
 
 Reconciliation Reconcile(Settlement current, const SettlementRecord& record,
-                         const ChainObservation& seen, int64_t expiry_buffer_s) {
+                         const ChainObservation& seen, int64_t expiry_buffer_s,
+                         int64_t confirmations) {
   AGENTPAY_CHECK(current == Settlement::kSubmitted || current == Settlement::kUnknown);
+  AGENTPAY_CHECK(confirmations >= 1);
   const int64_t valid_before_s = record.authorization.valid_before_s;
   const bool expired = PastExpiry(valid_before_s, expiry_buffer_s, seen.chain_time_s);
   switch (seen.receipt) {
     case ReceiptView::kSuccessWithTransfer:
+      if (seen.confirmations < confirmations) {
+        return Decided(ReconcileAction::kWait, current,
+                       "receipt success with the matching Transfer, " +
+                           std::to_string(std::max<int64_t>(seen.confirmations, 0)) + " of " +
+                           std::to_string(confirmations) + " confirmations");
+      }
       return Decided(ReconcileAction::kMarkSettled, Settlement::kSettled,
                      "receipt success with the matching Transfer");
     case ReceiptView::kSuccessWithoutMatchingTransfer:

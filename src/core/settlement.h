@@ -55,6 +55,8 @@ struct ChainObservation {
   bool tx_known = false;     // the node knows our transaction (pending or mined)
   bool nonce_used = false;   // authorizationState(from, nonce)
   int64_t chain_time_s = 0;  // timestamp of the latest block
+  // With a receipt: how deep its block is (1 = the latest block; head - block + 1).
+  int64_t confirmations = 0;
 };
 
 enum class ReconcileAction { kMarkSettled, kRebroadcast, kMarkVoid, kMarkFailed, kWait };
@@ -71,9 +73,12 @@ struct Reconciliation {
 // "expired" = chain_time >= vb + B, when no block can use the authorization any more, with B
 // covering clock skew between nodes and shallow reorgs):
 //
+// N = the confirmations required (--confirmations, at least 1).
+//
 //   receipt                        | tx_known | nonce_used | chain time   | action
 //   -------------------------------+----------+------------+--------------+----------------------
-//   success + matching Transfer    | -        | -          | -            | kMarkSettled
+//   success + Transfer, >= N deep  | -        | -          | -            | kMarkSettled
+//   success + Transfer, < N deep   | -        | -          | -            | kWait        (6)
 //   reverted / success w/o Transfer| -        | yes        | -            | kMarkFailed  (1)
 //   reverted / success w/o Transfer| -        | no         | expired      | kMarkVoid    (2)
 //   reverted / success w/o Transfer| -        | no         | not expired  | kWait        (3)
@@ -95,9 +100,13 @@ struct Reconciliation {
 // (4) The node dropped it: the same signed bytes go out again (same hash); never a new signature.
 // (5) Past validBefore no block can execute it, but a lagging node could still show an earlier
 //     time; the buffer must pass before the nonce's "unused" is final.
-// Precondition: current is kSubmitted or kUnknown; expiry_buffer_s >= 0.
+// (6) A reorganisation shallower than N can still remove the block: settled (and a paid body
+//     released) only once it is N deep. If the block goes, the later looks find our transaction
+//     pending again (wait) or gone (re-broadcast the same bytes), and it settles again.
+// Precondition: current is kSubmitted or kUnknown; expiry_buffer_s >= 0; confirmations >= 1.
 Reconciliation Reconcile(Settlement current, const SettlementRecord& record,
-                         const ChainObservation& seen, int64_t expiry_buffer_s);
+                         const ChainObservation& seen, int64_t expiry_buffer_s,
+                         int64_t confirmations);
 
 // The receipt deadline (--receipt-timeout-ms) passed without a receipt. Precondition: kSubmitted.
 Settlement AfterReceiptTimeout(Settlement submitted);

@@ -33,6 +33,8 @@ struct ChainConfig {
   int64_t max_timeout_seconds = 120;
   // The relayer's caps in wei per gas (--max-fee-per-gas, --max-priority-fee-per-gas); zero: none.
   chain::U256 max_fee_per_gas, max_priority_fee_per_gas;
+  // Blocks deep a settlement's receipt must be before it counts (--confirmations; 1: included).
+  int64_t confirmations = 1;
   std::string Network() const { return "eip155:" + std::to_string(chain_id); }
 };
 

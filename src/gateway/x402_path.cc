@@ -286,8 +286,8 @@ void X402Path::OnArrived(PaymentPtr p, Status status) {
 void X402Path::Preflight(PaymentPtr p) {
   OnChain(
       [this, p] {
-        auto preflight = settler_.Check(p->payload.authorization, p->payload.signature,
-                                        ctx_.clock.NowMs() / 1000);
+        auto preflight =
+            settler_.Check(p->payload.authorization, p->payload.signature, ctx_.clock.NowMs());
         if (!preflight.ok() && preflight.status().error() == ErrorCode::kChainFeesTooHigh) {
           return Reply(p, FeesTooHigh(preflight.status().message()));
         }
@@ -555,7 +555,7 @@ void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, X402Co
   OnChain(
       [this, p, outcome = std::move(outcome), completion = std::move(completion), now,
        authorization = std::move(*authorization), signature = std::move(*signature), not_settled] {
-        auto inputs = settler_.ReadTxInputs(authorization, signature);
+        auto inputs = settler_.ReadTxInputs(authorization, signature, ctx_.clock.NowMs());
         if (!inputs.ok()) return not_settled(inputs.status().message());
         // Signed inside the decision (the relayer nonce is taken there); the callback takes it.
         auto payment = std::make_shared<X402PaymentRecord>();
@@ -640,21 +640,31 @@ void X402Path::Settle(PaymentPtr p) {
       [this, p] { OnReceiptDecided(p, std::nullopt); });
 }
 
-// One look at the chain (on the chain pool); then decided, or the next look after a pause that
-// doubles up to 250 ms, until the deadline.
+// One look at the receipt (on the chain pool, one RPC call); then decided, or the next look after a
+// pause that doubles up to 250 ms, until the deadline. A full observation (Settler::Observe) only
+// when the receipt is there, or at the deadline: it tells a failed settlement (the nonce spent by
+// another transaction) from one still pending, and counts the confirmations of one that paid us
+// (fewer than --confirmations: the looks go on until the deadline).
 void X402Path::PollReceipt(PaymentPtr p) {
-  auto seen = settler_.Observe(p->payment);
-  if (seen.ok()) {
-    Reconciliation r = Reconcile(Settlement::kSubmitted, ToSettlementRecord(p->payment), *seen,
-                                 ctx_.config.expiry_buffer_seconds);
-    if (r.action == ReconcileAction::kMarkSettled || r.action == ReconcileAction::kMarkFailed) {
-      return OnReceiptDecided(std::move(p), std::move(r));
+  const int64_t now = ctx_.timers.MonotonicMs();
+  const bool last = now >= p->receipt_deadline_ms;
+  auto receipt = settler_.LookForReceipt(p->payment);
+  const bool mined = receipt.ok() && receipt->view != ReceiptView::kNone;
+  const bool paid_us = mined && receipt->view == ReceiptView::kSuccessWithTransfer;
+  if (receipt.ok() && (mined || last)) {
+    auto seen = settler_.Observe(p->payment, *receipt);
+    if (seen.ok()) {
+      Reconciliation r =
+          Reconcile(Settlement::kSubmitted, ToSettlementRecord(p->payment), *seen,
+                    ctx_.config.expiry_buffer_seconds, settler_.config().confirmations);
+      if (r.action == ReconcileAction::kMarkSettled || r.action == ReconcileAction::kMarkFailed) {
+        return OnReceiptDecided(std::move(p), std::move(r));
+      }
     }
     // Mined without paying us: the reconciler's to explain, not this request's.
-    if (seen->receipt != ReceiptView::kNone) return OnReceiptDecided(std::move(p), std::nullopt);
+    if (mined && !paid_us) return OnReceiptDecided(std::move(p), std::nullopt);
   }
-  const int64_t now = ctx_.timers.MonotonicMs();
-  if (now >= p->receipt_deadline_ms) return OnReceiptDecided(std::move(p), std::nullopt);
+  if (last) return OnReceiptDecided(std::move(p), std::nullopt);
   const int64_t delay = std::min(p->poll_delay_ms, p->receipt_deadline_ms - now);
   p->poll_delay_ms = std::min(p->poll_delay_ms * 2, kMaxPollDelayMs);
   SchedulePoll(std::move(p), delay);

@@ -121,34 +121,72 @@ Result<Settler::Preflight> Settler::ReserveBalance(
 }
 
 Result<Settler::Preflight> Settler::Check(const chain::TransferAuthorization& authorization,
-                                          const chain::Signature& signature, int64_t now_s) {
-  auto used = chain_.AuthorizationState(config_.token, authorization.from, authorization.nonce);
-  if (!used.ok()) return used.status();
-  if (*used) {
-    Preflight preflight;
-    preflight.failure = Failure::kNonceAlreadyUsed;
+                                          const chain::Signature& signature, int64_t now_ms) {
+  const int64_t now_s = now_ms / 1000;
+  Preflight preflight;
+  if (!authorization.value.FitsInt64() || !authorization.valid_before.FitsInt64()) {
+    preflight.failure = Failure::kInsufficientBalance;  // no balance is that large
     return preflight;
   }
-  auto reserved = ReserveBalance(authorization, now_s);
-  if (!reserved.ok()) return reserved.status();
-  Preflight preflight = std::move(*reserved);
-  if (preflight.failure != Failure::kNone || preflight.limited != Limited::kNo) return preflight;
-  // From here on any refusal drops preflight.hold, and with it the reservation.
-  auto inputs = ReadTxInputs(authorization, signature);
-  if (inputs.ok()) {
-    preflight.inputs = *inputs;
+  const std::string payer = chain::ToLowerHex(authorization.from);
+  ReservationCheck check = reservations_.BeginCheck(payer, now_s);
+  if (check.outcome != ReserveOutcome::kReserved) {
+    preflight.limited = check.outcome == ReserveOutcome::kTooManyInFlight ? Limited::kPayerInFlight
+                                                                          : Limited::kBusy;
     return preflight;
   }
-  preflight.hold.reset();
-  if (IsTransportError(inputs.status())) return inputs.status();
-  // The node refused to estimate: the transfer would revert. Name the token's reason.
-  preflight.detail = inputs.status().message();
+  auto inputs = ReadTxInputs(authorization, signature, now_ms);
+  if (!inputs.ok()) {
+    reservations_.EndCheck(payer);
+    if (IsTransportError(inputs.status())) return inputs.status();
+    return ExplainRevert(authorization, inputs.status().message());
+  }
+  // The simulation succeeded at the latest block: the payer's balance covers this payment. That
+  // is all a payer with nothing else in flight needs; otherwise (or when a settlement released
+  // since may have made the simulation stale) the balance itself is read.
+  const int64_t value = authorization.value.ToInt64();
+  const std::string nonce = chain::Hex(authorization.nonce);
+  switch (reservations_.Reserve(payer, nonce, value, authorization.valid_before.ToInt64(), value,
+                                check.epoch, now_s)) {
+    case ReserveOutcome::kReserved:
+      preflight.hold = std::make_shared<ReservationHold>(reservations_, payer, nonce);
+      break;
+    case ReserveOutcome::kInsufficientBalance:
+    case ReserveOutcome::kStale: {
+      auto reserved = ReserveBalance(authorization, now_s);
+      if (!reserved.ok()) return reserved.status();
+      preflight = std::move(*reserved);
+      break;
+    }
+    case ReserveOutcome::kTooManyInFlight:
+    case ReserveOutcome::kTableFull:
+      AGENTPAY_CHECK(false);  // BeginCheck's answers only
+  }
+  preflight.inputs = *inputs;
+  return preflight;
+}
+
+Result<Settler::Preflight> Settler::ExplainRevert(const chain::TransferAuthorization& authorization,
+                                                  std::string revert) {
+  Preflight preflight;
+  preflight.detail = std::move(revert);
   preflight.failure = FailureOfRevert(preflight.detail);
   if (preflight.failure == Failure::kInvalidSignature) {
     auto diagnosed = DiagnoseInvalidSignature();
     if (!diagnosed.ok()) return diagnosed.status();
     preflight.failure = *diagnosed;
   }
+  if (preflight.failure != Failure::kSimulationFailed) return preflight;
+  // A token whose revert reasons we do not know (or that gives none): ask it directly.
+  auto used = chain_.AuthorizationState(config_.token, authorization.from, authorization.nonce);
+  if (!used.ok()) return used.status();
+  if (*used) {
+    preflight.failure = Failure::kNonceAlreadyUsed;
+    return preflight;
+  }
+  auto balance = chain_.BalanceOf(config_.token, authorization.from);
+  if (!balance.ok()) return balance.status();
+  if (*balance < authorization.value) preflight.failure = Failure::kInsufficientBalance;
   return preflight;
 }
 
@@ -156,11 +194,38 @@ Result<bool> Settler::AuthorizationUsed(const chain::TransferAuthorization& auth
   return chain_.AuthorizationState(config_.token, authorization.from, authorization.nonce);
 }
 
+Result<chain::FeeData> Settler::CachedFees(int64_t now_ms) {
+  {
+    std::lock_guard lock(cache_mutex_);
+    if (fees_.Fresh(now_ms, config_.fee_refresh_ms)) return *fees_.value;
+  }
+  auto fees = chain_.Fees();
+  if (!fees.ok()) return fees.status();
+  std::lock_guard lock(cache_mutex_);
+  fees_ = {*fees, now_ms};
+  return *fees;
+}
+
+Result<int64_t> Settler::CachedPendingNonce(int64_t now_ms) {
+  {
+    std::lock_guard lock(cache_mutex_);
+    if (pending_nonce_.Fresh(now_ms, config_.nonce_refresh_ms)) return *pending_nonce_.value;
+  }
+  auto nonce = chain_.PendingNonce(relayer_);
+  if (!nonce.ok()) return nonce.status();
+  if (*nonce > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Status::Error(ErrorCode::kRpcMalformed, "relayer nonce out of range");
+  }
+  std::lock_guard lock(cache_mutex_);
+  pending_nonce_ = {static_cast<int64_t>(*nonce), now_ms};
+  return static_cast<int64_t>(*nonce);
+}
+
 Result<TxInputs> Settler::ReadTxInputs(const chain::TransferAuthorization& authorization,
-                                       const chain::Signature& signature) {
+                                       const chain::Signature& signature, int64_t now_ms) {
   TxInputs inputs;
   // Fees first: above the cap nothing else needs asking.
-  auto fees = chain_.Fees();
+  auto fees = CachedFees(now_ms);
   if (!fees.ok()) return fees.status();
   FeeDecision capped = ApplyFeeCaps(*fees, config_.fee_caps);
   if (capped.too_high) return Status::Error(ErrorCode::kChainFeesTooHigh, capped.reason);
@@ -169,12 +234,9 @@ Result<TxInputs> Settler::ReadTxInputs(const chain::TransferAuthorization& autho
       relayer_, config_.token, chain::EncodeTransferWithAuthorizationVrs(authorization, signature));
   if (!gas.ok()) return gas.status();
   inputs.gas_limit = GasWithMargin(*gas);
-  auto nonce = chain_.PendingNonce(relayer_);
+  auto nonce = CachedPendingNonce(now_ms);
   if (!nonce.ok()) return nonce.status();
-  if (*nonce > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return Status::Error(ErrorCode::kRpcMalformed, "relayer nonce out of range");
-  }
-  inputs.pending_nonce = static_cast<int64_t>(*nonce);
+  inputs.pending_nonce = *nonce;
   return inputs;
 }
 
@@ -230,10 +292,16 @@ Status Settler::Broadcast(const X402PaymentRecord& record) {
   if (!raw.ok()) return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction is not hex");
   auto sent = chain_.SendRawTransaction(*raw);
   if (sent.ok() || sent.status().error() == ErrorCode::kTxAlreadyKnown) return Status::Ok();
+  if (!IsTransportError(sent.status())) {
+    // "nonce too low", "max fee per gas less than block base fee", ...: read both afresh.
+    std::lock_guard lock(cache_mutex_);
+    fees_ = {};
+    pending_nonce_ = {};
+  }
   return sent.status();
 }
 
-Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record) {
+Result<ReceiptLook> Settler::LookForReceipt(const X402PaymentRecord& record) {
   AGENTPAY_CHECK(record.submitted());
   auto authorization = AuthorizationOf(record);
   if (!authorization.ok()) return authorization.status();
@@ -241,28 +309,71 @@ Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record) {
   if (!hash.ok()) {
     return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction hash is not hex");
   }
+  auto receipt = chain_.GetReceipt(*hash);
+  if (!receipt.ok()) return receipt.status();
+  if (!receipt->has_value()) return ReceiptLook{};
+  const chain::Receipt& r = **receipt;
+  ReceiptLook look{ReceiptView::kReverted, r.block_number};
+  if (r.status == 1) {
+    auto transfer = chain::FindTransfer(r, config_.token, authorization->from, config_.pay_to);
+    look.view = transfer && transfer->value == authorization->value
+                    ? ReceiptView::kSuccessWithTransfer
+                    : ReceiptView::kSuccessWithoutMatchingTransfer;
+  }
+  return look;
+}
+
+Result<int64_t> Settler::Confirmations(const ReceiptLook& receipt) {
+  if (config_.confirmations <= 1) return 1;
+  auto head = chain_.BlockNumber();
+  if (!head.ok()) return head.status();
+  // A node whose head is behind the receipt's block is behind: not one confirmation yet.
+  if (*head < receipt.block_number) return 0;
+  return static_cast<int64_t>(
+      std::min<uint64_t>(*head - receipt.block_number + 1, std::numeric_limits<int64_t>::max()));
+}
+
+Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record,
+                                          std::optional<ReceiptLook> receipt) {
+  auto authorization = AuthorizationOf(record);
+  if (!authorization.ok()) return authorization.status();
   ChainObservation seen;
+  auto settled = [&](const ReceiptLook& look) -> Result<ChainObservation> {
+    seen.receipt = look.view;
+    seen.tx_known = seen.nonce_used = true;  // what the Transfer itself shows
+    auto depth = Confirmations(look);
+    if (!depth.ok()) return depth.status();
+    seen.confirmations = *depth;
+    return seen;
+  };
+  if (!receipt) {
+    auto looked = LookForReceipt(record);
+    if (!looked.ok()) return looked.status();
+    receipt = *looked;
+  }
+  if (receipt->view == ReceiptView::kSuccessWithTransfer) return settled(*receipt);
+  seen.receipt = receipt->view;
   auto used = chain_.AuthorizationState(config_.token, authorization->from, authorization->nonce);
   if (!used.ok()) return used.status();
   seen.nonce_used = *used;
-  auto receipt = chain_.GetReceipt(*hash);
-  if (!receipt.ok()) return receipt.status();
-  if (receipt->has_value()) {
-    const chain::Receipt& r = **receipt;
-    seen.tx_known = true;
-    if (r.status != 1) {
-      seen.receipt = ReceiptView::kReverted;
-    } else {
-      auto transfer = chain::FindTransfer(r, config_.token, authorization->from, config_.pay_to);
-      seen.receipt = transfer && transfer->value == authorization->value
-                         ? ReceiptView::kSuccessWithTransfer
-                         : ReceiptView::kSuccessWithoutMatchingTransfer;
-    }
-  } else {
-    auto tx = chain_.GetTransaction(*hash);
+  if (seen.nonce_used && seen.receipt == ReceiptView::kNone) {
+    // Our transaction may have been mined between the two reads: "used" must come before
+    // "missing" for Reconcile to call the nonce someone else's.
+    auto again = LookForReceipt(record);
+    if (!again.ok()) return again.status();
+    if (again->view == ReceiptView::kSuccessWithTransfer) return settled(*again);
+    seen.receipt = again->view;
+  }
+  if (seen.receipt == ReceiptView::kNone) {
+    auto tx = chain_.GetTransaction(*chain::ParseHash32(record.tx_hash));
     if (!tx.ok()) return tx.status();
     seen.tx_known = tx->has_value();
+    if (seen.tx_known) return seen;  // pending: Reconcile waits whatever the time
+  } else {
+    seen.tx_known = true;  // mined
+    seen.confirmations = 1;
   }
+  if (seen.nonce_used) return seen;  // failed or pending, whatever the time
   auto time = chain_.LatestBlockTimestamp();
   if (!time.ok()) return time.status();
   seen.chain_time_s = *time;

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "chain/chain.h"
@@ -26,6 +28,20 @@ struct SettlerConfig {
   chain::Address pay_to;
   std::string asset_name, asset_version;  // the EIP-712 domain the gateway advertises
   FeeCaps fee_caps;                       // settlement/fees.h; none by default
+  // A hosted node bills per call (issue 14 item 6): the fees and the relayer's pending nonce are
+  // read at most this often. Fees move at most 12.5% a block and a transaction's max fee covers six
+  // blocks of that (chain::FeeData); the relayer's nonce is the store's, the node's only a floor.
+  int64_t fee_refresh_ms = 1000;
+  int64_t nonce_refresh_ms = 5000;
+  // A settlement counts only once its receipt is this many blocks deep (--confirmations; 1: the
+  // block that includes it). Above 1, a look at a mined settlement also asks for the head.
+  int64_t confirmations = 1;
+};
+
+// What the receipt of a settlement transaction says, and the block it is in.
+struct ReceiptLook {
+  ReceiptView view = ReceiptView::kNone;
+  uint64_t block_number = 0;  // with a receipt
 };
 
 // What the relayer needs from the node to sign a transaction, read before the settlement
@@ -50,11 +66,15 @@ class Settler {
   // The chain's verdict on a payment that passed VerifyExact, read before anything is stored:
   // kNone with the inputs to sign its settlement, or the x402 failure (nonce used, balance, the
   // token's own domain or signature check, any other simulated revert). Errors are transport
-  // errors only (nothing was decided; the client may retry).
+  // errors only (nothing was decided; the client may retry), and kChainFeesTooHigh.
   //
-  // Before the transfer is simulated, the payment's value is reserved against the payer's balance
-  // (reservations()): kInsufficientBalance also when the payer's other authorizations in flight
-  // already reserve it. `limited` instead when the payer has too many payments in flight
+  // The happy path asks the node one thing: eth_estimateGas of the transfer, which succeeds only if
+  // the authorization is unused, in its window, validly signed and covered by the payer's balance.
+  // The reads that explain a refusal (authorizationState, balanceOf, the token's domain) are made
+  // only after one. The payment's value is reserved against the payer's balance (reservations()):
+  // the simulation proves the balance covers this payment alone, and only when the payer has
+  // others in flight is balanceOf read to see whether it covers them all (kInsufficientBalance
+  // when not). `limited` instead when the payer has too many payments in flight
   // (--max-in-flight-per-payer) or the table is full: nothing was decided, retry later.
   enum class Limited { kNo, kPayerInFlight, kBusy };
   struct Preflight {
@@ -66,36 +86,72 @@ class Settler {
     // operation it creates keeps it).
     std::shared_ptr<ReservationHold> hold;
   };
+  // `now_ms`: wall clock (reservation lapses, the fee and nonce caches).
   Result<Preflight> Check(const chain::TransferAuthorization& authorization,
-                          const chain::Signature& signature, int64_t now_s);
+                          const chain::Signature& signature, int64_t now_ms);
   Reservations& reservations() { return reservations_; }
   // authorizationState(from, nonce) of the token: whether the authorization was used (or cancelled).
   Result<bool> AuthorizationUsed(const chain::TransferAuthorization& authorization);
-  // The inputs alone, for a payment checked earlier (settle=after: after the upstream answered).
-  // Error kChainFeesTooHigh (nothing may be signed now) when the base fee is above the cap.
+  // The inputs alone, for a payment checked earlier (settle=after: after the upstream answered):
+  // fees and the relayer's nonce from the caches when fresh, and the gas estimate. Error
+  // kChainFeesTooHigh (nothing may be signed now) when the base fee is above the cap; the node's
+  // rpc_error when the transfer would revert.
   Result<TxInputs> ReadTxInputs(const chain::TransferAuthorization& authorization,
-                                const chain::Signature& signature);
+                                const chain::Signature& signature, int64_t now_ms);
 
   // The record with its transaction fields filled: signed with `relayer_nonce` (taken from the
   // store in the same decision). Pure apart from the signature; no network.
   Result<X402PaymentRecord> Sign(X402PaymentRecord record, const TxInputs& inputs,
                                  int64_t relayer_nonce, int64_t now_ms) const;
-  // Sends the record's bytes. A node that already has them is success.
+  // Sends the record's bytes. A node that already has them is success. A refusal also forgets the
+  // cached fees and nonce (the node may have refused them).
   Status Broadcast(const X402PaymentRecord& record);
-  // authorizationState first, then the receipt, then the transaction (see ChainObservation).
-  Result<ChainObservation> Observe(const X402PaymentRecord& record);
+  // What the receipt of the record's transaction says (one call): the gateway's poll.
+  Result<ReceiptLook> LookForReceipt(const X402PaymentRecord& record);
+  // One look for core's Reconcile, in at most four calls, each field read only where Reconcile's
+  // table reads it, in the order core/settlement.h requires: the receipt first (a matching
+  // Transfer settles it, with the head when more than one confirmation is required, and nothing
+  // else is asked); then authorizationState; when that says used
+  // and the receipt was missing, the receipt once more (so that "used" was read before "missing");
+  // then, with no receipt, the transaction; and the latest block's time only when the nonce is
+  // unused and no pending transaction makes the time moot. Unread fields keep their defaults.
+  // `receipt`: what LookForReceipt just said, when the caller has asked (then it is not asked
+  // again).
+  Result<ChainObservation> Observe(const X402PaymentRecord& record,
+                                   std::optional<ReceiptLook> receipt = std::nullopt);
 
  private:
   Result<x402::Failure> DiagnoseInvalidSignature();
   // The balance read and the reservation, retried when a release made the read stale.
   Result<Preflight> ReserveBalance(const chain::TransferAuthorization& authorization,
                                    int64_t now_s);
+  // Why the node refused to simulate the transfer (`revert`): its reason, or else what the token
+  // says of the nonce and the balance.
+  Result<Preflight> ExplainRevert(const chain::TransferAuthorization& authorization,
+                                  std::string revert);
+  // How deep a mined settlement is (1 without asking when one confirmation is enough).
+  Result<int64_t> Confirmations(const ReceiptLook& receipt);
+  Result<chain::FeeData> CachedFees(int64_t now_ms);
+  Result<int64_t> CachedPendingNonce(int64_t now_ms);
+
+  // A value read from the node and when (wall clock); fresh while 0 <= now - read_ms < refresh.
+  template <typename T>
+  struct Cached {
+    std::optional<T> value;
+    int64_t read_ms = 0;
+    bool Fresh(int64_t now_ms, int64_t refresh_ms) const {
+      return value && now_ms >= read_ms && now_ms - read_ms < refresh_ms;
+    }
+  };
 
   chain::Chain& chain_;
   SettlerConfig config_;
   chain::PrivateKey relayer_key_;
   chain::Address relayer_;
   Reservations reservations_;
+  std::mutex cache_mutex_;
+  Cached<chain::FeeData> fees_;
+  Cached<int64_t> pending_nonce_;
 };
 
 // The record's authorization and signature in chain form. Errors: "store_corrupt".

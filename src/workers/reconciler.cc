@@ -1,6 +1,9 @@
 // See reconciler.h.
 #include "workers/reconciler.h"
 
+#include <functional>
+#include <limits>
+
 #include "core/check.h"
 #include "settlement/answers.h"
 
@@ -54,9 +57,10 @@ struct Applied {
   bool resolved = false;  // settled, void or failed: nothing left to reconcile
 };
 
+// `confirmations`: the settler's (--confirmations).
 Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candidate,
-                      const ChainObservation& seen, int64_t now, const ReconcilerConfig& config,
-                      ReconcileReport& report) {
+                      const ChainObservation& seen, int64_t confirmations, int64_t now,
+                      const ReconcilerConfig& config, ReconcileReport& report) {
   Applied applied;
   const Operation& listed = seen_candidate.op;
   Status status = store.Write([&](Transaction& tx) {
@@ -81,7 +85,7 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
       report.decisions.push_back({op.id, "settlement_unknown", events.back().detail});
     }
     Reconciliation r = Reconcile(Settlement::kUnknown, ToSettlementRecord(seen_candidate.payment),
-                                 seen, config.expiry_buffer_seconds);
+                                 seen, config.expiry_buffer_seconds, confirmations);
     switch (r.action) {
       case ReconcileAction::kMarkSettled:
         op = MarkSettled(op, now);
@@ -134,29 +138,40 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
   return applied;
 }
 
-// The relayer-nonce gap rule of reconciler.h. Returns whether it re-sent something.
-Result<bool> FillRelayerGap(Store& store, Settler& settler) {
+// The relayer-nonce gap rule of reconciler.h: from the node's next nonce up, each stored
+// transaction the node does not know is sent again, in nonce order, until a nonce the node knows a
+// transaction for, one the store has none for, or `more(kRpcCallsPerGapStep)` refuses. Returns how
+// many it re-sent.
+Result<int> FillRelayerGap(Store& store, Settler& settler,
+                           const std::function<bool(int64_t calls)>& more) {
   auto next = settler.chain().PendingNonce(settler.relayer());
   if (!next.ok()) return next.status();
-  std::optional<X402PaymentRecord> stuck;
-  Status read = store.Read([&](Transaction& tx) {
-    auto found =
-        tx.FindX402PaymentByRelayerNonce(settler.RelayerHex(), static_cast<int64_t>(*next));
-    if (!found.ok()) return found.status();
-    stuck = std::move(*found);
-    return Status::Ok();
-  });
-  if (!read.ok()) return read;
-  if (!stuck || !stuck->submitted()) return false;
-  auto hash = chain::ParseHash32(stuck->tx_hash);
-  if (!hash.ok()) {
-    return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction hash is not hex");
+  if (*next > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Status::Error(ErrorCode::kRpcMalformed, "relayer nonce out of range");
   }
-  auto known = settler.chain().GetTransaction(*hash);
-  if (!known.ok()) return known.status();
-  if (known->has_value()) return false;  // pending at that nonce: the node will mine it
-  if (Status sent = settler.Broadcast(*stuck); !sent.ok()) return sent;
-  return true;
+  int filled = 0;
+  for (int64_t nonce = static_cast<int64_t>(*next); filled < kMaxGapFillsPerPass; ++nonce) {
+    if (filled > 0 && !more(kRpcCallsPerGapStep)) break;
+    std::optional<X402PaymentRecord> stuck;
+    Status read = store.Read([&](Transaction& tx) {
+      auto found = tx.FindX402PaymentByRelayerNonce(settler.RelayerHex(), nonce);
+      if (!found.ok()) return found.status();
+      stuck = std::move(*found);
+      return Status::Ok();
+    });
+    if (!read.ok()) return read;
+    if (!stuck || !stuck->submitted()) break;
+    auto hash = chain::ParseHash32(stuck->tx_hash);
+    if (!hash.ok()) {
+      return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction hash is not hex");
+    }
+    auto known = settler.chain().GetTransaction(*hash);
+    if (!known.ok()) return known.status();
+    if (known->has_value()) break;  // the node has it: it mines it, and what it holds after
+    if (Status sent = settler.Broadcast(*stuck); !sent.ok()) return sent;
+    ++filled;
+  }
+  return filled;
 }
 
 // Looks at one operation and applies the decision; adds to `report`. Returns whether the
@@ -171,7 +186,8 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
     return false;
   }
   ReconcileReport delta;
-  auto applied = Apply(store, random, candidate, *seen, clock.NowMs(), config, delta);
+  auto applied = Apply(store, random, candidate, *seen, settler.config().confirmations,
+                       clock.NowMs(), config, delta);
   if (!applied.ok()) {
     ++report.errors;
     report.decisions.push_back({candidate.op.id, "store_error", applied.status().message()});
@@ -194,14 +210,15 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
   return applied->resolved;
 }
 
-void GapAndMetrics(Store& store, Settler& settler, bool check_gap, SettlementCounter* metrics,
+void GapAndMetrics(Store& store, Settler& settler, bool check_gap,
+                   const std::function<bool(int64_t calls)>& more, SettlementCounter* metrics,
                    ReconcileReport& report) {
   if (check_gap) {
-    auto filled = FillRelayerGap(store, settler);
+    auto filled = FillRelayerGap(store, settler, more);
     if (!filled.ok()) {
       ++report.errors;
-    } else if (*filled) {
-      ++report.gaps_filled;
+    } else {
+      report.gaps_filled += *filled;
     }
   }
   if (metrics != nullptr) {
@@ -242,7 +259,8 @@ Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clo
       if (listed.eligible) LookAt(store, settler, clock, random, config, listed.candidate, report);
     }
   }
-  GapAndMetrics(store, settler, true, metrics, report);
+  GapAndMetrics(
+      store, settler, true, [](int64_t) { return true; }, metrics, report);
   return report;
 }
 
@@ -310,7 +328,7 @@ Result<ReconcileReport> Reconciler::RunPass() {
   const bool check_gap = now - last_gap_check_ms_ >= kGapCheckIntervalMs &&
                          take(kRpcCallsPerGapCheck);
   if (check_gap) last_gap_check_ms_ = now;
-  GapAndMetrics(store_, settler_, check_gap, metrics_, report);
+  GapAndMetrics(store_, settler_, check_gap, take, metrics_, report);
   return report;
 }
 

@@ -37,12 +37,16 @@ struct ReconcilerConfig {
   int max_pages_per_pass = 50;     // store pages one pass reads at most (the cursor goes on)
 };
 
-// Chain calls counted against the RPC budget, at most: one look (Settler::Observe:
-// authorizationState, the receipt, the transaction, the latest block), one broadcast, and the
-// relayer-nonce gap check (the pending nonce and the transaction at it).
+// Chain calls counted against the RPC budget, at most: one look (Settler::Observe: four at most,
+// of the receipt, authorizationState, the receipt again, the transaction and the latest block),
+// one broadcast, and the relayer-nonce gap check (the pending nonce and the transaction at it).
 inline constexpr int64_t kRpcCallsPerLook = 4;
 inline constexpr int64_t kRpcCallsPerBroadcast = 1;
 inline constexpr int64_t kRpcCallsPerGapCheck = 3;
+// Each further stored transaction re-sent by the same gap check (the transaction, its broadcast),
+// at most kMaxGapFillsPerPass in all: several dropped transactions come back in one pass.
+inline constexpr int64_t kRpcCallsPerGapStep = 2;
+inline constexpr int kMaxGapFillsPerPass = 16;
 // The paced reconciler checks the relayer's nonce gap at most this often.
 inline constexpr int64_t kGapCheckIntervalMs = 1000;
 
@@ -55,10 +59,10 @@ struct ReconcileReport {
   int voided = 0;
   int failed = 0;
   int marked_unknown = 0;
-  int gaps_filled =
-      0;           // stored transactions re-sent because the relayer's chain nonce stopped there
-  int errors = 0;  // chain or store errors on single operations (they are retried next pass)
-  int not_due = 0;        // passed over: looked at recently (backoff)
+  // Stored transactions re-sent because the relayer's chain nonce stopped at them.
+  int gaps_filled = 0;
+  int errors = 0;   // chain or store errors on single operations (they are retried next pass)
+  int not_due = 0;  // passed over: looked at recently (backoff)
   bool out_of_rpc = false;  // the pass stopped for the RPC budget
   bool changed() const {
     return settled + rebroadcast + voided + failed + marked_unknown + gaps_filled > 0;
@@ -70,7 +74,8 @@ struct ReconcileReport {
 // counted. Each pass also keeps the relayer's account nonces filled: every transaction the relayer
 // signed has a nonce taken once, and a later one is mined only after it. If the node's next nonce
 // for the relayer is one we signed a transaction for (dropped by the node, never sent before a
-// crash, or the expired filler of a void settlement), the stored bytes are sent again. That is
+// crash, or the expired filler of a void settlement), the stored bytes are sent again, and so are
+// those of the next nonces the node lost too, in nonce order (kMaxGapFillsPerPass). That is
 // always safe: they are the same signed transaction, which either settles its still-valid
 // authorization exactly once or reverts as expired.
 Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,

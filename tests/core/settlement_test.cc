@@ -22,12 +22,14 @@ SettlementRecord Record() {
   return NewSettlementRecord("op_1", Auth(), "0x" + std::string(64, 'b'), kRawTx, 5000);
 }
 
+// A receipt is seen in the latest block (one confirmation).
 ChainObservation Seen(ReceiptView receipt, bool tx_known, bool nonce_used, int64_t chain_time_s) {
-  return {receipt, tx_known, nonce_used, chain_time_s};
+  return {receipt, tx_known, nonce_used, chain_time_s, receipt == ReceiptView::kNone ? 0 : 1};
 }
 
-Reconciliation ReconcileNow(Settlement current, const ChainObservation& seen) {
-  return Reconcile(current, Record(), seen, kBuffer);
+Reconciliation ReconcileNow(Settlement current, const ChainObservation& seen,
+                            int64_t confirmations = 1) {
+  return Reconcile(current, Record(), seen, kBuffer, confirmations);
 }
 
 // ---- Reconcile ----------------------------------------------------------------------------------
@@ -40,6 +42,26 @@ TEST(SettlementReconcile, SuccessWithMatchingTransferSettlesFromSubmittedAndUnkn
       EXPECT_EQ(r.action, ReconcileAction::kMarkSettled);
       EXPECT_EQ(r.next_settlement, Settlement::kSettled);
       EXPECT_TRUE(r.rebroadcast_raw_tx_hex.empty());
+    }
+  }
+}
+
+// Row (6): settled only once the receipt is N blocks deep; until then the operation waits as it is.
+TEST(SettlementReconcile, ATransferFewerThanNBlocksDeepWaits) {
+  for (Settlement current : {Settlement::kSubmitted, Settlement::kUnknown}) {
+    for (int64_t depth : {-2, 0, 1, 2}) {
+      ChainObservation seen = Seen(ReceiptView::kSuccessWithTransfer, true, true, kValidBefore);
+      seen.confirmations = depth;
+      Reconciliation r = ReconcileNow(current, seen, 3);
+      EXPECT_EQ(r.action, ReconcileAction::kWait) << depth;
+      EXPECT_EQ(r.next_settlement, current);
+      EXPECT_NE(r.reason.find(" of 3 confirmations"), std::string::npos) << r.reason;
+      EXPECT_TRUE(r.rebroadcast_raw_tx_hex.empty());
+    }
+    for (int64_t depth : {3, 4, 100}) {
+      ChainObservation seen = Seen(ReceiptView::kSuccessWithTransfer, true, true, kValidBefore);
+      seen.confirmations = depth;
+      EXPECT_EQ(ReconcileNow(current, seen, 3).action, ReconcileAction::kMarkSettled) << depth;
     }
   }
 }
@@ -162,7 +184,8 @@ TEST(SettlementReconcile, HugeValidBeforeNeverExpires) {
   record.authorization.valid_before_s = std::numeric_limits<int64_t>::max() - 10;
   ChainObservation seen =
       Seen(ReceiptView::kNone, false, false, std::numeric_limits<int64_t>::max());
-  EXPECT_EQ(Reconcile(Settlement::kUnknown, record, seen, kBuffer).action, ReconcileAction::kWait);
+  EXPECT_EQ(Reconcile(Settlement::kUnknown, record, seen, kBuffer, 1).action,
+            ReconcileAction::kWait);
 }
 
 TEST(SettlementReconcile, RebroadcastRecordKeepsTheSameTransaction) {

@@ -30,6 +30,7 @@ class ThreatModelTest(unittest.TestCase):
         cls.gtests = set(re.findall(r"^TEST(?:_F|_P)?\((\w+),\s*(\w+)\)", cls.cc, re.M))
         cls.suites = {suite for suite, _ in cls.gtests}
         cls.ctests = set(re.findall(r"add_test\(NAME\s+([\w.${}]+)", cls.cmake))
+        cls.ctests |= set(re.findall(r"^agentpay_anvil_test\(([\w.]+)\s", cls.cmake, re.M))
 
     def test_every_threat_names_its_tests(self):
         sections = re.split(r"^### ", self.doc, flags=re.M)[1:]

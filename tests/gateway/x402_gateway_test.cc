@@ -466,6 +466,67 @@ TEST_F(X402GatewayTest, DroppedTransactionIsRebroadcastThenVoidAfterExpiry) {
   EXPECT_EQ(Transfers(), 1);
 }
 
+// Issue 14 item 6: several of the relayer's transactions lost by the node while later ones wait
+// (a nonce gap) come back in one gap check, in nonce order, long before each operation's own
+// backoff would look at it again; then they settle, each once.
+TEST_F(X402GatewayTest, SeveralDroppedTransactionsAreResentInNonceOrderByOneGapCheck) {
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  std::vector<chain::Hash32> hashes;
+  for (int i = 0; i < 3; ++i) {
+    HttpResponse unknown = Pay(Sign().header, "gap-" + std::to_string(i));
+    ASSERT_EQ(unknown.status, 202) << unknown.body;
+    hashes.push_back(*chain::ParseHash32(OperationJson(unknown)["tx_hash"].get<std::string>()));
+  }
+  ReconcilerConfig config;
+  config.receipt_timeout_ms = config_.receipt_timeout_ms;
+  config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
+  config.rpc_per_second = 1000;
+  Reconciler reconciler(*store_, *settler_, clock_, random_, config);
+  ASSERT_EQ(reconciler.RunPass()->examined, 3);  // each looked at: pending; again in 1 s
+  clock_.Advance(1000);
+  ASSERT_EQ(reconciler.RunPass()->examined, 3);  // and again in 2 s
+  // The node loses the first two (nonces 0 and 1); the third waits behind the gap.
+  ASSERT_TRUE(*devnet_->DropTransaction(hashes[0]));
+  ASSERT_TRUE(*devnet_->DropTransaction(hashes[1]));
+  clock_.Advance(kGapCheckIntervalMs);  // the gap check is due; the operations' backoff is not
+  auto pass = reconciler.RunPass();
+  ASSERT_TRUE(pass.ok());
+  EXPECT_EQ(pass->examined, 0);
+  EXPECT_EQ(pass->gaps_filled, 2);
+  for (const chain::Hash32& hash : hashes) EXPECT_TRUE(devnet_->GetTransaction(hash)->has_value());
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(ReconcileSettlements(*store_, *settler_, clock_, random_, config)->settled, 3);
+  EXPECT_EQ(Transfers(), 3);
+}
+
+// Issue 14 item 3: with --confirmations 3 a settlement counts, and the upstream is called, only
+// once its block is 3 deep. Until then the request waits (here past its receipt deadline: 202) and
+// the reconciler waits too; the third block settles it, and the retry is served once.
+TEST_F(X402GatewayTest, ASettlementCountsOnlyOnceItIsConfirmationsDeep) {
+  gateway_.reset();
+  SettlerConfig deep = settler_->config();
+  deep.confirmations = 3;
+  settler_ = std::make_unique<Settler>(*counted_, deep, Key(0x99));
+  MakeGateway(SettleTiming::kBefore);
+  Signed payment = Sign();
+  HttpResponse first = Pay(payment.header, "deep-1");
+  ASSERT_EQ(first.status, 202) << first.body;
+  EXPECT_EQ(Code(first), "settlement_unknown");
+  EXPECT_TRUE(NonceUsed(payment.nonce)) << "mined in one block";
+  EXPECT_EQ(upstream_.calls(), 0) << "nothing released before the third block";
+  EXPECT_EQ(Reconcile().settled, 0);
+  ASSERT_TRUE(devnet_->Mine().ok());  // 2 deep
+  EXPECT_EQ(Reconcile().settled, 0);
+  EXPECT_EQ(OperationJson(first)["settlement"], "unknown");
+  ASSERT_TRUE(devnet_->Mine().ok());  // 3 deep
+  EXPECT_EQ(Reconcile().settled, 1);
+  HttpResponse paid = Pay(payment.header, "deep-1");
+  EXPECT_EQ(paid.status, 200) << paid.body;
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(Transfers(), 1);
+  EXPECT_EQ(RelayerTransactions(), 1u);
+}
+
 TEST_F(X402GatewayTest, NonceSpentByAnotherTransactionIsFailed409WithAnAlertNever402) {
   ASSERT_TRUE(devnet_->SetAutomine(false).ok());
   Signed payment = Sign();
@@ -719,6 +780,63 @@ TEST_F(X402GatewayTest, PublicAuthorizationsUnderNewKeysAreRefusedWithoutAskingT
   EXPECT_EQ(counted_->calls(), before) << "no chain call for an authorization already held";
   EXPECT_EQ(upstream_.calls(), 1);
   EXPECT_EQ(Transfers(), 1);
+}
+
+// Issue 14 item 6: a hosted node bills per call. A settled payment asks the simulation, the send
+// and the receipt; fees and the relayer's nonce are read once per refresh interval, and the reads
+// that only explain a refusal (authorizationState, balanceOf) are not made on the happy path.
+TEST_F(X402GatewayTest, ASettledPaymentCostsThreeChainCallsWhileFeesAndNonceAreFresh) {
+  ASSERT_EQ(Pay(Sign().header, "warm").status, 200);  // reads the fees and the nonce
+  const int64_t before = counted_->calls();
+  constexpr int kPayments = 5;
+  for (int i = 0; i < kPayments; ++i) {
+    HttpResponse paid = Pay(Sign().header, "frugal-" + std::to_string(i));
+    ASSERT_EQ(paid.status, 200) << paid.body;
+  }
+  EXPECT_EQ(counted_->calls() - before, 3 * kPayments);
+  // Past both refresh intervals the fees (one Chain::Fees) and the nonce are read again.
+  clock_.Advance(settler_->config().nonce_refresh_ms);
+  const int64_t stale = counted_->calls();
+  ASSERT_EQ(Pay(Sign().header, "refreshed").status, 200);
+  EXPECT_EQ(counted_->calls() - stale, 5);
+  EXPECT_EQ(Transfers(), kPayments + 2);
+}
+
+// With another payment of the payer in flight, the balance itself is read: the simulation only
+// shows that it covers one. A payer funded for one price gets one broadcast, however many arrive.
+TEST_F(X402GatewayTest, APayerWithAnotherPaymentInFlightHasItsBalanceRead) {
+  Signed first = Sign();
+  Signed second = Sign();
+  const std::string payer = chain::ToLowerHex(buyer());
+  auto check = [&](const Signed& s) {
+    return settler_->Check(s.authorization, s.signature, clock_.NowMs());
+  };
+  auto held = check(first);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_EQ(held->failure, x402::Failure::kNone);
+  EXPECT_EQ(settler_->reservations().Reserved(payer), kPrice);
+  const int64_t before = counted_->calls();
+  auto also = check(second);
+  ASSERT_TRUE(also.ok()) << also.status().ToString();
+  EXPECT_EQ(also->failure, x402::Failure::kNone) << "funded for both";
+  EXPECT_EQ(counted_->calls() - before, 2) << "the simulation, then balanceOf";
+  EXPECT_EQ(settler_->reservations().Reserved(payer), 2 * kPrice);
+  also->hold.reset();
+  held->hold.reset();
+  EXPECT_EQ(settler_->reservations().Reserved(payer), 0);
+
+  // A payer funded for exactly one price: its second is refused while the first is in flight.
+  const chain::Address poor = chain::AddressOf(Key(0x02));
+  ASSERT_TRUE(devnet_->Mint(poor, chain::U256(static_cast<uint64_t>(kPrice))).ok());
+  Signed one = Sign(kPrice, 0x02);
+  Signed two = Sign(kPrice, 0x02);
+  held = check(one);
+  ASSERT_TRUE(held.ok() && held->failure == x402::Failure::kNone);
+  also = check(two);
+  ASSERT_TRUE(also.ok());
+  EXPECT_EQ(also->failure, x402::Failure::kInsufficientBalance);
+  EXPECT_EQ(also->detail, "the payer's other payments in flight already reserve its balance");
+  EXPECT_EQ(settler_->reservations().Reserved(chain::ToLowerHex(poor)), kPrice);
 }
 
 // T1 with a leaked key: another of the payer's public authorizations does not prove the payer.

@@ -25,6 +25,7 @@ from x402_harness import BUYER, PRICE, X402TestCase  # noqa: E402
 
 GWEI = 10 ** 9
 CAP = 5 * GWEI
+FEE_REFRESH_S = 1.1
 
 
 class ChainFeesTest(X402TestCase):
@@ -35,6 +36,7 @@ class ChainFeesTest(X402TestCase):
         self.chain.rpc.call("anvil_setNextBlockBaseFeePerGas", hex(wei))
         self.chain.rpc.mine()
         self.assertEqual(int(self.chain.rpc.block()["baseFeePerGas"], 16), wei)
+        time.sleep(FEE_REFRESH_S)  # the gateway reads fees at most once a second
 
     def tearDown(self):
         self.set_base_fee(GWEI // 10)

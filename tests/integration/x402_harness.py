@@ -18,6 +18,7 @@ Accounts (Anvil's default mnemonic): #0 deploys/mints and makes the tests' own t
 """
 
 import base64
+import http.server
 import json
 import os
 import re
@@ -26,8 +27,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHAIN_ENV = os.path.join(os.path.dirname(HERE), "chain_env")
@@ -478,6 +481,64 @@ def money_violations(chain, gateways):
 
 # ----------------------------------------------------------------------------------------------- base class
 
+class CountingProxy:
+    """A JSON-RPC proxy on a free port that forwards to `upstream` and records (monotonic time,
+    method, params) of every call (batches counted per call)."""
+
+    def __init__(self, upstream):
+        self.upstream = upstream
+        self.calls = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Without it each answer stalls ~40 ms (Nagle and delayed ACKs), and the proxy, not the
+            # gateway, would be what bounds the call rate.
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    doc = json.loads(body)
+                    items = doc if isinstance(doc, list) else [doc]
+                    now = time.monotonic()
+                    with proxy.lock:
+                        for item in items:
+                            proxy.calls.append((now, item.get("method"), item.get("params")))
+                except ValueError:
+                    pass
+                req = urllib.request.Request(proxy.upstream, data=body,
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    answer = resp.read()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def since(self, t0):
+        with self.lock:
+            return [c for c in self.calls if c[0] >= t0]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class X402TestCase(unittest.TestCase):
     """One Anvil, seller and gateway per class; the money check after every test."""
 
@@ -585,3 +646,24 @@ class X402TestCase(unittest.TestCase):
         self.assertIsNotNone(receipt, "PAYMENT-RESPONSE names a tx that is not mined: %r" % settle)
         self.assertEqual(int(receipt["status"], 16), 1, receipt)
         return body, settle
+
+
+class ProxiedX402TestCase(X402TestCase):
+    """X402TestCase whose gateway talks to Anvil through a CountingProxy (cls.proxy), which records
+    every JSON-RPC call the gateway and its workers make."""
+
+    @classmethod
+    def start_gateway(cls, **kw):
+        cls.proxy = CountingProxy(cls.chain.url)
+        kw.setdefault("routes", cls.routes)
+        kw.setdefault("extra_args", cls.gateway_args)
+        gw = X402Gateway(cls.workdir, cls.chain, cls.seller.url, chain_url=cls.proxy.url, **kw)
+        gw.start()
+        cls.gateways.append(gw)
+        return gw
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        if getattr(cls, "proxy", None):
+            cls.proxy.stop()

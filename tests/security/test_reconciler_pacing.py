@@ -13,84 +13,22 @@ Finally a block is mined and the reconciler settles all 30 within the same bound
 Run:  python3 tests/security/test_reconciler_pacing.py --agentpay build/agentpay
 """
 
-import http.server
-import json
 import os
 import sys
-import threading
 import time
 import unittest
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
 import harness  # noqa: E402
 import x402_harness as X  # noqa: E402
-from x402_harness import A, BUYER, X402TestCase, auth_message, b64json, deadline_poll, v2_payload  # noqa: E402
+from x402_harness import A, BUYER, ProxiedX402TestCase, auth_message, b64json, deadline_poll, v2_payload  # noqa: E402
 
 PAYMENTS = 30
 RPC_PER_SECOND = 20
 SWEEP_MS = 100
 WINDOW_S = 15.0
-
-
-class CountingProxy:
-    """A JSON-RPC proxy on a free port that forwards to `upstream` and records (monotonic time,
-    method, params) of every call (batches counted per call)."""
-
-    def __init__(self, upstream):
-        self.upstream = upstream
-        self.calls = []
-        self.lock = threading.Lock()
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Without it each answer stalls ~40 ms (Nagle and delayed ACKs), and the proxy, not the
-            # gateway, would be what bounds the call rate.
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    doc = json.loads(body)
-                    items = doc if isinstance(doc, list) else [doc]
-                    now = time.monotonic()
-                    with proxy.lock:
-                        for item in items:
-                            proxy.calls.append((now, item.get("method"), item.get("params")))
-                except ValueError:
-                    pass
-                req = urllib.request.Request(proxy.upstream, data=body,
-                                             headers={"Content-Type": "application/json"})
-                with urllib.request.urlopen(req, timeout=30) as resp:
-                    answer = resp.read()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.server.server_address[1]
-
-    def since(self, t0):
-        with self.lock:
-            return [c for c in self.calls if c[0] >= t0]
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def max_in_window(times, width):
@@ -104,29 +42,11 @@ def max_in_window(times, width):
     return best
 
 
-class ReconcilerPacingTest(X402TestCase):
+class ReconcilerPacingTest(ProxiedX402TestCase):
     automine = False
     gateway_args = ("--receipt-timeout-ms", "300", "--sweep-interval-ms", str(SWEEP_MS),
                     "--reconcile-rpc-per-second", str(RPC_PER_SECOND), "--max-timeout-seconds", "600")
     quiesce_timeout = 60.0
-
-    @classmethod
-    def start_gateway(cls, **kw):
-        # The gateway talks to Anvil through the counting proxy.
-        cls.proxy = CountingProxy(cls.chain.url)
-        kw.setdefault("routes", cls.routes)
-        kw.setdefault("extra_args", cls.gateway_args)
-        gw = X.X402Gateway(cls.workdir, cls.chain, cls.seller.url, **kw)
-        gw.argv[gw.argv.index("--chain-rpc") + 1] = cls.proxy.url
-        gw.start()
-        cls.gateways.append(gw)
-        return gw
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        if getattr(cls, "proxy", None):
-            cls.proxy.stop()
 
     def test_rpc_rate_is_bounded_and_every_unresolved_operation_is_visited(self):
         chain, gw, proxy = self.chain, self.gw, self.proxy

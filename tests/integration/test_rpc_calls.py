@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""What a settled payment costs the RPC node (issue 14, item 6). Hosted providers bill and rate-limit
+per JSON-RPC call; before this a settled payment cost 11.3 calls on average (six reads before the
+decision, the send, about three per receipt check), against 2.5 for a bare relayer.
+
+A logging proxy (x402_harness.CountingProxy) stands between `agentpay serve` and Anvil and records
+every call the gateway makes, its workers included. Payments are sent one after another on a
+`settle=before` and a `settle=after` route; every call from just before the first payment to just
+after the last is counted against the payments settled: at most 4 each (`settle=after` simulates the
+transfer once more after the upstream answered, before it signs: one more). The happy path never reads
+`authorizationState` or `balanceOf` (they only explain a refusal), and each payment is one
+simulation, one send and its receipt. The money check (x402_harness.money_violations) runs after
+every test.
+
+Run:  python3 tests/integration/test_rpc_calls.py --agentpay build/agentpay
+"""
+
+import collections
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import x402_harness as X  # noqa: E402
+from x402_harness import BUYER, POOR, ProxiedX402TestCase, auth_message, b64json, v2_payload  # noqa: E402
+
+PAYMENTS = 20
+MAX_CALLS_PER_PAYMENT = 4.0
+# The 4-byte selectors of the reads that only explain a refusal.
+AUTHORIZATION_STATE = "0xe94a0102"
+BALANCE_OF = "0x70a08231"
+
+
+def call_name(method, params):
+    if method == "eth_call" and params and isinstance(params[0], dict):
+        data = (params[0].get("data") or params[0].get("input") or "")[:10].lower()
+        return {AUTHORIZATION_STATE: "eth_call authorizationState",
+                BALANCE_OF: "eth_call balanceOf"}.get(data, "eth_call " + data)
+    return method
+
+
+class RpcCallsTest(ProxiedX402TestCase):
+    def pay_in_a_row(self, path, prefix):
+        """PAYMENTS payments one after another; returns (calls by name, calls in total, seconds)."""
+        gw, chain = self.gw, self.chain
+        _, _, required, _ = gw.challenge(path)
+        accepted, resource = required["accepts"][0], required.get("resource")
+        signed = chain.sign([{"key": BUYER, "message": auth_message(chain, value=int(accepted["amount"]))}
+                             for _ in range(PAYMENTS)])
+        headers = [b64json(v2_payload(accepted, s, resource)) for s in signed]
+        transfers = len(chain.transfers(from_=BUYER.address))
+        t0 = time.monotonic()
+        for i, header in enumerate(headers):
+            r = gw.pay(path, v2=header, key="%s-%d" % (prefix, i))
+            self.assertPaidResponse(r)
+        seconds = time.monotonic() - t0
+        calls = self.proxy.since(t0)
+        self.assertEqual(len(chain.transfers(from_=BUYER.address)) - transfers, PAYMENTS,
+                         "each payment settled once")
+        by_name = collections.Counter(call_name(method, params) for _, method, params in calls)
+        per_payment = len(calls) / PAYMENTS
+        print("\n    %s: %d settled payments in %.1f s, %d RPC calls = %.2f per payment: %s"
+              % (path, PAYMENTS, seconds, len(calls), per_payment,
+                 ", ".join("%s %d" % kv for kv in sorted(by_name.items()))), file=sys.stderr)
+        return by_name, per_payment
+
+    def check_happy_path(self, by_name, per_payment, simulations=1):
+        self.assertLessEqual(per_payment, MAX_CALLS_PER_PAYMENT + simulations - 1, by_name)
+        self.assertEqual(by_name["eth_estimateGas"], simulations * PAYMENTS)
+        self.assertEqual(by_name["eth_sendRawTransaction"], PAYMENTS, "one send each")
+        self.assertGreaterEqual(by_name["eth_getTransactionReceipt"], PAYMENTS)
+        self.assertEqual(by_name["eth_call authorizationState"], 0, "only to explain a refusal")
+        self.assertEqual(by_name["eth_call balanceOf"], 0, "only with other payments in flight")
+        # Fees (a block and the tip) at most once a second, whatever the rate of payments.
+        self.assertLessEqual(by_name["eth_maxPriorityFeePerGas"], PAYMENTS // 2, by_name)
+
+    def test_a_settle_before_payment_costs_at_most_four_calls(self):
+        self.check_happy_path(*self.pay_in_a_row("/report", "before"))
+
+    def test_a_settle_after_payment_costs_one_simulation_more(self):
+        """settle=after simulates the transfer again once the upstream has answered, before it
+        signs: the payer may have spent its balance meanwhile, and a transfer that reverts burns the
+        relayer's gas. That check is kept; it is the one call above the four."""
+        self.check_happy_path(*self.pay_in_a_row("/after/report", "after"), simulations=2)
+
+    def test_a_refusal_is_explained_by_the_reads_it_needs(self):
+        """A payer short of the price is refused with the reason: the simulation fails first, then
+        the token is asked why. Nothing is sent."""
+        gw, chain = self.gw, self.chain
+        _, _, required, _ = gw.challenge("/report")
+        (signed,) = chain.sign([{"key": POOR, "message": auth_message(chain)}])
+        t0 = time.monotonic()
+        r = gw.pay("/report", v2=v2_payload(required["accepts"][0], signed, required.get("resource")),
+                   key="poor-1")
+        self.assertProblem(r, 402, "invalid_exact_evm_insufficient_balance")
+        names = [call_name(m, p) for _, m, p in self.proxy.since(t0)]
+        self.assertIn("eth_estimateGas", names)
+        self.assertNotIn("eth_sendRawTransaction", names)
+
+if __name__ == "__main__":
+    X.main(sys.argv)
