@@ -530,8 +530,10 @@ PayResult PayRun::Conclude(ReservationState learned, ExitCode code, std::string 
 }
 
 PayResult PayRun::SendUntilFinal() {
-  const std::string payer_words =
-      reservation_.scheme == "wallet" ? "paying from the wallet" : "with the signed payment";
+  // The payer's address, so that a user funding a new buyer key learns it from the first run.
+  const std::string payer_words = reservation_.scheme == "wallet"
+                                      ? "paying from the wallet"
+                                      : "with a payment signed by " + reservation_.payer;
   int retries = 0;
   for (;;) {
     if (result_.attempts >= options_.max_attempts || Remaining() <= 0 || out_of_time_) {

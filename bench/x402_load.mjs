@@ -1,0 +1,178 @@
+#!/usr/bin/env node
+// Load for bench/x402_vs_relayer.py: N concurrent workers for S seconds, each with its own buyer
+// key, counting payments settled. Run with tests/chain_env as the working directory (its
+// node_modules: viem and the official x402 packages). One JSON line on stdout:
+//   {"mode", "settled", "errors", "seconds", "per_second", "first_error"}
+//
+//   --mode gateway: each worker pays --url again and again with the OFFICIAL client
+//     (@x402/fetch wrapFetchWithPayment, ExactEvmScheme): a 200 with a successful PAYMENT-RESPONSE
+//     is one settled payment (the gateway answers once the settlement is mined).
+//   --mode viem: each worker signs an EIP-3009 authorization (viem signTypedData, as the client
+//     does) and the relayer sends transferWithAuthorization with viem's writeContract and its
+//     nonce manager (gas estimated, fees read, by viem), then waits for the receipt.
+//   --mode addresses: print the buyers' addresses (a JSON list) and exit.
+//   --mode raw: the same authorizations; the relayer's transactions are signed locally with a
+//     fixed gas limit, fees read once at the start and a nonce counted locally, sent with
+//     eth_sendRawTransaction one after another (so that they reach the node in nonce order), then
+//     the receipt is awaited.
+// The baselines do the least a single relayer can do per payment; the gateway does all its checks.
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { randomBytes } from "node:crypto";
+
+// The packages come from tests/chain_env/node_modules (the working directory), not from bench/.
+const require = createRequire(join(process.cwd(), "package.json"));
+
+const { values: opt } = parseArgs({
+  options: {
+    mode: { type: "string" },
+    url: { type: "string" },
+    rpc: { type: "string" },
+    token: { type: "string" },
+    "pay-to": { type: "string" },
+    "relayer-key": { type: "string" },
+    "buyer-keys": { type: "string" },
+    network: { type: "string", default: "eip155:84532" },
+    "chain-id": { type: "string", default: "84532" },
+    price: { type: "string", default: "1000" },
+    seconds: { type: "string", default: "10" },
+  },
+  strict: true,
+});
+
+const seconds = Number(opt.seconds);
+const buyers = opt["buyer-keys"].split(",");
+const deadline = Date.now() + seconds * 1000;
+let settled = 0;
+let errors = 0;
+let firstError = null;
+const noteError = (e) => {
+  errors += 1;
+  if (!firstError) firstError = String(e?.shortMessage || e?.message || e).slice(0, 300);
+};
+
+const { privateKeyToAccount } = require("viem/accounts");
+const viem = require("viem");
+
+async function gatewayWorker(key) {
+  const { x402Client, wrapFetchWithPayment } = require("@x402/fetch");
+  const { ExactEvmScheme } = require("@x402/evm/exact/client");
+  const client = new x402Client().register(opt.network, new ExactEvmScheme(privateKeyToAccount(key)));
+  client.setSpendControls({ allowedAssets: [{ network: opt.network, asset: opt.token }] });
+  const pay = wrapFetchWithPayment(fetch, client);
+  while (Date.now() < deadline) {
+    try {
+      const response = await pay(opt.url, { headers: { "Idempotency-Key": randomBytes(16).toString("hex") } });
+      await response.arrayBuffer();
+      const settle = response.headers.get("payment-response");
+      const ok = response.status === 200 && settle &&
+        JSON.parse(Buffer.from(settle, "base64").toString("utf8")).success === true;
+      if (ok) settled += 1;
+      else noteError("HTTP " + response.status);
+    } catch (e) {
+      noteError(e);
+    }
+  }
+}
+
+const chain = viem.defineChain({
+  id: Number(opt["chain-id"]), name: "bench", nativeCurrency: { name: "ETH", symbol: "ETH", decimals: 18 },
+  rpcUrls: { default: { http: [opt.rpc || "http://127.0.0.1:0"] } },
+});
+const transport = viem.http(opt.rpc);
+const publicClient = viem.createPublicClient({ chain, transport, pollingInterval: 20 });
+const ABI = viem.parseAbi([
+  "function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)",
+]);
+const DOMAIN = { name: "USDC", version: "2", chainId: Number(opt["chain-id"]), verifyingContract: opt.token };
+const TYPES = {
+  TransferWithAuthorization: [
+    { name: "from", type: "address" }, { name: "to", type: "address" }, { name: "value", type: "uint256" },
+    { name: "validAfter", type: "uint256" }, { name: "validBefore", type: "uint256" }, { name: "nonce", type: "bytes32" },
+  ],
+};
+
+async function authorizationArgs(buyer) {
+  const message = {
+    from: buyer.address, to: opt["pay-to"], value: BigInt(opt.price), validAfter: 0n,
+    validBefore: BigInt(Math.floor(Date.now() / 1000) + 120), nonce: "0x" + randomBytes(32).toString("hex"),
+  };
+  const signature = await buyer.signTypedData({ domain: DOMAIN, types: TYPES,
+                                                 primaryType: "TransferWithAuthorization", message });
+  const { v, r, s } = viem.parseSignature(signature);
+  return [message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce,
+          Number(v), r, s];
+}
+
+async function waitSettled(hash) {
+  const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 20, timeout: 15000 });
+  if (receipt.status === "success") settled += 1;
+  else noteError("reverted " + hash);
+}
+
+const relayer = opt["relayer-key"]
+  ? privateKeyToAccount(opt["relayer-key"], { nonceManager: viem.nonceManager }) : null;
+
+async function viemWorker(key) {
+  const buyer = privateKeyToAccount(key);
+  const wallet = viem.createWalletClient({ account: relayer, chain, transport });
+  while (Date.now() < deadline) {
+    try {
+      const args = await authorizationArgs(buyer);
+      const hash = await wallet.writeContract({ address: opt.token, abi: ABI,
+                                                functionName: "transferWithAuthorization", args });
+      await waitSettled(hash);
+    } catch (e) {
+      noteError(e);
+    }
+  }
+}
+
+let rawNonce = 0;
+let rawFees = null;
+let rawSends = Promise.resolve();  // nonce taken and send made in order: no gap from a reordering
+async function rawWorker(key) {
+  const buyer = privateKeyToAccount(key);
+  const signer = privateKeyToAccount(opt["relayer-key"]);
+  while (Date.now() < deadline) {
+    try {
+      const args = await authorizationArgs(buyer);
+      const data = viem.encodeFunctionData({ abi: ABI, functionName: "transferWithAuthorization", args });
+      const send = rawSends.then(async () => {
+        const raw = await signer.signTransaction({
+          type: "eip1559", chainId: chain.id, nonce: rawNonce, to: opt.token, data, gas: 150000n,
+          maxFeePerGas: rawFees.maxFeePerGas, maxPriorityFeePerGas: rawFees.maxPriorityFeePerGas,
+        });
+        const sent = await publicClient.request({ method: "eth_sendRawTransaction", params: [raw] });
+        rawNonce += 1;
+        return sent;
+      });
+      rawSends = send.catch(() => {});
+      const hash = await send;
+      await waitSettled(hash);
+    } catch (e) {
+      noteError(e);
+    }
+  }
+}
+
+if (opt.mode === "addresses") {  // the buyers' addresses, to fund them
+  process.stdout.write(JSON.stringify(buyers.map((key) => privateKeyToAccount(key).address)) + "\n");
+  process.exit(0);
+}
+const workers = { gateway: gatewayWorker, viem: viemWorker, raw: rawWorker }[opt.mode];
+if (!workers) {
+  process.stderr.write("--mode gateway|viem|raw\n");
+  process.exit(64);
+}
+if (opt.mode === "raw") {
+  rawNonce = await publicClient.getTransactionCount({ address: privateKeyToAccount(opt["relayer-key"]).address,
+                                                      blockTag: "pending" });
+  rawFees = await publicClient.estimateFeesPerGas();
+}
+const started = Date.now();
+await Promise.all(buyers.map((key) => workers(key)));
+const elapsed = (Date.now() - started) / 1000;
+process.stdout.write(JSON.stringify({ mode: opt.mode, settled, errors, seconds: elapsed,
+                                      per_second: settled / elapsed, first_error: firstError }) + "\n");

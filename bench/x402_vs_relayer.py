@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""x402 throughput: paid requests/s through the gateway against a bare single relayer (issue 14).
+
+Each phase gets a fresh Anvil (chain id 84532, automine: one block per transaction) with TestUSDC
+(EIP-712 domain USDC/2) and 16 buyers funded with it, and runs 16 concurrent workers for
+--seconds, each with its own buyer (bench/x402_load.mjs):
+  gateway  the OFFICIAL x402 client (@x402/fetch) paying `agentpay serve` (settle=before, the demo
+           seller upstream, SQLite): a payment counts once answered 200 with a successful
+           PAYMENT-RESPONSE, i.e. settled on chain and served;
+  viem     the least a relayer can do with viem: the worker signs an authorization, the relayer
+           sends transferWithAuthorization (writeContract: gas estimated, fees read, nonce manager)
+           and waits for the receipt;
+  raw      the same with the relayer's transactions signed locally (fixed gas, fees read once,
+           nonce counted locally) and sent with eth_sendRawTransaction.
+Prints each phase's payments/s per round and the ratio of the gateway's best round to the faster
+baseline's best round, all measured in this run (the machine is noisy: compare ratios, not absolute
+figures; a baseline's relayer can stall on a nonce gap, which best-of-rounds does not hold against
+it). Rounds alternate the order of the phases.
+
+Run:  python3 bench/x402_vs_relayer.py --agentpay build/agentpay [--seconds 10] [--rounds 2]
+"""
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHAIN_ENV = os.path.join(ROOT, "tests", "chain_env")
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+import harness  # noqa: E402
+import x402_harness as X  # noqa: E402
+
+WORKERS = 16
+PRICE = X.PRICE
+
+
+class BenchChain:
+    """A fresh Anvil with TestUSDC and the buyers funded: what X402Gateway needs of a chain."""
+
+    def __init__(self, buyer_addresses):
+        self.node = X.A.Anvil(chain_id=X.CHAIN_ID).start()
+        self.token = X.A.deploy_test_usdc(self.node.rpc, X.TOKEN_NAME, X.TOKEN_VERSION)
+        for address in buyer_addresses:
+            X.A.mint(self.node.rpc, self.token, address, 10 ** 12)
+
+    @property
+    def url(self):
+        return self.node.url
+
+    def stop(self):
+        self.node.stop()
+
+
+def load(mode, seconds, keys, chain, url=None):
+    argv = ["node", os.path.join(ROOT, "bench", "x402_load.mjs"), "--mode", mode,
+            "--seconds", str(seconds), "--buyer-keys", ",".join(keys), "--price", str(PRICE)]
+    if chain is not None:
+        argv += ["--rpc", chain.url, "--token", chain.token, "--pay-to", X.PAY_TO.address,
+                 "--relayer-key", X.RELAYER.private_key]
+    if url:
+        argv += ["--url", url]
+    out = subprocess.run(argv, cwd=CHAIN_ENV, capture_output=True, text=True, timeout=seconds + 120)
+    if out.returncode != 0:
+        raise RuntimeError("x402_load.mjs %s failed: %s" % (mode, out.stderr[-2000:]))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def phase(mode, seconds, keys, addresses, workdir):
+    chain = BenchChain(addresses)
+    seller = gateway = None
+    try:
+        if mode == "gateway":
+            seller = harness.Seller(workdir)
+            seller.start()
+            gateway = X.X402Gateway(workdir, chain, seller.url, routes=({"prefix": "/", "price": PRICE},),
+                                    name="bench-gateway-%s" % secrets.token_hex(3))
+            gateway.start()
+            result = load(mode, seconds, keys, chain, url=gateway.url("/report"))
+        else:
+            result = load(mode, seconds, keys, chain)
+        settled = len(X.A.transfer_logs(chain.node.rpc, chain.token, to=X.PAY_TO.address))
+        if settled != result["settled"]:
+            raise RuntimeError("%s counted %d payments, the chain shows %d Transfers to payTo"
+                               % (mode, result["settled"], settled))
+        return result
+    finally:
+        if gateway:
+            gateway.stop()
+        if seller:
+            seller.kill9()
+        chain.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--agentpay", required=True)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    harness._binary = os.path.abspath(args.agentpay)
+    keys = ["0x" + secrets.token_hex(32) for _ in range(WORKERS)]
+    addresses = json.loads(subprocess.run(
+        ["node", os.path.join(ROOT, "bench", "x402_load.mjs"), "--mode", "addresses", "--buyer-keys",
+         ",".join(keys)], cwd=CHAIN_ENV, capture_output=True, text=True, check=True).stdout)
+    workdir = tempfile.mkdtemp(prefix="agentpay-x402-bench-")
+    rates = {"gateway": [], "viem": [], "raw": []}
+    try:
+        for r in range(args.rounds):
+            for mode in ("viem", "raw", "gateway") if r % 2 == 0 else ("gateway", "raw", "viem"):
+                result = phase(mode, args.seconds, keys, addresses, workdir)
+                rates[mode].append(result["per_second"])
+                print("round %d %-8s %6.1f payments/s (%d settled, %d errors%s)" % (
+                    r + 1, mode, result["per_second"], result["settled"], result["errors"],
+                    ", first: " + result["first_error"] if result["first_error"] else ""), flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    top = {mode: max(v) for mode, v in rates.items()}
+    baseline = "viem" if top["viem"] >= top["raw"] else "raw"
+    print("best round, payments/s: gateway %.1f, viem %.1f, raw %.1f" % (
+        top["gateway"], top["viem"], top["raw"]))
+    print("BENCH_SUMMARY x402 gateway/%s = %.2f (gateway/viem %.2f, gateway/raw %.2f; floor 0.95)" % (
+        baseline, top["gateway"] / top[baseline], top["gateway"] / top["viem"], top["gateway"] / top["raw"]))
+
+
+if __name__ == "__main__":
+    main()
