@@ -16,7 +16,15 @@ Anvil faults, drawn per round with the suite's seed next to the kill -9 (class A
     violation (nothing could have settled);
   - inside such a window, anvil_dropTransaction of one of the gateway's pending settlement transactions:
     the reconciler must re-broadcast the same transaction (same hash) within 10 s, else a violation;
-  - SIGSTOP of Anvil for 1-3 s while the round's payments settle, then SIGCONT.
+  - SIGSTOP of Anvil for 1-3 s while the round's payments settle, then SIGCONT;
+  - a reorganisation (anvil_reorg 1) of the latest block once it holds a settlement transaction: the
+    gateway runs with --confirmations 2, so that settlement is not counted yet; the same transaction
+    (same hash) must be mined again within 15 s, and the money check then finds one Transfer;
+  - RPC failover: the gateway's first --chain-rpc is a proxy in front of Anvil (Anvil itself is the
+    second); the proxy hangs for 1-3 s (calls taken, never answered), and payments go on through the
+    second endpoint.
+A block is mined every 0.5 s besides the transactions' own (automine), except in automine-off
+windows and SIGSTOPs, so that every settlement gets the second block --confirmations 2 waits for.
 """
 
 import os
@@ -34,10 +42,13 @@ SETTLE_WAIT_S = 40.0
 # the gateway refuses a validBefore past now + maxTimeoutSeconds + 30 s, so it advertises 600.
 GATEWAY_ARGS = ("--sweep-interval-ms", "100", "--upstream-timeout-ms", "1500", "--attach-wait-ms", "1000",
                 "--receipt-timeout-ms", str(RECEIPT_TIMEOUT_MS), "--hold-ttl-ms", "2000",
-                "--max-timeout-seconds", "600")
+                "--max-timeout-seconds", "600", "--confirmations", "2", "--rpc-timeout-ms", "1000")
 ROUTE_PRICES = {"/": X.PRICE, "/after": X.AFTER_PRICE}
 ANVIL_AUTOMINE_OFF_P, ANVIL_DROP_P, ANVIL_SIGSTOP_P = 0.35, 0.6, 0.3  # drop: given an automine-off window
+ANVIL_REORG_P, RPC_HANG_P = 0.3, 0.3  # reorg: when automine stays on
 REBROADCAST_WAIT_S = 10.0
+REMINE_WAIT_S = 15.0
+TICK_S = 0.5
 SELLER_FAULTS = [("ok", 60), ("5xx", 12), ("slow:2200", 8), ("hang", 5), ("drop", 10), ("4xx", 5)]
 NETWORK_ERRORS = (OSError, harness.http.client.HTTPException)
 
@@ -63,8 +74,16 @@ class X402World:
         self.seller.name = "x402-seller"
         self.seller.log_path = os.path.join(workdir, "x402-seller.log")
         self.seller.start()
-        self.gw = X.X402Gateway(workdir, self.chain, self.seller.url, extra_args=GATEWAY_ARGS, name="x402-gateway")
+        # Two endpoints of the one Anvil: a proxy that can hang first, the node itself second.
+        self.rpc_proxy = X.CountingProxy(self.chain.url)
+        self.gw = X.X402Gateway(workdir, self.chain, self.seller.url, chain_url=self.rpc_proxy.url,
+                                extra_args=GATEWAY_ARGS + ("--chain-rpc", self.chain.url), name="x402-gateway")
         self.gw.start()
+        self.ticking = threading.Event()  # cleared while automine is off or Anvil is stopped
+        self.ticking.set()
+        self.stopping = threading.Event()
+        self.ticker = threading.Thread(target=self._tick, daemon=True)
+        self.ticker.start()
         self.proxy = proxy_factory(self.gw.port)
         self.challenges = {}
         for path in ROUTE_PRICES:
@@ -72,9 +91,21 @@ class X402World:
                                                    b"{}", "application/json")
             self.challenges[path] = (required["accepts"][0], required.get("resource"))
 
+    def _tick(self):
+        """A block every TICK_S on top of automine's: the second block of --confirmations 2."""
+        while not self.stopping.wait(TICK_S):
+            if self.ticking.is_set():
+                try:
+                    self.chain.rpc.mine()
+                except Exception:  # noqa: BLE001 - Anvil stopped or busy: the next tick
+                    pass
+
     def stop(self):
+        self.stopping.set()
+        self.ticker.join(timeout=5)
         self.proxy.stop()
         self.gw.stop()
+        self.rpc_proxy.stop()
         self.seller.kill9()
         self.chain.stop()
 
@@ -171,6 +202,9 @@ class AnvilFaults:
         self.automine_off = rng.random() < ANVIL_AUTOMINE_OFF_P
         self.drop = self.automine_off and rng.random() < ANVIL_DROP_P
         self.sigstop = rng.random() < ANVIL_SIGSTOP_P
+        self.reorg = not self.automine_off and rng.random() < ANVIL_REORG_P
+        self.rpc_hang = rng.random() < RPC_HANG_P
+        self.hang_after_s, self.hang_for_s = rng.uniform(0.0, 0.8), rng.uniform(1.0, 3.0)
         self.window_s = rng.uniform(1.0, 3.0)
         self.stop_after_s, self.stop_for_s = rng.uniform(0.05, 0.8), rng.uniform(1.0, 3.0)
         self.mined_at = None  # time.monotonic() when automine went back on (None: it never went off)
@@ -178,14 +212,17 @@ class AnvilFaults:
         self.thread = None
 
     def any(self):
-        return self.automine_off or self.sigstop
+        return self.automine_off or self.sigstop or self.reorg or self.rpc_hang
 
     def start(self):
         """Before the payments start: automine off (so their settlements wait in the pool), then the thread."""
         if self.automine_off:
+            self.world.ticking.clear()
             self.world.chain.rpc.set_automine(False)
             self.world.tally.add("Anvil automine-off windows")
         self.started = time.monotonic()
+        if self.rpc_hang:
+            threading.Thread(target=self._hang_rpc, daemon=True).start()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -194,12 +231,17 @@ class AnvilFaults:
         try:
             if self.sigstop:
                 time.sleep(self.stop_after_s)
+                self.world.ticking.clear()
                 chain.node.pause()
                 tally.add("Anvil SIGSTOPs")
                 time.sleep(self.stop_for_s)
                 chain.node.resume()
+                if not self.automine_off:
+                    self.world.ticking.set()
             if self.drop:
                 self._drop_one()
+            if self.reorg:
+                self._reorg_one()
             if self.automine_off:
                 time.sleep(max(0.0, self.started + self.window_s - time.monotonic()))
         except Exception as error:  # noqa: BLE001 - reported as a violation, the round goes on
@@ -233,16 +275,58 @@ class AnvilFaults:
             time.sleep(0.05)
         self.world.tally.add("Anvil dropped txs re-broadcast")
 
+    def _hang_rpc(self):
+        """The gateway's first RPC endpoint stops answering for a while; the second is Anvil itself."""
+        time.sleep(self.hang_after_s)
+        self.world.rpc_proxy.pause()
+        self.world.tally.add("RPC endpoint hangs (failover)")
+        time.sleep(self.hang_for_s)
+        self.world.rpc_proxy.resume()
+
+    def _reorg_one(self):
+        """Once the latest block holds a settlement, it is replaced by an empty one (anvil_reorg 1)."""
+        chain = self.world.chain
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            head = chain.rpc.block_number()
+            mined = [t["tx"] for t in chain.transfers_to_pay_to() if t["block"] == head]
+            if mined:
+                break
+            time.sleep(0.02)
+        else:
+            self.world.tally.add("Anvil reorgs skipped (no settlement in the latest block)")
+            return
+        self.world.ticking.clear()  # no block between the look and the reorg
+        try:
+            if chain.rpc.block_number() != head:
+                self.world.tally.add("Anvil reorgs skipped (no settlement in the latest block)")
+                return
+            chain.rpc.reorg(1)
+        finally:
+            self.world.ticking.set()
+        self.world.tally.add("Anvil reorgs of a block with a settlement")
+        h = mined[0]
+        deadline = time.monotonic() + REMINE_WAIT_S
+        while chain.rpc.receipt(h) is None:
+            if time.monotonic() > deadline:
+                self.violations.append("%s: settlement tx %s of a reorganised block not mined again within "
+                                       "%.0f s" % (self.where, h, REMINE_WAIT_S))
+                return
+            time.sleep(0.05)
+        self.world.tally.add("Anvil reorged settlements mined again")
+
     def end(self):
-        """Idempotent: Anvil running, automine on, the pool mined."""
+        """Idempotent: Anvil running, automine on, the pool mined, the ticker on, the RPC proxy flowing."""
         chain = self.world.chain
         chain.node.resume()
+        self.world.rpc_proxy.resume()
         if self.automine_off and not self.restored:
             if self.mined_at is None:
                 self.mined_at = time.monotonic()  # no block before this instant (automine off, nobody mines)
             chain.rpc.set_automine(True)
             chain.rpc.mine()
             self.restored = True
+        self.world.ticking.set()
 
     def join(self, violations, payments):
         self.thread.join(timeout=60)
@@ -294,6 +378,9 @@ def summary_rows(world, tally):
             ("Anvil faults: automine-off windows / dropped txs (re-broadcast) / SIGSTOPs", "%d / %d (%d) / %d" % (
                 tally.get("Anvil automine-off windows"), tally.get("Anvil dropped txs"),
                 tally.get("Anvil dropped txs re-broadcast"), tally.get("Anvil SIGSTOPs"))),
+            ("Anvil reorgs of a block with a settlement (mined again) / RPC endpoint hangs", "%d (%d) / %d" % (
+                tally.get("Anvil reorgs of a block with a settlement"),
+                tally.get("Anvil reorged settlements mined again"), tally.get("RPC endpoint hangs (failover)"))),
             ("x402 requests", tally.get("x402 requests"))] + answered + [
             ("x402 payments without a final answer", tally.get("x402 payments without a final answer")),
             ("x402 settled operations / Transfers to payTo", "%d / %d" % (settled, transfers))]

@@ -483,12 +483,14 @@ def money_violations(chain, gateways):
 
 class CountingProxy:
     """A JSON-RPC proxy on a free port that forwards to `upstream` and records (monotonic time,
-    method, params) of every call (batches counted per call)."""
+    method, params) of every call (batches counted per call). pause() makes it a hung node."""
 
     def __init__(self, upstream):
         self.upstream = upstream
         self.calls = []
         self.lock = threading.Lock()
+        self.flowing = threading.Event()  # cleared by pause(): calls hang until resume()
+        self.flowing.set()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -502,6 +504,7 @@ class CountingProxy:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                proxy.flowing.wait()
                 try:
                     doc = json.loads(body)
                     items = doc if isinstance(doc, list) else [doc]
@@ -530,11 +533,19 @@ class CountingProxy:
     def url(self):
         return "http://127.0.0.1:%d" % self.server.server_address[1]
 
+    def pause(self):
+        """A node that stopped answering: calls are taken and held, unanswered, until resume()."""
+        self.flowing.clear()
+
+    def resume(self):
+        self.flowing.set()
+
     def since(self, t0):
         with self.lock:
             return [c for c in self.calls if c[0] >= t0]
 
     def stop(self):
+        self.resume()
         self.server.shutdown()
         self.server.server_close()
 
