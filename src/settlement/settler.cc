@@ -54,6 +54,12 @@ std::optional<std::string> DecodeAbiString(const chain::Bytes& data) {
 
 bool IsTransportError(const Status& status) { return status.error() != ErrorCode::kRpcError; }
 
+// What a refused ReservationCheck (kTooManyInFlight or kTableFull) tells the client.
+Settler::Limited LimitedBy(ReserveOutcome refused) {
+  return refused == ReserveOutcome::kTooManyInFlight ? Settler::Limited::kPayerInFlight
+                                                     : Settler::Limited::kBusy;
+}
+
 }  // namespace
 
 Settler::Settler(chain::Chain& chain, SettlerConfig config, chain::PrivateKey relayer_key,
@@ -73,21 +79,16 @@ Result<Settler::Preflight> Settler::ReserveBalance(
   // A release between a balance read and its reservation makes the read stale (it may predate
   // the settlement released): read again, a few times at most.
   constexpr int kMaxBalanceReads = 3;
+  AGENTPAY_CHECK(authorization.value.FitsInt64() && authorization.valid_before.FitsInt64());
   Preflight preflight;
   const std::string payer = chain::ToLowerHex(authorization.from);
   const std::string nonce = chain::Hex(authorization.nonce);
-  if (!authorization.value.FitsInt64() || !authorization.valid_before.FitsInt64()) {
-    preflight.failure = Failure::kInsufficientBalance;  // no balance is that large
-    return preflight;
-  }
   const int64_t value = authorization.value.ToInt64();
   const int64_t valid_before_s = authorization.valid_before.ToInt64();
   for (int read = 0; read < kMaxBalanceReads; ++read) {
     ReservationCheck check = reservations_.BeginCheck(payer, now_s);
     if (check.outcome != ReserveOutcome::kReserved) {
-      preflight.limited = check.outcome == ReserveOutcome::kTooManyInFlight
-                              ? Limited::kPayerInFlight
-                              : Limited::kBusy;
+      preflight.limited = LimitedBy(check.outcome);
       return preflight;
     }
     auto balance = chain_.BalanceOf(config_.token, authorization.from);
@@ -131,8 +132,7 @@ Result<Settler::Preflight> Settler::Check(const chain::TransferAuthorization& au
   const std::string payer = chain::ToLowerHex(authorization.from);
   ReservationCheck check = reservations_.BeginCheck(payer, now_s);
   if (check.outcome != ReserveOutcome::kReserved) {
-    preflight.limited = check.outcome == ReserveOutcome::kTooManyInFlight ? Limited::kPayerInFlight
-                                                                          : Limited::kBusy;
+    preflight.limited = LimitedBy(check.outcome);
     return preflight;
   }
   auto inputs = ReadTxInputs(authorization, signature, now_ms);

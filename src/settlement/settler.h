@@ -123,6 +123,7 @@ class Settler {
  private:
   Result<x402::Failure> DiagnoseInvalidSignature();
   // The balance read and the reservation, retried when a release made the read stale.
+  // Precondition: value and validBefore fit in int64 (Check refuses others first).
   Result<Preflight> ReserveBalance(const chain::TransferAuthorization& authorization,
                                    int64_t now_s);
   // Why the node refused to simulate the transfer (`revert`): its reason, or else what the token
