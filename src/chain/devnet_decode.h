@@ -1,6 +1,7 @@
 // Internal to the devnet (its interface is devnet.h): decoding of what reaches the token (the
-// calldata of transferWithAuthorization, EIP-1559 raw transactions), the checks a transaction
-// passes before it enters the pool, and the ABI word helpers the devnet's files share.
+// calldata of transferWithAuthorization; raw transactions decode with chain/transaction.h), the
+// checks a transaction passes before it enters the pool, and the ABI word helpers the devnet's
+// files share.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include "chain/devnet.h"
 #include "chain/eip712.h"
 #include "chain/secp256k1.h"
+#include "chain/transaction.h"
 #include "core/result.h"
 
 namespace agentpay::chain {
@@ -54,24 +56,6 @@ struct AuthorizationCall {
 
 // Both transferWithAuthorization overloads; nullopt for calldata the ABI decoder rejects.
 std::optional<AuthorizationCall> DecodeAuthorizationCall(std::span<const uint8_t> data);
-
-struct DecodedTransaction {
-  uint64_t chain_id = 0;
-  uint64_t nonce = 0;
-  U256 max_priority_fee_per_gas;
-  U256 max_fee_per_gas;
-  uint64_t gas_limit = 0;
-  std::optional<Address> to;
-  U256 value;
-  Bytes data;
-  Address from;  // recovered from the signature
-  uint8_t y_parity = 0;
-  U256 r, s;
-};
-
-// 0x02 ‖ rlp([chainId, nonce, tip, maxFee, gas, to, value, data, accessList, yParity, r, s]).
-// Errors are rpc_error with geth-like messages.
-Result<DecodedTransaction> DecodeRawTransaction(std::span<const uint8_t> raw);
 
 // What geth and the token check before a transaction enters the pool, nonce aside.
 Status CheckAdmissible(const DecodedTransaction& transaction, const DevnetConfig& config);

@@ -1,9 +1,11 @@
 // EIP-1559 (type 2) transactions: the facilitator submits transferWithAuthorization with one.
-// Signing yields the raw bytes for eth_sendRawTransaction and the hash to reconcile against.
+// Signing yields the raw bytes for eth_sendRawTransaction and the hash to reconcile against;
+// decoding reads them back (the devnet's pool, the relayer replacing its own stuck transaction).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "chain/bytes.h"
 #include "chain/secp256k1.h"
@@ -37,5 +39,23 @@ Hash32 Eip1559SigningHash(const Eip1559Transaction& transaction);
 
 // Errors: "transaction_too_large" (data over kMaxTransactionDataBytes), "signing_failed".
 Result<SignedTransaction> SignEip1559(const Eip1559Transaction& transaction, const PrivateKey& key);
+
+struct DecodedTransaction {
+  uint64_t chain_id = 0;
+  uint64_t nonce = 0;
+  U256 max_priority_fee_per_gas;
+  U256 max_fee_per_gas;
+  uint64_t gas_limit = 0;
+  std::optional<Address> to;
+  U256 value;
+  Bytes data;
+  Address from;  // recovered from the signature
+  uint8_t y_parity = 0;
+  U256 r, s;
+};
+
+// 0x02 ‖ rlp([chainId, nonce, tip, maxFee, gas, to, value, data, accessList, yParity, r, s]).
+// Errors are rpc_error with geth-like messages.
+Result<DecodedTransaction> DecodeRawTransaction(std::span<const uint8_t> raw);
 
 }  // namespace agentpay::chain
