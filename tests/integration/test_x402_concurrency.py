@@ -27,7 +27,12 @@ from x402_harness import BUYER, A, X402TestCase, auth_message, b64json, deadline
 
 PAYMENTS = 64
 WORKERS = 4
-HEALTHZ_LIMIT_MS = 50.0
+# /healthz while every worker's payment waits on the chain: a blocked pool would answer after the
+# 60 s receipt timeout. 95% of the probes within 50 ms, and none past 1 s (a scheduler hiccup on a
+# loaded 2-core machine is not a blocked pool).
+HEALTHZ_P95_MS = 50.0
+HEALTHZ_WORST_MS = 1000.0
+MIN_PROBES = 20  # /healthz answers while all the payments wait on the chain
 BODY = b'{"task":"summarize"}'
 
 
@@ -103,6 +108,9 @@ class ConcurrentX402Test(X402TestCase):
             self.assertEqual(pending, PAYMENTS)
             self.assertTrue(all(r is None for r in results), "answered before anything was mined: %r" % [
                 r for r in results if r is not None][:3])
+            # /healthz is asked while all 64 wait, however fast the machine got them there.
+            deadline_poll(lambda: len(probe.latencies_ms) >= MIN_PROBES, 30, interval=0.05,
+                          what="%d /healthz probes while the payments wait" % MIN_PROBES)
             chain.rpc.mine()
             for t in threads:
                 t.join(timeout=120)
@@ -121,12 +129,15 @@ class ConcurrentX402Test(X402TestCase):
         self.assertEqual(self.seller.executed() - executed, PAYMENTS)
 
         self.assertEqual(probe.failures, [])
-        self.assertGreater(len(probe.latencies_ms), 10, "the probe hardly ran")
+        self.assertGreaterEqual(len(probe.latencies_ms), MIN_PROBES, "the probe hardly ran")
         worst = max(probe.latencies_ms)
         ordered = sorted(probe.latencies_ms)
-        print("\n    /healthz during %d x402 payments with --workers %d: %d probes, median %.1f ms, worst %.1f ms"
-              % (PAYMENTS, WORKERS, len(ordered), ordered[len(ordered) // 2], worst), file=sys.stderr)
-        self.assertLess(worst, HEALTHZ_LIMIT_MS, "a /healthz answer took %.1f ms" % worst)
+        p95 = ordered[(len(ordered) * 95) // 100]
+        print("\n    /healthz during %d x402 payments with --workers %d: %d probes, median %.1f ms, p95 %.1f ms, "
+              "worst %.1f ms" % (PAYMENTS, WORKERS, len(ordered), ordered[len(ordered) // 2], p95, worst),
+              file=sys.stderr)
+        self.assertLess(p95, HEALTHZ_P95_MS, "95%% of /healthz answers took up to %.1f ms" % p95)
+        self.assertLess(worst, HEALTHZ_WORST_MS, "a /healthz answer took %.1f ms" % worst)
 
 
 if __name__ == "__main__":
