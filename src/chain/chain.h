@@ -79,8 +79,11 @@ class Chain {
   virtual Result<uint64_t> EstimateGas(const Address& from, const Address& to,
                                        const Bytes& data) = 0;
   virtual Result<FeeData> Fees() = 0;
-  // The next nonce of `account`, counting its pending transactions.
+  // The next nonce of `account`, counting its pending transactions. Nodes differ where the pool
+  // has a gap: geth counts only the pending run without one, Anvil counts past it.
   virtual Result<uint64_t> PendingNonce(const Address& account) = 0;
+  // The next nonce of `account` at the latest block: its mined transactions only.
+  virtual Result<uint64_t> MinedNonce(const Address& account) = 0;
   // Broadcasts a signed transaction and returns its hash (keccak256 of raw). When the node
   // already has exactly this transaction the result is the error kTxAlreadyKnown.
   virtual Result<Hash32> SendRawTransaction(const Bytes& raw) = 0;
@@ -89,6 +92,9 @@ class Chain {
   // nullopt when the node does not know the transaction (never seen, or dropped from its pool).
   virtual Result<std::optional<TxInfo>> GetTransaction(const Hash32& transaction_hash) = 0;
   virtual Result<uint64_t> BlockNumber() = 0;
+  // The hash of the canonical block `number`; nullopt past the head. A reorganisation changes it,
+  // and the hash of every block after it.
+  virtual Result<std::optional<Hash32>> BlockHash(uint64_t number) = 0;
   // Seconds since the epoch, as the chain sees it (EIP-3009 validity is judged against this).
   virtual Result<int64_t> LatestBlockTimestamp() = 0;
 };

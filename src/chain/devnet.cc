@@ -256,6 +256,13 @@ Result<uint64_t> Devnet::BlockNumber() {
   return state_->block_number();
 }
 
+Result<std::optional<Hash32>> Devnet::BlockHash(uint64_t number) {
+  std::lock_guard lock(mutex_);
+  if (Status entered = Enter(); !entered.ok()) return entered;
+  if (number > state_->block_number()) return std::optional<Hash32>();
+  return std::optional<Hash32>(state_->BlockAt(number).hash);
+}
+
 Result<int64_t> Devnet::LatestBlockTimestamp() {
   std::lock_guard lock(mutex_);
   if (Status entered = Enter(); !entered.ok()) return entered;

@@ -130,6 +130,7 @@ class Devnet final : public Chain {
   Result<uint64_t> EstimateGas(const Address& from, const Address& to, const Bytes& data) override;
   Result<FeeData> Fees() override;
   Result<uint64_t> PendingNonce(const Address& account) override;
+  Result<uint64_t> MinedNonce(const Address& account) override;
   // Accepts an EIP-1559 transferWithAuthorization to the token whose nonce is the sender's
   // next one. rpc_error messages as geth's: "nonce too low", "nonce too high", "replacement
   // transaction underpriced" (a different transaction with a pending nonce), "txpool is full",
@@ -138,6 +139,7 @@ class Devnet final : public Chain {
   Result<std::optional<Receipt>> GetReceipt(const Hash32& transaction_hash) override;
   Result<std::optional<TxInfo>> GetTransaction(const Hash32& transaction_hash) override;
   Result<uint64_t> BlockNumber() override;
+  Result<std::optional<Hash32>> BlockHash(uint64_t number) override;
   Result<int64_t> LatestBlockTimestamp() override;
 
   // Reads for the JSON-RPC endpoint; they fail only as the Chain methods do (rpc_unreachable).
@@ -150,8 +152,6 @@ class Devnet final : public Chain {
   Result<std::optional<DevnetTransaction>> Transaction(const Hash32& transaction_hash);
   // nullopt while the transaction is not mined.
   Result<std::optional<DevnetReceipt>> ReceiptWithContext(const Hash32& transaction_hash);
-  // The sender's mined transaction count: its next nonce at the latest block.
-  Result<uint64_t> TransactionCount(const Address& account);
   // The logs matching `filter`, oldest first. Errors: "invalid_block_range" (from_block past
   // to_block), "block_range_too_large" (more than kDevnetMaxLogBlockRange blocks once to_block is
   // capped at the latest), "too_many_results" (more than kDevnetMaxLogResults logs).

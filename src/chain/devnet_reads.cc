@@ -113,7 +113,7 @@ Result<std::optional<DevnetReceipt>> Devnet::ReceiptWithContext(const Hash32& tr
   return std::optional<DevnetReceipt>(std::move(answer));
 }
 
-Result<uint64_t> Devnet::TransactionCount(const Address& account) {
+Result<uint64_t> Devnet::MinedNonce(const Address& account) {
   std::lock_guard lock(mutex_);
   if (Status entered = Enter(); !entered.ok()) return entered;
   return state_->AccountNonce(account);

@@ -387,7 +387,7 @@ Outcome GetTransactionCount(const json& params, Devnet& devnet) {
   StateBlock block = RequireLatest(params, 1, devnet, true);
   if (block.refused) return *block.refused;
   Result<uint64_t> count =
-      block.pending ? devnet.PendingNonce(*account) : devnet.TransactionCount(*account);
+      block.pending ? devnet.PendingNonce(*account) : devnet.MinedNonce(*account);
   if (!count.ok()) return ChainFailure(count.status());
   return Ok(Quantity(*count));
 }

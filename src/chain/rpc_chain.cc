@@ -267,11 +267,19 @@ Result<FeeData> RpcChain::Fees() {
   return fees;
 }
 
-Result<uint64_t> RpcChain::PendingNonce(const Address& account) {
+Result<uint64_t> RpcChain::TransactionCount(const Address& account, const char* block_tag) {
   Result<json> answer =
-      client_.Call("eth_getTransactionCount", json::array({ToLowerHex(account), "pending"}));
+      client_.Call("eth_getTransactionCount", json::array({ToLowerHex(account), block_tag}));
   if (!answer.ok()) return answer.status();
   return ParseUint64(*answer, "eth_getTransactionCount");
+}
+
+Result<uint64_t> RpcChain::PendingNonce(const Address& account) {
+  return TransactionCount(account, "pending");
+}
+
+Result<uint64_t> RpcChain::MinedNonce(const Address& account) {
+  return TransactionCount(account, "latest");
 }
 
 Result<Hash32> RpcChain::SendRawTransaction(const Bytes& raw) {
@@ -334,6 +342,18 @@ Result<uint64_t> RpcChain::BlockNumber() {
   Result<json> answer = client_.Call("eth_blockNumber", json::array());
   if (!answer.ok()) return answer.status();
   return ParseUint64(*answer, "eth_blockNumber");
+}
+
+Result<std::optional<Hash32>> RpcChain::BlockHash(uint64_t number) {
+  Result<json> answer =
+      client_.Call("eth_getBlockByNumber", json::array({U256(number).ToHexQuantity(), false}));
+  if (!answer.ok()) return answer.status();
+  if (answer->is_null()) return std::optional<Hash32>();
+  if (!answer->is_object()) return Malformed("eth_getBlockByNumber", "block is not an object");
+  Reader reader(*answer, "eth_getBlockByNumber");
+  const Hash32 hash = reader.Hash("hash");
+  if (!reader.ok()) return reader.status();
+  return std::optional<Hash32>(hash);
 }
 
 Result<int64_t> RpcChain::LatestBlockTimestamp() {

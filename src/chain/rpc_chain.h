@@ -36,18 +36,22 @@ class RpcChain final : public Chain {
   // that method (rpc_error), eth_gasPrice minus the base fee (at least zero).
   Result<FeeData> Fees() override;
   Result<uint64_t> PendingNonce(const Address& account) override;
+  Result<uint64_t> MinedNonce(const Address& account) override;
   // "already known"/"already imported" → kTxAlreadyKnown. "nonce too low" → kTxAlreadyKnown when
   // the node knows this transaction's hash, else the node's rpc_error.
   Result<Hash32> SendRawTransaction(const Bytes& raw) override;
   Result<std::optional<Receipt>> GetReceipt(const Hash32& transaction_hash) override;
   Result<std::optional<TxInfo>> GetTransaction(const Hash32& transaction_hash) override;
   Result<uint64_t> BlockNumber() override;
+  Result<std::optional<Hash32>> BlockHash(uint64_t number) override;
   Result<int64_t> LatestBlockTimestamp() override;
 
   // For node-specific calls (anvil_*, evm_mine in tests; txpool_status in diagnostics).
   RpcPool& rpc() { return client_; }
 
  private:
+  // eth_getTransactionCount at `block_tag` ("pending" or "latest").
+  Result<uint64_t> TransactionCount(const Address& account, const char* block_tag);
   Result<nlohmann::json> LatestBlock();
   Result<U256> PriorityFee(const U256& base_fee);
   // The outcome of an eth_sendRawTransaction the node refused with `detail`.

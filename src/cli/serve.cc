@@ -274,6 +274,11 @@ void LogReconcile(Logger& log, const Result<ReconcileReport>& report) {
              "reconciler: re-sent the stored transaction at the relayer's next nonce",
              {{"count", report->gaps_filled}});
   }
+  if (report->gap_noops > 0) {
+    log.Info("relayer_nonce_gap_noop",
+             "reconciler: sent a no-op at a relayer nonce the node lacks and nothing stored fills",
+             {{"count", report->gap_noops}});
+  }
 }
 
 void LogSweep(Logger& log, const Result<SweepReport>& report) {
@@ -531,6 +536,8 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   reconciler_config.expiry_buffer_seconds = config->expiry_buffer_seconds;
   reconciler_config.retention_ms = config->retention_ms;
   reconciler_config.rpc_per_second = config->reconcile_rpc_per_second;
+  reconciler_config.replace_after_ms = config->replace_after_ms;
+  reconciler_config.reorg_watch_ms = config->reorg_watch_ms;
   // The payers' authorizations a previous process left in flight hold their balance again.
   if (auto restored = RestoreReservations(**store, settlement->settler->reservations());
       !restored.ok()) {

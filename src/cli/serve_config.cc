@@ -104,6 +104,12 @@ std::vector<Flag> Flags(ServeOptions& o) {
        "x402 payments of one payer checked or settling at once (429 + Retry-After past it)"},
       {"reconcile-rpc-per-second", &o.reconcile_rpc_per_second,
        "chain calls per second the reconciler may make, all unresolved settlements together"},
+      {"replace-after-ms", &o.replace_after_ms,
+       "x402: a settlement transaction left unmined this long is replaced at its relayer nonce "
+       "with a higher fee, within --max-fee-per-gas and --max-priority-fee-per-gas"},
+      {"reorg-watch-ms", &o.reorg_watch_ms,
+       "x402: how long a settlement is watched for a reorganisation that removes its block (it "
+       "then goes back to unknown and the same transaction settles it again); 0: not watched"},
       {"ca-file", &o.ca_file,
        "PEM file of CA certificates trusted for https upstreams and --chain-rpc, besides the "
        "system's store (which is always used)"},
@@ -590,6 +596,8 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
         Range{"expiry-buffer-seconds", options.expiry_buffer_seconds, 0, 86400},
         Range{"max-in-flight-per-payer", options.max_in_flight_per_payer, 1, 100000},
         Range{"reconcile-rpc-per-second", options.reconcile_rpc_per_second, 5, 100000},
+        Range{"replace-after-ms", options.replace_after_ms, 1000, kMaxTimeoutMs},
+        Range{"reorg-watch-ms", options.reorg_watch_ms, 0, kMaxTimeoutMs},
         Range{"confirmations", options.confirmations, 1, kMaxConfirmations},
         Range{"devnet-mine-delay-ms", options.devnet_mine_delay_ms, 0, kMaxTimeoutMs}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
@@ -598,6 +606,8 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   config.expiry_buffer_seconds = options.expiry_buffer_seconds;
   config.max_in_flight_per_payer = options.max_in_flight_per_payer;
   config.reconcile_rpc_per_second = options.reconcile_rpc_per_second;
+  config.replace_after_ms = options.replace_after_ms;
+  config.reorg_watch_ms = options.reorg_watch_ms;
   config.chain.confirmations = options.confirmations;
   for (auto [flag, text, target] :
        {std::tuple{"max-fee-per-gas", &options.max_fee_per_gas, &config.chain.max_fee_per_gas},

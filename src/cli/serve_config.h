@@ -48,6 +48,8 @@ struct ServeOptions {
   int64_t expiry_buffer_seconds = 30;
   int64_t max_in_flight_per_payer = 128;
   int64_t reconcile_rpc_per_second = 20;
+  int64_t replace_after_ms = 30000;
+  int64_t reorg_watch_ms = 900000;
   int64_t confirmations = 1;
   // Wei per gas, decimal; "0": no cap.
   std::string max_fee_per_gas = "0", max_priority_fee_per_gas = "0";

@@ -184,11 +184,27 @@ Operation NewX402Operation(const X402OperationParams& params, int64_t now_ms) {
 
 Operation MarkSettled(const Operation& op, int64_t now_ms) {
   AGENTPAY_CHECK(op.settlement == Settlement::kSubmitted || op.settlement == Settlement::kUnknown);
-  AGENTPAY_CHECK(!IsFinal(op));
   Operation next = op;
   // Fulfillment is untouched: a live attempt goes on to the upstream (or finishes with the 2xx it
-  // holds); otherwise the next retry is free.
+  // holds); otherwise the next retry is free (or, after X17, replays the answer already given).
   next.settlement = Settlement::kSettled;
+  next.updated_ms = now_ms;
+  return next;
+}
+
+Operation MarkReorganised(const Operation& op, int64_t now_ms) {
+  AGENTPAY_CHECK(op.settlement == Settlement::kSettled);
+  Operation next = op;
+  next.settlement = Settlement::kUnknown;
+  next.updated_ms = now_ms;
+  return next;
+}
+
+Operation MarkLostAfterDelivery(const Operation& op, Settlement settlement, int64_t now_ms) {
+  AGENTPAY_CHECK(op.settlement == Settlement::kUnknown && IsFinal(op));
+  AGENTPAY_CHECK(settlement == Settlement::kVoid || settlement == Settlement::kFailed);
+  Operation next = op;
+  next.settlement = settlement;
   next.updated_ms = now_ms;
   return next;
 }

@@ -57,6 +57,11 @@ struct ChainObservation {
   int64_t chain_time_s = 0;  // timestamp of the latest block
   // With a receipt: how deep its block is (1 = the latest block; head - block + 1).
   int64_t confirmations = 0;
+  // With a receipt: the transaction it is of (ours, or one ours replaced at the same relayer
+  // nonce; only one of them can be mined), and its block. Not read by Reconcile.
+  std::string receipt_tx_hash;
+  int64_t receipt_block = -1;
+  std::string receipt_block_hash;
 };
 
 enum class ReconcileAction { kMarkSettled, kRebroadcast, kMarkVoid, kMarkFailed, kWait };
@@ -145,7 +150,12 @@ bool MayReleaseReservation(const Authorization& authorization, bool nonce_used,
 // X14 none / in_progress, upstream 4xx -> none / rejected, final (d): the upstream's answer.
 // X15 none, retry, authorization can still settle -> in_progress, a+1: the upstream is called.
 // X16 none, retry, authorization too late -> none / rejected, final, key released (b): stored 402.
-// Settled never changes again; void and failed are final. Only fulfillment moves after settled.
+// X17 settled, no live attempt, the block holding its receipt reorganised away and the receipt
+//     gone -> unknown, fulfillment unchanged (e): the reconciler sends the same bytes (rule 4)
+//     and X7 settles it again; a retry meanwhile gets 202 (X8) or, if final, its stored answer.
+// X18 unknown after X17 with fulfillment final (the paid answer went out), Reconcile kMarkVoid or
+//     kMarkFailed -> void / failed, the stored answer kept (f): an alert for the operator.
+// Void and failed are final. Settled changes again only by X17; otherwise only fulfillment moves.
 //
 // (a) Every failed settlement has a spent nonce (see (1) above): the payer may have paid, so a 402
 //     (which makes x402 clients sign again) is refused; e.g. 409 `settlement_failed`, kept for the
@@ -156,11 +166,15 @@ bool MayReleaseReservation(const Authorization& authorization, bool nonce_used,
 // (d) settle=after 4xx: the authorization is simply never submitted. Settlement stays `none` (not
 //     `void`): the gateway has nothing on chain to reconcile; the payer's own budget is released by
 //     MayReleaseReservation once the authorization expires unused.
+// (e) Only a reorganisation deeper than --confirmations can do this (shallower ones are rule 6):
+//     an operator chose N too small for the chain, or the chain reorganised unusually deep.
+// (f) The payer got the paid answer and the chain holds no payment for it (the authorization
+//     expired before it was mined again, or the payer spent it elsewhere): an operator decides.
 // X4 on settle=after (a > 0): the upstream's 2xx is not kept (a response is stored only when
 // final); once settled, the retry calls the upstream again with the same upstream Idempotency-Key.
 // Crash recovery (RecoverInterrupted) turns the in_progress of a dead attempt (its gateway process
-// gone, or its lease expired) into pending_retry and leaves settlement as is; the reconciler applies
-// X4 to `submitted` records older than the receipt deadline.
+// gone, or its lease expired) into pending_retry and leaves settlement as is; the reconciler
+// applies X4 to `submitted` records older than the receipt deadline.
 
 enum class SettleOrder { kBeforeUpstream, kAfterUpstream };
 
@@ -178,8 +192,12 @@ struct X402OperationParams {
 // and, for settle=before, the SettlementRecord in one decision, and broadcasts after the commit.
 Operation NewX402Operation(const X402OperationParams& params, int64_t now_ms);
 
-// X3, X7. Precondition: settlement submitted or unknown.
+// X3, X7. Precondition: settlement submitted or unknown (fulfillment may be final after X17).
 Operation MarkSettled(const Operation& op, int64_t now_ms);
+// X17. Precondition: settlement settled, no live claim (the shell's check).
+Operation MarkReorganised(const Operation& op, int64_t now_ms);
+// X18. Precondition: settlement unknown, fulfillment final; `settlement` void or failed.
+Operation MarkLostAfterDelivery(const Operation& op, Settlement settlement, int64_t now_ms);
 // X4. Precondition: settlement submitted.
 Operation MarkUnknown(const Operation& op, int64_t now_ms);
 // X6. Precondition: settlement unknown, no attempt in progress, response.status >= 400.

@@ -67,6 +67,12 @@ struct GatewayConfig {
   int64_t max_in_flight_per_payer = 128;
   // x402: the reconciler's chain calls per second (all its passes together).
   int64_t reconcile_rpc_per_second = 20;
+  // x402: a settlement transaction left unmined this long is replaced at its relayer nonce with a
+  // higher fee, within the caps (--replace-after-ms).
+  int64_t replace_after_ms = 30000;
+  // x402: how long after it was seen settled a settlement is watched for reorganisations
+  // (--reorg-watch-ms; 0: not watched).
+  int64_t reorg_watch_ms = 900000;
   int64_t attach_wait_ms = 5000;
   uint64_t max_body_bytes = 1048576;
   RateLimitConfig rate_limits;

@@ -657,6 +657,10 @@ void X402Path::PollReceipt(PaymentPtr p) {
       Reconciliation r =
           Reconcile(Settlement::kSubmitted, ToSettlementRecord(p->payment), *seen,
                     ctx_.config.expiry_buffer_seconds, settler_.config().confirmations);
+      if (r.action == ReconcileAction::kMarkSettled) {
+        // The receipt's block, for the reconciler's watch for reorganisations.
+        p->payment = AsSettled(p->payment, *seen, ctx_.clock.NowMs());
+      }
       if (r.action == ReconcileAction::kMarkSettled || r.action == ReconcileAction::kMarkFailed) {
         return OnReceiptDecided(std::move(p), std::move(r));
       }
@@ -694,13 +698,18 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
   if (decided && decided->action == ReconcileAction::kMarkSettled) {
     ctx_.metrics.CountSettlement(SettlementEvent::kSettled);
     Operation settled = MarkSettled(op, now);
-    TraceEvent event{op.id, now, "chain", "settled", "receipt of " + tx_hash};
+    TraceEvent event{
+        op.id, now, "chain", "settled",
+        "receipt of " + tx_hash + " in block " + std::to_string(p->payment.settled_block)};
+    auto record_block = [payment = p->payment](Transaction& tx) {
+      return tx.UpdateX402Payment(payment);
+    };
     if (p->upstream_2xx) {
       // X3 then X10: the upstream's answer is delivered now that the money moved.
       X402Completion done =
           CompleteX402Call(settled, *p->upstream_2xx, now, ctx_.config.retention_ms);
       Operation next = done.next;
-      return WriteClaimed(op, std::move(done.next), std::move(event), {},
+      return WriteClaimed(op, std::move(done.next), std::move(event), record_block,
                           [this, p, settled, next = std::move(next)](Result<bool> claimed) {
                             if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
                             if (!*claimed) return Reply(p, StateAnswer(*p, settled, false));
@@ -709,7 +718,7 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
     }
     Operation calling =
         BeginX402Call(settled, now, p->route->timeout_ms + kLeaseMarginMs, ctx_.instance_id);
-    return WriteClaimed(op, calling, std::move(event), {},
+    return WriteClaimed(op, calling, std::move(event), record_block,
                         [this, p, settled, calling](Result<bool> claimed) {
                           if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
                           if (!*claimed) return Reply(p, StateAnswer(*p, settled, false));

@@ -40,4 +40,16 @@ Alert SettlementFailedAlert(Random& random, const std::string& operation_id,
                std::nullopt, "", ""};
 }
 
+Alert SettlementLostAfterDeliveryAlert(Random& random, const std::string& operation_id,
+                                       const std::string& reason, int64_t now_ms) {
+  return Alert{"alert_" + RandomHex(random, 16),
+               operation_id,
+               "settlement_lost_after_delivery",
+               reason,
+               now_ms,
+               std::nullopt,
+               "",
+               ""};
+}
+
 }  // namespace agentpay

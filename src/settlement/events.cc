@@ -16,6 +16,12 @@ std::string_view SettlementEventName(SettlementEvent event) {
     case SettlementEvent::kVoid: return "void";
     case SettlementEvent::kReconciledFailed: return "reconciled_failed";
     case SettlementEvent::kGapFilled: return "relayer_gap_filled";
+    case SettlementEvent::kGapNoop:
+      return "relayer_gap_noop";
+    case SettlementEvent::kReplaced:
+      return "replaced";
+    case SettlementEvent::kReorganised:
+      return "reorganised";
     case SettlementEvent::kCount: break;
   }
   return "?";

@@ -19,7 +19,10 @@ enum class SettlementEvent {
   kRebroadcast,
   kVoid,
   kReconciledFailed,
-  kGapFilled,  // a stored transaction re-sent to fill the relayer's next nonce
+  kGapFilled,    // a stored transaction re-sent to fill the relayer's next nonce
+  kGapNoop,      // a no-op sent at a relayer nonce the node lacks and nothing stored fills
+  kReplaced,     // a stuck transaction replaced at its relayer nonce with a higher fee
+  kReorganised,  // a settled operation sent back: its block was reorganised away
   kCount,
 };
 // The event's label on /metrics.

@@ -34,4 +34,34 @@ struct FeeDecision {
 
 FeeDecision ApplyFeeCaps(const chain::FeeData& node, const FeeCaps& caps);
 
+// A transaction left in the mempool is replaced (issue 14 item 4) by one with the same relayer
+// nonce and calldata at a higher fee, never by a second authorization. Nodes take a replacement
+// only when its max fee and its tip are both well above those it replaces (geth: 10%, others
+// 12.5%): each is raised to at least Bump(old) = old + ceil(old / 8), and at least 1 wei more.
+// `market` is what ApplyFeeCaps makes of the node's fees now.
+//
+//   market               | the old transaction's fees         | decision
+//   ---------------------|------------------------------------|----------------------------------
+//   too high (cap)       | -                                  | (1) wait: nothing under the cap
+//                        |                                    |     could be mined either
+//   under the cap        | max fee and tip >= the market's    | (2) wait: it is not stuck on price
+//   under the cap        | Bump(max fee) > --max-fee-per-gas, | (3) wait: the cap forbids a
+//                        | or Bump(tip) > the tip cap         |     replacement the node would take
+//   under the cap        | otherwise                          | (4) replace: max fee = max(market,
+//                        |                                    |     Bump(old)), tip likewise, each
+//                        |                                    |     within its cap, tip <= max fee
+//
+// (2) A transaction priced at the market and still unmined waits on something else (the nonce
+// before it: the reconciler's gap check). (3) The operator's cap is never exceeded; the
+// transaction waits for the base fee to come down to it, and the reason says so.
+struct ReplacementDecision {
+  bool replace = false;
+  bool at_market = false;  // (2): not stuck on price (nothing for an operator to see)
+  chain::FeeData fees;     // (4): the replacement's max fee and tip
+  std::string reason;      // every row: for the trace
+};
+chain::U256 Bump(const chain::U256& fee);
+ReplacementDecision ReplacementFees(const chain::FeeData& old_fees, const FeeDecision& market,
+                                    const FeeCaps& caps);
+
 }  // namespace agentpay

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "chain/abi.h"
+#include "chain/keccak.h"
 #include "chain/settlement_tx.h"
 #include "core/check.h"
 
@@ -53,6 +54,23 @@ std::optional<std::string> DecodeAbiString(const chain::Bytes& data) {
 }
 
 bool IsTransportError(const Status& status) { return status.error() != ErrorCode::kRpcError; }
+
+// The hashes of the record's transaction and, newest first, of those it replaced.
+Result<std::vector<chain::Hash32>> HashesNewestFirst(const X402PaymentRecord& record) {
+  auto current = chain::ParseHash32(record.tx_hash);
+  if (!current.ok()) {
+    return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction hash is not hex");
+  }
+  std::vector<chain::Hash32> hashes{*current};
+  for (auto raw = record.replaced_raw_txs.rbegin(); raw != record.replaced_raw_txs.rend(); ++raw) {
+    auto bytes = chain::ParseHex(*raw);
+    if (!bytes.ok()) {
+      return Status::Error(ErrorCode::kStoreCorrupt, "stored replaced transaction is not hex");
+    }
+    hashes.push_back(chain::Keccak256(*bytes));
+  }
+  return hashes;
+}
 
 // What a refused ReservationCheck (kTooManyInFlight or kTableFull) tells the client.
 Settler::Limited LimitedBy(ReserveOutcome refused) {
@@ -305,22 +323,100 @@ Result<ReceiptLook> Settler::LookForReceipt(const X402PaymentRecord& record) {
   AGENTPAY_CHECK(record.submitted());
   auto authorization = AuthorizationOf(record);
   if (!authorization.ok()) return authorization.status();
-  auto hash = chain::ParseHash32(record.tx_hash);
-  if (!hash.ok()) {
-    return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction hash is not hex");
+  auto hashes = HashesNewestFirst(record);
+  if (!hashes.ok()) return hashes.status();
+  for (const chain::Hash32& hash : *hashes) {
+    auto receipt = chain_.GetReceipt(hash);
+    if (!receipt.ok()) return receipt.status();
+    if (!receipt->has_value()) continue;
+    const chain::Receipt& r = **receipt;
+    ReceiptLook look{ReceiptView::kReverted, r.block_number, chain::Hex(r.block_hash),
+                     chain::Hex(hash)};
+    if (r.status == 1) {
+      auto transfer = chain::FindTransfer(r, config_.token, authorization->from, config_.pay_to);
+      look.view = transfer && transfer->value == authorization->value
+                      ? ReceiptView::kSuccessWithTransfer
+                      : ReceiptView::kSuccessWithoutMatchingTransfer;
+    }
+    return look;
   }
-  auto receipt = chain_.GetReceipt(*hash);
-  if (!receipt.ok()) return receipt.status();
-  if (!receipt->has_value()) return ReceiptLook{};
-  const chain::Receipt& r = **receipt;
-  ReceiptLook look{ReceiptView::kReverted, r.block_number};
-  if (r.status == 1) {
-    auto transfer = chain::FindTransfer(r, config_.token, authorization->from, config_.pay_to);
-    look.view = transfer && transfer->value == authorization->value
-                    ? ReceiptView::kSuccessWithTransfer
-                    : ReceiptView::kSuccessWithoutMatchingTransfer;
+  return ReceiptLook{};
+}
+
+Status Settler::SendNoop(int64_t nonce, int64_t now_ms) {
+  AGENTPAY_CHECK(nonce >= 0);
+  constexpr uint64_t kTransferGas = 21000;
+  auto fees = CachedFees(now_ms);
+  if (!fees.ok()) return fees.status();
+  FeeDecision capped = ApplyFeeCaps(*fees, config_.fee_caps);
+  if (capped.too_high) return Status::Error(ErrorCode::kChainFeesTooHigh, capped.reason);
+  chain::Eip1559Transaction noop;
+  noop.chain_id = config_.chain_id;
+  noop.nonce = static_cast<uint64_t>(nonce);
+  noop.max_priority_fee_per_gas = capped.fees.max_priority_fee_per_gas;
+  noop.max_fee_per_gas = capped.fees.max_fee_per_gas;
+  noop.gas_limit = kTransferGas;
+  noop.to = relayer_;
+  auto signed_tx = chain::SignEip1559(noop, relayer_key_);
+  if (!signed_tx.ok()) return signed_tx.status();
+  auto sent = chain_.SendRawTransaction(signed_tx->raw);
+  if (sent.ok() || sent.status().error() == ErrorCode::kTxAlreadyKnown) return Status::Ok();
+  return sent.status();
+}
+
+Result<bool> Settler::NodeKnows(const X402PaymentRecord& record) {
+  AGENTPAY_CHECK(record.submitted());
+  auto hashes = HashesNewestFirst(record);
+  if (!hashes.ok()) return hashes.status();
+  for (const chain::Hash32& hash : *hashes) {
+    auto tx = chain_.GetTransaction(hash);
+    if (!tx.ok()) return tx.status();
+    if (tx->has_value()) return true;
   }
-  return look;
+  return false;
+}
+
+Result<Settler::Replacement> Settler::Replace(const X402PaymentRecord& record, int64_t now_ms) {
+  AGENTPAY_CHECK(record.submitted());
+  auto raw = chain::ParseHex(record.raw_tx_hex);
+  if (!raw.ok()) return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction is not hex");
+  auto old = chain::DecodeRawTransaction(*raw);
+  if (!old.ok() || old->from != relayer_ || record.relayer_nonce < 0 ||
+      old->nonce != static_cast<uint64_t>(record.relayer_nonce)) {
+    return Status::Error(ErrorCode::kStoreCorrupt,
+                         "stored transaction of " + record.operation_id +
+                             " is not the relayer's at its relayer nonce");
+  }
+  Replacement replacement;
+  if (record.replaced_raw_txs.size() >= kMaxReplacements) {
+    replacement.decision.reason =
+        "stuck, not replaced: replaced " + std::to_string(kMaxReplacements) + " times already";
+    return replacement;
+  }
+  auto fees = CachedFees(now_ms);
+  if (!fees.ok()) return fees.status();
+  chain::FeeData old_fees;
+  old_fees.max_fee_per_gas = old->max_fee_per_gas;
+  old_fees.max_priority_fee_per_gas = old->max_priority_fee_per_gas;
+  replacement.decision =
+      ReplacementFees(old_fees, ApplyFeeCaps(*fees, config_.fee_caps), config_.fee_caps);
+  if (!replacement.decision.replace) return replacement;
+  auto authorization = AuthorizationOf(record);
+  if (!authorization.ok()) return authorization.status();
+  auto signature = SignatureOf(record);
+  if (!signature.ok()) return signature.status();
+  auto signed_tx = chain::BuildTransferWithAuthorizationTx(
+      *authorization, *signature, config_.token, config_.chain_id, old->nonce,
+      replacement.decision.fees, old->gas_limit, relayer_key_);
+  if (!signed_tx.ok()) return signed_tx.status();
+  X402PaymentRecord next = record;
+  next.replaced_raw_txs.push_back(record.raw_tx_hex);
+  next.tx_hash = chain::Hex(signed_tx->hash);
+  next.raw_tx_hex = chain::Hex(signed_tx->raw);
+  next.submitted_ms = now_ms;
+  next.broadcasts = record.broadcasts + 1;
+  replacement.record = std::move(next);
+  return replacement;
 }
 
 Result<int64_t> Settler::Confirmations(const ReceiptLook& receipt) {
@@ -340,6 +436,9 @@ Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record,
   ChainObservation seen;
   auto settled = [&](const ReceiptLook& look) -> Result<ChainObservation> {
     seen.receipt = look.view;
+    seen.receipt_tx_hash = look.tx_hash;
+    seen.receipt_block = static_cast<int64_t>(look.block_number);
+    seen.receipt_block_hash = look.block_hash;
     seen.tx_known = seen.nonce_used = true;  // what the Transfer itself shows
     auto depth = Confirmations(look);
     if (!depth.ok()) return depth.status();
@@ -353,6 +452,7 @@ Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record,
   }
   if (receipt->view == ReceiptView::kSuccessWithTransfer) return settled(*receipt);
   seen.receipt = receipt->view;
+  seen.receipt_tx_hash = receipt->tx_hash;
   auto used = chain_.AuthorizationState(config_.token, authorization->from, authorization->nonce);
   if (!used.ok()) return used.status();
   seen.nonce_used = *used;
@@ -363,11 +463,12 @@ Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record,
     if (!again.ok()) return again.status();
     if (again->view == ReceiptView::kSuccessWithTransfer) return settled(*again);
     seen.receipt = again->view;
+    seen.receipt_tx_hash = again->tx_hash;
   }
   if (seen.receipt == ReceiptView::kNone) {
-    auto tx = chain_.GetTransaction(*chain::ParseHash32(record.tx_hash));
-    if (!tx.ok()) return tx.status();
-    seen.tx_known = tx->has_value();
+    auto known = NodeKnows(record);
+    if (!known.ok()) return known.status();
+    seen.tx_known = *known;
     if (seen.tx_known) return seen;  // pending: Reconcile waits whatever the time
   } else {
     seen.tx_known = true;  // mined
@@ -378,6 +479,30 @@ Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record,
   if (!time.ok()) return time.status();
   seen.chain_time_s = *time;
   return seen;
+}
+
+X402PaymentRecord AsMined(const X402PaymentRecord& record, std::string_view mined_tx_hash) {
+  if (mined_tx_hash.empty() || mined_tx_hash == record.tx_hash) return record;
+  X402PaymentRecord mined = record;
+  for (size_t i = 0; i < record.replaced_raw_txs.size(); ++i) {
+    auto raw = chain::ParseHex(record.replaced_raw_txs[i]);
+    if (!raw.ok() || chain::Hex(chain::Keccak256(*raw)) != mined_tx_hash) continue;
+    mined.tx_hash = std::string(mined_tx_hash);
+    mined.raw_tx_hex = record.replaced_raw_txs[i];
+    mined.replaced_raw_txs.erase(mined.replaced_raw_txs.begin() + static_cast<std::ptrdiff_t>(i));
+    mined.replaced_raw_txs.push_back(record.raw_tx_hex);
+    return mined;
+  }
+  return record;
+}
+
+X402PaymentRecord AsSettled(const X402PaymentRecord& record, const ChainObservation& seen,
+                            int64_t now_ms) {
+  X402PaymentRecord settled = AsMined(record, seen.receipt_tx_hash);
+  settled.settled_block = seen.receipt_block;
+  settled.settled_block_hash = seen.receipt_block_hash;
+  settled.settled_ms = now_ms;
+  return settled;
 }
 
 Result<chain::TransferAuthorization> AuthorizationOf(const X402PaymentRecord& record) {

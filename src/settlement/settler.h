@@ -42,6 +42,8 @@ struct SettlerConfig {
 struct ReceiptLook {
   ReceiptView view = ReceiptView::kNone;
   uint64_t block_number = 0;  // with a receipt
+  std::string block_hash;     // with a receipt: 0x hex
+  std::string tx_hash;        // with a receipt: the record's transaction, or one it replaced
 };
 
 // What the relayer needs from the node to sign a transaction, read before the settlement
@@ -106,8 +108,29 @@ class Settler {
   // Sends the record's bytes. A node that already has them is success. A refusal also forgets the
   // cached fees and nonce (the node may have refused them).
   Status Broadcast(const X402PaymentRecord& record);
-  // What the receipt of the record's transaction says (one call): the gateway's poll.
+  // What the receipt of the record's transaction says (one call): the gateway's poll. A record
+  // whose transaction replaced others asks for theirs too, newest first, until one has a receipt
+  // (the same nonce: at most one of them is mined).
   Result<ReceiptLook> LookForReceipt(const X402PaymentRecord& record);
+  // A transaction that only uses up the relayer's account nonce `nonce` (value 0 to itself, 21000
+  // gas) at today's fees within the caps, sent at once: the filler of a nonce gap no stored
+  // transaction can fill (the reconciler's gap check). Same nonce and fees, same bytes. Errors:
+  // kChainFeesTooHigh, the node's refusal, transport errors.
+  Status SendNoop(int64_t nonce, int64_t now_ms);
+  // Whether the node knows the record's transaction, or one it replaced (pending or mined).
+  Result<bool> NodeKnows(const X402PaymentRecord& record);
+
+  // A transaction the node holds unmined: what settlement/fees.h's ReplacementFees says of it at
+  // today's fees (the cached ones), and for row (4) the record signed anew with the same relayer
+  // nonce, calldata and gas limit at the higher fee, the old transaction appended to
+  // replaced_raw_txs (at most kMaxReplacements), submitted_ms = now_ms, one more broadcast.
+  // Store it, then Broadcast it. Errors: transport errors reading the fees, store_corrupt.
+  static constexpr size_t kMaxReplacements = 16;
+  struct Replacement {
+    ReplacementDecision decision;
+    std::optional<X402PaymentRecord> record;  // decision.replace only
+  };
+  Result<Replacement> Replace(const X402PaymentRecord& record, int64_t now_ms);
   // One look for core's Reconcile, in at most four calls, each field read only where Reconcile's
   // table reads it, in the order core/settlement.h requires: the receipt first (a matching
   // Transfer settles it, with the head when more than one confirmation is required, and nothing
@@ -154,6 +177,15 @@ class Settler {
   Cached<chain::FeeData> fees_;
   Cached<int64_t> pending_nonce_;
 };
+
+// The record with `mined_tx_hash` (ChainObservation::receipt_tx_hash) as its transaction: when the
+// chain mined one the record's transaction replaced, the two change places, so that the hash the
+// operation reports is the one on chain. Unchanged for its own hash, an empty or unknown one.
+X402PaymentRecord AsMined(const X402PaymentRecord& record, std::string_view mined_tx_hash);
+// The record of a payment Reconcile just called settled from `seen`: AsMined, and the block of
+// its receipt with `now_ms` (what the reconciler's watch for reorganisations reads).
+X402PaymentRecord AsSettled(const X402PaymentRecord& record, const ChainObservation& seen,
+                            int64_t now_ms);
 
 // The record's authorization and signature in chain form. Errors: "store_corrupt".
 Result<chain::TransferAuthorization> AuthorizationOf(const X402PaymentRecord& record);

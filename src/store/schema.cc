@@ -138,6 +138,17 @@ CREATE INDEX api_keys_account ON api_keys (account_id, created_ms);
 INSERT INTO api_keys (id, account_id, key_hash, created_ms)
   SELECT 'key_' || substr(api_key_hash, 1, 16), id, api_key_hash, created_ms FROM accounts;
 )sql"},
+      {7, "replaced relayer transactions, settled blocks (issue 14)", R"sql(
+-- The signed transactions (hex) a stuck one replaced at the same relayer nonce with a lower fee:
+-- space-separated, oldest first; any of them may be the one mined.
+ALTER TABLE x402_payments ADD COLUMN replaced_raw_txs TEXT NOT NULL DEFAULT '';
+-- The block holding a settled payment's receipt and when it was seen: the reconciler watches
+-- recent ones for reorganisations.
+ALTER TABLE x402_payments ADD COLUMN settled_block BIGINT NOT NULL DEFAULT -1;
+ALTER TABLE x402_payments ADD COLUMN settled_block_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE x402_payments ADD COLUMN settled_ms BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX x402_payments_settled ON x402_payments (settled_ms) WHERE settled_ms > 0;
+)sql"},
   };
   return kMigrations;
 }

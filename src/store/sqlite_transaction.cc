@@ -103,7 +103,30 @@ auto FindOne(Statement& stmt, Reader read) -> Result<std::optional<decltype(read
 
 constexpr char kPaymentColumns[] =
     "operation_id, payer, nonce, valid_after_s, valid_before_s, value, pay_to, signature, "
-    "x402_version, tx_hash, raw_tx, relayer, relayer_nonce, submitted_ms, broadcasts";
+    "x402_version, tx_hash, raw_tx, relayer, relayer_nonce, submitted_ms, broadcasts, "
+    "replaced_raw_txs, settled_block, settled_block_hash, settled_ms";
+
+// A list of hex strings as one column: space-separated.
+std::string JoinWords(const std::vector<std::string>& words) {
+  std::string joined;
+  for (const std::string& word : words) {
+    if (!joined.empty()) joined += ' ';
+    joined += word;
+  }
+  return joined;
+}
+
+std::vector<std::string> SplitWords(const std::string& joined) {
+  std::vector<std::string> words;
+  size_t at = 0;
+  while (at < joined.size()) {
+    size_t end = joined.find(' ', at);
+    if (end == std::string::npos) end = joined.size();
+    if (end > at) words.push_back(joined.substr(at, end - at));
+    at = end + 1;
+  }
+  return words;
+}
 
 void BindPayment(Statement& stmt, const X402PaymentRecord& r) {
   const Authorization& a = r.authorization;
@@ -111,7 +134,8 @@ void BindPayment(Statement& stmt, const X402PaymentRecord& r) {
   stmt.Bind(5, a.valid_before_s).Bind(6, a.value).Bind(7, r.pay_to).Bind(8, r.signature_hex);
   stmt.Bind(9, static_cast<int64_t>(r.x402_version)).Bind(10, r.tx_hash).Bind(11, r.raw_tx_hex);
   stmt.Bind(12, r.relayer).Bind(13, r.relayer_nonce).Bind(14, r.submitted_ms);
-  stmt.Bind(15, r.broadcasts);
+  stmt.Bind(15, r.broadcasts).Bind(16, JoinWords(r.replaced_raw_txs)).Bind(17, r.settled_block);
+  stmt.Bind(18, r.settled_block_hash).Bind(19, r.settled_ms);
 }
 
 X402PaymentRecord ReadPayment(const Statement& row) {
@@ -127,6 +151,10 @@ X402PaymentRecord ReadPayment(const Statement& row) {
   r.relayer_nonce = row.Int(12);
   r.submitted_ms = row.Int(13);
   r.broadcasts = row.Int(14);
+  r.replaced_raw_txs = SplitWords(row.Text(15));
+  r.settled_block = row.Int(16);
+  r.settled_block_hash = row.Text(17);
+  r.settled_ms = row.Int(18);
   return r;
 }
 
@@ -274,11 +302,11 @@ Result<std::vector<Operation>> SqliteTransaction::ListExpiredHolds(int64_t now_m
 }
 
 Result<bool> SqliteTransaction::InsertX402Payment(const X402PaymentRecord& r) {
-  AGENTPAY_PREPARE(
-      stmt, db_,
-      std::string("INSERT INTO x402_payments (") + kPaymentColumns +
-          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
-          "ON CONFLICT DO NOTHING");
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("INSERT INTO x402_payments (") + kPaymentColumns +
+                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                       "?15, ?16, ?17, ?18, ?19) "
+                       "ON CONFLICT DO NOTHING");
   BindPayment(stmt, r);
   return RunChangingOneRow(stmt);
 }
@@ -304,10 +332,13 @@ Result<std::optional<X402PaymentRecord>> SqliteTransaction::FindX402PaymentByAut
 Status SqliteTransaction::UpdateX402Payment(const X402PaymentRecord& r) {
   AGENTPAY_PREPARE(stmt, db_,
                    "UPDATE x402_payments SET tx_hash = ?2, raw_tx = ?3, relayer = ?4, "
-                   "relayer_nonce = ?5, submitted_ms = ?6, broadcasts = ?7 "
-                   "WHERE operation_id = ?1");
+                   "relayer_nonce = ?5, submitted_ms = ?6, broadcasts = ?7, "
+                   "replaced_raw_txs = ?8, settled_block = ?9, settled_block_hash = ?10, "
+                   "settled_ms = ?11 WHERE operation_id = ?1");
   stmt.Bind(1, r.operation_id).Bind(2, r.tx_hash).Bind(3, r.raw_tx_hex).Bind(4, r.relayer);
   stmt.Bind(5, r.relayer_nonce).Bind(6, r.submitted_ms).Bind(7, r.broadcasts);
+  stmt.Bind(8, JoinWords(r.replaced_raw_txs)).Bind(9, r.settled_block);
+  stmt.Bind(10, r.settled_block_hash).Bind(11, r.settled_ms);
   Status status = stmt.Run();
   if (status.ok() && db_.Changes() != 1) {
     return Status::Error(ErrorCode::kStoreNotFound,
@@ -340,6 +371,30 @@ Result<int64_t> SqliteTransaction::TakeRelayerNonce(std::string_view relayer, in
                    "ON CONFLICT (relayer) DO UPDATE SET next_nonce = excluded.next_nonce");
   if (Status s = write.Bind(1, relayer).Bind(2, next + 1).Run(); !s.ok()) return s;
   return next;
+}
+
+Result<std::vector<X402PaymentRecord>> SqliteTransaction::ListRecentSettlements(int64_t since_ms,
+                                                                                int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("SELECT ") + kPaymentColumns +
+                       " FROM x402_payments WHERE settled_ms > 0 AND settled_ms >= ?1 "
+                       "ORDER BY settled_block DESC, settled_block_hash, operation_id LIMIT ?2");
+  stmt.Bind(1, since_ms).Bind(2, static_cast<int64_t>(limit));
+  std::vector<X402PaymentRecord> out;
+  Status status;
+  while (stmt.Step(&status)) out.push_back(ReadPayment(stmt));
+  if (!status.ok()) return status;
+  return out;
+}
+
+Result<int64_t> SqliteTransaction::NextRelayerNonce(std::string_view relayer) {
+  AGENTPAY_PREPARE(read, db_, "SELECT next_nonce FROM relayer_nonces WHERE relayer = ?1");
+  read.Bind(1, relayer);
+  Status status;
+  if (read.Step(&status)) return read.Int(0);
+  if (!status.ok()) return status;
+  return int64_t{0};
 }
 
 Status SqliteTransaction::InsertAlert(const Alert& alert) {

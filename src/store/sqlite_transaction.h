@@ -46,6 +46,9 @@ class SqliteTransaction final : public Transaction {
   Result<std::optional<X402PaymentRecord>> FindX402PaymentByRelayerNonce(
       std::string_view relayer, int64_t relayer_nonce) override;
   Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) override;
+  Result<int64_t> NextRelayerNonce(std::string_view relayer) override;
+  Result<std::vector<X402PaymentRecord>> ListRecentSettlements(int64_t since_ms,
+                                                               int limit) override;
   Status InsertAlert(const Alert& alert) override;
   Result<std::vector<Alert>> ListAlerts(int limit) override;
   Result<std::vector<Alert>> ListAlertsOf(std::string_view operation_id) override;

@@ -69,8 +69,16 @@ struct X402PaymentRecord {
   std::string raw_tx_hex;
   std::string relayer;  // lower-case 0x hex of the account that signed the transaction
   int64_t relayer_nonce = -1;
-  int64_t submitted_ms = 0;
+  int64_t submitted_ms = 0;  // when the current transaction was signed
   int64_t broadcasts = 0;
+  // The signed transactions (lower-case 0x hex) this one replaced: the same relayer nonce and
+  // calldata at a lower fee, oldest first. Any of them may still be the one the chain mines.
+  std::vector<std::string> replaced_raw_txs;
+  // Once settled: the block holding the receipt (number, 0x hash) and when it was seen, for the
+  // reconciler's watch for reorganisations; -1 / "" / 0 before, and after a reorganisation.
+  int64_t settled_block = -1;
+  std::string settled_block_hash;
+  int64_t settled_ms = 0;
   bool submitted() const { return !tx_hash.empty(); }
   bool operator==(const X402PaymentRecord&) const = default;
 };
@@ -137,14 +145,22 @@ class Transaction {
   // to the chain.
   virtual Result<std::optional<X402PaymentRecord>> FindX402PaymentByAuthorization(
       std::string_view payer, std::string_view nonce) = 0;
-  // Writes the transaction fields (tx_hash … broadcasts) of an existing record.
+  // Writes the transaction fields (tx_hash … replaced_raw_txs) of an existing record.
   virtual Status UpdateX402Payment(const X402PaymentRecord& record) = 0;
   // The submitted payment whose transaction the relayer signed with this account nonce, if any.
   virtual Result<std::optional<X402PaymentRecord>> FindX402PaymentByRelayerNonce(
       std::string_view relayer, int64_t relayer_nonce) = 0;
+  // Settled payments seen settled at or after since_ms (settled_ms), newest block first (then by
+  // block hash and operation id), at most `limit` (> 0): the reconciler's watch for
+  // reorganisations.
+  virtual Result<std::vector<X402PaymentRecord>> ListRecentSettlements(int64_t since_ms,
+                                                                       int limit) = 0;
   // The relayer account's next transaction nonce, kept durably: max(the stored next nonce,
   // chain_floor), and the stored next nonce becomes that plus one.
   virtual Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) = 0;
+  // The stored next nonce of the relayer account (0 before its first): every nonce below it was
+  // taken by a decision, or skipped because the chain had used it already.
+  virtual Result<int64_t> NextRelayerNonce(std::string_view relayer) = 0;
 
   // Alerts for the admin, newest first.
   virtual Status InsertAlert(const Alert& alert) = 0;

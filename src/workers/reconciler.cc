@@ -49,18 +49,22 @@ Result<std::vector<Listed>> ListPage(Store& store, const std::string& cursor, in
   return page;
 }
 
-// The decision for one operation; `broadcast` tells the caller to send the stored bytes after
-// the commit (a re-broadcast, or after void the filler of the relayer's nonce gap).
+// The decision for one operation; `broadcast` tells the caller to send `send` after the commit
+// (a re-broadcast, a replacement, or after void the filler of the relayer's nonce gap).
 struct Applied {
   bool changed = false;
   bool broadcast = false;
+  X402PaymentRecord send;
   bool resolved = false;  // settled, void or failed: nothing left to reconcile
 };
 
-// `confirmations`: the settler's (--confirmations).
+// `confirmations`: the settler's (--confirmations). `replacement`: a stuck transaction's
+// replacement (Settler::Replace), stored in place of the listed one if Reconcile waits.
 Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candidate,
                       const ChainObservation& seen, int64_t confirmations, int64_t now,
-                      const ReconcilerConfig& config, ReconcileReport& report) {
+                      const ReconcilerConfig& config,
+                      const std::optional<Settler::Replacement>& replacement,
+                      ReconcileReport& report) {
   Applied applied;
   const Operation& listed = seen_candidate.op;
   Status status = store.Write([&](Transaction& tx) {
@@ -75,6 +79,7 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
     if (!payment.ok()) return payment.status();
     if (!payment->has_value() || **payment != seen_candidate.payment) return Status::Ok();
     Operation op = listed;
+    applied.send = seen_candidate.payment;
     std::vector<TraceEvent> events;
     if (op.settlement == Settlement::kSubmitted) {
       // X4 for an attempt that is gone (crash, lost claim): its receipt deadline has passed.
@@ -86,32 +91,77 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
     }
     Reconciliation r = Reconcile(Settlement::kUnknown, ToSettlementRecord(seen_candidate.payment),
                                  seen, config.expiry_buffer_seconds, confirmations);
+    // Pending, or gone from the node before validBefore (rebroadcast), and stuck on its fee: the
+    // replacement goes out instead of the same bytes, which the node would hold or evict again.
+    // Never past validBefore (wall clock): a transaction mined then only reverts.
+    const bool pending =
+        r.action == ReconcileAction::kWait && seen.tx_known && seen.receipt == ReceiptView::kNone;
+    const bool replace = replacement && replacement->record &&
+                         now / 1000 < seen_candidate.payment.authorization.valid_before_s &&
+                         (pending || r.action == ReconcileAction::kRebroadcast);
+    if (replace) {
+      if (Status s = tx.UpdateX402Payment(*replacement->record); !s.ok()) return s;
+      applied.broadcast = true;
+      applied.send = *replacement->record;
+      ++report.replaced;
+      const std::string detail = replacement->decision.reason + ": " +
+                                 seen_candidate.payment.tx_hash + " replaced by " +
+                                 replacement->record->tx_hash + " at relayer nonce " +
+                                 std::to_string(replacement->record->relayer_nonce);
+      events.push_back({op.id, now, "worker", "tx_replaced", detail});
+      report.decisions.push_back({op.id, "tx_replaced", detail});
+      r.action = ReconcileAction::kWait;  // the replacement is this decision's broadcast
+    }
     switch (r.action) {
-      case ReconcileAction::kMarkSettled:
+      case ReconcileAction::kMarkSettled: {
         op = MarkSettled(op, now);
+        // The block is recorded for the watch for reorganisations; if the chain mined a
+        // transaction ours replaced, it becomes the one the operation reports.
+        X402PaymentRecord mined = AsSettled(seen_candidate.payment, seen, now);
+        if (mined.tx_hash != seen_candidate.payment.tx_hash) {
+          r.reason += " (of " + mined.tx_hash + ", mined instead of its replacement)";
+        }
+        if (Status s = tx.UpdateX402Payment(mined); !s.ok()) return s;
         ++report.settled;
         break;
+      }
       case ReconcileAction::kRebroadcast: {
         SettlementRecord record = RecordRebroadcast(ToSettlementRecord(seen_candidate.payment));
         X402PaymentRecord payment = seen_candidate.payment;
         payment.broadcasts = record.broadcasts;
         if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
         applied.broadcast = true;
+        applied.send = payment;
         ++report.rebroadcast;
         break;
       }
       case ReconcileAction::kMarkVoid:
-        op = MarkVoid(op, now, SettlementVoidResponse(op.id));
-        applied.broadcast = !seen.tx_known;  // fills the relayer nonce; expired, it cannot pay
-        ++report.voided;
-        break;
       case ReconcileAction::kMarkFailed:
-        op = MarkFailed(op, now, SettlementFailedResponse(op.id), config.retention_ms);
-        if (Status s = tx.InsertAlert(SettlementFailedAlert(random, op.id, r.reason, now));
-            !s.ok()) {
-          return s;
+        if (IsFinal(op)) {
+          // X18: the paid answer went out before a reorganisation took the settlement away for
+          // good; the stored answer stays, and an operator is told.
+          const bool void_ = r.action == ReconcileAction::kMarkVoid;
+          op = MarkLostAfterDelivery(op, void_ ? Settlement::kVoid : Settlement::kFailed, now);
+          if (Status s = tx.InsertAlert(SettlementLostAfterDeliveryAlert(
+                  random, op.id, "the paid answer was delivered; " + r.reason, now));
+              !s.ok()) {
+            return s;
+          }
+          ++(void_ ? report.voided : report.failed);
+        } else if (r.action == ReconcileAction::kMarkVoid) {
+          op = MarkVoid(op, now, SettlementVoidResponse(op.id));
+          ++report.voided;
+        } else {
+          op = MarkFailed(op, now, SettlementFailedResponse(op.id), config.retention_ms);
+          if (Status s = tx.InsertAlert(SettlementFailedAlert(random, op.id, r.reason, now));
+              !s.ok()) {
+            return s;
+          }
+          ++report.failed;
         }
-        ++report.failed;
+        // Void: our transaction, if the node lost it, is sent once more to use up its relayer
+        // nonce; expired, it cannot pay.
+        applied.broadcast = r.action == ReconcileAction::kMarkVoid && !seen.tx_known;
         break;
       case ReconcileAction::kWait:
         break;
@@ -138,40 +188,161 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
   return applied;
 }
 
-// The relayer-nonce gap rule of reconciler.h: from the node's next nonce up, each stored
-// transaction the node does not know is sent again, in nonce order, until a nonce the node knows a
-// transaction for, one the store has none for, or `more(kRpcCallsPerGapStep)` refuses. Returns how
-// many it re-sent.
-Result<int> FillRelayerGap(Store& store, Settler& settler,
-                           const std::function<bool(int64_t calls)>& more) {
-  auto next = settler.chain().PendingNonce(settler.relayer());
+// The relayer-nonce gap rule of reconciler.h: from the relayer's first unmined nonce up, each
+// stored transaction the node does not know is sent again, in nonce order; a nonce the store has
+// no transaction for although it took later ones (another sender of the relayer's key whose
+// transaction the node dropped, or a nonce skipped for one) gets a no-op, but only when the node
+// reports nothing pending from the relayer at it. It stops at a nonce the node knows a
+// transaction for, one past everything the store took, or when `more(kRpcCallsPerGapStep)`
+// refuses. (The mined nonce, not the pending one, is where it starts: Anvil's pending count runs
+// past a gap.)
+struct GapFill {
+  int resent = 0;
+  int noops = 0;
+};
+Result<GapFill> FillRelayerGap(Store& store, Settler& settler, int64_t now,
+                               const std::function<bool(int64_t calls)>& more) {
+  auto next = settler.chain().MinedNonce(settler.relayer());
   if (!next.ok()) return next.status();
   if (*next > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return Status::Error(ErrorCode::kRpcMalformed, "relayer nonce out of range");
   }
-  int filled = 0;
-  for (int64_t nonce = static_cast<int64_t>(*next); filled < kMaxGapFillsPerPass; ++nonce) {
-    if (filled > 0 && !more(kRpcCallsPerGapStep)) break;
+  std::optional<uint64_t> pending;  // the node's pending count, read once for a no-op
+  GapFill filled;
+  for (int64_t nonce = static_cast<int64_t>(*next);
+       filled.resent + filled.noops < kMaxGapFillsPerPass; ++nonce) {
+    if (filled.resent + filled.noops > 0 && !more(kRpcCallsPerGapStep)) break;
     std::optional<X402PaymentRecord> stuck;
+    int64_t taken = 0;  // the store's next relayer nonce
     Status read = store.Read([&](Transaction& tx) {
       auto found = tx.FindX402PaymentByRelayerNonce(settler.RelayerHex(), nonce);
       if (!found.ok()) return found.status();
       stuck = std::move(*found);
+      auto next_taken = tx.NextRelayerNonce(settler.RelayerHex());
+      if (!next_taken.ok()) return next_taken.status();
+      taken = *next_taken;
       return Status::Ok();
     });
     if (!read.ok()) return read;
-    if (!stuck || !stuck->submitted()) break;
-    auto hash = chain::ParseHash32(stuck->tx_hash);
-    if (!hash.ok()) {
-      return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction hash is not hex");
+    if (!stuck || !stuck->submitted()) {
+      if (nonce >= taken) break;  // past everything we signed: no gap of ours
+      // Nothing of ours to send at this nonce, and ours after it wait: fill it with a no-op,
+      // unless the node may hold someone else's transaction there (never replaced by ours).
+      if (!pending) {
+        if (!more(1)) break;
+        auto read_pending = settler.chain().PendingNonce(settler.relayer());
+        if (!read_pending.ok()) return read_pending.status();
+        pending = *read_pending;
+      }
+      if (*pending > static_cast<uint64_t>(nonce)) break;
+      if (Status sent = settler.SendNoop(nonce, now); !sent.ok()) return sent;
+      ++filled.noops;
+      continue;
     }
-    auto known = settler.chain().GetTransaction(*hash);
+    auto known = settler.NodeKnows(*stuck);
     if (!known.ok()) return known.status();
-    if (known->has_value()) break;  // the node has it: it mines it, and what it holds after
+    if (*known) break;  // the node has it: it mines it, and what it holds after
     if (Status sent = settler.Broadcast(*stuck); !sent.ok()) return sent;
-    ++filled;
+    ++filled.resent;
   }
   return filled;
+}
+
+// X17 for one watched payment whose block is no longer canonical (`seen`: a fresh look). Mined
+// again with the matching Transfer (another block): only its block is recorded anew. Otherwise the
+// operation goes back to unknown, unless an attempt holds it (the next watch sees it again) or it
+// moved meanwhile. Returns whether it went back.
+Result<bool> ApplyReorganised(Store& store, const X402PaymentRecord& watched,
+                              const ChainObservation& seen, int64_t now, ReconcileReport& report) {
+  bool back = false;
+  Status status = store.Write([&](Transaction& tx) {
+    back = false;
+    auto payment = tx.FindX402Payment(watched.operation_id);
+    if (!payment.ok()) return payment.status();
+    if (!payment->has_value() || **payment != watched) return Status::Ok();  // moved meanwhile
+    if (seen.receipt == ReceiptView::kSuccessWithTransfer) {
+      return tx.UpdateX402Payment(AsSettled(watched, seen, now));
+    }
+    auto found = tx.FindOperation(watched.operation_id);
+    if (!found.ok()) return found.status();
+    if (!found->has_value() || (*found)->settlement != Settlement::kSettled) return Status::Ok();
+    const Operation& op = **found;
+    if (op.fulfillment == Fulfillment::kInProgress && op.lease_expires_ms > now) {
+      return Status::Ok();  // an attempt holds it: looked at again by the next watch
+    }
+    X402PaymentRecord unsettled = watched;
+    unsettled.settled_block = -1;
+    unsettled.settled_block_hash.clear();
+    unsettled.settled_ms = 0;
+    const std::string reason = "block " + std::to_string(watched.settled_block) + " (" +
+                               watched.settled_block_hash + ") no longer holds the receipt of " +
+                               watched.tx_hash +
+                               ": back to unknown; the same signed transaction settles it again";
+    if (Status s = tx.UpdateOperation(MarkReorganised(op, now)); !s.ok()) return s;
+    if (Status s = tx.UpdateX402Payment(unsettled); !s.ok()) return s;
+    if (Status s = tx.AppendEvent({op.id, now, "worker", "settlement_reorganised", reason});
+        !s.ok()) {
+      return s;
+    }
+    report.decisions.push_back({op.id, "settlement_reorganised", reason});
+    back = true;
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return back;
+}
+
+// The watch for reorganisations (reconciler.h): the settlements seen in the last reorg_watch_ms,
+// grouped by block, newest first. A block whose hash is still the canonical one vouches for every
+// older block (a reorganisation changes the hash of every block after it), so a quiet chain costs
+// one call; each block that changed gets a look at each of its payments.
+Status WatchSettlements(Store& store, Settler& settler, int64_t now, const ReconcilerConfig& config,
+                        const std::function<bool(int64_t calls)>& more, ReconcileReport& report) {
+  if (config.reorg_watch_ms <= 0) return Status::Ok();
+  std::vector<X402PaymentRecord> recent;
+  Status read = store.Read([&](Transaction& tx) {
+    auto listed = tx.ListRecentSettlements(now - config.reorg_watch_ms, kMaxWatchedSettlements);
+    if (!listed.ok()) return listed.status();
+    recent = std::move(*listed);
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
+  // A block found canonical vouches for the lower ones; others at its own height (a payment
+  // settled again there after a reorganisation) are still looked at.
+  int64_t vouched_below = -1;
+  for (size_t begin = 0; begin < recent.size();) {
+    const X402PaymentRecord& first = recent[begin];
+    size_t end = begin;
+    while (end < recent.size() && recent[end].settled_block == first.settled_block &&
+           recent[end].settled_block_hash == first.settled_block_hash) {
+      ++end;
+    }
+    if (first.settled_block < 0 || first.settled_block < vouched_below || !more(1)) break;
+    auto canonical = settler.chain().BlockHash(static_cast<uint64_t>(first.settled_block));
+    if (!canonical.ok()) return canonical.status();
+    if (*canonical && chain::Hex(**canonical) == first.settled_block_hash) {
+      vouched_below = first.settled_block;
+      begin = end;
+      continue;
+    }
+    for (size_t i = begin; i < end; ++i) {
+      if (!more(kRpcCallsPerLook + kRpcCallsPerBroadcast)) return Status::Ok();
+      auto seen = settler.Observe(recent[i]);
+      if (!seen.ok()) return seen.status();
+      auto back = ApplyReorganised(store, recent[i], *seen, now, report);
+      if (!back.ok()) return back.status();
+      if (!*back) continue;
+      ++report.reorganised;
+      // Gone from the node too: the same bytes go out now rather than at the next look.
+      if (!seen->tx_known) {
+        if (Status sent = settler.Broadcast(recent[i]); !sent.ok()) {
+          report.decisions.push_back({recent[i].operation_id, "broadcast_error", sent.message()});
+        }
+      }
+    }
+    begin = end;
+  }
+  return Status::Ok();
 }
 
 // Looks at one operation and applies the decision; adds to `report`. Returns whether the
@@ -185,9 +356,28 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
     report.decisions.push_back({candidate.op.id, "chain_error", seen.status().message()});
     return false;
   }
+  // Unmined since it was signed replace_after_ms ago, pending or dropped by the node (which may
+  // evict what pays less than the base fee), its authorization unused: replace it if its fee is
+  // why.
+  std::optional<Settler::Replacement> replacement;
+  const int64_t now = clock.NowMs();
+  if (seen->receipt == ReceiptView::kNone && !seen->nonce_used &&
+      now - candidate.payment.submitted_ms >= config.replace_after_ms &&
+      now / 1000 < candidate.payment.authorization.valid_before_s) {
+    auto replaced = settler.Replace(candidate.payment, now);
+    if (!replaced.ok()) {
+      ++report.errors;
+      report.decisions.push_back({candidate.op.id, "chain_error", replaced.status().message()});
+      return false;
+    }
+    if (!replaced->decision.replace && !replaced->decision.at_market) {
+      report.decisions.push_back({candidate.op.id, "tx_stuck", replaced->decision.reason});
+    }
+    replacement = std::move(*replaced);
+  }
   ReconcileReport delta;
-  auto applied = Apply(store, random, candidate, *seen, settler.config().confirmations,
-                       clock.NowMs(), config, delta);
+  auto applied = Apply(store, random, candidate, *seen, settler.config().confirmations, now, config,
+                       replacement, delta);
   if (!applied.ok()) {
     ++report.errors;
     report.decisions.push_back({candidate.op.id, "store_error", applied.status().message()});
@@ -199,8 +389,9 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
   report.voided += delta.voided;
   report.failed += delta.failed;
   report.marked_unknown += delta.marked_unknown;
+  report.replaced += delta.replaced;
   if (applied->broadcast) {
-    if (Status sent = settler.Broadcast(candidate.payment); !sent.ok()) {
+    if (Status sent = settler.Broadcast(applied->send); !sent.ok()) {
       ++report.errors;
       report.decisions.push_back({candidate.op.id, "broadcast_error", sent.message()});
     }
@@ -210,19 +401,29 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
   return applied->resolved;
 }
 
-void GapAndMetrics(Store& store, Settler& settler, bool check_gap,
-                   const std::function<bool(int64_t calls)>& more, SettlementCounter* metrics,
-                   ReconcileReport& report) {
+void GapAndMetrics(Store& store, Settler& settler, bool check_gap, int64_t now,
+                   const ReconcilerConfig& config, const std::function<bool(int64_t calls)>& more,
+                   SettlementCounter* metrics, ReconcileReport& report) {
   if (check_gap) {
-    auto filled = FillRelayerGap(store, settler, more);
+    if (Status watched = WatchSettlements(store, settler, now, config, more, report);
+        !watched.ok()) {
+      ++report.errors;
+      report.decisions.push_back({"", "reorg_watch_error", watched.message()});
+    }
+    auto filled = FillRelayerGap(store, settler, now, more);
     if (!filled.ok()) {
       ++report.errors;
+      report.decisions.push_back({"", "gap_error", filled.status().message()});
     } else {
-      report.gaps_filled += *filled;
+      report.gaps_filled += filled->resent;
+      report.gap_noops += filled->noops;
     }
   }
   if (metrics != nullptr) {
     metrics->CountSettlement(SettlementEvent::kGapFilled, report.gaps_filled);
+    metrics->CountSettlement(SettlementEvent::kGapNoop, report.gap_noops);
+    metrics->CountSettlement(SettlementEvent::kReplaced, report.replaced);
+    metrics->CountSettlement(SettlementEvent::kReorganised, report.reorganised);
     metrics->CountSettlement(SettlementEvent::kReconcilerRuns, 1);
     metrics->CountSettlement(SettlementEvent::kReconcilerErrors, report.errors);
     metrics->CountSettlement(SettlementEvent::kReconciledSettled, report.settled);
@@ -230,6 +431,15 @@ void GapAndMetrics(Store& store, Settler& settler, bool check_gap,
     metrics->CountSettlement(SettlementEvent::kVoid, report.voided);
     metrics->CountSettlement(SettlementEvent::kReconciledFailed, report.failed);
   }
+}
+
+// The chain calls one look at this payment may make (reconciler.h): the replaced transactions'
+// receipts and presence, and the fees when it is old enough to be replaced.
+int64_t CallsPerLook(const X402PaymentRecord& payment, int64_t now,
+                     const ReconcilerConfig& config) {
+  const int64_t replaced = static_cast<int64_t>(payment.replaced_raw_txs.size());
+  const bool may_replace = now - payment.submitted_ms >= config.replace_after_ms;
+  return kRpcCallsPerLook + kRpcCallsPerReplaced * replaced + (may_replace ? 1 : 0);
 }
 
 // When a look at an unresolved operation can first answer differently for its expiry: the
@@ -260,7 +470,7 @@ Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clo
     }
   }
   GapAndMetrics(
-      store, settler, true, [](int64_t) { return true; }, metrics, report);
+      store, settler, true, now, config, [](int64_t) { return true; }, metrics, report);
   return report;
 }
 
@@ -309,7 +519,7 @@ Result<ReconcileReport> Reconciler::RunPass() {
       schedule_.Passed(candidate.op.id);
       if (listed.eligible && !schedule_.Due(candidate.op.id, now)) ++report.not_due;
       if (listed.eligible && schedule_.Due(candidate.op.id, now)) {
-        if (!take(kRpcCallsPerLook + kRpcCallsPerBroadcast)) {
+        if (!take(CallsPerLook(candidate.payment, now, config_) + kRpcCallsPerBroadcast)) {
           report.out_of_rpc = true;
           stop = true;
           break;
@@ -328,7 +538,7 @@ Result<ReconcileReport> Reconciler::RunPass() {
   const bool check_gap = now - last_gap_check_ms_ >= kGapCheckIntervalMs &&
                          take(kRpcCallsPerGapCheck);
   if (check_gap) last_gap_check_ms_ = now;
-  GapAndMetrics(store_, settler_, check_gap, take, metrics_, report);
+  GapAndMetrics(store_, settler_, check_gap, now, config_, take, metrics_, report);
   return report;
 }
 

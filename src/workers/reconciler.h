@@ -35,12 +35,24 @@ struct ReconcilerConfig {
   ReconcileBackoff backoff;
   size_t max_scheduled = 100000;  // operations whose backoff is remembered
   int max_pages_per_pass = 50;     // store pages one pass reads at most (the cursor goes on)
+  // A transaction the node has held unmined this long since it was signed is considered for
+  // replacement at its relayer nonce with a higher fee (settlement/fees.h, --replace-after-ms).
+  int64_t replace_after_ms = 30000;
+  // Settlements are watched this long after they were seen settled: one whose block a
+  // reorganisation removes goes back to unknown and settles again (--reorg-watch-ms; 0: off).
+  int64_t reorg_watch_ms = 900000;
 };
+// The watch covers at most this many settlements, the most recent blocks first.
+inline constexpr int kMaxWatchedSettlements = 1000;
 
 // Chain calls counted against the RPC budget, at most: one look (Settler::Observe: four at most,
-// of the receipt, authorizationState, the receipt again, the transaction and the latest block),
-// one broadcast, and the relayer-nonce gap check (the pending nonce and the transaction at it).
+// of the receipt, authorizationState, the receipt again, the transaction and the latest block;
+// a transaction that replaced others adds two per replaced one, and one stuck past
+// replace_after_ms one for the fees its replacement reads), one broadcast, and the relayer-nonce
+// gap check (the mined nonce, the transaction at it and its broadcast; a no-op also reads the
+// pending nonce and the fees).
 inline constexpr int64_t kRpcCallsPerLook = 4;
+inline constexpr int64_t kRpcCallsPerReplaced = 2;
 inline constexpr int64_t kRpcCallsPerBroadcast = 1;
 inline constexpr int64_t kRpcCallsPerGapCheck = 3;
 // Each further stored transaction re-sent by the same gap check (the transaction, its broadcast),
@@ -59,25 +71,41 @@ struct ReconcileReport {
   int voided = 0;
   int failed = 0;
   int marked_unknown = 0;
+  int replaced = 0;     // stuck transactions replaced with a higher fee at the same relayer nonce
+  int reorganised = 0;  // settled operations sent back to unknown: their block was reorganised away
   // Stored transactions re-sent because the relayer's chain nonce stopped at them.
   int gaps_filled = 0;
+  // No-op transactions sent at a relayer nonce the node lacks and the store has nothing for.
+  int gap_noops = 0;
   int errors = 0;   // chain or store errors on single operations (they are retried next pass)
   int not_due = 0;  // passed over: looked at recently (backoff)
   bool out_of_rpc = false;  // the pass stopped for the RPC budget
   bool changed() const {
-    return settled + rebroadcast + voided + failed + marked_unknown + gaps_filled > 0;
+    return settled + rebroadcast + voided + failed + marked_unknown + replaced + reorganised +
+               gaps_filled + gap_noops >
+           0;
   }
 };
 
 // One unpaced pass over every settling operation (startup, tests): each is looked at once, no
 // backoff, no RPC bound. Errors: only a failure to list the operations; per-operation errors are
 // counted. Each pass also keeps the relayer's account nonces filled: every transaction the relayer
-// signed has a nonce taken once, and a later one is mined only after it. If the node's next nonce
-// for the relayer is one we signed a transaction for (dropped by the node, never sent before a
+// signed has a nonce taken once, and a later one is mined only after it. If the relayer's first
+// unmined nonce is one we signed a transaction for (dropped by the node, never sent before a
 // crash, or the expired filler of a void settlement), the stored bytes are sent again, and so are
 // those of the next nonces the node lost too, in nonce order (kMaxGapFillsPerPass). That is
 // always safe: they are the same signed transaction, which either settles its still-valid
-// authorization exactly once or reverts as expired.
+// authorization exactly once or reverts as expired. A nonce below the store's next one that the
+// store has no transaction for (another sender of the relayer's key, whose transaction the node
+// dropped) gets a no-op transaction, so that ours behind it can be mined. A transaction the node
+// has held unmined for replace_after_ms is replaced when settlement/fees.h says so: re-signed at
+// the same relayer nonce with the same calldata and a higher fee, stored (with the old hash kept)
+// before it is sent. Only one transaction at that nonce can be mined, so the authorization still
+// settles once. With the gap check, the watch for reorganisations: the settlements of the last
+// reorg_watch_ms whose block is no longer canonical (one BlockHash call for the newest block when
+// nothing changed) and whose receipt is gone go back to unknown (core/settlement.h X17), and the
+// same bytes settle them again; if they never can, the paid answer having gone out, X18 and an
+// alert.
 Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,
                                              Random& random, const ReconcilerConfig& config,
                                              SettlementCounter* metrics = nullptr);

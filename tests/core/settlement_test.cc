@@ -24,7 +24,8 @@ SettlementRecord Record() {
 
 // A receipt is seen in the latest block (one confirmation).
 ChainObservation Seen(ReceiptView receipt, bool tx_known, bool nonce_used, int64_t chain_time_s) {
-  return {receipt, tx_known, nonce_used, chain_time_s, receipt == ReceiptView::kNone ? 0 : 1};
+  return {receipt, tx_known, nonce_used, chain_time_s, receipt == ReceiptView::kNone ? 0 : 1,
+          "",      -1,       ""};
 }
 
 Reconciliation ReconcileNow(Settlement current, const ChainObservation& seen,
@@ -423,14 +424,40 @@ TEST(SettlementOperation, ResumeNames) {
   EXPECT_EQ(X402ResumeName(X402Resume::kCloseUnpaid), "close_unpaid");
 }
 
-// Settled is terminal for settlement: only fulfillment may still change.
-TEST(SettlementOperationDeathTest, NothingLeavesSettled) {
+// X17 then X7: a reorganisation takes a delivered settlement back to unknown, fulfillment and
+// the stored answer untouched; the chain mines it again and it is settled again.
+TEST(SettlementOperation, AReorganisedSettlementGoesBackToUnknownAndSettlesAgain) {
+  Operation settled = MarkSettled(NewOp(SettleOrder::kBeforeUpstream), 2000);
+  Operation delivered = CompleteX402Call(BeginX402Call(settled, 2100, kLease, "gw_a"),
+                                         Answered(200), 3000, kRetention)
+                            .next;
+  Operation back = MarkReorganised(delivered, 4000);
+  EXPECT_EQ(back.settlement, Settlement::kUnknown);
+  EXPECT_EQ(back.fulfillment, Fulfillment::kSucceeded);
+  EXPECT_EQ(back.response, delivered.response);
+  EXPECT_EQ(back.updated_ms, 4000);
+  Operation again = MarkSettled(back, 5000);
+  EXPECT_EQ(again.settlement, Settlement::kSettled);
+  EXPECT_EQ(again.response, delivered.response);
+  // X18: it never comes back (expired first): void, the answer given stays on record.
+  for (Settlement lost : {Settlement::kVoid, Settlement::kFailed}) {
+    Operation gone = MarkLostAfterDelivery(back, lost, 6000);
+    EXPECT_EQ(gone.settlement, lost);
+    EXPECT_EQ(gone.fulfillment, Fulfillment::kSucceeded);
+    EXPECT_EQ(gone.response, delivered.response);
+  }
+}
+
+// Settled changes only by X17 (a reorganisation): the other transitions refuse it.
+TEST(SettlementOperationDeathTest, NothingElseLeavesSettled) {
   Operation settled = MarkSettled(NewOp(SettleOrder::kBeforeUpstream), 2000);
   EXPECT_DEATH(MarkVoid(settled, 3000, Problem(402)), "invariant failed");
   EXPECT_DEATH(MarkFailed(settled, 3000, Problem(409), kRetention), "invariant failed");
   EXPECT_DEATH(MarkUnknown(settled, 3000), "invariant failed");
   EXPECT_DEATH(MarkSettled(settled, 3000), "invariant failed");
   EXPECT_DEATH(CloseUnpaidX402Operation(settled, 3000, Problem(402)), "invariant failed");
+  EXPECT_DEATH(MarkLostAfterDelivery(settled, Settlement::kVoid, 3000), "invariant failed");
+  EXPECT_DEATH(MarkReorganised(MarkReorganised(settled, 3000), 3100), "invariant failed");
 }
 
 TEST(SettlementOperationDeathTest, TransitionPreconditions) {

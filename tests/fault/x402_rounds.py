@@ -14,8 +14,10 @@ Anvil faults, drawn per round with the suite's seed next to the kill -9 (class A
   - an automine-off window (1-3 s): settlements wait in the pool, payments get 202 settlement_unknown and
     are retried; then automine goes back on and a block is mined. A 200 answered before that block is a
     violation (nothing could have settled);
-  - inside such a window, anvil_dropTransaction of one of the gateway's pending settlement transactions:
-    the reconciler must re-broadcast the same transaction (same hash) within 10 s, else a violation;
+  - inside such a window, anvil_dropTransaction of one of the gateway's pending settlement transactions,
+    the one with the lowest relayer nonce when several wait (a relayer nonce gap: the later ones cannot be
+    mined before it): the reconciler must re-broadcast the same transaction (same hash) within 10 s, and
+    once automine is back every transaction that waited behind the gap must be mined within 15 s;
   - SIGSTOP of Anvil for 1-3 s while the round's payments settle, then SIGCONT;
   - a reorganisation (anvil_reorg 1) of the latest block once it holds a settlement transaction: the
     gateway runs with --confirmations 2, so that settlement is not counted yet; the same transaction
@@ -208,6 +210,7 @@ class AnvilFaults:
         self.window_s = rng.uniform(1.0, 3.0)
         self.stop_after_s, self.stop_for_s = rng.uniform(0.05, 0.8), rng.uniform(1.0, 3.0)
         self.mined_at = None  # time.monotonic() when automine went back on (None: it never went off)
+        self.behind_gap = []  # hashes of the settlement transactions that waited behind a dropped one
         self.restored = False
         self.thread = None
 
@@ -259,7 +262,14 @@ class AnvilFaults:
         if not pending:
             self.world.tally.add("Anvil drops skipped (no settlement tx in the pool)")
             return
-        h = self.rng.choice(sorted(t["hash"] for t in pending))
+        if len(pending) >= 2:
+            # A gap: the lowest relayer nonce goes, the later transactions wait behind it.
+            lowest = min(pending, key=lambda t: int(t["nonce"], 16))
+            h = lowest["hash"]
+            self.behind_gap = [t["hash"] for t in pending if t["hash"] != h]
+            self.world.tally.add("relayer nonce gaps (lowest nonce dropped, later ones waiting)")
+        else:
+            h = pending[0]["hash"]
         chain.rpc.drop_transaction(h)
         if chain.tx(h) is not None:
             self.violations.append("%s: anvil_dropTransaction(%s) left it in the pool" % (self.where, h))
@@ -333,6 +343,17 @@ class AnvilFaults:
         if self.thread.is_alive():
             violations.append("%s: Anvil fault thread still running after 60 s" % self.where)
         self.end()
+        if self.behind_gap:
+            deadline = self.mined_at + REMINE_WAIT_S
+            waiting = list(self.behind_gap)
+            while waiting and time.monotonic() < deadline:
+                waiting = [h for h in waiting if self.world.chain.rpc.receipt(h) is None]
+                time.sleep(0.05)
+            if waiting:
+                violations.append("%s: settlement txs behind a relayer nonce gap not mined within %.0f s of "
+                                  "automine: %r" % (self.where, REMINE_WAIT_S, waiting))
+            else:
+                self.world.tally.add("relayer nonce gaps closed (later ones mined)")
         if self.automine_off:
             for p in payments:
                 if p.final and p.final[0] == 200 and p.final_at < self.mined_at:
@@ -378,6 +399,9 @@ def summary_rows(world, tally):
             ("Anvil faults: automine-off windows / dropped txs (re-broadcast) / SIGSTOPs", "%d / %d (%d) / %d" % (
                 tally.get("Anvil automine-off windows"), tally.get("Anvil dropped txs"),
                 tally.get("Anvil dropped txs re-broadcast"), tally.get("Anvil SIGSTOPs"))),
+            ("relayer nonce gaps (closed, the later transactions mined)", "%d (%d)" % (
+                tally.get("relayer nonce gaps (lowest nonce dropped, later ones waiting)"),
+                tally.get("relayer nonce gaps closed (later ones mined)"))),
             ("Anvil reorgs of a block with a settlement (mined again) / RPC endpoint hangs", "%d (%d) / %d" % (
                 tally.get("Anvil reorgs of a block with a settlement"),
                 tally.get("Anvil reorged settlements mined again"), tally.get("RPC endpoint hangs (failover)"))),

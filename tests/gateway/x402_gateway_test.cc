@@ -65,6 +65,12 @@ class CountingChain final : public chain::Chain {
   Result<uint64_t> PendingNonce(const chain::Address& account) override {
     return (++calls_, chain_.PendingNonce(account));
   }
+  Result<uint64_t> MinedNonce(const chain::Address& account) override {
+    return (++calls_, chain_.MinedNonce(account));
+  }
+  Result<std::optional<chain::Hash32>> BlockHash(uint64_t number) override {
+    return (++calls_, chain_.BlockHash(number));
+  }
   Result<chain::Hash32> SendRawTransaction(const chain::Bytes& raw) override {
     return (++calls_, chain_.SendRawTransaction(raw));
   }

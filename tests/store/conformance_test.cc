@@ -732,6 +732,67 @@ TEST_P(StoreConformance, X402PaymentsAreUniquePerAuthorization) {
   EXPECT_FALSE(Write([&](Transaction& tx) {
     return tx.UpdateX402Payment(SamplePayment("op_missing", nonce));
   }).ok());
+  // A replacement keeps the transactions it replaced, oldest first, beside the current one.
+  X402PaymentRecord replaced = submitted;
+  replaced.replaced_raw_txs = {"0x02f8", "0x02f9aa"};
+  replaced.raw_tx_hex = "0x02fabb";
+  replaced.tx_hash = "0x" + std::string(64, 'e');
+  replaced.broadcasts = 3;
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.UpdateX402Payment(replaced); }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                auto found = tx.FindX402Payment("op_x1");
+                EXPECT_TRUE(found.ok() && found->has_value());
+                EXPECT_EQ(**found, replaced);
+                auto by_nonce = tx.FindX402PaymentByRelayerNonce("", 7);
+                EXPECT_TRUE(by_nonce.ok() && by_nonce->has_value());
+                EXPECT_EQ((*by_nonce)->replaced_raw_txs, replaced.replaced_raw_txs);
+                return Status::Ok();
+              }).ok());
+}
+
+TEST_P(StoreConformance, RecentSettlementsAreListedNewestBlockFirst) {
+  // Three settled payments in blocks 7, 9, 9 (seen at 100, 200, 300) and one not settled.
+  struct Settled {
+    std::string id;
+    int64_t block, at_ms;
+  };
+  const std::vector<Settled> settled = {{"op_s1", 7, 100}, {"op_s3", 9, 300}, {"op_s2", 9, 200}};
+  auto store_them = [&](Transaction& tx) -> Status {
+    for (size_t i = 0; i < settled.size(); ++i) {
+      X402PaymentRecord record =
+          SamplePayment(settled[i].id, "0x" + std::string(63, '0') + char('1' + i));
+      auto inserted = tx.InsertX402Payment(record);
+      if (!inserted.ok()) return inserted.status();
+      record.tx_hash = "0x" + std::string(64, 'd');
+      record.raw_tx_hex = "0x02f8";
+      record.settled_block = settled[i].block;
+      record.settled_block_hash = "0x" + std::string(64, char('0' + settled[i].block));
+      record.settled_ms = settled[i].at_ms;
+      if (Status s = tx.UpdateX402Payment(record); !s.ok()) return s;
+    }
+    auto unsettled = tx.InsertX402Payment(SamplePayment("op_s4", "0x" + std::string(64, '9')));
+    return unsettled.ok() ? Status::Ok() : unsettled.status();
+  };
+  ASSERT_TRUE(Write(store_them).ok());
+  auto check = [&](Transaction& tx) -> Status {
+    auto ids = [&](int64_t since, int limit) {
+      std::vector<std::string> out;
+      auto listed = tx.ListRecentSettlements(since, limit);
+      EXPECT_TRUE(listed.ok());
+      for (const X402PaymentRecord& r : *listed) out.push_back(r.operation_id);
+      return out;
+    };
+    EXPECT_EQ(ids(0, 10), (std::vector<std::string>{"op_s2", "op_s3", "op_s1"}));
+    EXPECT_EQ(ids(150, 10), (std::vector<std::string>{"op_s2", "op_s3"}));
+    EXPECT_EQ(ids(0, 1), (std::vector<std::string>{"op_s2"}));
+    EXPECT_EQ(ids(301, 10), std::vector<std::string>{});
+    auto first = tx.ListRecentSettlements(0, 1);
+    EXPECT_EQ((*first)[0].settled_block, 9);
+    EXPECT_EQ((*first)[0].settled_block_hash, "0x" + std::string(64, '9'));
+    EXPECT_EQ((*first)[0].settled_ms, 200);
+    return Status::Ok();
+  };
+  ASSERT_TRUE(Read(check).ok());
 }
 
 TEST_P(StoreConformance, RelayerNonceIsTakenOnceAndNeverGoesBack) {
@@ -757,6 +818,14 @@ TEST_P(StoreConformance, RelayerNonceIsTakenOnceAndNeverGoesBack) {
   }).ok());
   take(0);
   EXPECT_EQ(taken.back(), 11);
+  // Read without taking: the next one, and 0 for a relayer that never took one.
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                EXPECT_EQ(*tx.NextRelayerNonce("0xrelayer"), 12);
+                EXPECT_EQ(*tx.NextRelayerNonce("0xother"), 0);
+                return Status::Ok();
+              }).ok());
+  take(0);
+  EXPECT_EQ(taken.back(), 12);
 }
 
 // Process liveness (issue 4): a gateway process proves through the store that it is alive, so that
