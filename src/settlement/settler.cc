@@ -248,10 +248,24 @@ Result<TxInputs> Settler::ReadTxInputs(const chain::TransferAuthorization& autho
   FeeDecision capped = ApplyFeeCaps(*fees, config_.fee_caps);
   if (capped.too_high) return Status::Error(ErrorCode::kChainFeesTooHigh, capped.reason);
   inputs.fees = capped.fees;
-  auto gas = chain_.EstimateGas(
-      relayer_, config_.token, chain::EncodeTransferWithAuthorizationVrs(authorization, signature));
-  if (!gas.ok()) return gas.status();
-  inputs.gas_limit = GasWithMargin(*gas);
+  const chain::Bytes transfer = chain::EncodeTransferWithAuthorizationVrs(authorization, signature);
+  std::optional<uint64_t> known_gas;
+  {
+    std::lock_guard lock(cache_mutex_);
+    if (gas_.Fresh(now_ms, config_.gas_refresh_ms)) known_gas = gas_.value;
+  }
+  if (known_gas) {
+    // One execution instead of the estimate's several: the same verdict on the transfer.
+    auto simulated = chain_.Call(config_.token, transfer);
+    if (!simulated.ok()) return simulated.status();
+  } else {
+    auto estimated = chain_.EstimateGas(relayer_, config_.token, transfer);
+    if (!estimated.ok()) return estimated.status();
+    std::lock_guard lock(cache_mutex_);
+    known_gas = std::max(*estimated, gas_.value.value_or(0));
+    gas_ = {*known_gas, now_ms};
+  }
+  inputs.gas_limit = GasWithMargin(*known_gas);
   auto nonce = CachedPendingNonce(now_ms);
   if (!nonce.ok()) return nonce.status();
   inputs.pending_nonce = *nonce;

@@ -33,6 +33,11 @@ struct SettlerConfig {
   // blocks of that (chain::FeeData); the relayer's nonce is the store's, the node's only a floor.
   int64_t fee_refresh_ms = 1000;
   int64_t nonce_refresh_ms = 5000;
+  // The gas a settlement needs is the same from payment to payment of one token (the same slots
+  // written, all cold): eth_estimateGas, several executions on the node, is asked at most this
+  // often, and the payments between are simulated with one eth_call of the same transfer. The
+  // largest estimate seen is kept.
+  int64_t gas_refresh_ms = 60000;
   // A settlement counts only once its receipt is this many blocks deep (--confirmations; 1: the
   // block that includes it). Above 1, a look at a mined settlement also asks for the head.
   int64_t confirmations = 1;
@@ -70,8 +75,9 @@ class Settler {
   // token's own domain or signature check, any other simulated revert). Errors are transport
   // errors only (nothing was decided; the client may retry), and kChainFeesTooHigh.
   //
-  // The happy path asks the node one thing: eth_estimateGas of the transfer, which succeeds only if
-  // the authorization is unused, in its window, validly signed and covered by the payer's balance.
+  // The happy path asks the node one thing: a simulation of the transfer (eth_call, or
+  // eth_estimateGas when the gas estimate is due), which succeeds only if the authorization is
+  // unused, in its window, validly signed and covered by the payer's balance.
   // The reads that explain a refusal (authorizationState, balanceOf, the token's domain) are made
   // only after one. The payment's value is reserved against the payer's balance (reservations()):
   // the simulation proves the balance covers this payment alone, and only when the payer has
@@ -95,7 +101,8 @@ class Settler {
   // authorizationState(from, nonce) of the token: whether the authorization was used (or cancelled).
   Result<bool> AuthorizationUsed(const chain::TransferAuthorization& authorization);
   // The inputs alone, for a payment checked earlier (settle=after: after the upstream answered):
-  // fees and the relayer's nonce from the caches when fresh, and the gas estimate. Error
+  // fees, the relayer's nonce and the gas estimate from the caches when fresh, and the
+  // simulation (the estimate itself when it is due). Error
   // kChainFeesTooHigh (nothing may be signed now) when the base fee is above the cap; the node's
   // rpc_error when the transfer would revert.
   Result<TxInputs> ReadTxInputs(const chain::TransferAuthorization& authorization,
@@ -176,6 +183,7 @@ class Settler {
   std::mutex cache_mutex_;
   Cached<chain::FeeData> fees_;
   Cached<int64_t> pending_nonce_;
+  Cached<uint64_t> gas_;  // the largest eth_estimateGas answer, read_ms: when last asked
 };
 
 // The record with `mined_tx_hash` (ChainObservation::receipt_tx_hash) as its transaction: when the
