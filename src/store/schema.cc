@@ -147,7 +147,9 @@ ALTER TABLE x402_payments ADD COLUMN replaced_raw_txs TEXT NOT NULL DEFAULT '';
 ALTER TABLE x402_payments ADD COLUMN settled_block BIGINT NOT NULL DEFAULT -1;
 ALTER TABLE x402_payments ADD COLUMN settled_block_hash TEXT NOT NULL DEFAULT '';
 ALTER TABLE x402_payments ADD COLUMN settled_ms BIGINT NOT NULL DEFAULT 0;
-CREATE INDEX x402_payments_settled ON x402_payments (settled_ms) WHERE settled_ms > 0;
+-- Newest block first, read once a second: the index gives the order, the scan stops at the limit.
+CREATE INDEX x402_payments_settled
+  ON x402_payments (settled_block, settled_block_hash, operation_id) WHERE settled_ms > 0;
 )sql"},
   };
   return kMigrations;

@@ -379,7 +379,8 @@ Result<std::vector<X402PaymentRecord>> SqliteTransaction::ListRecentSettlements(
   AGENTPAY_PREPARE(stmt, db_,
                    std::string("SELECT ") + kPaymentColumns +
                        " FROM x402_payments WHERE settled_ms > 0 AND settled_ms >= ?1 "
-                       "ORDER BY settled_block DESC, settled_block_hash, operation_id LIMIT ?2");
+                       "ORDER BY settled_block DESC, settled_block_hash DESC, operation_id DESC "
+                       "LIMIT ?2");
   stmt.Bind(1, since_ms).Bind(2, static_cast<int64_t>(limit));
   std::vector<X402PaymentRecord> out;
   Status status;

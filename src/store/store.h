@@ -151,8 +151,8 @@ class Transaction {
   virtual Result<std::optional<X402PaymentRecord>> FindX402PaymentByRelayerNonce(
       std::string_view relayer, int64_t relayer_nonce) = 0;
   // Settled payments seen settled at or after since_ms (settled_ms), newest block first (then by
-  // block hash and operation id), at most `limit` (> 0): the reconciler's watch for
-  // reorganisations.
+  // block hash and operation id, both descending), at most `limit` (> 0): the reconciler's watch
+  // for reorganisations.
   virtual Result<std::vector<X402PaymentRecord>> ListRecentSettlements(int64_t since_ms,
                                                                        int limit) = 0;
   // The relayer account's next transaction nonce, kept durably: max(the stored next nonce,

@@ -782,14 +782,14 @@ TEST_P(StoreConformance, RecentSettlementsAreListedNewestBlockFirst) {
       for (const X402PaymentRecord& r : *listed) out.push_back(r.operation_id);
       return out;
     };
-    EXPECT_EQ(ids(0, 10), (std::vector<std::string>{"op_s2", "op_s3", "op_s1"}));
-    EXPECT_EQ(ids(150, 10), (std::vector<std::string>{"op_s2", "op_s3"}));
-    EXPECT_EQ(ids(0, 1), (std::vector<std::string>{"op_s2"}));
+    EXPECT_EQ(ids(0, 10), (std::vector<std::string>{"op_s3", "op_s2", "op_s1"}));
+    EXPECT_EQ(ids(150, 10), (std::vector<std::string>{"op_s3", "op_s2"}));
+    EXPECT_EQ(ids(0, 1), (std::vector<std::string>{"op_s3"}));
     EXPECT_EQ(ids(301, 10), std::vector<std::string>{});
     auto first = tx.ListRecentSettlements(0, 1);
     EXPECT_EQ((*first)[0].settled_block, 9);
     EXPECT_EQ((*first)[0].settled_block_hash, "0x" + std::string(64, '9'));
-    EXPECT_EQ((*first)[0].settled_ms, 200);
+    EXPECT_EQ((*first)[0].settled_ms, 300);
     return Status::Ok();
   };
   ASSERT_TRUE(Read(check).ok());
