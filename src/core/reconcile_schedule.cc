@@ -16,6 +16,9 @@ int64_t NextLookMs(const ReconcileBackoff& backoff, int looks, int64_t now_ms, i
   delay = std::min(delay, backoff.max_delay_ms);
   const int64_t next = now_ms + delay;
   if (expires_ms > now_ms && expires_ms < next) return expires_ms;
+  if (expires_ms > 0 && now_ms >= expires_ms && now_ms - expires_ms < backoff.max_delay_ms) {
+    return now_ms + backoff.initial_delay_ms;
+  }
   return next;
 }
 

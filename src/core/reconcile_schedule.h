@@ -18,7 +18,10 @@ struct ReconcileBackoff {
 
 // The time of the next look at an operation looked at `looks` (>= 1) times, the last at now_ms:
 // now + min(max, initial * 2^(looks-1)), or expires_ms if that comes sooner and is still ahead
-// (the moment validBefore + buffer passes and an unused authorization becomes void).
+// (the moment validBefore + buffer passes and an unused authorization becomes void). In the
+// max_delay_ms after expires_ms, now + initial: the decision is imminent there (the chain's clock
+// catching up, an expired transaction mined or dropped), and a look that came a moment too early
+// must not wait out a long backoff. expires_ms 0: never expires.
 // Preconditions: looks >= 1, 0 < initial <= max.
 int64_t NextLookMs(const ReconcileBackoff& backoff, int looks, int64_t now_ms, int64_t expires_ms);
 

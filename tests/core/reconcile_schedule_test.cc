@@ -22,7 +22,11 @@ TEST(ReconcileSchedule, ExpiryBringsTheNextLookForward) {
   const ReconcileBackoff backoff{1000, 60000};
   EXPECT_EQ(NextLookMs(backoff, 7, 100000, 130000), 130000);  // expires before the backoff ends
   EXPECT_EQ(NextLookMs(backoff, 1, 100000, 130000), 101000);  // backoff sooner
-  EXPECT_EQ(NextLookMs(backoff, 7, 100000, 90000), 160000);   // already expired: plain backoff
+  // Just expired (within max_delay_ms of it): looked at again after the initial delay, whatever
+  // the backoff, since a decision is imminent; long expired and still unresolved: plain backoff.
+  EXPECT_EQ(NextLookMs(backoff, 7, 100000, 90000), 101000);
+  EXPECT_EQ(NextLookMs(backoff, 7, 100000, 100000), 101000);
+  EXPECT_EQ(NextLookMs(backoff, 7, 160000, 100000), 220000);
 }
 
 TEST(ReconcileSchedule, AnOperationJustLookedAtIsNotDueOnTheNextPass) {
