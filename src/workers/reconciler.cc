@@ -93,11 +93,10 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
                                  seen, config.expiry_buffer_seconds, confirmations);
     // Pending, or gone from the node before validBefore (rebroadcast), and stuck on its fee: the
     // replacement goes out instead of the same bytes, which the node would hold or evict again.
-    // Never past validBefore (wall clock): a transaction mined then only reverts.
+    // (LookAt asks for one only before validBefore: a transaction mined after it only reverts.)
     const bool pending =
         r.action == ReconcileAction::kWait && seen.tx_known && seen.receipt == ReceiptView::kNone;
     const bool replace = replacement && replacement->record &&
-                         now / 1000 < seen_candidate.payment.authorization.valid_before_s &&
                          (pending || r.action == ReconcileAction::kRebroadcast);
     if (replace) {
       if (Status s = tx.UpdateX402Payment(*replacement->record); !s.ok()) return s;
