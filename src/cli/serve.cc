@@ -147,6 +147,8 @@ constexpr int64_t kDevnetEmptyBlockIntervalMs = 2000;
 
 // The chain x402 payments settle on: a JSON-RPC node (--chain-rpc), checked to be the chain the
 // configuration names, or the built-in devnet persisted beside the SQLite store.
+// Where x402 payments settle. All null when there is no chain: a postgresql:// store without
+// --chain-rpc takes wallet payments only.
 struct SettlementChain {
   std::unique_ptr<chain::Chain> node;
   chain::Devnet* devnet = nullptr;  // set when node is the devnet
@@ -197,9 +199,10 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
     if (!node.ok()) return node.status();
     out.node = std::move(*node);
   } else {
-    if (!options.db.starts_with("sqlite:")) {
-      return Status::Error(ErrorCode::kInvalidConfig, "the devnet is kept beside a sqlite: store");
-    }
+    // The built-in devnet belongs to one process and is kept beside its SQLite file. On a shared
+    // store there is no such place: x402 needs a node (--chain-rpc), and without one the gateway
+    // takes wallet payments only (no settler, no x402 offer).
+    if (!options.db.starts_with("sqlite:")) return out;
     chain::DevnetConfig devnet;
     devnet.chain_id = static_cast<uint64_t>(config.chain.chain_id);
     devnet.token = *chain::ParseAddress(config.chain.asset);
@@ -306,9 +309,10 @@ void AnnounceStart(Logger& log, const std::string& base, const std::string& admi
           ? "admin listener off (--admin-listen off): no admin API, devnet controls or /metrics"
           : "admin API, devnet controls and /metrics (admin listener): " + admin_base;
   const std::string listening =
-      "agentpay gateway listening on " + base + " (store " + options.db + ")";
+      "agentpay gateway listening on " + base + " (store " + RedactedStoreUrl(options.db) + ")";
   const std::string chain =
-      settlement.devnet != nullptr
+      settlement.settler == nullptr ? "x402 off (no --chain-rpc): wallet payments only"
+      : settlement.devnet != nullptr
           ? "x402 on the built-in devnet: chain " + config.chain.Network() + ", asset " +
                 config.chain.asset + " (\"" + config.chain.asset_name + "\" v" +
                 config.chain.asset_version + "), pay to " + config.chain.pay_to
@@ -318,7 +322,7 @@ void AnnounceStart(Logger& log, const std::string& base, const std::string& admi
   const std::string rpc_url =
       settlement.devnet != nullptr ? base + std::string(chain::kDevnetRpcPath) : "";
   if (log.format() == LogFormat::kJson) {
-    log.Info("listening", listening, {{"url", base}, {"store", options.db}});
+    log.Info("listening", listening, {{"url", base}, {"store", RedactedStoreUrl(options.db)}});
     log.Info("admin_listening", admin, {{"url", admin_base}});
     if (!rpc_url.empty()) {
       log.Info("devnet_rpc", "devnet JSON-RPC (reads): " + rpc_url, {{"url", rpc_url}});
@@ -327,7 +331,9 @@ void AnnounceStart(Logger& log, const std::string& base, const std::string& admi
              {{"network", config.chain.Network()},
               {"asset", config.chain.asset},
               {"pay_to", config.chain.pay_to},
-              {"kind", settlement.devnet != nullptr ? "devnet" : "rpc"}});
+              {"kind", settlement.settler == nullptr  ? "off"
+                       : settlement.devnet != nullptr ? "devnet"
+                                                      : "rpc"}});
     for (const auto& route : config.routes) {
       log.Info("route", "paid route " + route.prefix + " -> " + route.upstream_url,
                {{"prefix", route.prefix},
@@ -508,7 +514,8 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
 
   if (Status s = PrepareStoreDirectory(options); !s.ok()) return Fail(s.message(), &log);
   auto store = OpenStore(options.db);
-  if (!store.ok()) return Fail("--db " + options.db + ": " + store.status().message(), &log);
+  if (!store.ok())
+    return Fail("--db " + RedactedStoreUrl(options.db) + ": " + store.status().message(), &log);
   auto settlement = OpenSettlementChain(options, *config, clock, *trust);
   if (!settlement.ok()) return Fail(settlement.status().message(), &log);
   HttpUpstream upstream(config->max_upstream_response_bytes, *trust);
@@ -538,14 +545,23 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   reconciler_config.rpc_per_second = config->reconcile_rpc_per_second;
   reconciler_config.replace_after_ms = config->replace_after_ms;
   reconciler_config.reorg_watch_ms = config->reorg_watch_ms;
-  // The payers' authorizations a previous process left in flight hold their balance again.
-  if (auto restored = RestoreReservations(**store, settlement->settler->reservations());
-      !restored.ok()) {
-    return Fail("cannot rebuild the payers' reservations: " + restored.status().message(), &log);
+  std::optional<Reconciler> paced_reconciler;
+  if (settlement->settler != nullptr) {
+    // The payers' authorizations a previous process left in flight hold their balance again.
+    if (auto restored = RestoreReservations(**store, settlement->settler->reservations());
+        !restored.ok()) {
+      return Fail("cannot rebuild the payers' reservations: " + restored.status().message(), &log);
+    }
+    paced_reconciler.emplace(**store, *settlement->settler, clock, random, reconciler_config,
+                             &gateway.metrics());
+  } else {
+    log.Warn("x402_off",
+             "x402 is off: no --chain-rpc, and the built-in devnet runs only beside a sqlite: "
+             "store; this gateway takes wallet payments only");
   }
-  Reconciler paced_reconciler(**store, *settlement->settler, clock, random, reconciler_config,
-                              &gateway.metrics());
-  auto reconcile = [&] { LogReconcile(log, paced_reconciler.RunPass()); };
+  auto reconcile = [&] {
+    if (paced_reconciler) LogReconcile(log, paced_reconciler->RunPass());
+  };
   reconcile();  // settlements a previous process left behind, before traffic is accepted
 
   std::optional<DemoAccount> demo_account;

@@ -45,7 +45,8 @@ std::vector<Flag> Flags(ServeOptions& o) {
        "(never on --listen); off: no admin listener"},
       {"db", &o.db,
        "store URL: sqlite:PATH (the default directory is created, 0700; a directory you name "
-       "must exist)"},
+       "must exist), or postgresql://USER:PASSWORD@HOST:PORT/DATABASE for several gateways on "
+       "one PostgreSQL database"},
       {"upstream", &o.upstream, "upstream URL of the single paid route \"/\""},
       {"price", &o.price, "price of that route, in atomic units of the asset"},
       {"upstream-timeout-ms", &o.upstream_timeout_ms, "upstream call timeout"},

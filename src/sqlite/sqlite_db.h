@@ -41,6 +41,7 @@ class Statement {
   int64_t Int(int column) const;
   std::optional<int64_t> OptionalInt(int column) const;
   std::string Text(int column) const;
+  std::string Bytes(int column) const { return Text(column); }  // a BLOB column
   bool IsNull(int column) const;
 
  private:

@@ -40,16 +40,6 @@ bool StillNamed(int fd, const std::string& path) {
 
 }  // namespace
 
-bool ValidInstanceId(std::string_view id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 InstanceLocks::InstanceLocks(std::string directory) : directory_(std::move(directory)) {}
 
 InstanceLocks::~InstanceLocks() {

@@ -10,11 +10,9 @@
 #include <string_view>
 
 #include "core/result.h"
+#include "store/store.h"
 
 namespace agentpay {
-
-// 1-64 characters of [A-Za-z0-9_-]: the id names a file, so nothing else may reach the path.
-bool ValidInstanceId(std::string_view id);
 
 class InstanceLocks {
  public:

@@ -5,7 +5,8 @@ namespace agentpay {
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, "accounts, deposits, ledger, operations, idempotency keys, trace", R"sql(
+      {1, "accounts, deposits, ledger, operations, idempotency keys, trace",
+       R"sql(
 CREATE TABLE accounts (
   id TEXT PRIMARY KEY,
   name TEXT NOT NULL,
@@ -72,8 +73,77 @@ CREATE TABLE operation_events (
   detail TEXT NOT NULL
 );
 CREATE INDEX operation_events_operation ON operation_events (operation_id, id);
+)sql",
+       R"sql(
+CREATE TABLE accounts (
+  id TEXT COLLATE "C" PRIMARY KEY,
+  name TEXT COLLATE "C" NOT NULL,
+  api_key_hash TEXT COLLATE "C" NOT NULL UNIQUE,
+  deposited BIGINT NOT NULL DEFAULT 0 CHECK (deposited >= 0),
+  captured BIGINT NOT NULL DEFAULT 0 CHECK (captured >= 0 AND captured <= deposited),
+  held BIGINT NOT NULL DEFAULT 0 CHECK (held >= 0 AND held <= deposited - captured),
+  created_ms BIGINT NOT NULL
+);
+CREATE TABLE deposits (
+  account_id TEXT COLLATE "C" NOT NULL REFERENCES accounts(id),
+  reference TEXT COLLATE "C" NOT NULL,
+  amount BIGINT NOT NULL CHECK (amount > 0),
+  created_ms BIGINT NOT NULL,
+  PRIMARY KEY (account_id, reference)
+);
+CREATE TABLE ledger_entries (
+  id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  operation_id TEXT COLLATE "C",
+  kind TEXT COLLATE "C" NOT NULL,
+  debit TEXT COLLATE "C" NOT NULL,
+  credit TEXT COLLATE "C" NOT NULL,
+  amount BIGINT NOT NULL CHECK (amount > 0),
+  at_ms BIGINT NOT NULL
+);
+CREATE INDEX ledger_entries_operation ON ledger_entries (operation_id);
+CREATE TABLE operations (
+  id TEXT COLLATE "C" PRIMARY KEY,
+  principal TEXT COLLATE "C" NOT NULL,
+  idempotency_key TEXT COLLATE "C" NOT NULL,
+  fingerprint TEXT COLLATE "C" NOT NULL,
+  route TEXT COLLATE "C" NOT NULL,
+  amount BIGINT NOT NULL,
+  intent TEXT COLLATE "C" NOT NULL,
+  settlement TEXT COLLATE "C" NOT NULL,
+  fulfillment TEXT COLLATE "C" NOT NULL,
+  hold_expires_ms BIGINT,
+  lease_expires_ms BIGINT NOT NULL,
+  attempts INTEGER NOT NULL,
+  response_status INTEGER,
+  response_content_type TEXT COLLATE "C",
+  response_body BYTEA,
+  retained_until_ms BIGINT,
+  created_ms BIGINT NOT NULL,
+  updated_ms BIGINT NOT NULL
+);
+-- Partial indexes: an operation sits in them only while unfinished, so they stay small and hot.
+CREATE INDEX operations_in_progress ON operations (id) WHERE fulfillment = 'in_progress';
+CREATE INDEX operations_held ON operations (hold_expires_ms) WHERE settlement = 'held';
+CREATE TABLE idempotency_keys (
+  principal TEXT COLLATE "C" NOT NULL,
+  key TEXT COLLATE "C" NOT NULL,
+  operation_id TEXT COLLATE "C" NOT NULL,  -- inserted before its operation: the key reservation comes first
+  fingerprint TEXT COLLATE "C" NOT NULL,
+  created_ms BIGINT NOT NULL,
+  PRIMARY KEY (principal, key)
+);
+CREATE TABLE operation_events (
+  id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  operation_id TEXT COLLATE "C" NOT NULL,
+  at_ms BIGINT NOT NULL,
+  actor TEXT COLLATE "C" NOT NULL,
+  kind TEXT COLLATE "C" NOT NULL,
+  detail TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX operation_events_operation ON operation_events (operation_id, id);
 )sql"},
-      {2, "alerts", R"sql(
+      {2, "alerts",
+       R"sql(
 CREATE TABLE alerts (
   id TEXT PRIMARY KEY,
   operation_id TEXT NOT NULL,
@@ -84,8 +154,21 @@ CREATE TABLE alerts (
   resolution TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX alerts_created ON alerts (created_ms);
+)sql",
+       R"sql(
+CREATE TABLE alerts (
+  id TEXT COLLATE "C" PRIMARY KEY,
+  operation_id TEXT COLLATE "C" NOT NULL,
+  kind TEXT COLLATE "C" NOT NULL,
+  detail TEXT COLLATE "C" NOT NULL,
+  created_ms BIGINT NOT NULL,
+  resolved_ms BIGINT,
+  resolution TEXT COLLATE "C" NOT NULL DEFAULT ''
+);
+CREATE INDEX alerts_created ON alerts (created_ms);
 )sql"},
-      {3, "x402 payments and the relayer's nonce", R"sql(
+      {3, "x402 payments and the relayer's nonce",
+       R"sql(
 CREATE TABLE x402_payments (
   operation_id TEXT PRIMARY KEY,
   payer TEXT NOT NULL,
@@ -112,19 +195,61 @@ CREATE TABLE relayer_nonces (
 -- Unresolved settlements, for the reconciler (one index per literal, so that SQLite uses them).
 CREATE INDEX operations_submitted ON operations (id) WHERE settlement = 'submitted';
 CREATE INDEX operations_unknown ON operations (id) WHERE settlement = 'unknown';
+)sql",
+       R"sql(
+CREATE TABLE x402_payments (
+  operation_id TEXT COLLATE "C" PRIMARY KEY,
+  payer TEXT COLLATE "C" NOT NULL,
+  nonce TEXT COLLATE "C" NOT NULL,
+  valid_after_s BIGINT NOT NULL,
+  valid_before_s BIGINT NOT NULL,
+  value BIGINT NOT NULL CHECK (value > 0),
+  pay_to TEXT COLLATE "C" NOT NULL,
+  signature TEXT COLLATE "C" NOT NULL,
+  x402_version INTEGER NOT NULL,
+  tx_hash TEXT COLLATE "C" NOT NULL DEFAULT '',
+  raw_tx TEXT COLLATE "C" NOT NULL DEFAULT '',
+  relayer TEXT COLLATE "C" NOT NULL DEFAULT '',
+  relayer_nonce BIGINT NOT NULL DEFAULT -1,
+  submitted_ms BIGINT NOT NULL DEFAULT 0,
+  broadcasts BIGINT NOT NULL DEFAULT 0,
+  UNIQUE (payer, nonce)  -- one authorization pays for one operation
+);
+CREATE INDEX x402_payments_relayer_nonce ON x402_payments (relayer, relayer_nonce);
+CREATE TABLE relayer_nonces (
+  relayer TEXT COLLATE "C" PRIMARY KEY,
+  next_nonce BIGINT NOT NULL CHECK (next_nonce >= 0)
+);
+-- Unresolved settlements, for the reconciler (one index per state, as on SQLite).
+CREATE INDEX operations_submitted ON operations (id) WHERE settlement = 'submitted';
+CREATE INDEX operations_unknown ON operations (id) WHERE settlement = 'unknown';
 )sql"},
-      {4, "alert resolutions, retention pruning", R"sql(
+      {4, "alert resolutions, retention pruning",
+       R"sql(
 ALTER TABLE alerts ADD COLUMN note TEXT NOT NULL DEFAULT '';
 CREATE INDEX alerts_operation ON alerts (operation_id);
 -- Stored results the pruner has yet to forget (a pruned operation's body is NULL: it leaves).
 CREATE INDEX operations_retained ON operations (retained_until_ms) WHERE response_body IS NOT NULL;
+)sql",
+       R"sql(
+ALTER TABLE alerts ADD COLUMN note TEXT COLLATE "C" NOT NULL DEFAULT '';
+CREATE INDEX alerts_operation ON alerts (operation_id);
+-- Stored results the pruner has yet to forget (a pruned operation's body is NULL: it leaves).
+CREATE INDEX operations_retained ON operations (retained_until_ms) WHERE response_body IS NOT NULL;
 )sql"},
-      {5, "the gateway process instance holding an operation's claim", R"sql(
+      {5, "the gateway process instance holding an operation's claim",
+       R"sql(
 -- Set with lease_expires_ms when an attempt claims the operation; crash recovery takes over only
 -- claims whose instance is no longer alive (Store::InstanceAlive). '' on rows from before.
 ALTER TABLE operations ADD COLUMN claimed_by TEXT NOT NULL DEFAULT '';
+)sql",
+       R"sql(
+-- Set with lease_expires_ms when an attempt claims the operation; crash recovery takes over only
+-- claims whose instance is no longer alive (Store::InstanceAlive). '' on rows from before.
+ALTER TABLE operations ADD COLUMN claimed_by TEXT COLLATE "C" NOT NULL DEFAULT '';
 )sql"},
-      {6, "API keys: several per account, each revocable (issue 13)", R"sql(
+      {6, "API keys: several per account, each revocable (issue 13)",
+       R"sql(
 -- accounts.api_key_hash stays as the account's first key, and is no longer read: every key an
 -- account has, the first included, is a row here. A key authenticates while revoked_ms is NULL.
 CREATE TABLE api_keys (
@@ -137,8 +262,23 @@ CREATE TABLE api_keys (
 CREATE INDEX api_keys_account ON api_keys (account_id, created_ms);
 INSERT INTO api_keys (id, account_id, key_hash, created_ms)
   SELECT 'key_' || substr(api_key_hash, 1, 16), id, api_key_hash, created_ms FROM accounts;
+)sql",
+       R"sql(
+-- accounts.api_key_hash stays as the account's first key, and is no longer read: every key an
+-- account has, the first included, is a row here. A key authenticates while revoked_ms is NULL.
+CREATE TABLE api_keys (
+  id TEXT COLLATE "C" PRIMARY KEY,
+  account_id TEXT COLLATE "C" NOT NULL REFERENCES accounts(id),
+  key_hash TEXT COLLATE "C" NOT NULL UNIQUE,
+  created_ms BIGINT NOT NULL,
+  revoked_ms BIGINT
+);
+CREATE INDEX api_keys_account ON api_keys (account_id, created_ms);
+INSERT INTO api_keys (id, account_id, key_hash, created_ms)
+  SELECT 'key_' || substr(api_key_hash, 1, 16), id, api_key_hash, created_ms FROM accounts;
 )sql"},
-      {7, "replaced relayer transactions, settled blocks (issue 14)", R"sql(
+      {7, "replaced relayer transactions, settled blocks (issue 14)",
+       R"sql(
 -- The signed transactions (hex) a stuck one replaced at the same relayer nonce with a lower fee:
 -- space-separated, oldest first; any of them may be the one mined.
 ALTER TABLE x402_payments ADD COLUMN replaced_raw_txs TEXT NOT NULL DEFAULT '';
@@ -146,6 +286,19 @@ ALTER TABLE x402_payments ADD COLUMN replaced_raw_txs TEXT NOT NULL DEFAULT '';
 -- recent ones for reorganisations.
 ALTER TABLE x402_payments ADD COLUMN settled_block BIGINT NOT NULL DEFAULT -1;
 ALTER TABLE x402_payments ADD COLUMN settled_block_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE x402_payments ADD COLUMN settled_ms BIGINT NOT NULL DEFAULT 0;
+-- Newest block first, read once a second: the index gives the order, the scan stops at the limit.
+CREATE INDEX x402_payments_settled
+  ON x402_payments (settled_block, settled_block_hash, operation_id) WHERE settled_ms > 0;
+)sql",
+       R"sql(
+-- The signed transactions (hex) a stuck one replaced at the same relayer nonce with a lower fee:
+-- space-separated, oldest first; any of them may be the one mined.
+ALTER TABLE x402_payments ADD COLUMN replaced_raw_txs TEXT COLLATE "C" NOT NULL DEFAULT '';
+-- The block holding a settled payment's receipt and when it was seen: the reconciler watches
+-- recent ones for reorganisations.
+ALTER TABLE x402_payments ADD COLUMN settled_block BIGINT NOT NULL DEFAULT -1;
+ALTER TABLE x402_payments ADD COLUMN settled_block_hash TEXT COLLATE "C" NOT NULL DEFAULT '';
 ALTER TABLE x402_payments ADD COLUMN settled_ms BIGINT NOT NULL DEFAULT 0;
 -- Newest block first, read once a second: the index gives the order, the scan stops at the limit.
 CREATE INDEX x402_payments_settled

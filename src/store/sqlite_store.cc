@@ -16,11 +16,13 @@
 #include <thread>
 
 #include "sqlite/sqlite_db.h"
+#include "store/backends.h"
 #include "store/instance_locks.h"
 #include "store/schema.h"
 #include "store/sqlite_transaction.h"
 #include "store/store.h"
 #include "store/wal_write_vfs.h"
+#include "store/write_queue.h"
 
 namespace agentpay {
 namespace {
@@ -47,7 +49,7 @@ Status Migrate(Database& db) {
   for (const auto& migration : migrations) {
     if (migration.version <= current) continue;
     if (!(status = db.Exec("BEGIN IMMEDIATE")).ok()) return status;
-    status = db.Exec(std::string(migration.sql));
+    status = db.Exec(std::string(migration.sqlite));
     if (status.ok()) {
       AGENTPAY_PREPARE(record, db,
                        "INSERT INTO schema_migrations (version, description) VALUES (?1, ?2)");
@@ -70,14 +72,14 @@ Status Migrate(Database& db) {
 class SqliteStore final : public Store {
  public:
   SqliteStore(std::string path, StoreOptions options, std::unique_ptr<sqlite::WalWriteVfs> wal_vfs,
-              std::unique_ptr<Database> writer, std::unique_ptr<Database> checkpointer,
-              int wal_fd)
+              std::unique_ptr<Database> writer, std::unique_ptr<Database> checkpointer, int wal_fd)
       : path_(std::move(path)),
         options_(options),
         wal_vfs_(std::move(wal_vfs)),
         writer_db_(std::move(writer)),
         checkpointer_db_(std::move(checkpointer)),
         instances_(path_ + ".instances"),
+        queue_(options),
         wal_fd_(wal_fd) {
     // Checkpoints copy the WAL into the database file and fsync it: done inside a commit they
     // stalled the writer for milliseconds every thousand pages. The writer only reports the WAL's
@@ -96,11 +98,7 @@ class SqliteStore final : public Store {
   }
 
   ~SqliteStore() override {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    work_ready_.notify_all();
+    queue_.Stop();
     writer_thread_.join();
     ::close(wal_fd_);
     {
@@ -112,19 +110,7 @@ class SqliteStore final : public Store {
   }
 
   void WriteAsync(TransactionFn fn, WriteDone done) override {
-    auto job = std::make_unique<Job>(Job{std::move(fn), std::move(done)});
-    {
-      std::lock_guard lock(mutex_);
-      if (queue_.size() < options_.max_queued_writes) {
-        queue_.push_back(std::move(job));
-      }
-    }
-    if (job) {  // not queued
-      job->done(
-          Status::Error(ErrorCode::kStoreOverloaded, "too many decisions waiting for the store"));
-      return;
-    }
-    work_ready_.notify_one();
+    queue_.Push(std::move(fn), std::move(done));
   }
 
   Status Read(const TransactionFn& fn) override {
@@ -142,7 +128,7 @@ class SqliteStore final : public Store {
     Status status = (*db)->Run("BEGIN");
     if (status.ok()) {
       SqliteTransaction tx(**db);
-      status = RunGuarded(fn, tx);
+      status = RunDecision(fn, tx);
       // What was read stands either way. A connection left inside its read transaction would fail
       // every later BEGIN and pin its snapshot (no checkpoint past it): closing it ends both.
       if (Status ended = (*db)->Run("COMMIT"); !ended.ok()) {
@@ -157,7 +143,7 @@ class SqliteStore final : public Store {
   StoreStats Stats() override {
     std::lock_guard lock(mutex_);
     StoreStats stats = stats_;
-    stats.write_queue_depth = queue_.size();
+    stats.write_queue_depth = queue_.depth();
     stats.durability_syncs = syncs_.load(std::memory_order_relaxed);
     return stats;
   }
@@ -174,19 +160,6 @@ class SqliteStore final : public Store {
   }
 
  private:
-  struct Job {
-    TransactionFn fn;
-    WriteDone done;
-  };
-
-  static Status RunGuarded(const TransactionFn& fn, Transaction& tx) {
-    try {
-      return fn(tx);
-    } catch (const std::exception& error) {
-      return Status::Error(ErrorCode::kInternalError, error.what());
-    }
-  }
-
   // Group commit that follows the disk: one thread takes every decision queued so far, runs them
   // in one transaction, commits, makes the commit durable (fdatasync of the WAL) and only then
   // runs their completions. Decisions that arrive while it works wait in the queue and share the
@@ -196,19 +169,8 @@ class SqliteStore final : public Store {
   // hand-offs on the way to its answer; with batches following the syncs there was little to
   // overlap.)
   void WriterLoop() {
-    std::vector<std::unique_ptr<Job>> batch;
-    for (;;) {
-      {
-        std::unique_lock lock(mutex_);
-        work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        while (!queue_.empty() && batch.size() < options_.max_batch) {
-          batch.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
-      }
+    for (auto batch = queue_.TakeBatch(); !batch.empty(); batch = queue_.TakeBatch()) {
       CommitBatch(batch);
-      batch.clear();
     }
   }
 
@@ -226,7 +188,7 @@ class SqliteStore final : public Store {
   // errors (I/O, full disk, out of memory, an interrupt, a trigger's RAISE(ROLLBACK)), and then the
   // next SAVEPOINT would begin a transaction of its own that its RELEASE commits: a decision made
   // durable that the batch's failed COMMIT would then report as failed.
-  static BatchRun RunDecisions(Database& db, std::vector<std::unique_ptr<Job>>& batch) {
+  static BatchRun RunDecisions(Database& db, std::vector<std::unique_ptr<QueuedDecision>>& batch) {
     BatchRun run;
     run.results.reserve(batch.size());
     SqliteTransaction tx(db);
@@ -241,7 +203,7 @@ class SqliteStore final : public Store {
         run.results.push_back(std::move(status));
         continue;
       }
-      status = RunGuarded(job->fn, tx);
+      status = RunDecision(job->fn, tx);
       if (!status.ok()) {
         ++run.rolled_back;
         if (Status undone = db.Run("ROLLBACK TO decision"); !undone.ok()) {
@@ -276,7 +238,7 @@ class SqliteStore final : public Store {
   // Runs each decision in its own savepoint inside one transaction, then commits once. If the
   // batch's state became unknown (RunDecisions), nothing of it commits: it is rolled back and every
   // decision of it fails with a store error, as a decision does when the COMMIT fails.
-  void CommitBatch(std::vector<std::unique_ptr<Job>>& batch) {
+  void CommitBatch(std::vector<std::unique_ptr<QueuedDecision>>& batch) {
     Database& db = *writer_db_;
     Status begun = db.Run("BEGIN IMMEDIATE");
     if (!begun.ok()) {
@@ -431,9 +393,7 @@ class SqliteStore final : public Store {
   std::thread checkpoint_thread_;
 
   std::mutex mutex_;
-  std::condition_variable work_ready_;
-  std::deque<std::unique_ptr<Job>> queue_;
-  bool stopping_ = false;
+  WriteQueue queue_;
   StoreStats stats_;
   std::thread writer_thread_;
 
@@ -452,20 +412,14 @@ class SqliteStore final : public Store {
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options) {
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                               const StoreOptions& options) {
   // SQLite's memory statistics take a global mutex on every allocation; nothing reads them.
   static const bool configured = [] {
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     return true;
   }();
   (void)configured;
-  const std::string prefix = "sqlite:";
-  if (url.rfind(prefix, 0) != 0) {
-    return Status::Error(ErrorCode::kInvalidConfig,
-                         "unsupported --db '" + url + "': expected sqlite:PATH");
-  }
-  std::string path = url.substr(prefix.size());
-  if (path.empty()) return Status::Error(ErrorCode::kInvalidConfig, "--db sqlite: needs a path");
   // The writer's connection gathers each commit's WAL writes into one (wal_write_vfs.h).
   auto wal_vfs = sqlite::WalWriteVfs::Register();
   if (!wal_vfs.ok()) return wal_vfs.status();

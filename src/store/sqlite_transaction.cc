@@ -3,10 +3,10 @@
 #include "store/sqlite_transaction.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 #include "core/check.h"
 #include "store/ledger.h"
+#include "store/records.h"
 
 namespace agentpay {
 namespace {
@@ -14,40 +14,35 @@ namespace {
 using sqlite::Database;
 using sqlite::Statement;
 
-constexpr char kOperationColumns[] =
-    "id, principal, idempotency_key, fingerprint, route, amount, intent, settlement, fulfillment, "
-    "hold_expires_ms, lease_expires_ms, attempts, response_status, response_content_type, "
-    "response_body, retained_until_ms, created_ms, updated_ms, claimed_by";
+// records.h's `out`: binds ?1, ?2, … in the order the values are added.
+class SqliteParams {
+ public:
+  explicit SqliteParams(Statement& stmt, int first = 1) : stmt_(stmt), next_(first) {}
+  SqliteParams& Add(int64_t value) {
+    return Next([&](int i) { stmt_.Bind(i, value); });
+  }
+  SqliteParams& Add(std::string_view value) {
+    return Next([&](int i) { stmt_.Bind(i, value); });
+  }
+  SqliteParams& Add(const std::optional<int64_t>& value) {
+    return Next([&](int i) { stmt_.Bind(i, value); });
+  }
+  SqliteParams& AddBytes(std::string_view value) {
+    return Next([&](int i) { stmt_.BindBlob(i, value); });
+  }
+  SqliteParams& AddNull() {
+    return Next([&](int i) { stmt_.BindNull(i); });
+  }
 
-Result<Operation> ReadOperation(const Statement& row) {
-  Operation op;
-  op.id = row.Text(0);
-  op.principal = row.Text(1);
-  op.idempotency_key = row.Text(2);
-  op.fingerprint = row.Text(3);
-  op.route = row.Text(4);
-  op.amount = row.Int(5);
-  auto intent = ParseIntent(row.Text(6));
-  auto settlement = ParseSettlement(row.Text(7));
-  auto fulfillment = ParseFulfillment(row.Text(8));
-  if (!intent || !settlement || !fulfillment) {
-    return Status::Error(ErrorCode::kStoreCorrupt, "operation " + op.id + " has an unknown state");
+ private:
+  template <typename Bind>
+  SqliteParams& Next(Bind bind) {
+    bind(next_++);
+    return *this;
   }
-  op.intent = *intent;
-  op.settlement = *settlement;
-  op.fulfillment = *fulfillment;
-  op.hold_expires_ms = row.OptionalInt(9);
-  op.lease_expires_ms = row.Int(10);
-  op.attempts = static_cast<int32_t>(row.Int(11));
-  if (!row.IsNull(12)) {
-    op.response = StoredResponse{static_cast<int>(row.Int(12)), row.Text(13), row.Text(14)};
-  }
-  op.retained_until_ms = row.OptionalInt(15);
-  op.created_ms = row.Int(16);
-  op.updated_ms = row.Int(17);
-  op.claimed_by = row.Text(18);
-  return op;
-}
+  Statement& stmt_;
+  int next_;
+};
 
 Result<std::vector<Operation>> ReadOperations(Statement& stmt) {
   std::vector<Operation> ops;
@@ -62,32 +57,9 @@ Result<std::vector<Operation>> ReadOperations(Statement& stmt) {
 }
 
 void BindOperation(Statement& stmt, const Operation& op) {
-  stmt.Bind(1, op.id).Bind(2, op.principal).Bind(3, op.idempotency_key).Bind(4, op.fingerprint);
-  stmt.Bind(5, op.route).Bind(6, op.amount).Bind(7, IntentName(op.intent));
-  stmt.Bind(8, SettlementName(op.settlement)).Bind(9, FulfillmentName(op.fulfillment));
-  stmt.Bind(10, op.hold_expires_ms).Bind(11, op.lease_expires_ms);
-  stmt.Bind(12, static_cast<int64_t>(op.attempts));
-  if (op.response) {
-    stmt.Bind(13, static_cast<int64_t>(op.response->status)).Bind(14, op.response->content_type);
-    stmt.BindBlob(15, op.response->body);
-  } else {
-    stmt.BindNull(13).BindNull(14).BindNull(15);
-  }
-  stmt.Bind(16, op.retained_until_ms).Bind(17, op.created_ms).Bind(18, op.updated_ms);
-  stmt.Bind(19, op.claimed_by);
+  SqliteParams params(stmt);
+  WriteOperation(params, op);
 }
-
-AccountRecord ReadAccount(const Statement& row) {
-  AccountRecord account;
-  account.id = row.Text(0);
-  account.name = row.Text(1);
-  account.api_key_hash = row.Text(2);
-  account.balances = Balances{row.Int(3), row.Int(4), row.Int(5)};
-  account.created_ms = row.Int(6);
-  return account;
-}
-
-constexpr char kAccountColumns[] = "id, name, api_key_hash, deposited, captured, held, created_ms";
 
 // The row a lookup by key finds, read by `read`, or nullopt when there is none.
 template <typename Reader>
@@ -101,73 +73,15 @@ auto FindOne(Statement& stmt, Reader read) -> Result<std::optional<decltype(read
   return std::optional<Row>(read(stmt));
 }
 
-constexpr char kPaymentColumns[] =
-    "operation_id, payer, nonce, valid_after_s, valid_before_s, value, pay_to, signature, "
-    "x402_version, tx_hash, raw_tx, relayer, relayer_nonce, submitted_ms, broadcasts, "
-    "replaced_raw_txs, settled_block, settled_block_hash, settled_ms";
-
-// A list of hex strings as one column: space-separated.
-std::string JoinWords(const std::vector<std::string>& words) {
-  std::string joined;
-  for (const std::string& word : words) {
-    if (!joined.empty()) joined += ' ';
-    joined += word;
-  }
-  return joined;
-}
-
-std::vector<std::string> SplitWords(const std::string& joined) {
-  std::vector<std::string> words;
-  size_t at = 0;
-  while (at < joined.size()) {
-    size_t end = joined.find(' ', at);
-    if (end == std::string::npos) end = joined.size();
-    if (end > at) words.push_back(joined.substr(at, end - at));
-    at = end + 1;
-  }
-  return words;
-}
-
 void BindPayment(Statement& stmt, const X402PaymentRecord& r) {
-  const Authorization& a = r.authorization;
-  stmt.Bind(1, r.operation_id).Bind(2, a.from).Bind(3, a.nonce_hex).Bind(4, a.valid_after_s);
-  stmt.Bind(5, a.valid_before_s).Bind(6, a.value).Bind(7, r.pay_to).Bind(8, r.signature_hex);
-  stmt.Bind(9, static_cast<int64_t>(r.x402_version)).Bind(10, r.tx_hash).Bind(11, r.raw_tx_hex);
-  stmt.Bind(12, r.relayer).Bind(13, r.relayer_nonce).Bind(14, r.submitted_ms);
-  stmt.Bind(15, r.broadcasts).Bind(16, JoinWords(r.replaced_raw_txs)).Bind(17, r.settled_block);
-  stmt.Bind(18, r.settled_block_hash).Bind(19, r.settled_ms);
+  SqliteParams params(stmt);
+  WritePayment(params, r);
 }
-
-X402PaymentRecord ReadPayment(const Statement& row) {
-  X402PaymentRecord r;
-  r.operation_id = row.Text(0);
-  r.authorization = Authorization{row.Text(1), row.Text(2), row.Int(3), row.Int(4), row.Int(5)};
-  r.pay_to = row.Text(6);
-  r.signature_hex = row.Text(7);
-  r.x402_version = static_cast<int>(row.Int(8));
-  r.tx_hash = row.Text(9);
-  r.raw_tx_hex = row.Text(10);
-  r.relayer = row.Text(11);
-  r.relayer_nonce = row.Int(12);
-  r.submitted_ms = row.Int(13);
-  r.broadcasts = row.Int(14);
-  r.replaced_raw_txs = SplitWords(row.Text(15));
-  r.settled_block = row.Int(16);
-  r.settled_block_hash = row.Text(17);
-  r.settled_ms = row.Int(18);
-  return r;
-}
-
-constexpr char kAlertColumns[] =
-    "id, operation_id, kind, detail, created_ms, resolved_ms, resolution, note";
 
 Result<std::vector<Alert>> ReadAlerts(Statement& stmt) {
   std::vector<Alert> alerts;
   Status status;
-  while (stmt.Step(&status)) {
-    alerts.push_back({stmt.Text(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4),
-                      stmt.OptionalInt(5), stmt.Text(6), stmt.Text(7)});
-  }
+  while (stmt.Step(&status)) alerts.push_back(ReadAlert(stmt));
   if (!status.ok()) return status;
   return alerts;
 }
@@ -317,7 +231,7 @@ Result<std::optional<X402PaymentRecord>> SqliteTransaction::FindX402Payment(
       stmt, db_,
       std::string("SELECT ") + kPaymentColumns + " FROM x402_payments WHERE operation_id = ?1");
   stmt.Bind(1, operation_id);
-  return FindOne(stmt, ReadPayment);
+  return FindOne(stmt, ReadPayment<Statement>);
 }
 
 Result<std::optional<X402PaymentRecord>> SqliteTransaction::FindX402PaymentByAuthorization(
@@ -326,7 +240,7 @@ Result<std::optional<X402PaymentRecord>> SqliteTransaction::FindX402PaymentByAut
                    std::string("SELECT ") + kPaymentColumns +
                        " FROM x402_payments WHERE payer = ?1 AND nonce = ?2");
   stmt.Bind(1, payer).Bind(2, nonce);
-  return FindOne(stmt, ReadPayment);
+  return FindOne(stmt, ReadPayment<Statement>);
 }
 
 Status SqliteTransaction::UpdateX402Payment(const X402PaymentRecord& r) {
@@ -335,10 +249,9 @@ Status SqliteTransaction::UpdateX402Payment(const X402PaymentRecord& r) {
                    "relayer_nonce = ?5, submitted_ms = ?6, broadcasts = ?7, "
                    "replaced_raw_txs = ?8, settled_block = ?9, settled_block_hash = ?10, "
                    "settled_ms = ?11 WHERE operation_id = ?1");
-  stmt.Bind(1, r.operation_id).Bind(2, r.tx_hash).Bind(3, r.raw_tx_hex).Bind(4, r.relayer);
-  stmt.Bind(5, r.relayer_nonce).Bind(6, r.submitted_ms).Bind(7, r.broadcasts);
-  stmt.Bind(8, JoinWords(r.replaced_raw_txs)).Bind(9, r.settled_block);
-  stmt.Bind(10, r.settled_block_hash).Bind(11, r.settled_ms);
+  SqliteParams params(stmt);
+  params.Add(r.operation_id);
+  WritePaymentTransaction(params, r);
   Status status = stmt.Run();
   if (status.ok() && db_.Changes() != 1) {
     return Status::Error(ErrorCode::kStoreNotFound,
@@ -354,7 +267,7 @@ Result<std::optional<X402PaymentRecord>> SqliteTransaction::FindX402PaymentByRel
                        " FROM x402_payments WHERE relayer = ?1 AND relayer_nonce = ?2 "
                        "ORDER BY submitted_ms LIMIT 1");
   stmt.Bind(1, relayer).Bind(2, relayer_nonce);
-  return FindOne(stmt, ReadPayment);
+  return FindOne(stmt, ReadPayment<Statement>);
 }
 
 Result<int64_t> SqliteTransaction::TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) {
@@ -402,9 +315,9 @@ Status SqliteTransaction::InsertAlert(const Alert& alert) {
   AGENTPAY_PREPARE(stmt, db_,
                    "INSERT INTO alerts (id, operation_id, kind, detail, created_ms, resolved_ms, "
                    "resolution, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
-  stmt.Bind(1, alert.id).Bind(2, alert.operation_id).Bind(3, alert.kind).Bind(4, alert.detail);
-  stmt.Bind(5, alert.created_ms).Bind(6, alert.resolved_ms).Bind(7, alert.resolution);
-  return stmt.Bind(8, alert.note).Run();
+  SqliteParams params(stmt);
+  WriteAlert(params, alert);
+  return stmt.Run();
 }
 
 Result<std::vector<Alert>> SqliteTransaction::ListAlerts(int limit) {
@@ -493,9 +406,8 @@ Result<bool> SqliteTransaction::InsertAccount(const AccountRecord& account) {
   AGENTPAY_PREPARE(stmt, db_,
                    std::string("INSERT INTO accounts (") + kAccountColumns +
                        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING");
-  stmt.Bind(1, account.id).Bind(2, account.name).Bind(3, account.api_key_hash);
-  stmt.Bind(4, account.balances.deposited).Bind(5, account.balances.captured);
-  stmt.Bind(6, account.balances.held).Bind(7, account.created_ms);
+  SqliteParams params(stmt);
+  WriteAccount(params, account);
   auto inserted = RunChangingOneRow(stmt);
   if (!inserted.ok() || !*inserted) return inserted;
   auto first_key = InsertApiKey({FirstApiKeyId(account.api_key_hash), account.id,
@@ -519,7 +431,7 @@ Result<std::optional<AccountRecord>> SqliteTransaction::FindAccountByKeyHash(
                        " FROM accounts WHERE id = (SELECT account_id FROM api_keys "
                        "WHERE key_hash = ?1 AND revoked_ms IS NULL)");
   stmt.Bind(1, hash);
-  return FindOne(stmt, ReadAccount);
+  return FindOne(stmt, ReadAccount<Statement>);
 }
 
 Result<bool> SqliteTransaction::InsertApiKey(const ApiKeyRecord& key) {
@@ -640,39 +552,14 @@ Result<std::vector<PostingRecord>> SqliteTransaction::ListPostings(std::string_v
 }
 
 Result<LedgerAudit> SqliteTransaction::Audit() {
-  LedgerAudit audit;
   auto accounts = ListAccounts();
   if (!accounts.ok()) return accounts.status();
-  AGENTPAY_PREPARE(sums, db_,
-                   "SELECT account, kind, SUM(amount) FROM ("
-                   " SELECT credit AS account, kind, amount FROM ledger_entries"
-                   " UNION ALL SELECT debit, kind, -amount FROM ledger_entries"
-                   ") GROUP BY account, kind");
-  std::unordered_map<std::string, AccountAudit> by_account;
-  for (const auto& account : *accounts) {
-    by_account[account.id] = AccountAudit{account.id, account.balances, Balances{}};
-  }
+  AGENTPAY_PREPARE(sums, db_, kLedgerSumsSql);
+  LedgerAuditBuilder builder(*accounts);
   Status status;
-  while (sums.Step(&status)) {
-    std::string account = sums.Text(0);
-    std::string kind = sums.Text(1);
-    int64_t net = sums.Int(2);
-    if (account == "external") audit.external_total += net;
-    if (account == "revenue") audit.revenue_total += net;
-    auto colon = account.find(':');
-    if (colon == std::string::npos) continue;
-    std::string prefix = account.substr(0, colon);
-    auto& entry = by_account[account.substr(colon + 1)];
-    entry.account_id = account.substr(colon + 1);
-    if (prefix == "wallet" && kind == "deposit") entry.from_ledger.deposited += net;
-    if (prefix == "hold" && kind == "capture") entry.from_ledger.captured -= net;
-    if (prefix == "wallet" && kind == "refund") entry.from_ledger.captured -= net;
-    if (prefix == "hold") entry.from_ledger.held += net;
-    if (prefix == "wallet") entry.wallet_net += net;
-  }
+  while (sums.Step(&status)) builder.Add(sums.Text(0), sums.Text(1), sums.Int(2));
   if (!status.ok()) return status;
-  for (auto& [id, entry] : by_account) audit.accounts.push_back(entry);
-  return audit;
+  return std::move(builder).Finish();
 }
 
 Result<std::optional<AccountRecord>> SqliteTransaction::FindAccountWhere(const char* column,
@@ -681,7 +568,7 @@ Result<std::optional<AccountRecord>> SqliteTransaction::FindAccountWhere(const c
       stmt, db_,
       std::string("SELECT ") + kAccountColumns + " FROM accounts WHERE " + column + " = ?1");
   stmt.Bind(1, value);
-  return FindOne(stmt, ReadAccount);
+  return FindOne(stmt, ReadAccount<Statement>);
 }
 
 Result<bool> SqliteTransaction::RunChangingOneRow(Statement& stmt) {

@@ -1,12 +1,56 @@
-// What store.h defines the same for every backend: the blocking Write over WriteAsync, the
-// rollback status, and the settlement record the reconciler reads.
+// What store.h defines the same for every backend: the choice of backend by URL, the blocking
+// Write over WriteAsync, the rollback status, and the settlement record the reconciler reads.
 #include "store/store.h"
 
 #include <future>
 
 #include "core/check.h"
+#include "store/backends.h"
 
 namespace agentpay {
+
+Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options) {
+  const std::string sqlite = "sqlite:";
+  if (url.starts_with(sqlite)) {
+    std::string path = url.substr(sqlite.size());
+    if (path.empty()) return Status::Error(ErrorCode::kInvalidConfig, "--db sqlite: needs a path");
+    return OpenSqliteStore(path, options);
+  }
+  if (url.starts_with("postgresql://") || url.starts_with("postgres://")) {
+    return OpenPostgresStore(url, options);
+  }
+  return Status::Error(ErrorCode::kInvalidConfig,
+                       "unsupported --db (expected sqlite:PATH or postgresql://…)");
+}
+
+std::string RedactedStoreUrl(std::string_view url) {
+  std::string out(url);
+  if (!out.starts_with("postgresql://") && !out.starts_with("postgres://")) return out;
+  const size_t authority = out.find("://") + 3;
+  const size_t at = out.find('@', authority);
+  const size_t slash = out.find('/', authority);
+  if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+    const size_t colon = out.find(':', authority);
+    if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+  }
+  for (size_t at_param = out.find("password="); at_param != std::string::npos;
+       at_param = out.find("password=", at_param + 1)) {
+    const size_t start = at_param + 9;
+    const size_t end = out.find('&', start);
+    out.replace(start, (end == std::string::npos ? out.size() : end) - start, "***");
+  }
+  return out;
+}
+
+bool ValidInstanceId(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
 
 Status Store::Write(TransactionFn fn) {
   std::promise<Status> result;

@@ -264,8 +264,8 @@ class Store {
   //    drop them, and a second descriptor opened in the same process conflicts like any other.
   //  - PostgreSQL: a session-level advisory lock (pg_try_advisory_lock on a 64-bit hash of the id)
   //    held by a connection of its own for the process lifetime; the server drops it when that
-  //    session ends. InstanceAlive looks for the granted lock in pg_locks (or takes and at once
-  //    releases it with pg_try_advisory_lock from another session: success means the owner died).
+  //    session ends (a killed process's a few milliseconds later, once the server sees the closed
+  //    connection). InstanceAlive looks for the granted lock in pg_locks.
   //
   // Registers `instance_id` (1-64 characters of [A-Za-z0-9_-]) as alive until ReleaseInstance or
   // the Store's destruction. Fails with "instance_taken" if a live owner holds it already.
@@ -278,8 +278,17 @@ class Store {
   virtual Result<bool> InstanceAlive(const std::string& instance_id) = 0;
 };
 
-// Opens (creating and migrating as needed) the store named by `url`: "sqlite:PATH".
+// Whether `id` may name a gateway instance: 1-64 characters of [A-Za-z0-9_-] (ids name lock files
+// and keys, so nothing else is ever registered, and nothing else is ever alive).
+bool ValidInstanceId(std::string_view id);
+
+// Opens (creating and migrating as needed) the store named by `url`: "sqlite:PATH" or a
+// PostgreSQL connection URI ("postgresql://user:password@host:port/database?…").
 Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options = {});
+
+// `url` fit for logs and error messages: a PostgreSQL URL's password (in the user part or a
+// password= parameter) replaced by "***"; anything else unchanged.
+std::string RedactedStoreUrl(std::string_view url);
 
 // The status a TransactionFn returns to roll its decision back when the outcome is a domain one
 // (insufficient funds, a lost race) rather than an error; the caller reads its own outcome.

@@ -507,7 +507,8 @@ def targeted_scenarios(world, violations):
         args = ("--upstream-timeout-ms", "10000", "--sweep-interval-ms", str(SWEEP_INTERVAL_MS),
                 "--attach-wait-ms", str(ATTACH_WAIT_MS))
         first = harness.Gateway(scratch, seller.url, price=PRICE, extra_args=args)
-        second = harness.Gateway(scratch, seller.url, price=PRICE, extra_args=args)
+        second = harness.Gateway(scratch, seller.url, price=PRICE, extra_args=args,
+                                 db=(first.db_url, first.db_path))
         second.log_path = os.path.join(scratch, "gateway-2.log")
         try:
             seller.start()

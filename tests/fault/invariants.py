@@ -1,6 +1,7 @@
 """The invariant checker of AgentPay's store (issue 4), shared by every suite that runs a gateway.
 
-`check(db_path, ...)` reads one consistent snapshot of a gateway's SQLite file (read-only) and returns a
+`check(db_path, ...)` reads one consistent snapshot of a gateway's store (read-only): a SQLite file, or a
+PostgreSQL database when db_path is a postgresql:// URL (through psycopg2). It returns a
 Report: `violations` (human-readable strings; empty means every invariant holds) and `figures` (the
 counts the fault suite prints: charges, double charges, money created or lost, stuck holds, ...).
 
@@ -25,7 +26,7 @@ Invariants (CONTRACT sections 3-5, docs/wallet-ledger.md):
   8. Seller executions versus charges, when the seller's count is given: every wallet charge is a 2xx
      from the seller, so charges <= executions; the difference is work done unpaid (reported).
 
-Stdlib only. Used by tests/integration/harness.py (which adds the HTTP views of the same accounts) and by
+The standard library and, for PostgreSQL only, psycopg2 (Debian's python3-psycopg2). Used by tests/integration/harness.py (which adds the HTTP views of the same accounts) and by
 tests/fault/fault_suite.py.
 """
 
@@ -60,7 +61,45 @@ class Report:
         return not self.violations
 
 
+def is_postgres(target):
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+class PostgresSnapshot:
+    """A read-only PostgreSQL connection with sqlite3's small interface as the suites use it: execute()
+    with ? parameters returning a cursor, BEGIN/COMMIT around one REPEATABLE READ snapshot, `with`
+    closing it."""
+
+    def __init__(self, url):
+        import psycopg2  # only the PostgreSQL runs need it
+        self.conn = psycopg2.connect(url, connect_timeout=10)
+        self.conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
+
+    def execute(self, sql, params=()):
+        if sql == "BEGIN":
+            return None  # psycopg2 begins the transaction with the first statement
+        if sql == "COMMIT":
+            self.conn.commit()
+            return None
+        cursor = self.conn.cursor()
+        cursor.execute(sql.replace("%", "%%").replace("?", "%s"), tuple(params))
+        return cursor
+
+    def close(self):
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
 def open_db(path):
+    """A read-only connection to a gateway's store: a SQLite path or a postgresql:// URL."""
+    if is_postgres(path):
+        return PostgresSnapshot(path)
     return sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=30)
 
 
@@ -69,6 +108,9 @@ def _ledger_name(kind, account_id):
 
 
 def _table_exists(db, name):
+    if isinstance(db, PostgresSnapshot):
+        return db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() "
+                          "AND table_name = ?", (name,)).fetchone()
     return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone()
 
 

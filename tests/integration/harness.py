@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -298,14 +299,61 @@ class Account:
         return "Account(%s)" % self.id
 
 
-class Gateway(ManagedProcess):
-    """`agentpay serve` with one paid route `/` forwarding to the seller, on a SQLite file in workdir."""
+def postgres_server_url():
+    """The test PostgreSQL cluster's URL (database "postgres"): AGENTPAY_TEST_POSTGRES_URL, or the URL in
+    the file AGENTPAY_TEST_POSTGRES_URL_FILE (ctest starts a cluster with tests/pg/cluster.sh)."""
+    url = os.environ.get("AGENTPAY_TEST_POSTGRES_URL")
+    if url:
+        return url
+    path = os.environ.get("AGENTPAY_TEST_POSTGRES_URL_FILE")
+    if not path:
+        raise RuntimeError("AGENTPAY_IT_DB=postgres needs AGENTPAY_TEST_POSTGRES_URL or "
+                           "AGENTPAY_TEST_POSTGRES_URL_FILE (tests/pg/cluster.sh start DIR writes DIR/url)")
+    with open(path) as f:
+        return f.read().strip()
 
-    def __init__(self, workdir, upstream_url, price=PRICE, extra_args=()):
+
+def fresh_postgres_database():
+    """A new empty database on the test cluster; returns its URL."""
+    import psycopg2
+    base = postgres_server_url()
+    name = "it_" + secrets.token_hex(8)
+    admin = psycopg2.connect(base, connect_timeout=10)
+    try:
+        admin.autocommit = True
+        admin.cursor().execute("CREATE DATABASE " + name)
+    finally:
+        admin.close()
+    return base[:base.rindex("/") + 1] + name
+
+
+def fresh_store(workdir, filename="agentpay.db"):
+    """The --db of a new gateway: a SQLite file in workdir, or with AGENTPAY_IT_DB=postgres a fresh
+    database on the test PostgreSQL cluster. Returns (the --db URL, what open_db takes)."""
+    backend = os.environ.get("AGENTPAY_IT_DB", "sqlite")
+    if backend == "postgres":
+        url = fresh_postgres_database()
+        return url, url
+    if backend != "sqlite":
+        raise RuntimeError("AGENTPAY_IT_DB must be sqlite or postgres, got %r" % backend)
+    path = os.path.join(workdir, filename)
+    return "sqlite:" + path, path
+
+
+def on_postgres():
+    return os.environ.get("AGENTPAY_IT_DB") == "postgres"
+
+
+class Gateway(ManagedProcess):
+    """`agentpay serve` with one paid route `/` forwarding to the seller, on a SQLite file in workdir (or a
+    fresh PostgreSQL database with AGENTPAY_IT_DB=postgres: see fresh_store)."""
+
+    def __init__(self, workdir, upstream_url, price=PRICE, extra_args=(), db=None):
+        """db: (the --db URL, what open_db takes) of an existing store to share; default a fresh one."""
         self.workdir = workdir
         self.port = free_port()
         self.admin_port = free_port()  # --admin-listen: the admin API and /metrics live there only
-        self.db_path = os.path.join(workdir, "agentpay.db")
+        self.db_url, self.db_path = db or fresh_store(workdir)
         self.token_file = os.path.join(workdir, "admin-token")
         write_secret(self.token_file, ADMIN_TOKEN + "\n")
         self.upstream_url = upstream_url
@@ -319,7 +367,7 @@ class Gateway(ManagedProcess):
         admin = [] if "--admin-listen" in self.extra_args else ["--admin-listen", "127.0.0.1:%d" % self.admin_port]
         return [binary(), "serve",
                 "--listen", "127.0.0.1:%d" % self.port] + admin + [
-                "--db", "sqlite:" + self.db_path,
+                "--db", self.db_url,
                 "--upstream", self.upstream_url,
                 "--price", str(self.price),
                 "--admin-token-file", self.token_file] + self.extra_args

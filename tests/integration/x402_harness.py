@@ -261,18 +261,20 @@ DEFAULT_ROUTES = (
 
 
 class X402Gateway(harness.ManagedProcess):
-    """`agentpay serve` on the Anvil chain: [[route]] tables in a TOML --config, SQLite in workdir."""
+    """`agentpay serve` on the Anvil chain: [[route]] tables in a TOML --config, SQLite in workdir (or
+    PostgreSQL with AGENTPAY_IT_DB=postgres: harness.fresh_store)."""
 
     def __init__(self, workdir, chain, upstream_url, routes=DEFAULT_ROUTES, asset_name=TOKEN_NAME,
-                 extra_args=(), name="gateway", chain_url=None, tls=None):
+                 extra_args=(), name="gateway", chain_url=None, tls=None, db=None):
         """chain_url: --chain-rpc (default: the Anvil's own URL). tls: an ssl.SSLContext when the
-        extra_args make the gateway serve HTTPS (--tls-cert), for the harness's own requests."""
+        extra_args make the gateway serve HTTPS (--tls-cert), for the harness's own requests. db: (the
+        --db URL, what open_db takes) of a store to share; default a fresh one."""
         self.workdir = workdir
         self.tls = tls
         self.chain = chain
         self.port = harness.free_port()
         self.admin_port = harness.free_port()  # --admin-listen
-        self.db_path = os.path.join(workdir, name + ".db")
+        self.db_url, self.db_path = db or harness.fresh_store(workdir, name + ".db")
         self.token_file = os.path.join(workdir, name + "-admin-token")
         harness.write_secret(self.token_file, ADMIN_TOKEN + "\n")
         self.relayer_key_file = os.path.join(workdir, name + "-relayer-key")
@@ -288,7 +290,7 @@ class X402Gateway(harness.ManagedProcess):
                 "--config", self.config_path,
                 "--listen", "127.0.0.1:%d" % self.port,
                 "--admin-listen", "127.0.0.1:%d" % self.admin_port,
-                "--db", "sqlite:" + self.db_path,
+                "--db", self.db_url,
                 "--admin-token-file", self.token_file,
                 "--chain-rpc", chain_url or chain.url,
                 "--chain-id", str(CHAIN_ID),

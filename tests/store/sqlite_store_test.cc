@@ -236,7 +236,7 @@ TEST(SqliteMigration, ExistingAccountsKeepTheirKeyAsARevocableRow) {
         "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL);";
     for (const Migration& migration : Migrations()) {
       if (migration.version > 5) continue;
-      sql += std::string(migration.sql) + ";INSERT INTO schema_migrations VALUES (" +
+      sql += std::string(migration.sqlite) + ";INSERT INTO schema_migrations VALUES (" +
              std::to_string(migration.version) + ", 'old');";
     }
     sql += "INSERT INTO accounts (id, name, api_key_hash, created_ms) "

@@ -1,0 +1,409 @@
+// The PostgreSQL backend of Store: versioned migrations, one writer connection that commits queued
+// decisions together (group commit, each decision in its own savepoint, as SQLite's writer does),
+// a bounded pool of read connections, and process liveness through session advisory locks.
+//
+// Several gateways share one database. Each batch takes a transaction-scoped advisory lock first,
+// so that the decisions of all gateways run one batch at a time, as SQLite's writers do: every
+// decision reads the latest committed state and no decision's read-then-write can interleave with
+// another's, whatever the decision (the constraints, ON CONFLICT inserts and compare-and-set
+// updates stay the rules; the lock makes them the only thing a decision must reason about). A
+// batch holds the lock from its first statement to its COMMIT; the other gateways' batches grow
+// meanwhile, so the lock costs throughput only where one database writer is the limit anyway.
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "store/backends.h"
+#include "store/pg_connection.h"
+#include "store/postgres_transaction.h"
+#include "store/schema.h"
+#include "store/store.h"
+#include "store/write_queue.h"
+
+namespace agentpay {
+namespace {
+
+// Advisory locks of AgentPay, in the two-int4 key space: (kLockClass, what).
+constexpr int kLockClass = 0x41504159;  // "APAY"
+constexpr int kWriterLock = 1;
+constexpr int kMigrationLock = 2;
+// Every statement of ours ends within this, or fails with store_unavailable: a hung server or a
+// lock held by a stuck gateway never stalls a decision (or the writer) without bound.
+constexpr int kStatementTimeoutMs = 10000;
+constexpr int kConnectTimeoutS = 5;
+// After a failed connection attempt the writer fails batches at once for this long, instead of
+// waiting connect_timeout again for every batch while the server is away.
+constexpr auto kReconnectPause = std::chrono::milliseconds(500);
+
+// Session settings every connection of ours starts with: commits durable before COMMIT returns
+// (whatever the server's default), and bounded statements.
+const std::string& SessionSetup() {
+  static const std::string kSql = "SET synchronous_commit = on; SET statement_timeout = " +
+                                  std::to_string(kStatementTimeoutMs) + ";";
+  return kSql;
+}
+
+Result<std::unique_ptr<pg::Connection>> Connect(const std::string& url) {
+  auto conn = pg::Connection::Open(url, kConnectTimeoutS);
+  if (!conn.ok()) return conn.status();
+  if (Status s = (*conn)->Run(SessionSetup()); !s.ok()) return s;
+  return conn;
+}
+
+std::string LockSql(const char* function, int what) {
+  return std::string("SELECT ") + function + "(" + std::to_string(kLockClass) + ", " +
+         std::to_string(what) + ")";
+}
+
+Status Migrate(pg::Connection& conn) {
+  // One gateway migrates at a time; the others wait here and then find nothing left to do.
+  if (Status s = conn.Run(LockSql("pg_advisory_lock", kMigrationLock)); !s.ok()) return s;
+  auto migrate = [&]() -> Status {
+    if (Status s = conn.Run("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER "
+                            "PRIMARY KEY, description TEXT NOT NULL)");
+        !s.ok()) {
+      return s;
+    }
+    auto current_rows = conn.Query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+    if (!current_rows.ok()) return current_rows.status();
+    const int64_t current = current_rows->Int(0, 0);
+    const auto& migrations = Migrations();
+    if (current > migrations.back().version) {
+      return Status::Error(
+          ErrorCode::kStoreTooNew,
+          "the database schema is version " + std::to_string(current) + ", newer than this binary");
+    }
+    for (const auto& migration : migrations) {
+      if (migration.version <= current) continue;
+      Status status = conn.Run("BEGIN");
+      if (status.ok()) status = conn.Run(std::string(migration.postgres));
+      if (status.ok()) {
+        status = conn.Query("INSERT INTO schema_migrations (version, description) VALUES ($1, $2)",
+                            pg::Params()
+                                .Add(static_cast<int64_t>(migration.version))
+                                .Add(migration.description))
+                     .status();
+      }
+      if (status.ok()) status = conn.Run("COMMIT");
+      if (!status.ok()) {
+        (void)conn.Run("ROLLBACK");  // the migration's error is what counts
+        return Status::Error(status.error(), "migration " + std::to_string(migration.version) +
+                                                 ": " + status.message());
+      }
+    }
+    return Status::Ok();
+  };
+  Status status = migrate();
+  // Closing the connection would release the lock too; unlocking keeps it usable.
+  (void)conn.Run(LockSql("pg_advisory_unlock", kMigrationLock));
+  return status;
+}
+
+// The 64-bit advisory lock key of a gateway instance id (FNV-1a): the bigint key space, apart from
+// the two-int4 keys above.
+int64_t InstanceKey(const std::string& instance_id) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : "agentpay-instance:" + instance_id) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return static_cast<int64_t>(hash);
+}
+
+class PostgresStore final : public Store {
+ public:
+  PostgresStore(std::string url, StoreOptions options, std::unique_ptr<pg::Connection> writer)
+      : url_(std::move(url)), options_(options), writer_(std::move(writer)), queue_(options) {
+    writer_thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "store-writer");
+      WriterLoop();
+    });
+  }
+
+  ~PostgresStore() override {
+    queue_.Stop();
+    writer_thread_.join();
+  }
+
+  void WriteAsync(TransactionFn fn, WriteDone done) override {
+    queue_.Push(std::move(fn), std::move(done));
+  }
+
+  // The server made every commit durable before COMMIT returned (synchronous_commit = on), and a
+  // snapshot sees committed transactions only: a read never reports what a crash could erase.
+  Status Read(const TransactionFn& fn) override { return ReadUnsynced(fn); }
+  void AwaitDurable() override {}
+
+  Status ReadUnsynced(const TransactionFn& fn) override {
+    for (int attempt = 0;; ++attempt) {
+      auto conn = AcquireReader();
+      if (!conn.ok()) return conn.status();
+      Status status = (*conn)->Run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+      if (!status.ok() && !(*conn)->healthy() && attempt == 0) {
+        // A pooled connection the server dropped (it restarted): once more, on a new one.
+        ReleaseReader(std::move(*conn));
+        continue;
+      }
+      if (status.ok()) {
+        PostgresTransaction tx(**conn);
+        status = RunDecision(fn, tx);
+        if (Status ended = (*conn)->Run("COMMIT"); !ended.ok() && status.ok()) status = ended;
+      }
+      ReleaseReader(std::move(*conn));
+      return status;
+    }
+  }
+
+  StoreStats Stats() override {
+    std::lock_guard lock(mutex_);
+    StoreStats stats = stats_;
+    stats.write_queue_depth = queue_.depth();
+    stats.durability_syncs = stats_.commits;  // the server syncs each commit before answering
+    return stats;
+  }
+
+  // Liveness: a session advisory lock on the instance's key, held by a connection of its own for
+  // as long as the registration lasts; the server drops it when that session ends (the process
+  // died, or its connection did).
+  Status RegisterInstance(const std::string& instance_id) override {
+    if (!ValidInstanceId(instance_id)) {
+      return Status::Error(ErrorCode::kInvalidConfig,
+                           "an instance id is 1-64 characters of [A-Za-z0-9_-]");
+    }
+    auto conn = Connect(url_);
+    if (!conn.ok()) return conn.status();
+    auto taken = (*conn)->Query("SELECT pg_try_advisory_lock($1)",
+                                pg::Params().Add(InstanceKey(instance_id)));
+    if (!taken.ok()) return taken.status();
+    if (taken->Text(0, 0) != "t") {
+      return Status::Error(ErrorCode::kInstanceTaken,
+                           "instance " + instance_id + " is registered by a live process");
+    }
+    std::lock_guard lock(instances_mutex_);
+    instances_[instance_id] = std::make_unique<Registration>(std::move(*conn), instance_id);
+    return Status::Ok();
+  }
+
+  Status ReleaseInstance(const std::string& instance_id) override {
+    std::lock_guard lock(instances_mutex_);
+    instances_.erase(instance_id);
+    return Status::Ok();
+  }
+
+  Result<bool> InstanceAlive(const std::string& instance_id) override {
+    if (!ValidInstanceId(instance_id)) return false;
+    const uint64_t key = static_cast<uint64_t>(InstanceKey(instance_id));
+    auto conn = AcquireReader();
+    if (!conn.ok()) return conn.status();
+    // A bigint advisory key shows in pg_locks as classid (high half), objid (low half), objsubid 1.
+    auto held = (*conn)->Query(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1",
+        pg::Params()
+            .Add(static_cast<int64_t>(key >> 32))
+            .Add(static_cast<int64_t>(key & 0xffffffffULL)));
+    ReleaseReader(std::move(*conn));
+    if (!held.ok()) return held.status();
+    return held->Int(0, 0) > 0;
+  }
+
+ private:
+  // A registered instance: its session and the advisory lock it holds. Ending it unlocks before
+  // closing: the server ends a closed session's backend (and drops its locks) a moment later,
+  // and until then another gateway would still see the instance alive.
+  class Registration {
+   public:
+    Registration(std::unique_ptr<pg::Connection> conn, const std::string& instance_id)
+        : conn_(std::move(conn)), key_(InstanceKey(instance_id)) {}
+    ~Registration() {
+      // Unlocked or not, the lock goes with the session that closes right after.
+      (void)conn_->Query("SELECT pg_advisory_unlock($1)", pg::Params().Add(key_));
+    }
+    Registration(const Registration&) = delete;
+    Registration& operator=(const Registration&) = delete;
+
+   private:
+    std::unique_ptr<pg::Connection> conn_;
+    int64_t key_;
+  };
+
+  void WriterLoop() {
+    for (auto batch = queue_.TakeBatch(); !batch.empty(); batch = queue_.TakeBatch()) {
+      CommitBatch(batch);
+    }
+  }
+
+  // The writer's connection, reopened if the last one was lost; an error while the server is
+  // away (attempts at most every kReconnectPause).
+  Status EnsureWriter() {
+    if (writer_ && writer_->healthy()) return Status::Ok();
+    writer_.reset();
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_connect_) {
+      return Status::Error(ErrorCode::kStoreUnavailable,
+                           "the database is unreachable: " + last_connect_error_);
+    }
+    auto conn = Connect(url_);
+    if (!conn.ok()) {
+      next_connect_ = now + kReconnectPause;
+      last_connect_error_ = conn.status().message();
+      return conn.status();
+    }
+    writer_ = std::move(*conn);
+    return Status::Ok();
+  }
+
+  struct BatchRun {
+    std::vector<Status> results;
+    uint64_t rolled_back = 0;
+    Status broken;  // not ok: the transaction is gone; the decisions after it were not run
+  };
+
+  // Runs each decision in its own savepoint: a decision that fails (a domain rollback, a
+  // constraint) is undone alone, and the transaction goes on with the next.
+  BatchRun RunDecisions(std::vector<std::unique_ptr<QueuedDecision>>& batch) {
+    BatchRun run;
+    run.results.reserve(batch.size());
+    PostgresTransaction tx(*writer_);
+    for (auto& job : batch) {
+      if (Status s = writer_->Run("SAVEPOINT decision"); !s.ok()) {
+        run.broken = s;
+        return run;
+      }
+      Status status = RunDecision(job->fn, tx);
+      const char* end = status.ok() ? "RELEASE SAVEPOINT decision"
+                                    : "ROLLBACK TO SAVEPOINT decision; RELEASE SAVEPOINT decision";
+      if (!status.ok()) ++run.rolled_back;
+      if (Status ended = writer_->Run(end); !ended.ok()) {
+        run.broken = Status::Error(ErrorCode::kStoreUnavailable,
+                                   "a decision could not be ended: " + ended.message());
+        return run;
+      }
+      run.results.push_back(std::move(status));
+    }
+    return run;
+  }
+
+  // BEGIN, then the writers' lock (see the top of this file).
+  Status Begin() {
+    static const std::string kBegin = "BEGIN; " + LockSql("pg_advisory_xact_lock", kWriterLock);
+    Status begun = EnsureWriter();
+    if (begun.ok()) begun = writer_->Run(kBegin);
+    if (!begun.ok() && writer_ && !writer_->healthy()) {
+      // The connection was lost while idle (the server restarted): nothing ran on it, so once
+      // more on a new one.
+      begun = EnsureWriter();
+      if (begun.ok()) begun = writer_->Run(kBegin);
+    }
+    return begun;
+  }
+
+  void CommitBatch(std::vector<std::unique_ptr<QueuedDecision>>& batch) {
+    Status begun = Begin();
+    if (!begun.ok()) {
+      if (writer_ && writer_->healthy()) (void)writer_->Run("ROLLBACK");
+      std::lock_guard lock(mutex_);
+      stats_.decisions_rolled_back += batch.size();
+      for (auto& job : batch) job->done(begun);
+      return;
+    }
+    BatchRun run = RunDecisions(batch);
+    Status committed = run.broken.ok() ? writer_->Run("COMMIT") : run.broken;
+    if (!committed.ok()) {
+      // Lost with the connection, or failed: nothing of the batch may be reported as done. (A
+      // COMMIT whose answer was lost may still have committed: the decisions then stand in the
+      // database as a crash after a commit leaves them, and recovery treats them the same way.)
+      if (writer_->healthy()) (void)writer_->Run("ROLLBACK");
+      committed = Status::Error(
+          ErrorCode::kStoreUnavailable,
+          (run.broken.ok() ? "commit failed: " : "batch rolled back: ") + committed.message());
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (committed.ok()) {
+        ++stats_.commits;
+        stats_.decisions += batch.size() - run.rolled_back;
+      }
+      stats_.decisions_rolled_back += committed.ok() ? run.rolled_back : batch.size();
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!committed.ok()) {
+        batch[i]->done(committed);
+        continue;
+      }
+      batch[i]->done(std::move(run.results[i]));
+    }
+  }
+
+  Result<std::unique_ptr<pg::Connection>> AcquireReader() {
+    {
+      std::unique_lock lock(reader_mutex_);
+      reader_free_.wait(
+          lock, [this] { return !readers_.empty() || open_readers_ < options_.max_readers; });
+      if (!readers_.empty()) {
+        auto conn = std::move(readers_.back());
+        readers_.pop_back();
+        return conn;
+      }
+      ++open_readers_;
+    }
+    auto conn = Connect(url_);
+    if (!conn.ok()) {
+      std::lock_guard lock(reader_mutex_);
+      --open_readers_;
+      reader_free_.notify_one();
+    }
+    return conn;
+  }
+
+  // Keeps a healthy connection outside any transaction for the next reader; closes any other.
+  void ReleaseReader(std::unique_ptr<pg::Connection> conn) {
+    std::lock_guard lock(reader_mutex_);
+    if (conn->healthy() && conn->transaction_status() == PQTRANS_IDLE) {
+      readers_.push_back(std::move(conn));
+    } else {
+      conn.reset();
+      --open_readers_;
+    }
+    reader_free_.notify_one();
+  }
+
+  const std::string url_;
+  const StoreOptions options_;
+  std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone
+  std::chrono::steady_clock::time_point next_connect_{};
+  std::string last_connect_error_;
+
+  std::mutex mutex_;
+  WriteQueue queue_;
+  StoreStats stats_;
+  std::thread writer_thread_;
+
+  std::mutex reader_mutex_;
+  std::condition_variable reader_free_;
+  std::vector<std::unique_ptr<pg::Connection>> readers_;
+  size_t open_readers_ = 0;
+
+  std::mutex instances_mutex_;
+  std::unordered_map<std::string, std::unique_ptr<Registration>> instances_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url,
+                                                 const StoreOptions& options) {
+  auto conn = Connect(url);
+  if (!conn.ok()) return conn.status();
+  if (Status migrated = Migrate(**conn); !migrated.ok()) return migrated;
+  return std::unique_ptr<Store>(new PostgresStore(url, options, std::move(*conn)));
+}
+
+}  // namespace agentpay

@@ -1,0 +1,508 @@
+// The SQL of PostgresTransaction (see postgres_transaction.h). Records are bound and read through
+// records.h, as SQLite's are; only the dialect differs ($n parameters, FOR UPDATE, RETURNING).
+#include "store/postgres_transaction.h"
+
+#include "core/check.h"
+#include "store/ledger.h"
+#include "store/records.h"
+
+namespace agentpay {
+namespace {
+
+// records.h's `row` over one row of a result.
+class RowView {
+ public:
+  RowView(const pg::Rows& rows, int row) : rows_(rows), row_(row) {}
+  int64_t Int(int column) const { return rows_.Int(row_, column); }
+  std::optional<int64_t> OptionalInt(int column) const { return rows_.OptionalInt(row_, column); }
+  std::string Text(int column) const { return rows_.Text(row_, column); }
+  std::string Bytes(int column) const { return rows_.Bytes(row_, column); }
+  bool IsNull(int column) const { return rows_.IsNull(row_, column); }
+
+ private:
+  const pg::Rows& rows_;
+  int row_;
+};
+
+// Every row of `rows`, read by `read`.
+template <typename Reader>
+auto ReadAll(const pg::Rows& rows, Reader read) -> std::vector<decltype(read(RowView(rows, 0)))> {
+  std::vector<decltype(read(RowView(rows, 0)))> out;
+  out.reserve(static_cast<size_t>(rows.size()));
+  for (int i = 0; i < rows.size(); ++i) out.push_back(read(RowView(rows, i)));
+  return out;
+}
+
+// The first row of `rows` read by `read`, or nullopt when there is none.
+template <typename Reader>
+auto ReadFirst(const pg::Rows& rows, Reader read)
+    -> std::optional<decltype(read(RowView(rows, 0)))> {
+  if (rows.empty()) return std::nullopt;
+  return read(RowView(rows, 0));
+}
+
+Result<std::vector<Operation>> ReadOperations(const pg::Rows& rows) {
+  std::vector<Operation> ops;
+  ops.reserve(static_cast<size_t>(rows.size()));
+  for (int i = 0; i < rows.size(); ++i) {
+    auto op = ReadOperation(RowView(rows, i));
+    if (!op.ok()) return op.status();
+    ops.push_back(std::move(*op));
+  }
+  return ops;
+}
+
+// "$1, $2, …, $n".
+std::string Placeholders(int n) {
+  std::string out;
+  for (int i = 1; i <= n; ++i) out += (i > 1 ? ", $" : "$") + std::to_string(i);
+  return out;
+}
+
+const std::string& OperationSelect() {
+  static const std::string kSql = std::string("SELECT ") + kOperationColumns + " FROM operations ";
+  return kSql;
+}
+
+const std::string& PaymentSelect() {
+  static const std::string kSql = std::string("SELECT ") + kPaymentColumns + " FROM x402_payments ";
+  return kSql;
+}
+
+constexpr char kOperationAssignments[] =
+    "principal = $2, idempotency_key = $3, fingerprint = $4, route = $5, amount = $6, "
+    "intent = $7, settlement = $8, fulfillment = $9, hold_expires_ms = $10, "
+    "lease_expires_ms = $11, attempts = $12, response_status = $13, "
+    "response_content_type = $14, response_body = $15, retained_until_ms = $16, "
+    "created_ms = $17, updated_ms = $18, claimed_by = $19";
+
+}  // namespace
+
+// Every Result<Rows> below is checked with this: on error, the enclosing function returns it.
+#define AGENTPAY_ROWS(var, expr)                        \
+  auto var##_result = (expr);                           \
+  if (!var##_result.ok()) return var##_result.status(); \
+  const pg::Rows& var = *var##_result
+
+Result<bool> PostgresTransaction::InsertKey(const KeyRecord& record) {
+  AGENTPAY_ROWS(rows, conn_.Query("INSERT INTO idempotency_keys (principal, key, operation_id, "
+                                  "fingerprint, created_ms) VALUES ($1, $2, $3, $4, $5) "
+                                  "ON CONFLICT DO NOTHING",
+                                  pg::Params()
+                                      .Add(record.principal)
+                                      .Add(record.key)
+                                      .Add(record.operation_id)
+                                      .Add(record.fingerprint)
+                                      .Add(record.created_ms)));
+  return rows.changed() == 1;
+}
+
+Result<std::optional<KeyRecord>> PostgresTransaction::FindKey(std::string_view principal,
+                                                              std::string_view key) {
+  AGENTPAY_ROWS(rows, conn_.Query("SELECT principal, key, operation_id, fingerprint, created_ms "
+                                  "FROM idempotency_keys WHERE principal = $1 AND key = $2",
+                                  pg::Params().Add(principal).Add(key)));
+  return ReadFirst(rows, [](const RowView& row) {
+    return KeyRecord{row.Text(0), row.Text(1), row.Text(2), row.Text(3), row.Int(4)};
+  });
+}
+
+Status PostgresTransaction::DeleteKey(std::string_view principal, std::string_view key) {
+  return conn_
+      .Query("DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2",
+             pg::Params().Add(principal).Add(key))
+      .status();
+}
+
+Status PostgresTransaction::InsertOperation(const Operation& op) {
+  static const std::string kSql = std::string("INSERT INTO operations (") + kOperationColumns +
+                                  ") VALUES (" + Placeholders(19) + ")";
+  pg::Params params;
+  WriteOperation(params, op);
+  return conn_.Query(kSql, params).status();
+}
+
+Status PostgresTransaction::UpdateOperation(const Operation& op) {
+  static const std::string kSql =
+      std::string("UPDATE operations SET ") + kOperationAssignments + " WHERE id = $1";
+  pg::Params params;
+  WriteOperation(params, op);
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, params));
+  if (rows.changed() != 1) return Status::Error(ErrorCode::kStoreNotFound, "no operation " + op.id);
+  return Status::Ok();
+}
+
+Result<bool> PostgresTransaction::UpdateClaimedOperation(const Operation& op,
+                                                         int32_t expected_attempts) {
+  static const std::string kSql = std::string("UPDATE operations SET ") + kOperationAssignments +
+                                  " WHERE id = $1 AND fulfillment = 'in_progress' AND "
+                                  "attempts = $20";
+  pg::Params params;
+  WriteOperation(params, op);
+  params.Add(static_cast<int64_t>(expected_attempts));
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, params));
+  return rows.changed() == 1;
+}
+
+Result<std::optional<Operation>> PostgresTransaction::FindOperation(std::string_view id) {
+  static const std::string kSql = OperationSelect() + "WHERE id = $1";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(id)));
+  if (rows.empty()) return std::optional<Operation>();
+  auto op = ReadOperation(RowView(rows, 0));
+  if (!op.ok()) return op.status();
+  return std::optional<Operation>(std::move(*op));
+}
+
+Result<std::vector<Operation>> PostgresTransaction::ListOperations(const OperationFilter& filter) {
+  // State names go into the SQL text (our own enum names, never client input): a literal lets
+  // the planner use the partial indexes over unfinished operations, as on SQLite.
+  std::string sql = OperationSelect() + "WHERE TRUE";
+  if (filter.settlement) {
+    sql += " AND settlement = '" + std::string(SettlementName(*filter.settlement)) + "'";
+  }
+  if (filter.fulfillment) {
+    sql += " AND fulfillment = '" + std::string(FulfillmentName(*filter.fulfillment)) + "'";
+  }
+  sql += " ORDER BY id DESC LIMIT $1";
+  AGENTPAY_ROWS(rows, conn_.Query(sql, pg::Params().Add(int64_t{filter.limit})));
+  return ReadOperations(rows);
+}
+
+Result<std::vector<Operation>> PostgresTransaction::ListSettlingOperations(
+    std::string_view after_id, int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  static const std::string kSql = OperationSelect() +
+                                  "WHERE settlement IN ('submitted', 'unknown') AND id > $1 "
+                                  "ORDER BY id LIMIT $2";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(after_id).Add(int64_t{limit})));
+  return ReadOperations(rows);
+}
+
+Result<std::vector<Operation>> PostgresTransaction::ListExpiredHolds(int64_t now_ms, int limit) {
+  static const std::string kSql = OperationSelect() +
+                                  "WHERE settlement = 'held' AND hold_expires_ms <= $1 "
+                                  "ORDER BY hold_expires_ms, id LIMIT $2";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(now_ms).Add(int64_t{limit})));
+  return ReadOperations(rows);
+}
+
+Result<bool> PostgresTransaction::InsertX402Payment(const X402PaymentRecord& r) {
+  static const std::string kSql = std::string("INSERT INTO x402_payments (") + kPaymentColumns +
+                                  ") VALUES (" + Placeholders(19) + ") ON CONFLICT DO NOTHING";
+  pg::Params params;
+  WritePayment(params, r);
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, params));
+  return rows.changed() == 1;
+}
+
+Result<std::optional<X402PaymentRecord>> PostgresTransaction::FindX402Payment(
+    std::string_view operation_id) {
+  static const std::string kSql = PaymentSelect() + "WHERE operation_id = $1";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(operation_id)));
+  return ReadFirst(rows, ReadPayment<RowView>);
+}
+
+Result<std::optional<X402PaymentRecord>> PostgresTransaction::FindX402PaymentByAuthorization(
+    std::string_view payer, std::string_view nonce) {
+  static const std::string kSql = PaymentSelect() + "WHERE payer = $1 AND nonce = $2";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(payer).Add(nonce)));
+  return ReadFirst(rows, ReadPayment<RowView>);
+}
+
+Status PostgresTransaction::UpdateX402Payment(const X402PaymentRecord& r) {
+  pg::Params params;
+  params.Add(r.operation_id);
+  WritePaymentTransaction(params, r);
+  AGENTPAY_ROWS(rows, conn_.Query("UPDATE x402_payments SET tx_hash = $2, raw_tx = $3, "
+                                  "relayer = $4, relayer_nonce = $5, submitted_ms = $6, "
+                                  "broadcasts = $7, replaced_raw_txs = $8, settled_block = $9, "
+                                  "settled_block_hash = $10, settled_ms = $11 "
+                                  "WHERE operation_id = $1",
+                                  params));
+  if (rows.changed() != 1) {
+    return Status::Error(ErrorCode::kStoreNotFound,
+                         "no x402 payment for operation " + r.operation_id);
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<X402PaymentRecord>> PostgresTransaction::FindX402PaymentByRelayerNonce(
+    std::string_view relayer, int64_t relayer_nonce) {
+  static const std::string kSql = PaymentSelect() +
+                                  "WHERE relayer = $1 AND relayer_nonce = $2 "
+                                  "ORDER BY submitted_ms LIMIT 1";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(relayer).Add(relayer_nonce)));
+  return ReadFirst(rows, ReadPayment<RowView>);
+}
+
+Result<int64_t> PostgresTransaction::TakeRelayerNonce(std::string_view relayer,
+                                                      int64_t chain_floor) {
+  // One statement: the row's lock orders concurrent takers, each gets its own nonce.
+  AGENTPAY_ROWS(rows, conn_.Query("INSERT INTO relayer_nonces AS r (relayer, next_nonce) "
+                                  "VALUES ($1, $2 + 1) ON CONFLICT (relayer) DO UPDATE "
+                                  "SET next_nonce = GREATEST(r.next_nonce, $2) + 1 "
+                                  "RETURNING next_nonce - 1",
+                                  pg::Params().Add(relayer).Add(chain_floor)));
+  AGENTPAY_CHECK(rows.size() == 1);
+  return rows.Int(0, 0);
+}
+
+Result<int64_t> PostgresTransaction::NextRelayerNonce(std::string_view relayer) {
+  AGENTPAY_ROWS(rows, conn_.Query("SELECT next_nonce FROM relayer_nonces WHERE relayer = $1",
+                                  pg::Params().Add(relayer)));
+  return rows.empty() ? int64_t{0} : rows.Int(0, 0);
+}
+
+Result<std::vector<X402PaymentRecord>> PostgresTransaction::ListRecentSettlements(int64_t since_ms,
+                                                                                  int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  static const std::string kSql =
+      PaymentSelect() +
+      "WHERE settled_ms > 0 AND settled_ms >= $1 "
+      "ORDER BY settled_block DESC, settled_block_hash DESC, operation_id DESC LIMIT $2";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(since_ms).Add(int64_t{limit})));
+  return ReadAll(rows, ReadPayment<RowView>);
+}
+
+Status PostgresTransaction::InsertAlert(const Alert& alert) {
+  static const std::string kSql =
+      std::string("INSERT INTO alerts (") + kAlertColumns + ") VALUES (" + Placeholders(8) + ")";
+  pg::Params params;
+  WriteAlert(params, alert);
+  return conn_.Query(kSql, params).status();
+}
+
+Result<std::vector<Alert>> PostgresTransaction::ListAlerts(int limit) {
+  static const std::string kSql =
+      std::string("SELECT ") + kAlertColumns + " FROM alerts ORDER BY created_ms DESC, id LIMIT $1";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(int64_t{limit})));
+  return ReadAll(rows, ReadAlert<RowView>);
+}
+
+Result<std::vector<Alert>> PostgresTransaction::ListAlertsOf(std::string_view operation_id) {
+  static const std::string kSql = std::string("SELECT ") + kAlertColumns +
+                                  " FROM alerts WHERE operation_id = $1 ORDER BY created_ms, id";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(operation_id)));
+  return ReadAll(rows, ReadAlert<RowView>);
+}
+
+Result<bool> PostgresTransaction::ResolveAlert(const Alert& resolved) {
+  AGENTPAY_CHECK(resolved.resolved_ms.has_value());
+  AGENTPAY_ROWS(rows, conn_.Query("UPDATE alerts SET resolved_ms = $2, resolution = $3, note = $4 "
+                                  "WHERE id = $1 AND resolved_ms IS NULL",
+                                  pg::Params()
+                                      .Add(resolved.id)
+                                      .Add(resolved.resolved_ms)
+                                      .Add(resolved.resolution)
+                                      .Add(resolved.note)));
+  return rows.changed() == 1;
+}
+
+Result<std::vector<std::string>> PostgresTransaction::ListExpiredResults(int64_t now_ms,
+                                                                         int limit) {
+  AGENTPAY_ROWS(rows, conn_.Query("SELECT id FROM operations WHERE response_body IS NOT NULL "
+                                  "AND retained_until_ms <= $1 "
+                                  "AND fulfillment IN ('succeeded', 'rejected') "
+                                  "ORDER BY retained_until_ms, id LIMIT $2",
+                                  pg::Params().Add(now_ms).Add(int64_t{limit})));
+  return ReadAll(rows, [](const RowView& row) { return row.Text(0); });
+}
+
+Result<PruneOutcome> PostgresTransaction::PruneResult(const Operation& op) {
+  PruneOutcome outcome;
+  {
+    AGENTPAY_ROWS(body, conn_.Query("UPDATE operations SET response_body = NULL "
+                                    "WHERE id = $1 AND response_body IS NOT NULL",
+                                    pg::Params().Add(op.id)));
+    if (body.changed() != 1) return outcome;
+  }
+  outcome.pruned = true;
+  AGENTPAY_ROWS(key,
+                conn_.Query("DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2 "
+                            "AND operation_id = $3",
+                            pg::Params().Add(op.principal).Add(op.idempotency_key).Add(op.id)));
+  outcome.key_deleted = key.changed() == 1;
+  return outcome;
+}
+
+Status PostgresTransaction::AppendEvent(const TraceEvent& event) {
+  return conn_
+      .Query(
+          "INSERT INTO operation_events (operation_id, at_ms, actor, kind, detail) "
+          "VALUES ($1, $2, $3, $4, $5)",
+          pg::Params()
+              .Add(event.operation_id)
+              .Add(event.at_ms)
+              .Add(event.actor)
+              .Add(event.kind)
+              .Add(event.detail))
+      .status();
+}
+
+Result<std::vector<TraceEvent>> PostgresTransaction::ListEvents(std::string_view operation_id) {
+  AGENTPAY_ROWS(rows, conn_.Query("SELECT operation_id, at_ms, actor, kind, detail "
+                                  "FROM operation_events WHERE operation_id = $1 ORDER BY id",
+                                  pg::Params().Add(operation_id)));
+  return ReadAll(rows, [](const RowView& row) {
+    return TraceEvent{row.Text(0), row.Int(1), row.Text(2), row.Text(3), row.Text(4)};
+  });
+}
+
+Result<bool> PostgresTransaction::InsertAccount(const AccountRecord& account) {
+  static const std::string kSql = std::string("INSERT INTO accounts (") + kAccountColumns +
+                                  ") VALUES (" + Placeholders(7) + ") ON CONFLICT DO NOTHING";
+  pg::Params params;
+  WriteAccount(params, account);
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, params));
+  if (rows.changed() != 1) return false;
+  auto first_key = InsertApiKey({FirstApiKeyId(account.api_key_hash), account.id,
+                                 account.api_key_hash, account.created_ms, std::nullopt});
+  if (!first_key.ok()) return first_key.status();
+  if (!*first_key) {
+    // Only a key of another account can hold this hash: the account is refused as a whole.
+    return Status::Error(ErrorCode::kStoreConflict, "the API key hash belongs to another key");
+  }
+  return true;
+}
+
+Result<std::optional<AccountRecord>> PostgresTransaction::FindAccount(std::string_view id) {
+  static const std::string kSql =
+      std::string("SELECT ") + kAccountColumns + " FROM accounts WHERE id = $1";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(id)));
+  return ReadFirst(rows, ReadAccount<RowView>);
+}
+
+Result<std::optional<AccountRecord>> PostgresTransaction::FindAccountByKeyHash(
+    std::string_view hash) {
+  static const std::string kSql = std::string("SELECT ") + kAccountColumns +
+                                  " FROM accounts WHERE id = (SELECT account_id FROM api_keys "
+                                  "WHERE key_hash = $1 AND revoked_ms IS NULL)";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(hash)));
+  return ReadFirst(rows, ReadAccount<RowView>);
+}
+
+Result<std::vector<AccountRecord>> PostgresTransaction::ListAccounts() {
+  static const std::string kSql =
+      std::string("SELECT ") + kAccountColumns + " FROM accounts ORDER BY id";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql));
+  return ReadAll(rows, ReadAccount<RowView>);
+}
+
+Result<bool> PostgresTransaction::InsertApiKey(const ApiKeyRecord& key) {
+  AGENTPAY_ROWS(rows, conn_.Query("INSERT INTO api_keys (id, account_id, key_hash, created_ms, "
+                                  "revoked_ms) VALUES ($1, $2, $3, $4, $5) "
+                                  "ON CONFLICT DO NOTHING",
+                                  pg::Params()
+                                      .Add(key.id)
+                                      .Add(key.account_id)
+                                      .Add(key.key_hash)
+                                      .Add(key.created_ms)
+                                      .Add(key.revoked_ms)));
+  return rows.changed() == 1;
+}
+
+Result<std::vector<ApiKeyRecord>> PostgresTransaction::ListApiKeys(std::string_view account_id) {
+  AGENTPAY_ROWS(rows, conn_.Query("SELECT id, account_id, key_hash, created_ms, revoked_ms "
+                                  "FROM api_keys WHERE account_id = $1 ORDER BY created_ms, id",
+                                  pg::Params().Add(account_id)));
+  return ReadAll(rows, [](const RowView& row) {
+    return ApiKeyRecord{row.Text(0), row.Text(1), row.Text(2), row.Int(3), row.OptionalInt(4)};
+  });
+}
+
+Result<bool> PostgresTransaction::RevokeApiKey(std::string_view account_id, std::string_view key_id,
+                                               int64_t at_ms) {
+  AGENTPAY_ROWS(rows, conn_.Query("UPDATE api_keys SET revoked_ms = $3 "
+                                  "WHERE account_id = $1 AND id = $2 AND revoked_ms IS NULL",
+                                  pg::Params().Add(account_id).Add(key_id).Add(at_ms)));
+  return rows.changed() == 1;
+}
+
+Result<bool> PostgresTransaction::InsertDeposit(const DepositRecord& deposit) {
+  AGENTPAY_ROWS(rows, conn_.Query("INSERT INTO deposits (account_id, reference, amount, "
+                                  "created_ms) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                                  pg::Params()
+                                      .Add(deposit.account_id)
+                                      .Add(deposit.reference)
+                                      .Add(deposit.amount)
+                                      .Add(deposit.created_ms)));
+  return rows.changed() == 1;
+}
+
+Result<std::optional<DepositRecord>> PostgresTransaction::FindDeposit(std::string_view account_id,
+                                                                      std::string_view reference) {
+  AGENTPAY_ROWS(rows, conn_.Query("SELECT account_id, reference, amount, created_ms FROM deposits "
+                                  "WHERE account_id = $1 AND reference = $2",
+                                  pg::Params().Add(account_id).Add(reference)));
+  return ReadFirst(rows, [](const RowView& row) {
+    return DepositRecord{row.Text(0), row.Text(1), row.Int(2), row.Int(3)};
+  });
+}
+
+Result<MoveOutcome> PostgresTransaction::Move(std::string_view account_id, MoveKind kind,
+                                              int64_t amount, std::string_view operation_id,
+                                              int64_t at_ms) {
+  Balances balances;
+  {
+    // FOR UPDATE: the balances this decision computes from stay its own until it commits.
+    AGENTPAY_ROWS(read, conn_.Query("SELECT deposited, captured, held FROM accounts "
+                                    "WHERE id = $1 FOR UPDATE",
+                                    pg::Params().Add(account_id)));
+    if (read.empty()) {
+      return Status::Error(ErrorCode::kStoreNotFound, "no account " + std::string(account_id));
+    }
+    balances = Balances{read.Int(0, 0), read.Int(0, 1), read.Int(0, 2)};
+  }
+  MoveOutcome outcome = ApplyMove(&balances, kind, amount);
+  if (outcome != MoveOutcome::kOk) return outcome;
+  {
+    AGENTPAY_ROWS(update, conn_.Query("UPDATE accounts SET deposited = $2, captured = $3, "
+                                      "held = $4 WHERE id = $1",
+                                      pg::Params()
+                                          .Add(account_id)
+                                          .Add(balances.deposited)
+                                          .Add(balances.captured)
+                                          .Add(balances.held)));
+    (void)update;
+  }
+  Posting posting = PostingFor(kind);
+  pg::Params params;
+  if (operation_id.empty()) {
+    params.AddNull();
+  } else {
+    params.Add(operation_id);
+  }
+  params.Add(MoveKindName(kind))
+      .Add(LedgerAccountName(posting.debit_kind, account_id))
+      .Add(LedgerAccountName(posting.credit_kind, account_id))
+      .Add(amount)
+      .Add(at_ms);
+  AGENTPAY_ROWS(insert, conn_.Query("INSERT INTO ledger_entries (operation_id, kind, debit, "
+                                    "credit, amount, at_ms) VALUES ($1, $2, $3, $4, $5, $6)",
+                                    params));
+  (void)insert;
+  return MoveOutcome::kOk;
+}
+
+Result<std::vector<PostingRecord>> PostgresTransaction::ListPostings(
+    std::string_view operation_id) {
+  AGENTPAY_ROWS(rows, conn_.Query("SELECT operation_id, kind, debit, credit, amount, at_ms "
+                                  "FROM ledger_entries WHERE operation_id = $1 ORDER BY id",
+                                  pg::Params().Add(operation_id)));
+  return ReadAll(rows, [](const RowView& row) {
+    return PostingRecord{row.Text(0), row.Text(1), row.Text(2),
+                         row.Text(3), row.Int(4),  row.Int(5)};
+  });
+}
+
+Result<LedgerAudit> PostgresTransaction::Audit() {
+  auto accounts = ListAccounts();
+  if (!accounts.ok()) return accounts.status();
+  AGENTPAY_ROWS(sums, conn_.Query(kLedgerSumsSql));
+  LedgerAuditBuilder builder(*accounts);
+  for (int i = 0; i < sums.size(); ++i)
+    builder.Add(sums.Text(i, 0), sums.Text(i, 1), sums.Int(i, 2));
+  return std::move(builder).Finish();
+}
+
+}  // namespace agentpay

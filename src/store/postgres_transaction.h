@@ -1,0 +1,73 @@
+// The PostgreSQL backend's Transaction: the SQL that stores and finds each record, over one
+// connection, the same records as SqliteTransaction in PostgreSQL's dialect. When a transaction
+// begins, commits or rolls back is the store's business (postgres_store.cc), not this file's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/pg_connection.h"
+#include "store/store.h"
+
+namespace agentpay {
+
+class PostgresTransaction final : public Transaction {
+ public:
+  // Precondition: `conn` has a transaction open for as long as this is used.
+  explicit PostgresTransaction(pg::Connection& conn) : conn_(conn) {}
+
+  Result<bool> InsertKey(const KeyRecord& record) override;
+  Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
+                                           std::string_view key) override;
+  Status DeleteKey(std::string_view principal, std::string_view key) override;
+  Status InsertOperation(const Operation& op) override;
+  Status UpdateOperation(const Operation& op) override;
+  Result<bool> UpdateClaimedOperation(const Operation& op, int32_t expected_attempts) override;
+  Result<std::optional<Operation>> FindOperation(std::string_view id) override;
+  Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) override;
+  Result<std::vector<Operation>> ListSettlingOperations(std::string_view after_id,
+                                                        int limit) override;
+  Result<std::vector<Operation>> ListExpiredHolds(int64_t now_ms, int limit) override;
+  Result<bool> InsertX402Payment(const X402PaymentRecord& r) override;
+  Result<std::optional<X402PaymentRecord>> FindX402Payment(std::string_view operation_id) override;
+  Status UpdateX402Payment(const X402PaymentRecord& r) override;
+  Result<std::optional<X402PaymentRecord>> FindX402PaymentByAuthorization(
+      std::string_view payer, std::string_view nonce) override;
+  Result<std::optional<X402PaymentRecord>> FindX402PaymentByRelayerNonce(
+      std::string_view relayer, int64_t relayer_nonce) override;
+  Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) override;
+  Result<int64_t> NextRelayerNonce(std::string_view relayer) override;
+  Result<std::vector<X402PaymentRecord>> ListRecentSettlements(int64_t since_ms,
+                                                               int limit) override;
+  Status InsertAlert(const Alert& alert) override;
+  Result<std::vector<Alert>> ListAlerts(int limit) override;
+  Result<std::vector<Alert>> ListAlertsOf(std::string_view operation_id) override;
+  Result<bool> ResolveAlert(const Alert& resolved) override;
+  Result<std::vector<std::string>> ListExpiredResults(int64_t now_ms, int limit) override;
+  Result<PruneOutcome> PruneResult(const Operation& op) override;
+  Status AppendEvent(const TraceEvent& event) override;
+  Result<std::vector<TraceEvent>> ListEvents(std::string_view operation_id) override;
+  Result<bool> InsertAccount(const AccountRecord& account) override;
+  Result<std::optional<AccountRecord>> FindAccount(std::string_view id) override;
+  Result<std::optional<AccountRecord>> FindAccountByKeyHash(std::string_view hash) override;
+  Result<std::vector<AccountRecord>> ListAccounts() override;
+  Result<bool> InsertApiKey(const ApiKeyRecord& key) override;
+  Result<std::vector<ApiKeyRecord>> ListApiKeys(std::string_view account_id) override;
+  Result<bool> RevokeApiKey(std::string_view account_id, std::string_view key_id,
+                            int64_t at_ms) override;
+  Result<bool> InsertDeposit(const DepositRecord& deposit) override;
+  Result<std::optional<DepositRecord>> FindDeposit(std::string_view account_id,
+                                                   std::string_view reference) override;
+  Result<MoveOutcome> Move(std::string_view account_id, MoveKind kind, int64_t amount,
+                           std::string_view operation_id, int64_t at_ms) override;
+  Result<std::vector<PostingRecord>> ListPostings(std::string_view operation_id) override;
+  Result<LedgerAudit> Audit() override;
+
+ private:
+  pg::Connection& conn_;
+};
+
+}  // namespace agentpay

@@ -1,0 +1,54 @@
+// See write_queue.h.
+#include "store/write_queue.h"
+
+#include <exception>
+
+namespace agentpay {
+
+void WriteQueue::Push(TransactionFn fn, WriteDone done) {
+  auto job = std::make_unique<QueuedDecision>(QueuedDecision{std::move(fn), std::move(done)});
+  {
+    std::lock_guard lock(mutex_);
+    if (queue_.size() < options_.max_queued_writes) queue_.push_back(std::move(job));
+  }
+  if (job) {  // not queued
+    job->done(
+        Status::Error(ErrorCode::kStoreOverloaded, "too many decisions waiting for the store"));
+    return;
+  }
+  ready_.notify_one();
+}
+
+std::vector<std::unique_ptr<QueuedDecision>> WriteQueue::TakeBatch() {
+  std::vector<std::unique_ptr<QueuedDecision>> batch;
+  std::unique_lock lock(mutex_);
+  ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+  while (!queue_.empty() && batch.size() < options_.max_batch) {
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  return batch;
+}
+
+void WriteQueue::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+}
+
+size_t WriteQueue::depth() {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+Status RunDecision(const TransactionFn& fn, Transaction& tx) {
+  try {
+    return fn(tx);
+  } catch (const std::exception& error) {
+    return Status::Error(ErrorCode::kInternalError, error.what());
+  }
+}
+
+}  // namespace agentpay

@@ -1,0 +1,44 @@
+// The decisions waiting for a store's writer thread, the same for every backend: bounded (past
+// StoreOptions::max_queued_writes a decision fails at once with store_overloaded) and taken in
+// batches of at most max_batch, so that decisions queued while a commit is under way share the
+// next one (group commit). When each batch commits is the backend's business.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "store/store.h"
+
+namespace agentpay {
+
+struct QueuedDecision {
+  TransactionFn fn;
+  WriteDone done;
+};
+
+class WriteQueue {
+ public:
+  explicit WriteQueue(const StoreOptions& options) : options_(options) {}
+  // Queues a decision, or calls `done` at once with store_overloaded when the queue is full.
+  void Push(TransactionFn fn, WriteDone done);
+  // Waits for queued decisions and takes up to max_batch of them, oldest first; empty once Stop()
+  // was called and nothing is left.
+  std::vector<std::unique_ptr<QueuedDecision>> TakeBatch();
+  void Stop();
+  size_t depth();
+
+ private:
+  const StoreOptions options_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::unique_ptr<QueuedDecision>> queue_;  // guarded by mutex_
+  bool stopping_ = false;                              // guarded by mutex_
+};
+
+// Runs one decision: its status, or internal_error if it threw (no exception leaves the store).
+Status RunDecision(const TransactionFn& fn, Transaction& tx);
+
+}  // namespace agentpay

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Several gateways on one PostgreSQL database: the same guarantees as one process on one file.
+
+Real `agentpay serve` processes on one database of the test cluster (tests/pg/cluster.sh, started by
+ctest; its state directory comes in AGENTPAY_TEST_POSTGRES_STATE), the demo seller upstream, and the
+shared invariant checker (tests/fault/invariants.py) on the database after every test:
+  - 3 gateways, 64 clients sending the same keys to different gateways at once, retries landing on
+    other gateways than the first attempt: one hold, one capture, one upstream execution per key;
+  - kill -9 of a gateway in the middle of a paid call while the other two serve: a retry on another
+    gateway completes it with one charge;
+  - the database restarted as a crash does (pg_ctl restart -m immediate) under paid load: every
+    acknowledged payment is still there, nothing is charged twice, and the gateways answer again
+    within seconds of the database, by themselves.
+
+Run:  AGENTPAY_TEST_POSTGRES_STATE=DIR python3 tests/integration/test_postgres_cluster.py --agentpay BIN
+(DIR as written by `tests/pg/cluster.sh start DIR`).
+"""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PRICE = harness.PRICE
+DEPOSIT = 10_000_000
+
+
+def cluster_state():
+    state = os.environ.get("AGENTPAY_TEST_POSTGRES_STATE")
+    if not state:
+        raise RuntimeError("set AGENTPAY_TEST_POSTGRES_STATE to the directory of `tests/pg/cluster.sh start DIR`")
+    return state
+
+
+class ClusterTestCase(unittest.TestCase):
+    """A seller and GATEWAYS gateways sharing one fresh database; invariants checked after each test."""
+
+    GATEWAYS = 3
+    gateway_args = ("--attach-wait-ms", "200")
+
+    def setUp(self):
+        os.environ["AGENTPAY_TEST_POSTGRES_URL_FILE"] = os.path.join(cluster_state(), "url")
+        self.workdir = harness.tempfile.mkdtemp(prefix="agentpay-pg-cluster-")
+        self.addCleanup(harness.shutil.rmtree, self.workdir, ignore_errors=True)
+        self.seller = harness.Seller(self.workdir)
+        self.addCleanup(self.seller.kill9)
+        self.seller.start()
+        url = harness.fresh_postgres_database()
+        self.db = (url, url)
+        self.gws = []
+        for i in range(self.GATEWAYS):
+            gw = harness.Gateway(self.workdir, self.seller.url, extra_args=self.gateway_args, db=self.db)
+            gw.log_path = os.path.join(self.workdir, "gateway-%d.log" % i)
+            self.addCleanup(gw.stop)
+            gw.start()
+            self.gws.append(gw)
+
+    def tearDown(self):
+        live = next((gw for gw in self.gws if gw.alive()), None)
+        errors = harness.collect_invariant_violations(live, db_path=self.db[1])
+        if errors:
+            self.fail("invariants on the shared database:\n  - " + "\n  - ".join(errors))
+
+    def account(self, name):
+        acct = self.gws[0].create_account(name, deposit=DEPOSIT)
+        for gw in self.gws[1:]:
+            gw.accounts[acct.id] = acct  # the same account, read through the shared store
+        return acct
+
+    def postings(self, op_id):
+        with harness.open_db(self.db[1]) as db:
+            return db.execute("SELECT kind, amount FROM ledger_entries WHERE operation_id = ? ORDER BY id",
+                              (op_id,)).fetchall()
+
+    def pay_until_done(self, acct, key, first, body, fault="ok", deadline_s=30):
+        """Sends `key` to gateway `first`, then to the next gateway after every answer that is not final,
+        until a 200. Returns every answer, in order."""
+        answers, i = [], first
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            try:
+                r = self.gws[i % len(self.gws)].pay(acct, key, body=body, fault=fault, timeout=20)
+            except OSError:
+                r = None  # that gateway is gone, or the connection was cut: the next one
+            if r is not None:
+                answers.append(r)
+                if r.status == 200:
+                    return answers
+                self.assertIn(r.status, (202, 409, 502, 503), r)
+            i += 1
+            time.sleep(0.1)
+        self.fail("key %s: no 200 within %ds: %r" % (key, deadline_s, answers))
+
+
+class SameKeysOnThreeGatewaysTest(ClusterTestCase):
+    KEYS = 8
+    CLIENTS = 64
+
+    def test_one_hold_one_capture_one_execution_per_key(self):
+        acct = self.account("crowd")
+        body = b'{"task":"crowd"}'
+        results = [None] * self.CLIENTS
+        start = threading.Barrier(self.CLIENTS)
+
+        def client(n):
+            start.wait()
+            # Client n starts on gateway n % 3 and moves on to the next one after every 202/409.
+            results[n] = self.pay_until_done(acct, "crowd-%d" % (n % self.KEYS), n, body, fault="slow:400")
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(self.CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+        by_key = {}
+        for n, answers in enumerate(results):
+            by_key.setdefault(n % self.KEYS, []).append(answers[-1])
+            moved = len(answers) > 1
+            if moved:
+                by_key.setdefault("moved", []).append(n)
+        self.assertTrue(by_key.get("moved"), "some clients must have retried on another gateway")
+        for k in range(self.KEYS):
+            finals = by_key[k]
+            op_ids = {r.operation_id for r in finals}
+            self.assertEqual(len(op_ids), 1, "key %d: one operation, got %r" % (k, op_ids))
+            self.assertEqual(len({r.body for r in finals}), 1, "key %d: one answer" % k)
+            originals = [r for n, answers in enumerate(results) if n % self.KEYS == k
+                         for r in answers if r.status == 200 and r.replayed == "false"]
+            self.assertEqual(len(originals), 1, "key %d: exactly one original 200" % k)
+            self.assertEqual(self.postings(op_ids.pop()), [("hold", PRICE), ("capture", PRICE)], "key %d" % k)
+        self.assertEqual(self.seller.executed(), self.KEYS, "one upstream execution per key")
+        self.assertEqual(self.gws[2].account(acct)["captured"], self.KEYS * PRICE)
+
+
+class KillOneGatewayTest(ClusterTestCase):
+    def test_kill9_mid_call_then_retry_elsewhere_charges_once(self):
+        acct = self.account("survivor")
+        body = b'{"task":"long"}'
+        first = {}
+
+        def doomed_call():
+            try:
+                first["answer"] = self.gws[0].pay(acct, "long-job", body=body, fault="slow:1500", timeout=20)
+            except OSError as error:
+                first["error"] = error
+
+        t = threading.Thread(target=doomed_call)
+        t.start()
+        # The key and the hold are committed before the upstream call; wait for them, then kill.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with harness.open_db(self.db[1]) as db:
+                if db.execute("SELECT COUNT(*) FROM ledger_entries WHERE kind = 'hold'").fetchone()[0]:
+                    break
+            time.sleep(0.02)
+        self.gws[0].kill9()
+        t.join()
+        self.assertNotIn("answer", first, "the killed gateway must not have answered")
+
+        # The other two keep serving other payments meanwhile.
+        for i, gw in enumerate(self.gws[1:]):
+            r = gw.pay(acct, "other-%d" % i, body=b'{"task":"other"}')
+            self.assertEqual(r.status, 200, r)
+
+        answers = self.pay_until_done(acct, "long-job", 1, body, fault="slow:1500")
+        done = answers[-1]
+        self.assertEqual(self.postings(done.operation_id), [("hold", PRICE), ("capture", PRICE)],
+                         "the hold of the dead gateway is reused and captured once")
+        again = self.gws[2].pay(acct, "long-job", body=body, fault="slow:1500")
+        self.assertEqual((again.status, again.replayed, again.body), (200, "true", done.body), again)
+        self.assertEqual(self.gws[1].account(acct)["captured"], 3 * PRICE)
+
+
+class DatabaseRestartTest(ClusterTestCase):
+    GATEWAYS = 2
+
+    def test_immediate_restart_under_load_loses_nothing_acknowledged(self):
+        acct = self.account("steady")
+        stop = threading.Event()
+        lock = threading.Lock()
+        acknowledged, pending, statuses, first_ok_after = {}, {}, {}, []
+        restarted_at = []
+
+        def client(n):
+            # A well-behaved agent: one key per action, retried (same key) until answered 200.
+            i, key = 0, None
+            while not stop.is_set():
+                if key is None:
+                    key = "load-%d-%d" % (n, i)
+                    i += 1
+                try:
+                    r = self.gws[(n + i) % len(self.gws)].pay(acct, key, body=b'{"n":1}', timeout=20)
+                except OSError:
+                    r = None
+                with lock:
+                    status = r.status if r else "error"
+                    statuses[status] = statuses.get(status, 0) + 1
+                    if r is not None and r.status == 200:
+                        acknowledged[key] = r.operation_id
+                        pending.pop(key, None)
+                        key = None
+                        if restarted_at and not first_ok_after:
+                            first_ok_after.append(time.monotonic())
+                    else:
+                        pending[key] = n
+                        if r is not None:
+                            self.assertIn(r.status, (202, 409, 502, 503), r)
+                            if r.status == 503:
+                                self.assertIsNotNone(r.header("Retry-After"), r)
+                time.sleep(0.01 if key is None else 0.1)
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        time.sleep(2)
+        before = len(acknowledged)
+        began = time.monotonic()
+        subprocess.run(["bash", os.path.join(ROOT, "tests", "pg", "cluster.sh"), "restart", cluster_state()],
+                       check=True, timeout=90)
+        restarted_at.append(time.monotonic())
+        time.sleep(4)
+        stop.set()
+        for t in threads:
+            t.join()
+
+        self.assertGreater(before, 0, "payments went through before the restart")
+        self.assertTrue(first_ok_after, "no payment succeeded after the restart: %r" % statuses)
+        back_s = first_ok_after[0] - restarted_at[0]
+        print("database restart took %.2f s; first 200 %.2f s after it was back; answers %r" % (
+            restarted_at[0] - began, back_s, statuses))
+        self.assertLess(back_s, 5, "service must resume within seconds of the database")
+        for gw in self.gws:
+            self.assertEqual(gw.healthz().status, 200)
+
+        # Every acknowledged payment is in the books, captured once.
+        for key, op_id in acknowledged.items():
+            self.assertEqual(self.postings(op_id), [("hold", PRICE), ("capture", PRICE)], key)
+        # The actions still unanswered when the load stopped settle on a retry, charged once.
+        for key, n in sorted(pending.items()):
+            answers = self.pay_until_done(acct, key, n, b'{"n":1}')
+            self.assertEqual(self.postings(answers[-1].operation_id), [("hold", PRICE), ("capture", PRICE)], key)
+        total = len(acknowledged) + len(pending)
+        self.assertEqual(self.gws[0].account(acct)["captured"], total * PRICE)
+
+
+if __name__ == "__main__":
+    harness.main(sys.argv)
