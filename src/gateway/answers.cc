@@ -63,8 +63,10 @@ std::optional<HttpResponse> WalletAnswerWhenDone(const Operation& op) {
 HttpResponse StoreProblem(const Status& status) {
   return RetryLater(status.error() == ErrorCode::kStoreOverloaded ? ProblemCode::kLimitExceeded
                                                                   : ProblemCode::kStoreUnavailable,
-                    "the decision was not recorded; retry with the same Idempotency-Key (" +
-                        status.message() + ")");
+                    // The store's own text stays out: a database's errors name hosts, ports and
+                    // rows, and this body goes to anyone.
+                    "the decision was not recorded (" + std::string(status.code()) +
+                        "); retry with the same Idempotency-Key");
 }
 
 }  // namespace agentpay

@@ -11,7 +11,11 @@ HttpResponse Views::Health() {
   // Whether the store answers; nothing read is reported, so no need to wait for durability
   // (which, under a burst of payments, would make the probe wait for their commits).
   Status status = ctx_.store.ReadUnsynced([](Transaction&) { return Status::Ok(); });
-  if (!status.ok()) return ProblemResponse(503, ProblemCode::kStoreUnavailable, status.message());
+  if (!status.ok()) {
+    // The store's own text stays out of public answers (a database's errors name hosts, ports).
+    return ProblemResponse(503, ProblemCode::kStoreUnavailable,
+                           "the store does not answer (" + std::string(status.code()) + ")");
+  }
   return JsonResponse(200, R"({"status":"ok"})");
 }
 

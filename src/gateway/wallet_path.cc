@@ -262,7 +262,8 @@ HttpResponse WalletPath::FinishAnswer(const PaidRequest& paid, const UpstreamOut
   if (!status.ok()) {
     HttpResponse response = ProblemResponse(
         503, ProblemCode::kStoreUnavailable,
-        "the upstream was called but its outcome could not be recorded (" + status.message() +
+        "the upstream was called but its outcome could not be recorded (" +
+            std::string(status.code()) +
             "); the hold stays until a retry with the same Idempotency-Key completes it, "
             "without a second charge",
         op.id);

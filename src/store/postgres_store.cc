@@ -254,9 +254,17 @@ class PostgresStore final : public Store {
     auto conn = Connect(url_);
     if (!conn.ok()) {
       next_connect_ = now + kReconnectPause;
+      if (!unreachable_) {
+        // Once per outage, for the operator (public answers carry no store text).
+        std::fprintf(stderr, "agentpay store: %s; answering 503 and retrying\n",
+                     conn.status().message().c_str());
+      }
+      unreachable_ = true;
       last_connect_error_ = conn.status().message();
       return conn.status();
     }
+    if (unreachable_) std::fprintf(stderr, "agentpay store: connected to PostgreSQL again\n");
+    unreachable_ = false;
     writer_ = std::move(*conn);
     return Status::Ok();
   }
@@ -381,6 +389,7 @@ class PostgresStore final : public Store {
   std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone
   std::chrono::steady_clock::time_point next_connect_{};
   std::string last_connect_error_;
+  bool unreachable_ = false;  // the last connection attempt failed
 
   std::mutex mutex_;
   WriteQueue queue_;

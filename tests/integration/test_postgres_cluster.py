@@ -214,6 +214,9 @@ class DatabaseRestartTest(ClusterTestCase):
                             self.assertIn(r.status, (202, 409, 502, 503), r)
                             if r.status == 503:
                                 self.assertIsNotNone(r.header("Retry-After"), r)
+                                # Public answers carry no store text: libpq's names the server.
+                                for leak in (b"127.0.0.1", b"PostgreSQL", b"port", b"connection to"):
+                                    self.assertNotIn(leak, r.body, r)
                 time.sleep(0.01 if key is None else 0.1)
 
         threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
