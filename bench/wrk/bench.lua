@@ -6,11 +6,15 @@
 --   BENCH_MODE=unique  key = $BENCH_KEY_PREFIX-t<thread>-<n>: never repeats (paid, and the nginx run)
 --   BENCH_MODE=replay  key = $BENCH_KEY_PREFIX-r-<i>, i cycling over 0..$BENCH_REPLAY_KEYS-1: keys
 --                      the script paid for beforehand, so every answer should be a replay
+-- BENCH_API_KEYS (comma-separated), when set, replaces BENCH_API_KEY: request n of a thread pays
+-- with key n mod count, so the load spreads over several accounts (bench/postgres_vs_sqlite.py).
 -- The response hook counts 2xx / non-2xx (by status) and the Idempotent-Replayed header; done()
 -- prints one "BENCH_RESULT k=v ..." line that the shell script parses.
 
 local mode = os.getenv("BENCH_MODE") or "unique"
 local api_key = os.getenv("BENCH_API_KEY") or "none"
+local api_keys = {}
+for k in string.gmatch(os.getenv("BENCH_API_KEYS") or "", "[^,]+") do table.insert(api_keys, k) end
 local prefix = os.getenv("BENCH_KEY_PREFIX") or "bench"
 local replay_keys = tonumber(os.getenv("BENCH_REPLAY_KEYS") or "100")
 local path = os.getenv("BENCH_PATH") or "/bench"
@@ -51,6 +55,9 @@ function request()
     key = prefix .. "-r-" .. ((counter + thread_id * 7) % replay_keys)
   else
     key = key_base .. counter
+  end
+  if #api_keys > 0 then
+    headers["Authorization"] = "Bearer " .. api_keys[(counter % #api_keys) + 1]
   end
   counter = counter + 1
   headers["Idempotency-Key"] = key

@@ -1,8 +1,12 @@
 // libpq, as the PostgreSQL store uses it (see pg_connection.h).
 #include "store/pg_connection.h"
 
+#include <poll.h>
+
 #include <charconv>
 #include <cstdlib>
+
+#include "core/check.h"
 
 namespace agentpay::pg {
 namespace {
@@ -122,19 +126,30 @@ Status Connection::Failure(const PGresult* result, std::string_view context) con
   return Status::Error(ErrorCode::kStoreError, text);
 }
 
-Result<Rows> Connection::Query(std::string_view sql, const Params& params) {
-  auto found = prepared_.find(sql);
-  if (found == prepared_.end()) {
-    std::string name = "s" + std::to_string(prepared_.size());
-    PGresult* prepared = PQprepare(conn_, name.c_str(), std::string(sql).c_str(), 0, nullptr);
-    if (prepared == nullptr || PQresultStatus(prepared) != PGRES_COMMAND_OK) {
-      Status failure = Failure(prepared, "PostgreSQL");
-      if (prepared) PQclear(prepared);
-      return failure;
+Result<std::string> Connection::PreparedName(std::string_view sql) {
+  if (auto found = prepared_.find(sql); found != prepared_.end()) return found->second;
+  std::string name = "s" + std::to_string(next_statement_++);
+  if (pipeline_) {
+    // Queued like any statement; kept by name once its result says the server has it (a Parse
+    // behind a failed statement of the same pipeline is skipped, and must be sent again).
+    if (PQsendPrepare(conn_, name.c_str(), std::string(sql).c_str(), 0, nullptr) != 1) {
+      return Failure(nullptr, "PostgreSQL");
     }
-    PQclear(prepared);  // kept by name once the server has it
-    found = prepared_.emplace(std::string(sql), std::move(name)).first;
+    queued_.push_back({Queued::Kind::kPrepare, std::string(sql), name, std::nullopt, ""});
+    return name;
   }
+  PGresult* prepared = PQprepare(conn_, name.c_str(), std::string(sql).c_str(), 0, nullptr);
+  if (prepared == nullptr || PQresultStatus(prepared) != PGRES_COMMAND_OK) {
+    Status failure = Failure(prepared, "PostgreSQL");
+    if (prepared) PQclear(prepared);
+    return failure;
+  }
+  PQclear(prepared);
+  prepared_.emplace(std::string(sql), name);
+  return name;
+}
+
+Status Connection::SendPrepared(const std::string& name, const Params& params) {
   const size_t count = params.values_.size();
   std::vector<const char*> values(count);
   std::vector<int> lengths(count);
@@ -144,19 +159,122 @@ Result<Rows> Connection::Query(std::string_view sql, const Params& params) {
     lengths[i] = static_cast<int>(params.values_[i].size());
     formats[i] = params.binary_[i] ? 1 : 0;
   }
-  PGresult* result =
-      PQexecPrepared(conn_, found->second.c_str(), static_cast<int>(count), values.data(),
-                     lengths.data(), formats.data(), /*resultFormat=*/0);
-  const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    Status failure = Failure(result, "PostgreSQL");
-    if (result) PQclear(result);
-    return failure;
+  if (PQsendQueryPrepared(conn_, name.c_str(), static_cast<int>(count), values.data(),
+                          lengths.data(), formats.data(), /*resultFormat=*/0) != 1) {
+    return Failure(nullptr, "PostgreSQL");
   }
-  return Rows(result);
+  return Status::Ok();
+}
+
+Result<Rows> Connection::Query(std::string_view sql, const Params& params) {
+  auto name = PreparedName(sql);
+  if (!name.ok()) return name.status();
+  if (!pipeline_) {
+    if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
+    PGresult* result = PQgetResult(conn_);
+    // Exactly one result, then null: drain whatever else there is.
+    while (PGresult* extra = result ? PQgetResult(conn_) : nullptr) PQclear(extra);
+    const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      Status failure = Failure(result, "PostgreSQL");
+      if (result) PQclear(result);
+      return failure;
+    }
+    return Rows(result);
+  }
+  if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
+  queued_.push_back({Queued::Kind::kQuery, "", *name, std::nullopt, ""});
+  auto rows = Collect();
+  if (!rows.ok()) return rows.status();
+  AGENTPAY_CHECK(rows->has_value());
+  return std::move(**rows);
+}
+
+Status Connection::Defer(std::string_view sql, const Params& params,
+                         std::optional<int64_t> expect_changed, std::string not_found) {
+  if (!pipeline_) {
+    auto rows = Query(sql, params);
+    if (!rows.ok()) return rows.status();
+    if (expect_changed && rows->changed() != *expect_changed) {
+      return Status::Error(ErrorCode::kStoreNotFound, std::move(not_found));
+    }
+    return Status::Ok();
+  }
+  auto name = PreparedName(sql);
+  if (!name.ok()) return name.status();
+  if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
+  queued_.push_back({Queued::Kind::kDeferred, "", *name, expect_changed, std::move(not_found)});
+  return Status::Ok();
+}
+
+Status Connection::Sync() {
+  if (!pipeline_ || queued_.empty()) return Status::Ok();
+  return Collect().status();
+}
+
+Result<std::optional<Rows>> Connection::Collect() {
+  if (PQpipelineSync(conn_) != 1) {
+    queued_.clear();
+    return Failure(nullptr, "PostgreSQL");
+  }
+  std::vector<Queued> queued = std::move(queued_);
+  queued_.clear();
+  Status first_failure;
+  std::optional<Rows> last_rows;
+  for (Queued& entry : queued) {
+    PGresult* result = PQgetResult(conn_);
+    while (PGresult* extra = result ? PQgetResult(conn_) : nullptr) PQclear(extra);  // up to null
+    const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+    const bool ok = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+    if (!ok && first_failure.ok()) {
+      first_failure = status == PGRES_PIPELINE_ABORTED
+                          ? Status::Error(ErrorCode::kStoreError, "PostgreSQL: pipeline aborted")
+                          : Failure(result, "PostgreSQL");
+    }
+    if (ok && entry.kind == Queued::Kind::kPrepare) prepared_.emplace(entry.sql, entry.name);
+    if (ok && entry.kind == Queued::Kind::kDeferred && entry.expect_changed && first_failure.ok()) {
+      Rows rows(result);
+      result = nullptr;
+      if (rows.changed() != *entry.expect_changed) {
+        first_failure = Status::Error(ErrorCode::kStoreNotFound, entry.not_found);
+      }
+    }
+    if (ok && entry.kind == Queued::Kind::kQuery && result != nullptr) {
+      last_rows.emplace(result);
+      result = nullptr;
+    }
+    if (result) PQclear(result);
+  }
+  // The Sync's own result ends the pipeline.
+  for (PGresult* result = PQgetResult(conn_); result != nullptr; result = PQgetResult(conn_)) {
+    const bool sync = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
+    PQclear(result);
+    if (sync) break;
+  }
+  if (!healthy() && first_failure.ok()) first_failure = Failure(nullptr, "PostgreSQL");
+  if (!first_failure.ok()) return first_failure;
+  return last_rows;
+}
+
+bool Connection::LooksAlive() {
+  if (!healthy()) return false;
+  if (!queued_.empty()) return true;  // results still to read: not idle
+  pollfd socket{PQsocket(conn_), POLLIN, 0};
+  if (::poll(&socket, 1, 0) <= 0) return true;  // nothing arrived
+  // Something arrived unasked: a notice, or the end of the session (an error, then EOF).
+  if (PQconsumeInput(conn_) != 1) return false;
+  while (PGnotify* notify = PQnotifies(conn_)) PQfreemem(notify);
+  return healthy();
+}
+
+Status Connection::EnterPipelineMode() {
+  if (PQenterPipelineMode(conn_) != 1) return Failure(nullptr, "PostgreSQL pipeline mode");
+  pipeline_ = true;
+  return Status::Ok();
 }
 
 Status Connection::Run(const std::string& sql) {
+  AGENTPAY_CHECK(!pipeline_);
   PGresult* result = PQexec(conn_, sql.c_str());
   const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {

@@ -61,12 +61,30 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Runs `sql` (one statement) prepared once per connection, with `params`.
+  // Runs `sql` (one statement) prepared once per connection, with `params`, and waits for its rows.
+  // In pipeline mode everything deferred before it goes to the server in the same round trip, and
+  // the first failure among those is returned instead of the rows.
   Result<Rows> Query(std::string_view sql, const Params& params = {});
-  // Runs SQL text without parameters (may hold several statements, as BEGIN; SELECT …).
+  // A statement whose rows nobody reads. Outside pipeline mode it runs at once and its outcome is
+  // returned. In pipeline mode it is only queued, and Ok returned: it goes with the next Query or
+  // Sync, whose status is then its failure, or, when it changed a number of rows other than
+  // `expect_changed`, store_not_found with `not_found` as the message.
+  Status Defer(std::string_view sql, const Params& params = {},
+               std::optional<int64_t> expect_changed = std::nullopt, std::string not_found = "");
+  // Sends what is deferred and waits for it: the first failure among it, or Ok.
+  Status Sync();
+  // Runs SQL text without parameters (several statements allowed, as BEGIN; SELECT …). Not in
+  // pipeline mode.
   Status Run(const std::string& sql);
+  // From now on statements are pipelined (Defer): for a connection that runs many short
+  // statements one after another, such as the store's writer.
+  Status EnterPipelineMode();
   // False once the connection to the server is lost: it is closed and a new one must be opened.
   bool healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
+  // healthy(), and for an idle connection also nothing the server sent unasked: a server that
+  // shuts down or restarts says so, or closes the socket, and the connection is then dead
+  // although nothing was tried on it yet. Costs a poll(2), no round trip.
+  bool LooksAlive();
   // The transaction state (PQTRANS_IDLE, PQTRANS_INTRANS, PQTRANS_INERROR, …).
   PGTransactionStatusType transaction_status() const { return PQtransactionStatus(conn_); }
 
@@ -74,12 +92,29 @@ class Connection {
   explicit Connection(PGconn* conn) : conn_(conn) {}
   // The Status of a failed result (null: the connection failed before a result).
   Status Failure(const PGresult* result, std::string_view context) const;
+  // The name `sql` is prepared under, preparing it first if needed (in pipeline mode the Parse is
+  // queued; the name is kept only once the server has taken it).
+  Result<std::string> PreparedName(std::string_view sql);
+  Status SendPrepared(const std::string& name, const Params& params);
+  // Pipeline mode: sends a Sync and reads every queued result; returns the rows of the last one
+  // when it is a query that wants them.
+  Result<std::optional<Rows>> Collect();
+  struct Queued {
+    enum class Kind { kPrepare, kDeferred, kQuery } kind;
+    std::string sql;  // kPrepare: the statement whose name is kept once this succeeds
+    std::string name;
+    std::optional<int64_t> expect_changed;
+    std::string not_found;
+  };
   PGconn* conn_;
+  bool pipeline_ = false;
+  std::vector<Queued> queued_;  // pipeline mode: sent, results not yet read, in order
   struct SqlHash {
     using is_transparent = void;
     size_t operator()(std::string_view sql) const { return std::hash<std::string_view>{}(sql); }
   };
   std::unordered_map<std::string, std::string, SqlHash, std::equal_to<>> prepared_;  // sql → name
+  uint64_t next_statement_ = 0;
 };
 
 }  // namespace agentpay::pg

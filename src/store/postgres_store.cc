@@ -141,20 +141,23 @@ class PostgresStore final : public Store {
   Status Read(const TransactionFn& fn) override { return ReadUnsynced(fn); }
   void AwaitDurable() override {}
 
+  // Readers pipeline too: BEGIN goes out with the first read, COMMIT is one more round trip.
   Status ReadUnsynced(const TransactionFn& fn) override {
     for (int attempt = 0;; ++attempt) {
       auto conn = AcquireReader();
       if (!conn.ok()) return conn.status();
-      Status status = (*conn)->Run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+      Status status = (*conn)->Defer("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
       if (!status.ok() && !(*conn)->healthy() && attempt == 0) {
-        // A pooled connection the server dropped (it restarted): once more, on a new one.
+        // A pooled connection the server dropped (AcquireReader missed it): once more.
         ReleaseReader(std::move(*conn));
         continue;
       }
       if (status.ok()) {
         PostgresTransaction tx(**conn);
         status = RunDecision(fn, tx);
-        if (Status ended = (*conn)->Run("COMMIT"); !ended.ok() && status.ok()) status = ended;
+        Status ended = (*conn)->Defer("COMMIT");
+        if (ended.ok()) ended = (*conn)->Sync();
+        if (!ended.ok() && status.ok()) status = ended;
       }
       ReleaseReader(std::move(*conn));
       return status;
@@ -244,7 +247,7 @@ class PostgresStore final : public Store {
   // The writer's connection, reopened if the last one was lost; an error while the server is
   // away (attempts at most every kReconnectPause).
   Status EnsureWriter() {
-    if (writer_ && writer_->healthy()) return Status::Ok();
+    if (writer_ && writer_->LooksAlive()) return Status::Ok();
     writer_.reset();
     const auto now = std::chrono::steady_clock::now();
     if (now < next_connect_) {
@@ -263,6 +266,10 @@ class PostgresStore final : public Store {
       last_connect_error_ = conn.status().message();
       return conn.status();
     }
+    // The writer pipelines: statements whose answer a decision does not read go out with the
+    // next one it does (pg_connection.h, Defer), so a decision costs a few round trips, not one
+    // per statement.
+    if (Status piped = (*conn)->EnterPipelineMode(); !piped.ok()) return piped;
     if (unreachable_) std::fprintf(stderr, "agentpay store: connected to PostgreSQL again\n");
     unreachable_ = false;
     writer_ = std::move(*conn);
@@ -276,24 +283,38 @@ class PostgresStore final : public Store {
   };
 
   // Runs each decision in its own savepoint: a decision that fails (a domain rollback, a
-  // constraint) is undone alone, and the transaction goes on with the next.
+  // constraint, a deferred write that failed) is undone alone, and the transaction goes on with
+  // the next. Each decision ends with a Sync that carries its deferred writes and, when it
+  // succeeded, its RELEASE: a failed write aborts the rest of that pipeline, RELEASE included,
+  // and the decision is rolled back to its savepoint instead.
   BatchRun RunDecisions(std::vector<std::unique_ptr<QueuedDecision>>& batch) {
     BatchRun run;
     run.results.reserve(batch.size());
     PostgresTransaction tx(*writer_);
     for (auto& job : batch) {
-      if (Status s = writer_->Run("SAVEPOINT decision"); !s.ok()) {
+      // Sent with the decision's first statement.
+      if (Status s = writer_->Defer("SAVEPOINT decision"); !s.ok()) {
         run.broken = s;
         return run;
       }
       Status status = RunDecision(job->fn, tx);
-      const char* end = status.ok() ? "RELEASE SAVEPOINT decision"
-                                    : "ROLLBACK TO SAVEPOINT decision; RELEASE SAVEPOINT decision";
-      if (!status.ok()) ++run.rolled_back;
-      if (Status ended = writer_->Run(end); !ended.ok()) {
-        run.broken = Status::Error(ErrorCode::kStoreUnavailable,
-                                   "a decision could not be ended: " + ended.message());
-        return run;
+      if (status.ok()) {
+        Status released = writer_->Defer("RELEASE SAVEPOINT decision");
+        if (released.ok()) released = writer_->Sync();
+        status = released;
+      } else {
+        (void)writer_->Sync();  // its deferred writes, whatever became of them: it is undone
+      }
+      if (!status.ok()) {
+        ++run.rolled_back;
+        Status undone = writer_->Defer("ROLLBACK TO SAVEPOINT decision");
+        if (undone.ok()) undone = writer_->Defer("RELEASE SAVEPOINT decision");
+        if (undone.ok()) undone = writer_->Sync();
+        if (!undone.ok()) {
+          run.broken = Status::Error(ErrorCode::kStoreUnavailable,
+                                     "a decision could not be rolled back: " + undone.message());
+          return run;
+        }
       }
       run.results.push_back(std::move(status));
     }
@@ -302,34 +323,51 @@ class PostgresStore final : public Store {
 
   // BEGIN, then the writers' lock (see the top of this file).
   Status Begin() {
-    static const std::string kBegin = "BEGIN; " + LockSql("pg_advisory_xact_lock", kWriterLock);
+    static const std::string kLock = LockSql("pg_advisory_xact_lock", kWriterLock);
+    auto begin = [&] {
+      Status begun = writer_->Defer("BEGIN");
+      if (begun.ok()) begun = writer_->Defer(kLock);
+      if (begun.ok()) begun = writer_->Sync();
+      return begun;
+    };
     Status begun = EnsureWriter();
-    if (begun.ok()) begun = writer_->Run(kBegin);
+    if (begun.ok()) begun = begin();
     if (!begun.ok() && writer_ && !writer_->healthy()) {
       // The connection was lost while idle (the server restarted): nothing ran on it, so once
       // more on a new one.
       begun = EnsureWriter();
-      if (begun.ok()) begun = writer_->Run(kBegin);
+      if (begun.ok()) begun = begin();
     }
     return begun;
+  }
+
+  // Ends the writer's transaction without committing; a connection where that fails is dropped
+  // (the server rolls back whatever it held).
+  void RollBack() {
+    if (!writer_) return;
+    Status rolled_back = writer_->Defer("ROLLBACK");
+    if (rolled_back.ok()) rolled_back = writer_->Sync();
+    if (!rolled_back.ok() || writer_->transaction_status() != PQTRANS_IDLE) writer_.reset();
   }
 
   void CommitBatch(std::vector<std::unique_ptr<QueuedDecision>>& batch) {
     Status begun = Begin();
     if (!begun.ok()) {
-      if (writer_ && writer_->healthy()) (void)writer_->Run("ROLLBACK");
+      RollBack();
       std::lock_guard lock(mutex_);
       stats_.decisions_rolled_back += batch.size();
       for (auto& job : batch) job->done(begun);
       return;
     }
     BatchRun run = RunDecisions(batch);
-    Status committed = run.broken.ok() ? writer_->Run("COMMIT") : run.broken;
+    Status committed = run.broken;
+    if (committed.ok()) committed = writer_->Defer("COMMIT");
+    if (committed.ok()) committed = writer_->Sync();
     if (!committed.ok()) {
       // Lost with the connection, or failed: nothing of the batch may be reported as done. (A
       // COMMIT whose answer was lost may still have committed: the decisions then stand in the
       // database as a crash after a commit leaves them, and recovery treats them the same way.)
-      if (writer_->healthy()) (void)writer_->Run("ROLLBACK");
+      RollBack();
       committed = Status::Error(
           ErrorCode::kStoreUnavailable,
           (run.broken.ok() ? "commit failed: " : "batch rolled back: ") + committed.message());
@@ -356,14 +394,18 @@ class PostgresStore final : public Store {
       std::unique_lock lock(reader_mutex_);
       reader_free_.wait(
           lock, [this] { return !readers_.empty() || open_readers_ < options_.max_readers; });
-      if (!readers_.empty()) {
+      while (!readers_.empty()) {
         auto conn = std::move(readers_.back());
         readers_.pop_back();
-        return conn;
+        if (conn->LooksAlive()) return conn;
+        --open_readers_;  // the server dropped it while it idled (a restart): a new one instead
       }
       ++open_readers_;
     }
     auto conn = Connect(url_);
+    if (conn.ok()) {
+      if (Status piped = (*conn)->EnterPipelineMode(); !piped.ok()) conn = piped;
+    }
     if (!conn.ok()) {
       std::lock_guard lock(reader_mutex_);
       --open_readers_;
@@ -412,6 +454,8 @@ Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url,
   auto conn = Connect(url);
   if (!conn.ok()) return conn.status();
   if (Status migrated = Migrate(**conn); !migrated.ok()) return migrated;
+  // The migrating connection becomes the writer's, which pipelines (see EnsureWriter).
+  if (Status piped = (*conn)->EnterPipelineMode(); !piped.ok()) return piped;
   return std::unique_ptr<Store>(new PostgresStore(url, options, std::move(*conn)));
 }
 

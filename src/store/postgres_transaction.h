@@ -1,6 +1,10 @@
 // The PostgreSQL backend's Transaction: the SQL that stores and finds each record, over one
 // connection, the same records as SqliteTransaction in PostgreSQL's dialect. When a transaction
 // begins, commits or rolls back is the store's business (postgres_store.cc), not this file's.
+// Writes whose answer a decision does not need (inserts of events, alerts, postings, operations;
+// updates that must find their row) go through pg::Connection::Defer: on the writer's pipelined
+// connection their failure fails the decision at its next read or at its end, with the same
+// status and the same rollback as if it had been reported at once.
 #pragma once
 
 #include <cstdint>

@@ -106,6 +106,9 @@ struct PruneOutcome {
 };
 
 // Everything one decision may read or write. Implementations run inside one database transaction.
+// A write's error may be reported by the write itself or by a later call of the same decision (the
+// PostgreSQL writer sends writes without waiting for them): a decision returns every error it
+// gets, and is then rolled back as a whole, so the outcome is the same either way.
 class Transaction {
  public:
   virtual ~Transaction() = default;

@@ -438,6 +438,51 @@ TEST_P(StoreConformance, MovesPostDoubleEntryAndRefuseOverdraft) {
   EXPECT_EQ(audit.revenue_total, 200);
 }
 
+// A write that fails (here an update of an operation that does not exist) fails its decision with
+// the write's error, and nothing else: the decisions sharing its commit keep theirs. A backend may
+// report such an error at the write or later in the same decision (PostgreSQL's writer sends writes
+// without waiting, pg_connection.h); the decision's outcome is the same either way.
+TEST_P(StoreConformance, AFailedWriteFailsItsDecisionAlone) {
+  std::vector<std::thread> threads;
+  std::vector<Status> outcomes(30);
+  for (int i = 0; i < 30; ++i) {
+    threads.emplace_back([&, i] {
+      outcomes[i] = Write([&](Transaction& tx) -> Status {
+        auto inserted = tx.InsertKey({"account:w", "k" + std::to_string(i), "op", "fp", 1});
+        if (!inserted.ok()) return inserted.status();
+        if (i % 3 == 0) {
+          Operation missing = SampleOperation("op_missing_" + std::to_string(i));
+          if (Status s = tx.UpdateOperation(missing); !s.ok()) return s;
+        }
+        if (Status s = tx.AppendEvent({"op_w" + std::to_string(i), 1, "t", "k", ""}); !s.ok()) {
+          return s;
+        }
+        auto found = tx.FindKey("account:w", "k" + std::to_string(i));  // a read after the write
+        if (!found.ok()) return found.status();
+        return Status::Ok();
+      });
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                for (int i = 0; i < 30; ++i) {
+                  auto key = tx.FindKey("account:w", "k" + std::to_string(i));
+                  auto events = tx.ListEvents("op_w" + std::to_string(i));
+                  if (i % 3 == 0) {
+                    EXPECT_EQ(outcomes[i].error(), ErrorCode::kStoreNotFound)
+                        << i << outcomes[i].ToString();
+                    EXPECT_FALSE(key->has_value()) << i;
+                    EXPECT_TRUE(events->empty()) << i;
+                  } else {
+                    EXPECT_TRUE(outcomes[i].ok()) << i << outcomes[i].ToString();
+                    EXPECT_TRUE(key->has_value()) << i;
+                    EXPECT_EQ(events->size(), 1u) << i;
+                  }
+                }
+                return Status::Ok();
+              }).ok());
+}
+
 TEST_P(StoreConformance, FailedDecisionRollsBackOnlyItself) {
   AddAccount("acct_r", 100);
   std::vector<std::thread> threads;

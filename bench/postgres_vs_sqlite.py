@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Paid wallet requests/s on PostgreSQL against SQLite, in one run.
+
+Scenarios, each on a fresh store, the demo seller upstream (price 1), wrk -t1 with a new
+Idempotency-Key per request (every request a new payment: key + hold committed, upstream call,
+capture committed), each twice: one hot account (every request charges the same account) and
+--accounts accounts (request n of wrk's thread charges account n mod count):
+  sqlite   1 gateway on a SQLite file (the baseline)
+  pg       1 gateway on a PostgreSQL database
+  pg x3    3 gateways on one PostgreSQL database, behind nginx as the load balancer
+PostgreSQL is a private cluster (tests/pg/cluster.sh) on this machine, fsync on, started for the run
+and removed after. Prints requests/s per scenario and each as a ratio to sqlite with the same
+accounts; exits 1 when 1 gateway on PostgreSQL is below --floor (0.5) of SQLite, or a money check
+fails: every account's captured sum equals the gateways' own count of 2xx paid answers x price,
+nothing stays held, and no answer was anything but 2xx.
+
+Run:  python3 bench/postgres_vs_sqlite.py --agentpay build/agentpay [--duration 10s] [--connections 32]
+Needs wrk, nginx (Debian nginx-light), PostgreSQL 15 server binaries and psql (scripts/bootstrap.sh).
+"""
+
+import argparse
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import harness  # noqa: E402
+
+PRICE = 1
+DEPOSIT = 10 ** 12
+LB_CONF = """worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/client_body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    keepalive_requests 1000000;
+    upstream gateways {{
+{servers}
+        keepalive 96;
+        keepalive_requests 1000000;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://gateways;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_next_upstream off;
+        }}
+    }}
+}}
+"""
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+class Cluster:
+    def __init__(self, workdir):
+        self.state = os.path.join(workdir, "pg")
+        subprocess.run(["bash", os.path.join(ROOT, "tests", "pg", "cluster.sh"), "start", self.state],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(self.state, "url")) as f:
+            self.url = f.read().strip()
+
+    def fresh_database(self):
+        name = "bench_" + secrets.token_hex(6)
+        subprocess.run(["psql", self.url, "-qc", "CREATE DATABASE " + name], check=True)
+        return self.url[:self.url.rindex("/") + 1] + name
+
+    def stop(self):
+        subprocess.run(["bash", os.path.join(ROOT, "tests", "pg", "cluster.sh"), "stop", self.state],
+                       check=False)
+
+
+def port_open(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def paid_2xx(gw):
+    m = re.search(r'^agentpay_paid_responses_total\{[^}]*class="2xx"[^}]*\} (\d+)', gw.metrics(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+def run_wrk(url, keys, duration, connections):
+    env = dict(os.environ, BENCH_MODE="unique", BENCH_KEY_PREFIX="b-" + secrets.token_hex(4),
+               BENCH_API_KEY=keys[0], BENCH_API_KEYS=",".join(keys), BENCH_PATH="/bench")
+    out = subprocess.run(["wrk", "-t1", "-c%d" % connections, "-d" + duration, "--timeout", "10s",
+                          "-s", os.path.join(ROOT, "bench", "wrk", "bench.lua"), url],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    line = next(l for l in out.splitlines() if l.startswith("BENCH_RESULT"))
+    fields = dict(kv.split("=", 1) for kv in line.split()[1:])
+    return fields
+
+
+def scenario(name, args, workdir, seller, db, gateways, accounts):
+    """Starts `gateways` gateways on `db` (None: a fresh SQLite file), loads them, checks the money."""
+    scratch = tempfile.mkdtemp(prefix="scenario-", dir=workdir)
+    store = (db, db) if db else harness.fresh_store(scratch)
+    gws, nginx = [], None
+    try:
+        for i in range(gateways):
+            gw = harness.Gateway(scratch, seller.url, price=PRICE, db=store)
+            gw.log_path = os.path.join(scratch, "gateway-%d.log" % i)
+            gws.append(gw)
+            gw.start()
+        accts = [gws[0].create_account("bench-%d" % i, deposit=DEPOSIT, reference="d-%d" % i)
+                 for i in range(accounts)]
+        target = gws[0].port
+        if gateways > 1:
+            target = harness.free_port()
+            conf = os.path.join(scratch, "lb.conf")
+            with open(conf, "w") as f:
+                f.write(LB_CONF.format(tmp=scratch, port=target, servers="\n".join(
+                    "        server 127.0.0.1:%d;" % gw.port for gw in gws)))
+            nginx = subprocess.Popen(["nginx", "-p", scratch, "-c", conf, "-g", "daemon off;"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while not port_open(target):
+                if time.monotonic() > deadline or nginx.poll() is not None:
+                    raise RuntimeError("nginx did not start")
+                time.sleep(0.05)
+        result = run_wrk("http://127.0.0.1:%d/bench" % target, [a.api_key for a in accts],
+                         args.duration, args.connections)
+        # Money: once nothing is held, the accounts' captures are the gateways' 2xx answers x price.
+        deadline = time.monotonic() + 30
+        while True:
+            views = [gws[0].account(a) for a in accts]
+            if all(v["held"] == 0 for v in views) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        captured = sum(v["captured"] for v in views)
+        answered = sum(paid_2xx(gw) for gw in gws)
+        problems = []
+        if any(v["held"] for v in views):
+            problems.append("money still held: %r" % [v["held"] for v in views if v["held"]])
+        if captured != answered * PRICE:
+            problems.append("captured %d != %d 2xx answers x price" % (captured, answered))
+        if int(result["non2xx"]) or int(result["sock_timeout"]) or int(result["sock_read"]):
+            problems.append("non-2xx or socket errors: %r" % result)
+        rate = int(result["ok2xx"]) / (int(result["duration_us"]) / 1e6)
+        log("%-8s %-6s %8.0f paid requests/s  (2xx %s, p99 %.1f ms)%s" % (
+            name, "hot" if accounts == 1 else "%d acc" % accounts, rate, result["ok2xx"],
+            int(result["lat_p99_us"]) / 1000, "  MONEY CHECK FAILED: " + "; ".join(problems) if problems else ""))
+        return rate, problems
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(timeout=10)
+        for gw in gws:
+            gw.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--agentpay", required=True)
+    parser.add_argument("--duration", default="10s")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--accounts", type=int, default=32)
+    parser.add_argument("--floor", type=float, default=0.5)
+    args = parser.parse_args()
+    harness._binary = os.path.abspath(args.agentpay)
+    for tool in ("wrk", "nginx", "psql"):
+        if shutil.which(tool) is None:
+            sys.exit("postgres_vs_sqlite: %s is missing (scripts/bootstrap.sh installs it)" % tool)
+    workdir = tempfile.mkdtemp(prefix="agentpay-pg-bench-")
+    seller = harness.Seller(workdir)
+    cluster = None
+    failed = []
+    rates = {}
+    try:
+        seller.start()
+        cluster = Cluster(workdir)
+        log("1 thread, %d connections, %s per scenario, price %d; PostgreSQL %s" % (
+            args.connections, args.duration, PRICE,
+            subprocess.run(["psql", cluster.url, "-Atc", "SHOW server_version"], capture_output=True,
+                           text=True).stdout.strip()))
+        for accounts in (1, args.accounts):
+            for name, gateways in (("sqlite", 1), ("pg", 1), ("pg x3", 3)):
+                db = None if name == "sqlite" else cluster.fresh_database()
+                rate, problems = scenario(name, args, workdir, seller, db, gateways, accounts)
+                rates[(name, accounts)] = rate
+                failed += problems
+    finally:
+        if cluster:
+            cluster.stop()
+        seller.kill9()
+        shutil.rmtree(workdir, ignore_errors=True)
+    for accounts in (1, args.accounts):
+        base = rates[("sqlite", accounts)]
+        label = "hot account" if accounts == 1 else "%d accounts" % accounts
+        pg1, pg3 = rates[("pg", accounts)] / base, rates[("pg x3", accounts)] / base
+        print("BENCH_SUMMARY postgres %s: 1 gateway %.2fx sqlite, 3 gateways behind nginx %.2fx sqlite "
+              "(sqlite %.0f/s; floor %.2f for 1 gateway)" % (label, pg1, pg3, base, args.floor), flush=True)
+        if pg1 < args.floor:
+            failed.append("1 gateway on PostgreSQL (%s) at %.2fx sqlite, below the floor %.2f" % (
+                label, pg1, args.floor))
+    if failed:
+        print("FAILED: " + "; ".join(failed))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
