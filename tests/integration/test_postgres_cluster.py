@@ -9,8 +9,10 @@ shared invariant checker (tests/fault/invariants.py) on the database after every
   - kill -9 of a gateway in the middle of a paid call while the other two serve: a retry on another
     gateway completes it with one charge;
   - the database restarted as a crash does (pg_ctl restart -m immediate) under paid load: every
-    acknowledged payment is still there, nothing is charged twice, and the gateways answer again
-    within seconds of the database, by themselves.
+    acknowledged payment is still there, nothing is charged twice, /healthz says 503 while it is away,
+    and the gateways answer again within seconds of the database, by themselves;
+  - the workers of every gateway sweep the same expired hold: released once, one alert;
+  - an API key revoked through one gateway is refused by every gateway within a second.
 
 Run:  AGENTPAY_TEST_POSTGRES_STATE=DIR python3 tests/integration/test_postgres_cluster.py --agentpay BIN
 (DIR as written by `tests/pg/cluster.sh start DIR`).
@@ -178,6 +180,57 @@ class KillOneGatewayTest(ClusterTestCase):
         self.assertEqual(self.gws[1].account(acct)["captured"], 3 * PRICE)
 
 
+class SharedWorkersTest(ClusterTestCase):
+    gateway_args = ("--attach-wait-ms", "200", "--hold-ttl-ms", "1000", "--sweep-interval-ms", "50")
+
+    def test_three_sweepers_release_an_expired_hold_once_with_one_alert(self):
+        acct = self.account("expiring")
+        r = self.gws[1].pay(acct, "abandoned", body=b'{"n":1}', fault="5xx")
+        self.assertEqual(r.status, 502, r)
+        deadline = time.monotonic() + 10
+        while self.gws[2].account(acct)["held"] != 0:
+            self.assertLess(time.monotonic(), deadline, "the expired hold was never released")
+            time.sleep(0.05)
+        time.sleep(0.5)  # every sweeper has had ten more passes at it
+        self.assertEqual(self.postings(r.operation_id), [("hold", PRICE), ("release", PRICE)])
+        alerts = [a for a in self.gws[0].admin("GET", "/admin/v1/alerts").json()["alerts"]
+                  if a["operation_id"] == r.operation_id]
+        self.assertEqual(len(alerts), 1, alerts)
+
+
+class KeyRevocationTest(ClusterTestCase):
+    def test_a_key_revoked_on_one_gateway_is_refused_by_all_within_a_second(self):
+        acct = self.account("rotating")
+        for i, gw in enumerate(self.gws):  # every gateway has seen (and may remember) the key
+            self.assertEqual(gw.pay(acct, "before-%d" % i, body=b'{"n":1}').status, 200)
+        keys = self.gws[0].admin("GET", "/admin/v1/accounts/%s/api-keys" % acct.id).json()["api_keys"]
+        self.assertEqual(len(keys), 1, keys)
+        revoked = self.gws[1].admin("DELETE", "/admin/v1/accounts/%s/api-keys/%s" % (acct.id, keys[0]["key_id"]))
+        self.assertEqual(revoked.status, 200, revoked)
+        started = time.monotonic()
+        refused, accepted, n = set(), 0, 0
+        while len(refused) < len(self.gws):
+            self.assertLess(time.monotonic() - started, 1.0, "still accepted after 1 s by gateways %r" % (
+                sorted(set(range(len(self.gws))) - refused)))
+            for i, gw in enumerate(self.gws):
+                if i in refused:
+                    continue
+                n += 1
+                status = gw.pay(acct, "after-%d" % n, body=b'{"n":1}').status
+                if status == 401:
+                    refused.add(i)
+                else:
+                    self.assertEqual(status, 200)
+                    accepted += 1  # a gateway still trusting what it read of the key (at most 500 ms)
+        print("revoked: refused by all %d gateways %.0f ms later (%d payments accepted meanwhile)" % (
+            len(self.gws), (time.monotonic() - started) * 1000, accepted))
+        for gw in self.gws:
+            del gw.accounts[acct.id]  # its key no longer opens the account views
+        for i, gw in enumerate(self.gws):  # and it stays refused, charging nothing
+            self.assertEqual(gw.pay(acct, "later-%d" % i, body=b'{"n":1}').status, 401)
+        self.assertEqual(self.gws[2].admin_account(acct.id)["captured"], (3 + accepted) * PRICE)
+
+
 class DatabaseRestartTest(ClusterTestCase):
     GATEWAYS = 2
 
@@ -225,8 +278,29 @@ class DatabaseRestartTest(ClusterTestCase):
         time.sleep(2)
         before = len(acknowledged)
         began = time.monotonic()
+        # While the database is down, /healthz says so (polled on the side; the restart takes seconds).
+        health = []
+        prober_stop = threading.Event()
+
+        def probe():
+            while not prober_stop.is_set():
+                try:
+                    health.append(self.gws[0].healthz())
+                except OSError:
+                    pass
+                time.sleep(0.05)
+
+        prober = threading.Thread(target=probe)
+        prober.start()
         subprocess.run(["bash", os.path.join(ROOT, "tests", "pg", "cluster.sh"), "restart", cluster_state()],
                        check=True, timeout=90)
+        prober_stop.set()
+        prober.join()
+        down = [h for h in health if h.status == 503]
+        self.assertTrue(down, "/healthz never said the database was away: %r" % [h.status for h in health])
+        for h in down:
+            self.assertEqual(h.json().get("code"), "store_unavailable", h)
+            self.assertNotIn(b"127.0.0.1", h.body, h)
         restarted_at.append(time.monotonic())
         time.sleep(4)
         stop.set()
