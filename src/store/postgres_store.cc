@@ -41,6 +41,9 @@ constexpr int kConnectTimeoutS = 5;
 // After a failed connection attempt the writer fails batches at once for this long, instead of
 // waiting connect_timeout again for every batch while the server is away.
 constexpr auto kReconnectPause = std::chrono::milliseconds(500);
+// How often a registration whose session was lost is taken again: until then other gateways see
+// this one dead and may take over its operations in flight.
+constexpr auto kLivenessCheck = std::chrono::milliseconds(200);
 
 // Session settings every connection of ours starts with: commits durable before COMMIT returns
 // (whatever the server's default), and bounded statements.
@@ -125,11 +128,21 @@ class PostgresStore final : public Store {
       pthread_setname_np(pthread_self(), "store-writer");
       WriterLoop();
     });
+    liveness_thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "store-liveness");
+      LivenessLoop();
+    });
   }
 
   ~PostgresStore() override {
     queue_.Stop();
     writer_thread_.join();
+    {
+      std::lock_guard lock(liveness_mutex_);
+      liveness_stopping_ = true;
+    }
+    liveness_stop_.notify_all();
+    liveness_thread_.join();
   }
 
   void WriteAsync(TransactionFn fn, WriteDone done) override {
@@ -228,15 +241,43 @@ class PostgresStore final : public Store {
         : conn_(std::move(conn)), key_(InstanceKey(instance_id)) {}
     ~Registration() {
       // Unlocked or not, the lock goes with the session that closes right after.
-      (void)conn_->Query("SELECT pg_advisory_unlock($1)", pg::Params().Add(key_));
+      if (conn_) (void)conn_->Query("SELECT pg_advisory_unlock($1)", pg::Params().Add(key_));
     }
     Registration(const Registration&) = delete;
     Registration& operator=(const Registration&) = delete;
+
+    // A session lost while this process lives (the server restarted, the network failed) took
+    // the lock with it, and other gateways now see this one dead. Takes it again on a new
+    // session; false while that fails.
+    bool Renew(const std::string& url) {
+      if (conn_ && conn_->LooksAlive()) return true;
+      conn_.reset();
+      auto conn = Connect(url);
+      if (!conn.ok()) return false;
+      auto taken = (*conn)->Query("SELECT pg_try_advisory_lock($1)", pg::Params().Add(key_));
+      if (!taken.ok() || taken->Text(0, 0) != "t") return false;
+      conn_ = std::move(*conn);
+      std::fprintf(stderr, "agentpay store: this gateway's liveness lock is held again\n");
+      return true;
+    }
 
    private:
     std::unique_ptr<pg::Connection> conn_;
     int64_t key_;
   };
+
+  // Every kLivenessCheck, the registrations whose session was lost are taken again.
+  void LivenessLoop() {
+    std::unique_lock lock(liveness_mutex_);
+    while (!liveness_stop_.wait_for(lock, kLivenessCheck, [this] { return liveness_stopping_; })) {
+      lock.unlock();
+      {
+        std::lock_guard registered(instances_mutex_);
+        for (auto& [id, registration] : instances_) (void)registration->Renew(url_);
+      }
+      lock.lock();
+    }
+  }
 
   void WriterLoop() {
     for (auto batch = queue_.TakeBatch(); !batch.empty(); batch = queue_.TakeBatch()) {
@@ -445,6 +486,11 @@ class PostgresStore final : public Store {
 
   std::mutex instances_mutex_;
   std::unordered_map<std::string, std::unique_ptr<Registration>> instances_;
+
+  std::mutex liveness_mutex_;
+  std::condition_variable liveness_stop_;
+  bool liveness_stopping_ = false;
+  std::thread liveness_thread_;
 };
 
 }  // namespace

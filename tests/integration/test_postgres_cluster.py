@@ -10,7 +10,8 @@ shared invariant checker (tests/fault/invariants.py) on the database after every
     gateway completes it with one charge;
   - the database restarted as a crash does (pg_ctl restart -m immediate) under paid load: every
     acknowledged payment is still there, nothing is charged twice, /healthz says 503 while it is away,
-    and the gateways answer again within seconds of the database, by themselves;
+    and the gateways answer again within seconds of the database, by themselves, each holding its
+    liveness lock again;
   - the workers of every gateway sweep the same expired hold: released once, one alert;
   - an API key revoked through one gateway is refused by every gateway within a second.
 
@@ -315,6 +316,18 @@ class DatabaseRestartTest(ClusterTestCase):
         self.assertLess(back_s, 5, "service must resume within seconds of the database")
         for gw in self.gws:
             self.assertEqual(gw.healthz().status, 200)
+        # The restart ended every session, and with them the gateways' liveness locks: each takes
+        # its own again by itself, or the others would see it dead and take over its calls.
+        deadline = time.monotonic() + 5
+        while True:
+            with harness.open_db(self.db[1]) as db:
+                held = db.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                                  "AND objsubid = 1 AND database = (SELECT oid FROM pg_database "
+                                  "WHERE datname = current_database())").fetchone()[0]
+            if held == len(self.gws) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(held, len(self.gws), "liveness locks held again after the restart")
 
         # Every acknowledged payment is in the books, captured once.
         for key, op_id in acknowledged.items():
