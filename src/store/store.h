@@ -1,4 +1,4 @@
-// The durable store: one interface, several backends (SQLite now, PostgreSQL next), one conformance
+// The durable store: one interface, two backends (SQLite, PostgreSQL), one conformance
 // suite (tests/store). A decision is one call to Store::Write: its reads and writes commit together or
 // not at all, and Write returns only once the commit is durable (DESIGN rule 5).
 #pragma once
