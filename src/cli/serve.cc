@@ -146,9 +146,8 @@ constexpr char kDevnetDemoBuyerKey[] =
 constexpr int64_t kDevnetEmptyBlockIntervalMs = 2000;
 
 // The chain x402 payments settle on: a JSON-RPC node (--chain-rpc), checked to be the chain the
-// configuration names, or the built-in devnet persisted beside the SQLite store.
-// Where x402 payments settle. All null when there is no chain: a postgresql:// store without
-// --chain-rpc takes wallet payments only.
+// configuration names, or the built-in devnet persisted beside the SQLite store. All null when
+// there is neither: a postgresql:// store without --chain-rpc takes wallet payments only.
 struct SettlementChain {
   std::unique_ptr<chain::Chain> node;
   chain::Devnet* devnet = nullptr;  // set when node is the devnet
