@@ -26,8 +26,8 @@ Invariants (CONTRACT sections 3-5, docs/wallet-ledger.md):
   8. Seller executions versus charges, when the seller's count is given: every wallet charge is a 2xx
      from the seller, so charges <= executions; the difference is work done unpaid (reported).
 
-The standard library and, for PostgreSQL only, psycopg2 (Debian's python3-psycopg2). Used by tests/integration/harness.py (which adds the HTTP views of the same accounts) and by
-tests/fault/fault_suite.py.
+The standard library and, for PostgreSQL only, psycopg2 (Debian's python3-psycopg2). Used by
+tests/integration/harness.py (which adds the HTTP views of the same accounts) and by tests/fault/fault_suite.py.
 """
 
 import sqlite3
