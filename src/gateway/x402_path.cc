@@ -776,9 +776,12 @@ HttpResponse X402Path::PayerLimited(const Settler::Preflight& preflight) const {
     response.SetHeader("Retry-After", "1");
     return response;
   }
+  // Settler::Limited::kBusy: the table of payers is full, or this payer's other payments kept
+  // settling (each a release) while its balance was read, so no read could be trusted.
   return RetryLater(ProblemCode::kLimitExceeded,
-                    "too many payers have payments in flight; nothing was submitted and the "
-                    "authorization is unused: retry later");
+                    "the payment could not be reserved against the payer's balance now (too many "
+                    "payers in flight, or the balance kept changing while it was read); nothing "
+                    "was submitted and the authorization is unused: retry later");
 }
 
 HttpResponse X402Path::Challenge(const Payment& p, std::string_view code,
