@@ -343,13 +343,7 @@ Result<bool> PostgresTransaction::InsertAccount(const AccountRecord& account) {
   WriteAccount(params, account);
   AGENTPAY_ROWS(rows, conn_.Query(kSql, params));
   if (rows.changed() != 1) return false;
-  auto first_key = InsertApiKey({FirstApiKeyId(account.api_key_hash), account.id,
-                                 account.api_key_hash, account.created_ms, std::nullopt});
-  if (!first_key.ok()) return first_key.status();
-  if (!*first_key) {
-    // Only a key of another account can hold this hash: the account is refused as a whole.
-    return Status::Error(ErrorCode::kStoreConflict, "the API key hash belongs to another key");
-  }
+  if (Status keyed = InsertFirstApiKey(*this, account); !keyed.ok()) return keyed;
   return true;
 }
 

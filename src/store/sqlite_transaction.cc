@@ -410,13 +410,7 @@ Result<bool> SqliteTransaction::InsertAccount(const AccountRecord& account) {
   WriteAccount(params, account);
   auto inserted = RunChangingOneRow(stmt);
   if (!inserted.ok() || !*inserted) return inserted;
-  auto first_key = InsertApiKey({FirstApiKeyId(account.api_key_hash), account.id,
-                                 account.api_key_hash, account.created_ms, std::nullopt});
-  if (!first_key.ok()) return first_key.status();
-  if (!*first_key) {
-    // Only a key of another account can hold this hash: the account is refused as a whole.
-    return Status::Error(ErrorCode::kStoreConflict, "the API key hash belongs to another key");
-  }
+  if (Status keyed = InsertFirstApiKey(*this, account); !keyed.ok()) return keyed;
   return true;
 }
 

@@ -42,6 +42,17 @@ std::string RedactedStoreUrl(std::string_view url) {
   return out;
 }
 
+Status InsertFirstApiKey(Transaction& tx, const AccountRecord& account) {
+  auto first_key = tx.InsertApiKey({FirstApiKeyId(account.api_key_hash), account.id,
+                                    account.api_key_hash, account.created_ms, std::nullopt});
+  if (!first_key.ok()) return first_key.status();
+  if (!*first_key) {
+    // Only a key of another account can hold this hash: the account is refused as a whole.
+    return Status::Error(ErrorCode::kStoreConflict, "the API key hash belongs to another key");
+  }
+  return Status::Ok();
+}
+
 bool ValidInstanceId(std::string_view id) {
   if (id.empty() || id.size() > 64) return false;
   for (char c : id) {

@@ -214,6 +214,11 @@ class Transaction {
   virtual Result<LedgerAudit> Audit() = 0;
 };
 
+// InsertAccount's second half, the same for every backend: records account.api_key_hash as the
+// new account's first key (id FirstApiKeyId); store_conflict when another account's key has that
+// hash, which refuses the account as a whole.
+Status InsertFirstApiKey(Transaction& tx, const AccountRecord& account);
+
 using TransactionFn = std::function<Status(Transaction&)>;
 using WriteDone = std::function<void(Status)>;
 
