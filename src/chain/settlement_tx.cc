@@ -22,14 +22,22 @@ Result<SignedTransaction> BuildTransferWithAuthorizationTx(
   return SignEip1559(transaction, relayer_key);
 }
 
-std::optional<TransferEvent> FindTransfer(const Receipt& receipt, const Address& token,
-                                          const Address& from, const Address& to) {
+std::vector<TransferEvent> FindTransfers(const Receipt& receipt, const Address& token,
+                                         const Address& from, const Address& to) {
+  std::vector<TransferEvent> found;
   for (const LogEntry& log : receipt.logs) {
     if (log.address != token) continue;
     Result<TransferEvent> event = DecodeTransferEvent(log.topics, log.data);
-    if (event.ok() && event->from == from && event->to == to) return *event;
+    if (event.ok() && event->from == from && event->to == to) found.push_back(*event);
   }
-  return std::nullopt;
+  return found;
+}
+
+std::optional<TransferEvent> FindTransfer(const Receipt& receipt, const Address& token,
+                                          const Address& from, const Address& to) {
+  std::vector<TransferEvent> found = FindTransfers(receipt, token, from, to);
+  if (found.empty()) return std::nullopt;
+  return found.front();
 }
 
 }  // namespace agentpay::chain

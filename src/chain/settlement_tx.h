@@ -28,5 +28,8 @@ Result<SignedTransaction> BuildTransferWithAuthorizationTx(
 // malformed Transfer logs are ignored.
 std::optional<TransferEvent> FindTransfer(const Receipt& receipt, const Address& token,
                                           const Address& from, const Address& to);
+// Every such log, in order (the books audit wants exactly one).
+std::vector<TransferEvent> FindTransfers(const Receipt& receipt, const Address& token,
+                                         const Address& from, const Address& to);
 
 }  // namespace agentpay::chain

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/audit_command.h"
 #include "cli/serve_config.h"
 #include "http/client.h"
 
@@ -82,22 +83,32 @@ void ReportProblem(const std::string& method, const std::string& url, int status
   std::fprintf(stderr, "agentpay admin: %s %s: %s\n", method.c_str(), url.c_str(), what.c_str());
 }
 
-int Call(const AdminOptions& options, const std::string& method, const std::string& path,
-         const std::string& body, Output output = Output::kJson) {
+// One exchange with the gateway; `exit` is non-zero when no answer came (already reported).
+struct Exchange {
+  int exit = 0;
+  std::string url;
+  ClientResponse response;
+};
+
+Exchange Send(const AdminOptions& options, const std::string& method, const std::string& path,
+              const std::string& body) {
+  Exchange exchange;
   auto endpoint = ParseHttpUrl(options.url);
   if (!endpoint.ok()) {
     std::fprintf(stderr, "agentpay admin: --url %s: %s\n", options.url.c_str(),
                  endpoint.status().message().c_str());
-    return 2;
+    exchange.exit = 2;
+    return exchange;
   }
   auto trust = TlsTrust::Load(options.ca_file);
   if (!trust.ok()) {
     std::fprintf(stderr, "agentpay admin: %s\n", trust.status().message().c_str());
-    return 2;
+    exchange.exit = 2;
+    return exchange;
   }
   std::string base = options.url;
   while (base.ends_with("/")) base.pop_back();
-  const std::string url = base + path;
+  exchange.url = base + path;
   auto token = ReadSecretFile(options.token_file);
   if (!token.ok()) {
     std::fprintf(stderr,
@@ -105,7 +116,8 @@ int Call(const AdminOptions& options, const std::string& method, const std::stri
                  "--demo` writes one at %s, otherwise give --token-file with the file the "
                  "gateway was started with (--admin-token-file)\n",
                  options.token_file.c_str(), token.status().message().c_str(), kDemoTokenFile);
-    return 2;
+    exchange.exit = 2;
+    return exchange;
   }
   ClientRequest request;
   request.method = method;
@@ -115,18 +127,40 @@ int Call(const AdminOptions& options, const std::string& method, const std::stri
   request.body = body;
   ClientOptions client;
   client.trust = *trust;
-  ClientResponse response = SendHttp(*endpoint, request, client);
+  exchange.response = SendHttp(*endpoint, request, client);
+  const ClientResponse& response = exchange.response;
   if (response.error == ClientError::kConnect || response.error == ClientError::kTls) {
-    std::fprintf(stderr, "agentpay admin: cannot reach %s: %s\n", url.c_str(),
+    std::fprintf(stderr, "agentpay admin: cannot reach %s: %s\n", exchange.url.c_str(),
                  LowerFirst(response.detail).c_str());
-    return 1;
-  }
-  if (response.error != ClientError::kNone) {
+    exchange.exit = 1;
+  } else if (response.error != ClientError::kNone) {
     std::fprintf(stderr, "agentpay admin: no complete answer from %s %s (%s: %s)\n", method.c_str(),
-                 url.c_str(), std::string(ClientErrorName(response.error)).c_str(),
+                 exchange.url.c_str(), std::string(ClientErrorName(response.error)).c_str(),
                  LowerFirst(response.detail).c_str());
-    return 1;
+    exchange.exit = 1;
   }
+  return exchange;
+}
+
+// A GET's JSON answer, or nullopt (reported on stderr) when it failed or was not a 2xx.
+std::optional<nlohmann::json> GetJson(const AdminOptions& options, const std::string& path) {
+  Exchange exchange = Send(options, "GET", path, "");
+  if (exchange.exit != 0) return std::nullopt;
+  auto json = nlohmann::json::parse(exchange.response.body, nullptr, false);
+  const int status = exchange.response.status;
+  if (status < 200 || status >= 300 || json.is_discarded()) {
+    ReportProblem("GET", exchange.url, status, json);
+    return std::nullopt;
+  }
+  return json;
+}
+
+int Call(const AdminOptions& options, const std::string& method, const std::string& path,
+         const std::string& body, Output output = Output::kJson) {
+  Exchange exchange = Send(options, method, path, body);
+  if (exchange.exit != 0) return exchange.exit;
+  const std::string& url = exchange.url;
+  const ClientResponse& response = exchange.response;
   auto json = nlohmann::json::parse(response.body, nullptr, false);
   const bool ok = response.status >= 200 && response.status < 300;
   if (!ok) ReportProblem(method, url, response.status, json);
@@ -281,7 +315,8 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
                   "file with the admin token (`serve --demo` writes ./agentpay-data/admin-token)")
       ->capture_default_str();
   admin.add_option("--ca-file", options->ca_file,
-                   "PEM file of CA certificates trusted for an https --url besides the system's "
+                   "PEM file of CA certificates trusted for an https --url (and audit --chain-rpc) "
+                   "besides the system's "
                    "store");
   admin.require_subcommand(1);
 
@@ -315,11 +350,27 @@ std::function<int()> AddAdminCommands(CLI::App& admin) {
       ->check(CLI::IsMember({"delivered", "refunded", "written_off", "no_action"}));
   resolve->add_option("--note", options->note, "why (1-1000 characters; kept in the audit trail)")
       ->required();
+  auto* audit = admin.add_subcommand(
+      "audit",
+      "check the books: conservation per account and in total, one charge per key, one payment "
+      "per authorization, holds within their TTL, settled operations accounted for; with "
+      "--chain-rpc also every settled x402 payment's Transfer on chain. Exit 1 on a violation");
+  auto audit_options = std::make_shared<AuditCommandOptions>();
+  audit->add_flag("--json", audit_options->json, "print the report as JSON instead of a table");
+  audit->add_option("--chain-rpc", audit_options->chain_rpc,
+                    "JSON-RPC URL of a node of the gateway's chain (repeat for failover): check "
+                    "each settled x402 payment's transaction there");
   const DevnetCommands devnet = AddDevnetCommands(admin, *options);
   const ApiKeyCommands api_keys = AddApiKeyCommands(admin, *options);
 
-  return [options, create, deposit, show, ops, alerts, resolve, devnet, api_keys]() {
+  return [options, create, deposit, show, ops, alerts, resolve, audit, audit_options, devnet,
+          api_keys]() {
     if (api_keys.keys->parsed()) return RunApiKeys(api_keys, *options);
+    if (audit->parsed()) {
+      audit_options->ca_file = options->ca_file;
+      return RunAudit(*audit_options,
+                      [options](const std::string& path) { return GetJson(*options, path); });
+    }
     if (create->parsed()) {
       return PostJson(*options, "/admin/v1/accounts", nlohmann::json({{"name", options->name}}),
                       options->env ? Output::kEnv : Output::kJson);

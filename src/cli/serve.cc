@@ -21,13 +21,14 @@
 #include "cli/signals.h"
 #include "cli/sim_http.h"
 #include "cli/system_world.h"
+#include "cli/web_files.h"
 #include "core/check.h"
 #include "gateway/admin_surface.h"
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
-#include "http/timers.h"
 #include "http/request_target.h"
 #include "http/server.h"
+#include "http/timers.h"
 #include "store/store.h"
 #include "workers/hold_sweeper.h"
 #include "workers/periodic.h"
@@ -323,6 +324,10 @@ void AnnounceStart(Logger& log, const std::string& base, const std::string& admi
   if (log.format() == LogFormat::kJson) {
     log.Info("listening", listening, {{"url", base}, {"store", RedactedStoreUrl(options.db)}});
     log.Info("admin_listening", admin, {{"url", admin_base}});
+    if (!admin_base.empty()) {
+      log.Info("console", "operator console: " + admin_base + "/console/",
+               {{"url", admin_base + "/console/"}});
+    }
     if (!rpc_url.empty()) {
       log.Info("devnet_rpc", "devnet JSON-RPC (reads): " + rpc_url, {{"url", rpc_url}});
     }
@@ -341,7 +346,12 @@ void AnnounceStart(Logger& log, const std::string& base, const std::string& admi
     }
     return;
   }
-  std::printf("%s\n  %s\n  %s\n", listening.c_str(), admin.c_str(), chain.c_str());
+  std::printf("%s\n  %s\n", listening.c_str(), admin.c_str());
+  if (!admin_base.empty()) {
+    std::printf("  operator console (admin listener; sign in with the admin token): %s/console/\n",
+                admin_base.c_str());
+  }
+  std::printf("  %s\n", chain.c_str());
   if (!rpc_url.empty()) std::printf("  devnet JSON-RPC (reads): %s\n", rpc_url.c_str());
   std::printf("  request/effect inspector: %s/inspector/\n", base.c_str());
   for (const auto& route : config.routes) {
@@ -630,6 +640,10 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
           auto normal = NormalizeTarget(request->target);
           if (!normal.ok() || *normal != request->target || !IsAdminListenerPath(request->Path())) {
             return respond(NoSuchEndpoint());
+          }
+          // The console's pages: static, no data (the data is the admin API's, under the token).
+          if (auto page = ServeWebPages(WebPages::kConsole, request->Path(), request->method)) {
+            return respond(std::move(*page));
           }
           gateway.HandleAsync(std::move(request), std::move(respond));
         },

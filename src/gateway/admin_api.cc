@@ -1,6 +1,8 @@
 // The admin API; see admin_api.h.
 #include "gateway/admin_api.h"
 
+#include <cctype>
+
 #include "core/money.h"
 #include "core/resolution.h"
 #include "gateway/admin_bodies.h"
@@ -9,6 +11,7 @@
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
 #include "gateway/views.h"
+#include "store/books_audit.h"
 
 namespace agentpay {
 namespace {
@@ -26,6 +29,29 @@ nlohmann::json ApiKeyJson(const ApiKeyRecord& key) {
                          {"revoked", key.revoked_ms.has_value()}};
   if (key.revoked_ms) json["revoked_ms"] = *key.revoked_ms;
   return json;
+}
+
+// Text filters and cursors of the listings are at most this long.
+constexpr size_t kMaxFilterBytes = 255;
+
+std::string ToLowerAscii(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// A browser's request made by a page of another origin (a cross-site request forgery): its Origin
+// is not this listener's own (the Host it was sent to), or Fetch Metadata says so. Non-browser
+// clients (the CLI, curl) send neither header.
+bool CrossOrigin(const HttpRequest& request) {
+  if (auto site = request.Header("Sec-Fetch-Site")) {
+    if (*site != "same-origin" && *site != "none") return true;
+  }
+  auto origin = request.Header("Origin");
+  if (!origin) return false;
+  auto host = request.Header("Host");
+  if (!host) return true;
+  const std::string own = std::string(*host);
+  return *origin != "http://" + own && *origin != "https://" + own;
 }
 
 HttpResponse BadJson(std::string_view what) {
@@ -146,13 +172,24 @@ HttpResponse AdminApi::Handle(const HttpRequest& request) {
     return ProblemResponse(401, ProblemCode::kUnauthorized,
                            "the admin API needs the admin bearer token");
   }
+  if (request.method != "GET" && CrossOrigin(request)) {
+    return ProblemResponse(403, ProblemCode::kCrossOriginRefused,
+                           "a state-changing admin call from another origin is refused");
+  }
   std::string_view path = request.Path();
   constexpr std::string_view kAccounts = "/admin/v1/accounts";
   if (path == kAccounts) {
+    if (request.method == "GET") return ListAccounts(request);
     if (request.method != "POST") {
-      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use POST");
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET or POST");
     }
     return CreateAccount(request);
+  }
+  if (path == "/admin/v1/overview") {
+    if (request.method != "GET") {
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
+    }
+    return Overview();
   }
   if (path.starts_with(std::string(kAccounts) + "/")) {
     std::string_view rest = path.substr(kAccounts.size() + 1);
@@ -181,6 +218,16 @@ HttpResponse AdminApi::Handle(const HttpRequest& request) {
     std::string_view id = path.substr(kOperationsPrefix.size());
     return ResolveOperation(request, id.substr(0, id.size() - kResolve.size()));
   }
+  if (path.starts_with(kOperationsPrefix) && path.size() > kOperationsPrefix.size()) {
+    if (request.method != "GET") {
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
+    }
+    std::string_view id = path.substr(kOperationsPrefix.size());
+    constexpr std::string_view kTrace = "/trace";
+    const bool trace = id.ends_with(kTrace);
+    if (trace) id.remove_suffix(kTrace.size());
+    return OperationDetail(id, trace);
+  }
   if (path == "/admin/v1/operations") {
     if (request.method != "GET") {
       return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
@@ -192,6 +239,12 @@ HttpResponse AdminApi::Handle(const HttpRequest& request) {
       return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
     }
     return ListAlerts(request);
+  }
+  if (path == "/admin/v1/audit" || path == "/admin/v1/audit/payments") {
+    if (request.method != "GET") {
+      return ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET");
+    }
+    return path == "/admin/v1/audit" ? Audit() : AuditPayments(request);
   }
   return ProblemResponse(404, ProblemCode::kNotFound, "no such admin endpoint");
 }
@@ -421,6 +474,31 @@ HttpResponse AdminApi::ListOperations(const HttpRequest& request) {
     filter.fulfillment = ParseFulfillment(*value);
     if (!filter.fulfillment) return BadJson("unknown fulfillment state");
   }
+  // Text filters, percent-decoded; each at most 255 bytes (ids, keys, routes and hashes are
+  // shorter).
+  std::optional<std::string> account, payer;
+  const std::pair<const char*, std::optional<std::string>*> texts[] = {
+      {"account", &account},        {"payer", &payer},
+      {"route", &filter.route},     {"key", &filter.idempotency_key},
+      {"tx_hash", &filter.tx_hash}, {"before", &filter.before_id}};
+  for (const auto& [name, target] : texts) {
+    auto raw = QueryParam(query, name);
+    if (!raw || raw->empty()) continue;
+    auto value = DecodeQueryComponent(*raw);
+    if (!value || value->size() > kMaxFilterBytes) {
+      return BadJson(std::string(name) + " must be 1-255 bytes, percent-encoded");
+    }
+    *target = std::move(*value);
+  }
+  if (account && payer) return BadJson("give account or payer, not both");
+  if (account) filter.principal = "account:" + *account;
+  if (payer) filter.principal = "payer:" + ToLowerAscii(*payer);
+  if (filter.tx_hash) filter.tx_hash = ToLowerAscii(*filter.tx_hash);
+  if (auto value = QueryParam(query, "older_than_ms"); value && !value->empty()) {
+    auto age = ParseAmount(*value);
+    if (!age) return BadJson("older_than_ms must be a non-negative integer");
+    filter.created_before_ms = ctx_.clock.NowMs() - *age;
+  }
   auto limit = ListLimit(query);
   if (!limit) return BadJson("limit must be an integer from 1 to 1000");
   filter.limit = *limit;
@@ -434,7 +512,114 @@ HttpResponse AdminApi::ListOperations(const HttpRequest& request) {
   if (!status.ok()) return StoreProblem(status);
   nlohmann::json list = nlohmann::json::array();
   for (const auto& op : ops) list.push_back(OperationJson(op));
-  return JsonResponse(200, DumpJson({{"operations", list}}));
+  nlohmann::json next = ops.size() == static_cast<size_t>(filter.limit)
+                            ? nlohmann::json(ops.back().id)
+                            : nlohmann::json(nullptr);
+  return JsonResponse(200, DumpJson({{"operations", list}, {"next_before", next}}));
+}
+
+HttpResponse AdminApi::ListAccounts(const HttpRequest& request) {
+  std::string_view query = request.Query();
+  auto limit = ListLimit(query);
+  if (!limit) return BadJson("limit must be an integer from 1 to 1000");
+  std::string after = std::string(QueryParam(query, "after").value_or(""));
+  if (after.size() > kMaxFilterBytes) return BadJson("after must be an account id");
+  std::vector<AccountRecord> accounts;
+  Status status = ctx_.store.Read([&](Transaction& tx) {
+    auto listed = tx.ListAccountsPage(after, *limit);
+    if (!listed.ok()) return listed.status();
+    accounts = std::move(*listed);
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& account : accounts) list.push_back(AccountJson(account));
+  nlohmann::json next = accounts.size() == static_cast<size_t>(*limit)
+                            ? nlohmann::json(accounts.back().id)
+                            : nlohmann::json(nullptr);
+  return JsonResponse(200, DumpJson({{"accounts", list}, {"next_after", next}}));
+}
+
+HttpResponse AdminApi::Overview() {
+  const int64_t now = ctx_.clock.NowMs();
+  constexpr int64_t kDayMs = 86400000;
+  const int64_t midnight = now - now % kDayMs;  // UTC
+  std::optional<StoreOverview> overview;
+  Status status = ctx_.store.Read([&](Transaction& tx) {
+    auto read = tx.ReadOverview(midnight);
+    if (!read.ok()) return read.status();
+    overview = *read;
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  return JsonResponse(200, DumpJson(OverviewJson(*overview, now, midnight)));
+}
+
+HttpResponse AdminApi::OperationDetail(std::string_view id, bool trace) {
+  std::optional<Operation> op;
+  std::vector<TraceEvent> events;
+  std::vector<Alert> alerts;
+  std::vector<PostingRecord> postings;
+  std::optional<X402PaymentRecord> payment;
+  Status status = ctx_.store.Read([&](Transaction& tx) -> Status {
+    auto found = tx.FindOperation(id);
+    if (!found.ok()) return found.status();
+    op = std::move(*found);
+    if (!op) return Status::Ok();
+    auto posted = tx.ListPostings(id);
+    if (!posted.ok()) return posted.status();
+    postings = std::move(*posted);
+    if (trace) {
+      auto listed = tx.ListEvents(id);
+      if (!listed.ok()) return listed.status();
+      events = std::move(*listed);
+      return Status::Ok();
+    }
+    auto raised = tx.ListAlertsOf(id);
+    if (!raised.ok()) return raised.status();
+    alerts = std::move(*raised);
+    auto paid = tx.FindX402Payment(id);
+    if (!paid.ok()) return paid.status();
+    payment = std::move(*paid);
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  if (!op) return ProblemResponse(404, ProblemCode::kNotFound, "no such operation");
+  // The same trace as GET /v1/operations/{id}/trace: the events with the ledger's postings.
+  if (trace) return JsonResponse(200, DumpJson(TraceJson(BuildTrace(*op, postings, events))));
+  return JsonResponse(200, DumpJson(OperationDetailJson(*op, alerts, postings, payment)));
+}
+
+HttpResponse AdminApi::Audit() {
+  const int64_t now = ctx_.clock.NowMs();
+  AuditOptions options;
+  options.now_ms = now;
+  options.hold_slack_ms = 2 * ctx_.config.sweep_interval_ms + kAuditHoldSlackMs;
+  auto report = AuditStore(ctx_.store, options);
+  if (!report.ok()) return StoreProblem(report.status());
+  return JsonResponse(200, DumpJson(AuditJson(*report, ctx_.config.chain, now)));
+}
+
+HttpResponse AdminApi::AuditPayments(const HttpRequest& request) {
+  std::string_view query = request.Query();
+  auto limit = ListLimit(query);
+  if (!limit) return BadJson("limit must be an integer from 1 to 1000");
+  std::string after = std::string(QueryParam(query, "after").value_or(""));
+  if (after.size() > 255) return BadJson("after must be an operation id");
+  std::vector<SettledPayment> payments;
+  Status status = ctx_.store.Read([&](Transaction& tx) {
+    auto listed = tx.ListSettledPayments(after, *limit);
+    if (!listed.ok()) return listed.status();
+    payments = std::move(*listed);
+    return Status::Ok();
+  });
+  if (!status.ok()) return StoreProblem(status);
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& payment : payments) list.push_back(SettledPaymentJson(payment));
+  nlohmann::json next = payments.size() == static_cast<size_t>(*limit)
+                            ? nlohmann::json(payments.back().operation_id)
+                            : nlohmann::json(nullptr);
+  return JsonResponse(200, DumpJson({{"payments", list}, {"next_after", next}}));
 }
 
 HttpResponse AdminApi::ResolveOperation(const HttpRequest& request, std::string_view operation_id) {

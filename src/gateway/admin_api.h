@@ -26,8 +26,21 @@ class AdminApi {
   HttpResponse CreateApiKey(std::string_view account_id);
   HttpResponse ListApiKeys(std::string_view account_id);
   HttpResponse RevokeApiKey(std::string_view account_id, std::string_view key_id);
+  // GET /admin/v1/operations?settlement=&fulfillment=&account=&payer=&route=&key=&tx_hash=
+  // &older_than_ms=&before=&limit=: newest first, `next_before` for the next page.
   HttpResponse ListOperations(const HttpRequest& request);
+  // GET /admin/v1/accounts?after=&limit=: accounts in id order, `next_after` for the next page.
+  HttpResponse ListAccounts(const HttpRequest& request);
+  // GET /admin/v1/overview: what the console shows first.
+  HttpResponse Overview();
+  // GET /admin/v1/operations/{id}: the operation with its alerts, postings and x402 payment;
+  // with `trace`, GET /admin/v1/operations/{id}/trace: its events.
+  HttpResponse OperationDetail(std::string_view id, bool trace);
   HttpResponse ListAlerts(const HttpRequest& request);
+  // GET /admin/v1/audit: the books audit over the whole store (store/books_audit.h).
+  HttpResponse Audit();
+  // GET /admin/v1/audit/payments?after=&limit=: settled x402 payments, for a chain check.
+  HttpResponse AuditPayments(const HttpRequest& request);
   HttpResponse ResolveOperation(const HttpRequest& request, std::string_view operation_id);
 
   GatewayContext ctx_;

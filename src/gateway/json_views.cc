@@ -28,6 +28,13 @@ nlohmann::json OperationJson(const Operation& op) {
   return json;
 }
 
+nlohmann::json OperationViewJson(const Operation& op,
+                                 const std::optional<X402PaymentRecord>& payment) {
+  nlohmann::json json = OperationJson(op);
+  if (payment && payment->submitted()) json["tx_hash"] = payment->tx_hash;
+  return json;
+}
+
 nlohmann::json TraceJson(const std::vector<TraceEvent>& events) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& event : events) {
@@ -63,6 +70,102 @@ nlohmann::json AlertJson(const Alert& alert) {
     json["resolved_ms"] = *alert.resolved_ms;
     json["resolution"] = alert.resolution;
     json["note"] = alert.note;
+  }
+  return json;
+}
+
+nlohmann::json AuditJson(const AuditReport& report, const ChainConfig& chain, int64_t checked_ms) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const AuditCheckResult& result : report.checks) {
+    const AuditCheckInfo& info = AuditCheckInfoOf(result.check);
+    checks.push_back({{"name", info.name},
+                      {"rule", info.rule},
+                      {"ran", result.ran},
+                      {"examined", result.examined},
+                      {"violations", result.violations}});
+  }
+  nlohmann::json listed = nlohmann::json::array();
+  for (const AuditViolation& v : report.listed) {
+    listed.push_back(
+        {{"check", AuditCheckName(v.check)}, {"subject", v.subject}, {"detail", v.detail}});
+  }
+  const AuditTotals& t = report.totals;
+  return {
+      {"ok", report.ok()},
+      {"checked_ms", checked_ms},
+      {"violations", report.violations},
+      {"checks", checks},
+      {"listed", listed},
+      {"totals",
+       {{"accounts", t.accounts},
+        {"operations", t.operations},
+        {"deposited", FormatAmount(t.deposited)},
+        {"balance", FormatAmount(t.balance)},
+        {"held", FormatAmount(t.held)},
+        {"captured", FormatAmount(t.captured)},
+        {"x402_settled", t.x402_settled}}},
+      {"chain", {{"chain_id", chain.chain_id}, {"asset", chain.asset}, {"pay_to", chain.pay_to}}}};
+}
+
+nlohmann::json SettledPaymentJson(const SettledPayment& payment) {
+  return {{"operation_id", payment.operation_id},
+          {"payer", payment.payer},
+          {"pay_to", payment.pay_to},
+          {"value", FormatAmount(payment.value)},
+          {"tx_hash", payment.tx_hash}};
+}
+
+namespace {
+nlohmann::json AgeMs(const std::optional<int64_t>& since_ms, int64_t now_ms) {
+  if (!since_ms) return nullptr;
+  return std::max<int64_t>(0, now_ms - *since_ms);
+}
+}  // namespace
+
+nlohmann::json OverviewJson(const StoreOverview& overview, int64_t now_ms, int64_t since_ms) {
+  return {{"now_ms", now_ms},
+          {"accounts", overview.accounts},
+          {"held",
+           {{"amount", FormatAmount(overview.held_amount)},
+            {"holds", overview.held_count},
+            {"oldest_age_ms", AgeMs(overview.oldest_hold_created_ms, now_ms)}}},
+          {"settlements",
+           {{"submitted", overview.submitted},
+            {"unknown", overview.unknown},
+            {"oldest_age_ms", AgeMs(overview.oldest_settling_created_ms, now_ms)}}},
+          {"open_alerts", overview.open_alerts},
+          {"captured_today", FormatAmount(overview.captured_since)},
+          {"today_since_ms", since_ms}};
+}
+
+nlohmann::json OperationDetailJson(const Operation& op, const std::vector<Alert>& alerts,
+                                   const std::vector<PostingRecord>& postings,
+                                   const std::optional<X402PaymentRecord>& payment) {
+  nlohmann::json alert_list = nlohmann::json::array();
+  for (const Alert& alert : alerts) alert_list.push_back(AlertJson(alert));
+  nlohmann::json posting_list = nlohmann::json::array();
+  for (const PostingRecord& p : postings) {
+    posting_list.push_back({{"kind", p.kind},
+                            {"debit", p.debit},
+                            {"credit", p.credit},
+                            {"amount", FormatAmount(p.amount)},
+                            {"at_ms", p.at_ms}});
+  }
+  nlohmann::json json = {{"operation", OperationViewJson(op, payment)},
+                         {"alerts", alert_list},
+                         {"postings", posting_list}};
+  if (payment) {
+    const X402PaymentRecord& r = *payment;
+    json["payment"] = {{"payer", r.authorization.from},
+                       {"nonce", r.authorization.nonce_hex},
+                       {"value", FormatAmount(r.authorization.value)},
+                       {"valid_before_s", r.authorization.valid_before_s},
+                       {"pay_to", r.pay_to},
+                       {"x402_version", r.x402_version},
+                       {"tx_hash", r.tx_hash},
+                       {"relayer_nonce", r.relayer_nonce},
+                       {"broadcasts", r.broadcasts},
+                       {"settled_block", r.settled_block}};
   }
   return json;
 }

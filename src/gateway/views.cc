@@ -77,11 +77,7 @@ HttpResponse Views::Operation(const HttpRequest& request, std::string_view id, b
   auto may_read = MayRead(request, *op);
   if (!may_read.ok()) return StoreProblem(may_read.status());
   if (!*may_read) return NoSuchOperation();
-  if (!trace) {
-    nlohmann::json json = OperationJson(*op);
-    if (payment && payment->submitted()) json["tx_hash"] = payment->tx_hash;
-    return JsonResponse(200, DumpJson(json));
-  }
+  if (!trace) return JsonResponse(200, DumpJson(OperationViewJson(*op, payment)));
   return JsonResponse(200, DumpJson(TraceJson(BuildTrace(*op, postings, events))));
 }
 

@@ -68,4 +68,8 @@ std::string ClientKey(std::string_view remote_address);
 // The reason phrase for a status code ("Payment Required").
 std::string_view StatusTitle(int status);
 
+// application/x-www-form-urlencoded decoding of one query name or value: '+' is a space, %XX a
+// byte; nullopt for a malformed escape.
+std::optional<std::string> DecodeQueryComponent(std::string_view text);
+
 }  // namespace agentpay

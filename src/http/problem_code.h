@@ -41,7 +41,8 @@ enum class ProblemCode : uint8_t {
   kInvalidTarget,
   kNoAlerts,
   kChainFeesTooHigh,
-  kTooManyApiKeys,  // the last (tests/http/message_test.cc walks them up to it)
+  kTooManyApiKeys,
+  kCrossOriginRefused,  // the last (tests/http/message_test.cc walks them up to it)
 };
 
 // The wire string. The one table of them: -Wswitch (-Wall -Werror) refuses an enumerator without
@@ -80,6 +81,7 @@ constexpr std::string_view ProblemCodeName(ProblemCode code) {
     case ProblemCode::kNoAlerts: return "no_alerts";
     case ProblemCode::kChainFeesTooHigh: return "chain_fees_too_high";
     case ProblemCode::kTooManyApiKeys: return "too_many_api_keys";
+    case ProblemCode::kCrossOriginRefused: return "cross_origin_refused";
   }
   // clang-format on
   AGENTPAY_CHECK(false && "ProblemCode out of range");

@@ -33,6 +33,8 @@ auto ReadAll(const pg::Rows& rows, Reader read) -> std::vector<decltype(read(Row
   return out;
 }
 
+std::string PostgresPlaceholder(int n) { return "$" + std::to_string(n); }
+
 // The first row of `rows` read by `read`, or nullopt when there is none.
 template <typename Reader>
 auto ReadFirst(const pg::Rows& rows, Reader read)
@@ -150,17 +152,16 @@ Result<std::optional<Operation>> PostgresTransaction::FindOperation(std::string_
 }
 
 Result<std::vector<Operation>> PostgresTransaction::ListOperations(const OperationFilter& filter) {
-  // State names go into the SQL text (our own enum names, never client input): a literal lets
-  // the planner use the partial indexes over unfinished operations, as on SQLite.
-  std::string sql = OperationSelect() + "WHERE TRUE";
-  if (filter.settlement) {
-    sql += " AND settlement = '" + std::string(SettlementName(*filter.settlement)) + "'";
+  SqlWithParams query = OperationListSql(filter, PostgresPlaceholder);
+  pg::Params params;
+  for (const SqlParam& param : query.params) {
+    if (param.text) {
+      params.Add(std::string_view(*param.text));
+    } else {
+      params.Add(param.number);
+    }
   }
-  if (filter.fulfillment) {
-    sql += " AND fulfillment = '" + std::string(FulfillmentName(*filter.fulfillment)) + "'";
-  }
-  sql += " ORDER BY id DESC LIMIT $1";
-  AGENTPAY_ROWS(rows, conn_.Query(sql, pg::Params().Add(int64_t{filter.limit})));
+  AGENTPAY_ROWS(rows, conn_.Query(query.sql, params));
   return ReadOperations(rows);
 }
 
@@ -370,6 +371,15 @@ Result<std::vector<AccountRecord>> PostgresTransaction::ListAccounts() {
   return ReadAll(rows, ReadAccount<RowView>);
 }
 
+Result<std::vector<AccountRecord>> PostgresTransaction::ListAccountsPage(std::string_view after_id,
+                                                                         int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  static const std::string kSql = std::string("SELECT ") + kAccountColumns +
+                                  " FROM accounts WHERE id > $1 ORDER BY id LIMIT $2";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(after_id).Add(int64_t{limit})));
+  return ReadAll(rows, ReadAccount<RowView>);
+}
+
 Result<bool> PostgresTransaction::InsertApiKey(const ApiKeyRecord& key) {
   AGENTPAY_ROWS(rows, conn_.Query("INSERT INTO api_keys (id, account_id, key_hash, created_ms, "
                                   "revoked_ms) VALUES ($1, $2, $3, $4, $5) "
@@ -490,6 +500,56 @@ Result<LedgerAudit> PostgresTransaction::Audit() {
   for (int i = 0; i < sums.size(); ++i)
     builder.Add(sums.Text(i, 0), sums.Text(i, 1), sums.Int(i, 2));
   return std::move(builder).Finish();
+}
+
+Result<std::vector<OperationBooks>> PostgresTransaction::ListOperationBooks(
+    std::string_view after_id, int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  static const std::string kSql = OperationBooksSql(PostgresPlaceholder);
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(after_id).Add(int64_t{limit})));
+  std::vector<OperationBooks> page;
+  for (int i = 0; i < rows.size(); ++i) {
+    auto books = ReadOperationBooks(RowView(rows, i));
+    if (!books.ok()) return books.status();
+    page.push_back(std::move(*books));
+  }
+  return page;
+}
+
+Result<std::vector<RepeatedCharge>> PostgresTransaction::ListRepeatedCharges(int limit) {
+  static const std::string kSql = RepeatedChargesSql(PostgresPlaceholder);
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(int64_t{limit})));
+  return ReadAll(rows, ReadRepeatedCharge<RowView>);
+}
+
+Result<std::vector<SharedPayment>> PostgresTransaction::ListSharedPayments(int limit) {
+  static const std::string kSql = SharedPaymentsSql(PostgresPlaceholder);
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(int64_t{limit})));
+  return ReadAll(rows, ReadSharedPayment<RowView>);
+}
+
+Result<std::vector<SettledPayment>> PostgresTransaction::ListSettledPayments(
+    std::string_view after_id, int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  static const std::string kSql = SettledPaymentsSql(PostgresPlaceholder);
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(after_id).Add(int64_t{limit})));
+  return ReadAll(rows, ReadSettledPayment<RowView>);
+}
+
+Result<StoreOverview> PostgresTransaction::ReadOverview(int64_t since_ms) {
+  static const std::string kCaptured = OverviewCapturedSql(PostgresPlaceholder);
+  auto row = [this](const std::string& sql, std::optional<int64_t> param,
+                    int columns) -> Result<IntRow> {
+    pg::Params params;
+    if (param) params.Add(*param);
+    AGENTPAY_ROWS(rows, conn_.Query(sql, params));
+    if (rows.size() != 1)
+      return Status::Error(ErrorCode::kStoreCorrupt, "an aggregate without a row");
+    IntRow values;
+    for (int i = 0; i < columns; ++i) values.push_back(rows.OptionalInt(0, i));
+    return values;
+  };
+  return ReadOverviewWith(row, kCaptured, since_ms);
 }
 
 }  // namespace agentpay

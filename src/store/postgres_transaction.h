@@ -58,6 +58,8 @@ class PostgresTransaction final : public Transaction {
   Result<std::optional<AccountRecord>> FindAccount(std::string_view id) override;
   Result<std::optional<AccountRecord>> FindAccountByKeyHash(std::string_view hash) override;
   Result<std::vector<AccountRecord>> ListAccounts() override;
+  Result<std::vector<AccountRecord>> ListAccountsPage(std::string_view after_id,
+                                                      int limit) override;
   Result<bool> InsertApiKey(const ApiKeyRecord& key) override;
   Result<std::vector<ApiKeyRecord>> ListApiKeys(std::string_view account_id) override;
   Result<bool> RevokeApiKey(std::string_view account_id, std::string_view key_id,
@@ -69,6 +71,13 @@ class PostgresTransaction final : public Transaction {
                            std::string_view operation_id, int64_t at_ms) override;
   Result<std::vector<PostingRecord>> ListPostings(std::string_view operation_id) override;
   Result<LedgerAudit> Audit() override;
+  Result<std::vector<OperationBooks>> ListOperationBooks(std::string_view after_id,
+                                                         int limit) override;
+  Result<std::vector<RepeatedCharge>> ListRepeatedCharges(int limit) override;
+  Result<std::vector<SharedPayment>> ListSharedPayments(int limit) override;
+  Result<StoreOverview> ReadOverview(int64_t since_ms) override;
+  Result<std::vector<SettledPayment>> ListSettledPayments(std::string_view after_id,
+                                                          int limit) override;
 
  private:
   pg::Connection& conn_;

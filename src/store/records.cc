@@ -51,4 +51,92 @@ LedgerAudit LedgerAuditBuilder::Finish() && {
   return std::move(audit_);
 }
 
+std::string OperationBooksSql(Placeholder p) {
+  auto postings = [](const char* kind) {
+    return std::string(
+               "COALESCE((SELECT SUM(l.amount) FROM ledger_entries l WHERE l.operation_id = "
+               "o.id AND l.kind = '") +
+           kind + "'), 0), ";
+  };
+  return "SELECT o.id, o.principal, o.idempotency_key, o.amount, o.settlement, o.fulfillment, "
+         "o.hold_expires_ms, o.lease_expires_ms, o.created_ms, " +
+         postings("hold") + postings("capture") + postings("release") + postings("refund") +
+         "(SELECT COUNT(*) FROM ledger_entries l WHERE l.operation_id = o.id AND l.kind = "
+         "'capture'), "
+         "(SELECT COUNT(*) FROM alerts a WHERE a.operation_id = o.id), "
+         "(SELECT COUNT(*) FROM alerts a WHERE a.operation_id = o.id AND a.kind = "
+         "'hold_expired_after_possible_work'), "
+         "(SELECT COUNT(*) FROM operation_events e WHERE e.operation_id = o.id AND e.kind = "
+         "'hold_expired') "
+         "FROM operations o WHERE o.id > " +
+         p(1) + " ORDER BY o.id LIMIT " + p(2);
+}
+
+std::string RepeatedChargesSql(Placeholder p) {
+  // Keys with two settled operations first (one pass, grouped), then only their pairs: joining
+  // every settled operation with its principal's others would be quadratic on a busy account.
+  return "SELECT a.principal, a.idempotency_key, a.id, b.id, b.created_ms, a.retained_until_ms "
+         "FROM (SELECT principal, idempotency_key FROM operations WHERE settlement = 'settled' "
+         "GROUP BY principal, idempotency_key HAVING COUNT(*) > 1) AS d "
+         "JOIN operations a ON a.principal = d.principal AND a.idempotency_key = d.idempotency_key "
+         "JOIN operations b ON b.principal = d.principal AND b.idempotency_key = d.idempotency_key "
+         "AND b.id <> a.id "
+         "WHERE a.settlement = 'settled' AND b.settlement = 'settled' "
+         "AND (a.created_ms < b.created_ms OR (a.created_ms = b.created_ms AND a.id < b.id)) "
+         "AND (a.retained_until_ms IS NULL OR b.created_ms < a.retained_until_ms) "
+         "ORDER BY a.id, b.id LIMIT " +
+         p(1);
+}
+
+std::string SharedPaymentsSql(Placeholder p) {
+  return "SELECT * FROM (SELECT 'authorization ' || payer || '/' || nonce, COUNT(*) "
+         "FROM x402_payments GROUP BY payer, nonce HAVING COUNT(*) > 1 LIMIT " +
+         p(1) +
+         ") AS authorizations UNION ALL SELECT * FROM (SELECT 'transaction ' || tx_hash, COUNT(*) "
+         "FROM x402_payments WHERE tx_hash <> '' GROUP BY tx_hash HAVING COUNT(*) > 1 LIMIT " +
+         p(1) + ") AS transactions";
+}
+
+std::string SettledPaymentsSql(Placeholder p) {
+  return "SELECT p.operation_id, p.payer, p.pay_to, p.value, p.tx_hash FROM x402_payments p "
+         "JOIN operations o ON o.id = p.operation_id "
+         "WHERE o.settlement = 'settled' AND p.operation_id > " +
+         p(1) + " ORDER BY p.operation_id LIMIT " + p(2);
+}
+
+SqlWithParams OperationListSql(const OperationFilter& filter, Placeholder p) {
+  SqlWithParams query;
+  // State names go into the SQL text (our own enum names, never client input): only a literal
+  // lets SQLite (and PostgreSQL's planner) use the partial indexes over unfinished operations.
+  query.sql = std::string("SELECT ") + kOperationColumns + " FROM operations o WHERE 1 = 1";
+  if (filter.settlement) {
+    query.sql += " AND settlement = '" + std::string(SettlementName(*filter.settlement)) + "'";
+  }
+  if (filter.fulfillment) {
+    query.sql += " AND fulfillment = '" + std::string(FulfillmentName(*filter.fulfillment)) + "'";
+  }
+  auto add = [&](const char* condition, SqlParam value) {
+    query.params.push_back(std::move(value));
+    query.sql += std::string(" AND ") + condition + p(static_cast<int>(query.params.size()));
+  };
+  if (filter.principal) add("principal = ", {*filter.principal});
+  if (filter.route) add("route = ", {*filter.route});
+  if (filter.idempotency_key) add("idempotency_key = ", {*filter.idempotency_key});
+  if (filter.tx_hash) {
+    add("id IN (SELECT operation_id FROM x402_payments WHERE tx_hash = ", {*filter.tx_hash});
+    query.sql += ")";
+  }
+  if (filter.before_id) add("id < ", {*filter.before_id});
+  if (filter.created_before_ms) add("created_ms < ", {std::nullopt, *filter.created_before_ms});
+  query.params.push_back({std::nullopt, int64_t{filter.limit}});
+  query.sql += " ORDER BY id DESC LIMIT " + p(static_cast<int>(query.params.size()));
+  return query;
+}
+
+std::string OverviewCapturedSql(Placeholder p) {
+  return "SELECT COALESCE(SUM(CASE WHEN kind = 'capture' THEN amount ELSE -amount END), 0) "
+         "FROM ledger_entries WHERE kind IN ('capture', 'refund') AND at_ms >= " +
+         p(1);
+}
+
 }  // namespace agentpay

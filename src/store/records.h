@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -168,5 +169,124 @@ inline constexpr char kLedgerSumsSql[] =
     " SELECT credit AS account, kind, amount FROM ledger_entries"
     " UNION ALL SELECT debit, kind, -amount FROM ledger_entries"
     ") AS postings GROUP BY account, kind";
+
+// The audit's queries (store.h: ListOperationBooks, …), one text for both backends. `placeholder`
+// names the n-th parameter: "?1" on SQLite, "$1" on PostgreSQL.
+using Placeholder = std::string (*)(int n);
+std::string OperationBooksSql(Placeholder placeholder);   // after_id, limit
+std::string RepeatedChargesSql(Placeholder placeholder);  // limit
+std::string SharedPaymentsSql(Placeholder placeholder);   // limit (of each kind)
+std::string SettledPaymentsSql(Placeholder placeholder);  // after_id, limit
+
+// ListOperations's SQL for `filter` (columns kOperationColumns, newest first) and its parameters in
+// order: text or integers.
+struct SqlParam {
+  std::optional<std::string> text;  // else `number`
+  int64_t number = 0;
+};
+struct SqlWithParams {
+  std::string sql;
+  std::vector<SqlParam> params;
+};
+SqlWithParams OperationListSql(const OperationFilter& filter, Placeholder placeholder);
+
+// ReadOverview's statements, each one row: held (count, sum, oldest created), a settlement state's
+// (count, oldest created) for 'submitted' and 'unknown' (literals: the partial indexes), open
+// alerts, accounts, captured since (one parameter).
+inline constexpr char kOverviewHeldSql[] =
+    "SELECT COUNT(*), COALESCE(SUM(amount), 0), MIN(created_ms) FROM operations "
+    "WHERE settlement = 'held'";
+inline constexpr char kOverviewSubmittedSql[] =
+    "SELECT COUNT(*), MIN(created_ms) FROM operations WHERE settlement = 'submitted'";
+inline constexpr char kOverviewUnknownSql[] =
+    "SELECT COUNT(*), MIN(created_ms) FROM operations WHERE settlement = 'unknown'";
+inline constexpr char kOverviewAlertsSql[] =
+    "SELECT COUNT(*) FROM alerts WHERE resolved_ms IS NULL";
+inline constexpr char kOverviewAccountsSql[] = "SELECT COUNT(*) FROM accounts";
+std::string OverviewCapturedSql(Placeholder placeholder);
+
+// One row of integers (NULL: nullopt), as a backend reads an aggregate.
+using IntRow = std::vector<std::optional<int64_t>>;
+
+// ReadOverview, given `row(sql, parameter, columns)`: the first `columns` columns of the one row of
+// `sql` (its parameter ?1/$1 bound when given). `captured_sql` is OverviewCapturedSql in the
+// backend's placeholders.
+template <typename RowFn>
+Result<StoreOverview> ReadOverviewWith(RowFn row, const std::string& captured_sql,
+                                       int64_t since_ms) {
+  StoreOverview overview;
+  auto held = row(kOverviewHeldSql, std::nullopt, 3);
+  if (!held.ok()) return held.status();
+  overview.held_count = (*held)[0].value_or(0);
+  overview.held_amount = (*held)[1].value_or(0);
+  overview.oldest_hold_created_ms = (*held)[2];
+  for (const char* sql : {kOverviewSubmittedSql, kOverviewUnknownSql}) {
+    auto settling = row(sql, std::nullopt, 2);
+    if (!settling.ok()) return settling.status();
+    (sql == kOverviewSubmittedSql ? overview.submitted : overview.unknown) =
+        (*settling)[0].value_or(0);
+    const std::optional<int64_t> oldest = (*settling)[1];
+    if (oldest &&
+        (!overview.oldest_settling_created_ms || *oldest < *overview.oldest_settling_created_ms)) {
+      overview.oldest_settling_created_ms = oldest;
+    }
+  }
+  const std::pair<std::string, int64_t*> counts[] = {{kOverviewAlertsSql, &overview.open_alerts},
+                                                     {kOverviewAccountsSql, &overview.accounts},
+                                                     {captured_sql, &overview.captured_since}};
+  for (const auto& [sql, value] : counts) {
+    auto one =
+        row(sql,
+            value == &overview.captured_since ? std::optional<int64_t>(since_ms) : std::nullopt, 1);
+    if (!one.ok()) return one.status();
+    *value = (*one)[0].value_or(0);
+  }
+  return overview;
+}
+
+// A row of OperationBooksSql.
+template <typename Row>
+Result<OperationBooks> ReadOperationBooks(const Row& row) {
+  OperationBooks op;
+  op.id = row.Text(0);
+  op.principal = row.Text(1);
+  op.idempotency_key = row.Text(2);
+  op.amount = row.Int(3);
+  auto settlement = ParseSettlement(row.Text(4));
+  auto fulfillment = ParseFulfillment(row.Text(5));
+  if (!settlement || !fulfillment) {
+    return Status::Error(ErrorCode::kStoreCorrupt, "operation " + op.id + " has an unknown state");
+  }
+  op.settlement = *settlement;
+  op.fulfillment = *fulfillment;
+  op.hold_expires_ms = row.OptionalInt(6);
+  op.lease_expires_ms = row.Int(7);
+  op.created_ms = row.Int(8);
+  op.held = row.Int(9);
+  op.captured = row.Int(10);
+  op.released = row.Int(11);
+  op.refunded = row.Int(12);
+  op.captures = row.Int(13);
+  op.alerts = row.Int(14);
+  op.expiry_alerts = row.Int(15);
+  op.sweeper_releases = row.Int(16);
+  return op;
+}
+
+template <typename Row>
+RepeatedCharge ReadRepeatedCharge(const Row& row) {
+  return RepeatedCharge{row.Text(0), row.Text(1), row.Text(2),
+                        row.Text(3), row.Int(4),  row.OptionalInt(5)};
+}
+
+template <typename Row>
+SharedPayment ReadSharedPayment(const Row& row) {
+  return SharedPayment{row.Text(0), row.Int(1)};
+}
+
+template <typename Row>
+SettledPayment ReadSettledPayment(const Row& row) {
+  return SettledPayment{row.Text(0), row.Text(1), row.Text(2), row.Int(3), row.Text(4)};
+}
 
 }  // namespace agentpay

@@ -304,6 +304,21 @@ ALTER TABLE x402_payments ADD COLUMN settled_ms BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX x402_payments_settled
   ON x402_payments (settled_block, settled_block_hash, operation_id) WHERE settled_ms > 0;
 )sql"},
+      {8, "the operator console's lookups (issue 16)",
+       R"sql(
+-- An account's or a payer's operations, newest first; an operation by its transaction; what was
+-- captured since midnight.
+CREATE INDEX operations_principal ON operations (principal, id);
+CREATE INDEX x402_payments_tx_hash ON x402_payments (tx_hash);
+CREATE INDEX ledger_entries_at ON ledger_entries (at_ms);
+)sql",
+       R"sql(
+-- An account's or a payer's operations, newest first; an operation by its transaction; what was
+-- captured since midnight.
+CREATE INDEX operations_principal ON operations (principal, id);
+CREATE INDEX x402_payments_tx_hash ON x402_payments (tx_hash);
+CREATE INDEX ledger_entries_at ON ledger_entries (at_ms);
+)sql"},
   };
   return kMigrations;
 }

@@ -44,16 +44,22 @@ class SqliteParams {
   int next_;
 };
 
-Result<std::vector<Operation>> ReadOperations(Statement& stmt) {
-  std::vector<Operation> ops;
+// Every row of `stmt`, read by `read` (which returns a Result<T>): the first error ends it.
+template <typename T, typename Reader>
+Result<std::vector<T>> ReadCheckedRows(Statement& stmt, Reader read) {
+  std::vector<T> rows;
   Status status;
   while (stmt.Step(&status)) {
-    auto op = ReadOperation(stmt);
-    if (!op.ok()) return op.status();
-    ops.push_back(std::move(*op));
+    Result<T> row = read(stmt);
+    if (!row.ok()) return row.status();
+    rows.push_back(std::move(*row));
   }
   if (!status.ok()) return status;
-  return ops;
+  return rows;
+}
+
+Result<std::vector<Operation>> ReadOperations(Statement& stmt) {
+  return ReadCheckedRows<Operation>(stmt, ReadOperation<Statement>);
 }
 
 void BindOperation(Statement& stmt, const Operation& op) {
@@ -85,6 +91,18 @@ Result<std::vector<Alert>> ReadAlerts(Statement& stmt) {
   if (!status.ok()) return status;
   return alerts;
 }
+
+// Every row of `stmt`, read by `read`.
+template <typename Reader>
+auto ReadRows(Statement& stmt, Reader read) -> Result<std::vector<decltype(read(stmt))>> {
+  std::vector<decltype(read(stmt))> rows;
+  Status status;
+  while (stmt.Step(&status)) rows.push_back(read(stmt));
+  if (!status.ok()) return status;
+  return rows;
+}
+
+std::string SqlitePlaceholder(int n) { return "?" + std::to_string(n); }
 
 }  // namespace
 
@@ -171,17 +189,16 @@ Result<std::optional<Operation>> SqliteTransaction::FindOperation(std::string_vi
 }
 
 Result<std::vector<Operation>> SqliteTransaction::ListOperations(const OperationFilter& filter) {
-  // State names go into the SQL text (they are our own enum names, never client input): only a
-  // literal lets SQLite use the partial indexes over unfinished operations.
-  std::string sql = std::string("SELECT ") + kOperationColumns + " FROM operations WHERE 1";
-  if (filter.settlement)
-    sql += " AND settlement = '" + std::string(SettlementName(*filter.settlement)) + "'";
-  if (filter.fulfillment) {
-    sql += " AND fulfillment = '" + std::string(FulfillmentName(*filter.fulfillment)) + "'";
+  SqlWithParams query = OperationListSql(filter, SqlitePlaceholder);
+  AGENTPAY_PREPARE(stmt, db_, query.sql);
+  for (size_t i = 0; i < query.params.size(); ++i) {
+    const SqlParam& param = query.params[i];
+    if (param.text) {
+      stmt.Bind(static_cast<int>(i) + 1, std::string_view(*param.text));
+    } else {
+      stmt.Bind(static_cast<int>(i) + 1, param.number);
+    }
   }
-  sql += " ORDER BY id DESC LIMIT ?1";
-  AGENTPAY_PREPARE(stmt, db_, sql);
-  stmt.Bind(1, static_cast<int64_t>(filter.limit));
   return ReadOperations(stmt);
 }
 
@@ -463,11 +480,17 @@ Result<bool> SqliteTransaction::RevokeApiKey(std::string_view account_id, std::s
 Result<std::vector<AccountRecord>> SqliteTransaction::ListAccounts() {
   AGENTPAY_PREPARE(stmt, db_,
                    std::string("SELECT ") + kAccountColumns + " FROM accounts ORDER BY id");
-  std::vector<AccountRecord> accounts;
-  Status status;
-  while (stmt.Step(&status)) accounts.push_back(ReadAccount(stmt));
-  if (!status.ok()) return status;
-  return accounts;
+  return ReadRows(stmt, ReadAccount<Statement>);
+}
+
+Result<std::vector<AccountRecord>> SqliteTransaction::ListAccountsPage(std::string_view after_id,
+                                                                       int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("SELECT ") + kAccountColumns +
+                       " FROM accounts WHERE id > ?1 ORDER BY id LIMIT ?2");
+  stmt.Bind(1, after_id).Bind(2, static_cast<int64_t>(limit));
+  return ReadRows(stmt, ReadAccount<Statement>);
 }
 
 Result<bool> SqliteTransaction::InsertDeposit(const DepositRecord& deposit) {
@@ -580,6 +603,56 @@ bool HasColumnsRead(Database& db) {
     if (!db.Exec(probe).ok()) return false;
   }
   return true;
+}
+
+Result<std::vector<OperationBooks>> SqliteTransaction::ListOperationBooks(std::string_view after_id,
+                                                                          int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  static const std::string kSql = OperationBooksSql(SqlitePlaceholder);
+  AGENTPAY_PREPARE(stmt, db_, kSql);
+  stmt.Bind(1, after_id).Bind(2, static_cast<int64_t>(limit));
+  return ReadCheckedRows<OperationBooks>(stmt, ReadOperationBooks<Statement>);
+}
+
+Result<std::vector<RepeatedCharge>> SqliteTransaction::ListRepeatedCharges(int limit) {
+  static const std::string kSql = RepeatedChargesSql(SqlitePlaceholder);
+  AGENTPAY_PREPARE(stmt, db_, kSql);
+  stmt.Bind(1, static_cast<int64_t>(limit));
+  return ReadRows(stmt, ReadRepeatedCharge<Statement>);
+}
+
+Result<std::vector<SharedPayment>> SqliteTransaction::ListSharedPayments(int limit) {
+  static const std::string kSql = SharedPaymentsSql(SqlitePlaceholder);
+  AGENTPAY_PREPARE(stmt, db_, kSql);
+  stmt.Bind(1, static_cast<int64_t>(limit));
+  return ReadRows(stmt, ReadSharedPayment<Statement>);
+}
+
+Result<std::vector<SettledPayment>> SqliteTransaction::ListSettledPayments(
+    std::string_view after_id, int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  static const std::string kSql = SettledPaymentsSql(SqlitePlaceholder);
+  AGENTPAY_PREPARE(stmt, db_, kSql);
+  stmt.Bind(1, after_id).Bind(2, static_cast<int64_t>(limit));
+  return ReadRows(stmt, ReadSettledPayment<Statement>);
+}
+
+Result<StoreOverview> SqliteTransaction::ReadOverview(int64_t since_ms) {
+  static const std::string kCaptured = OverviewCapturedSql(SqlitePlaceholder);
+  auto row = [this](const std::string& sql, std::optional<int64_t> param,
+                    int columns) -> Result<IntRow> {
+    AGENTPAY_PREPARE(stmt, db_, sql);
+    if (param) stmt.Bind(1, *param);
+    Status status;
+    if (!stmt.Step(&status)) {
+      if (!status.ok()) return status;
+      return Status::Error(ErrorCode::kStoreCorrupt, "an aggregate without a row");
+    }
+    IntRow values;
+    for (int i = 0; i < columns; ++i) values.push_back(stmt.OptionalInt(i));
+    return values;
+  };
+  return ReadOverviewWith(row, kCaptured, since_ms);
 }
 
 }  // namespace agentpay

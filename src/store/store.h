@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/audit.h"
 #include "core/idempotency.h"
 #include "core/operation.h"
 #include "core/result.h"
@@ -48,10 +49,30 @@ struct DepositRecord {
   int64_t created_ms = 0;
 };
 
+// ListOperations: every field set narrows the list (all must match); newest first.
 struct OperationFilter {
   std::optional<Settlement> settlement;
   std::optional<Fulfillment> fulfillment;
+  std::optional<std::string> principal;        // "account:<id>" or "payer:<0x address>"
+  std::optional<std::string> route;            // the route prefix it was paid on
+  std::optional<std::string> idempotency_key;  // exactly
+  std::optional<std::string> tx_hash;          // its x402 payment's transaction (lower-case)
+  std::optional<std::string> before_id;        // paging: only ids below this one
+  std::optional<int64_t> created_before_ms;    // only operations created before this time
   int limit = 100;
+};
+
+// What the operator console's overview shows first (ReadOverview).
+struct StoreOverview {
+  int64_t accounts = 0;
+  int64_t held_count = 0;
+  int64_t held_amount = 0;
+  std::optional<int64_t> oldest_hold_created_ms;
+  int64_t submitted = 0;  // x402 settlements broadcast, receipt not yet seen
+  int64_t unknown = 0;    // x402 settlements whose outcome is unknown (202 given)
+  std::optional<int64_t> oldest_settling_created_ms;
+  int64_t open_alerts = 0;
+  int64_t captured_since = 0;  // captures less refunds posted at or after `since_ms`
 };
 
 // One x402 payment (issue 3): the EIP-3009 authorization an operation is paid with, stored with the
@@ -85,20 +106,6 @@ struct X402PaymentRecord {
 
 // The SettlementRecord of a submitted payment. Precondition: record.submitted().
 SettlementRecord ToSettlementRecord(const X402PaymentRecord& record);
-
-// Per-account figures recomputed from the ledger postings, beside the balances the store keeps.
-struct AccountAudit {
-  std::string account_id;
-  Balances stored;
-  // deposited and captured (captures less refunds) from the postings' kinds, held = net of hold:<id>
-  Balances from_ledger;
-  int64_t wallet_net = 0;  // net of wallet:<id>: must equal stored.available()
-};
-struct LedgerAudit {
-  std::vector<AccountAudit> accounts;
-  int64_t external_total = 0;  // net of the "external" ledger account: minus all deposits
-  int64_t revenue_total = 0;   // net of "revenue": all captures
-};
 
 struct PruneOutcome {
   bool pruned = false;       // the stored result was still kept and is now dropped
@@ -200,6 +207,9 @@ class Transaction {
   virtual Result<bool> RevokeApiKey(std::string_view account_id, std::string_view key_id,
                                     int64_t at_ms) = 0;
   virtual Result<std::vector<AccountRecord>> ListAccounts() = 0;
+  // Accounts in id order after `after_id` ("" for the first page), at most `limit` (> 0).
+  virtual Result<std::vector<AccountRecord>> ListAccountsPage(std::string_view after_id,
+                                                              int limit) = 0;
 
   // Deposits, idempotent by (account, reference): InsertDeposit returns false when it exists.
   virtual Result<bool> InsertDeposit(const DepositRecord& deposit) = 0;
@@ -212,6 +222,22 @@ class Transaction {
                                    std::string_view operation_id, int64_t at_ms) = 0;
   virtual Result<std::vector<PostingRecord>> ListPostings(std::string_view operation_id) = 0;
   virtual Result<LedgerAudit> Audit() = 0;
+
+  // The books audit (core/audit.h). Operations with their postings, alerts and sweeper releases,
+  // in id order after `after_id` ("" for the first page), at most `limit` (> 0).
+  virtual Result<std::vector<OperationBooks>> ListOperationBooks(std::string_view after_id,
+                                                                 int limit) = 0;
+  // Pairs of settled operations of one (principal, key), the second created while the first was
+  // remembered; at most `limit`.
+  virtual Result<std::vector<RepeatedCharge>> ListRepeatedCharges(int limit) = 0;
+  // Authorizations (payer, nonce) and transaction hashes that more than one x402 payment names; at
+  // most `limit` of each.
+  virtual Result<std::vector<SharedPayment>> ListSharedPayments(int limit) = 0;
+  // The console's overview: money held, unresolved settlements, open alerts, captured since.
+  virtual Result<StoreOverview> ReadOverview(int64_t since_ms) = 0;
+  // Settled x402 payments in operation id order after `after_id`, at most `limit` (> 0).
+  virtual Result<std::vector<SettledPayment>> ListSettledPayments(std::string_view after_id,
+                                                                  int limit) = 0;
 };
 
 // InsertAccount's second half, the same for every backend: records account.api_key_hash as the

@@ -399,7 +399,13 @@ def check_books(world, where, violations):
     """The invariant checker with the gateway running (so holds must be moving), plus the API's money."""
     report = invariants.check(world.gw.db_path, now_ms=int(time.time() * 1000), hold_slack_ms=HOLD_SLACK_MS,
                               seller_executions=world.seller.executed())
-    for v in report.violations:
+    # The gateway's own books audit (`agentpay admin audit`) over the same store must agree.
+    code, audit = world.gw.audit()
+    found = ["admin audit: %s %s: %s" % (v["check"], v["subject"], v["detail"]) for v in audit["listed"]] \
+        if isinstance(audit, dict) else []
+    if code != 0 and not found:
+        found = ["admin audit exited %d: %s" % (code, str(audit)[-300:])]
+    for v in list(report.violations) + found:
         if v not in world.reported:  # a broken record stays broken: report it once
             world.reported.add(v)
             violations.append("%s: %s" % (where, v))

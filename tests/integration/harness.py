@@ -418,6 +418,16 @@ class Gateway(ManagedProcess):
     def healthz(self):
         return self.request("GET", "/healthz", timeout=5)
 
+    def audit(self, *args):
+        """`agentpay admin audit --json` against this gateway: (exit status, the report or the output)."""
+        done = subprocess.run([binary(), "admin", "--url", self.admin_url, "--token-file", self.token_file,
+                               "audit", "--json", *args], capture_output=True, timeout=60)
+        out = done.stdout.decode()
+        try:
+            return done.returncode, json.loads(out)
+        except ValueError:
+            return done.returncode, out + done.stderr.decode()
+
     def create_account(self, name, deposit=None, reference=None):
         r = self.admin("POST", "/admin/v1/accounts", {"name": name})
         if r.status != 201:
@@ -643,6 +653,15 @@ def collect_invariant_violations(gateway=None, db_path=None):
         errors.append("gateway process is not running (exit code %s): API views not checked" % (
             gateway.popen.returncode if gateway.popen else None))
         return errors
+    # The gateway's own books audit (`agentpay admin audit`) must agree: nothing wrong. (Not with the
+    # admin listener turned off: then nobody can ask.)
+    args = gateway.extra_args
+    admin_off = "--admin-listen" in args and args[args.index("--admin-listen") + 1:][:1] == ["off"]
+    if not admin_off:
+        code, report = gateway.audit()
+        if code != 0 or not isinstance(report, dict) or not report.get("ok"):
+            listed = report.get("listed") if isinstance(report, dict) else report
+            errors.append("agentpay admin audit exited %d: %s" % (code, listed))
     with open_db(db_path) as db:
         accounts = db.execute("SELECT id, deposited, captured, held FROM accounts ORDER BY id").fetchall()
     for account_id, deposited, captured, held in accounts:

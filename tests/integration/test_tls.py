@@ -151,6 +151,11 @@ class TlsTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         shown = json.loads(out)
         self.assertEqual((int(shown["balance"]), int(shown["held"])), (9 * PRICE, 0), shown)
+        # The books audit over HTTPS, its chain check through the HTTPS RPC front (one --ca-file for both).
+        rc, out, err = agentpay(*admin, "audit", "--chain-rpc", "https://localhost:%d" % self.rpc_port)
+        self.assertEqual(rc, 0, (out, err))
+        self.assertIn("OK: the books hold", out)
+        self.assertRegex(out, r"chain_transfers +\d+ +0\n")
         # Without --ca-file the admin CLI does not trust the gateway: an error naming it, nothing done.
         rc, out, err = agentpay("admin", "--url", "https://localhost:%d" % self.gw.admin_port, "--token-file",
                                 self.gw.token_file, "create-account", "never")

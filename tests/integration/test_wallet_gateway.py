@@ -969,6 +969,82 @@ class AdminDepositTest(GatewayTestCase):
         self.assertAccount(acct, deposited=max_i64, balance=max_i64, available=max_i64, captured=0, held=0)
 
 
+class AdminAuditTest(GatewayTestCase):
+    """GET /admin/v1/audit and /admin/v1/audit/payments (`agentpay admin audit`): the admin token only, on the
+    admin listener only; the books of real payments pass with the right totals."""
+
+    AUDIT_PATHS = ("/admin/v1/audit", "/admin/v1/audit/payments")
+
+    def test_only_the_admin_token_reads_the_audit(self):
+        acct = self.gw.create_account("audited", deposit=DEPOSIT)
+        for path in self.AUDIT_PATHS:
+            for auth in (None, "Bearer nope", "Bearer " + acct.api_key, "Bearer " + harness.ADMIN_TOKEN + "x"):
+                r = self.gw.admin_request("GET", path, headers={"Authorization": auth} if auth else {})
+                self.assertProblem(r, 401, "unauthorized", "%s with %r" % (path, auth))
+                self.assertNotIn(b"totals", r.body)
+                self.assertNotIn(b"payments", r.body)
+            # The public listener serves no admin path, whatever the token.
+            r = self.gw.request("GET", path, headers={"Authorization": "Bearer " + harness.ADMIN_TOKEN})
+            self.assertEqual(r.status, 404, r)
+            self.assertProblem(self.gw.admin("POST", path, body={}), 405, "method_not_allowed")
+        for query in ("limit=0", "limit=1001", "limit=x", "after=" + "a" * 300):
+            r = self.gw.admin("GET", "/admin/v1/audit/payments?" + query)
+            self.assertProblem(r, 400, "invalid_request", query)
+        # With a token file that is not the gateway's, the CLI prints no report and says why.
+        wrong = os.path.join(self.workdir, "wrong-token")
+        harness.write_secret(wrong, "not-the-token\n")
+        done = subprocess.run([harness.binary(), "admin", "--url", self.gw.admin_url, "--token-file", wrong,
+                               "audit"], capture_output=True, timeout=30)
+        self.assertEqual(done.returncode, 2, done)
+        self.assertEqual(done.stdout, b"")
+        self.assertIn(b"401 unauthorized", done.stderr)
+
+    def test_the_books_of_real_payments_pass_with_their_totals(self):
+        acct = self.gw.create_account("audited", deposit=DEPOSIT)
+        self.assertEqual(self.gw.pay(acct, "captured", BODY).status, 200)
+        self.assertEqual(self.gw.pay(acct, "kept", BODY, fault="5xx").status, 502)
+        self.assertEqual(self.gw.pay(acct, "released", BODY, fault="4xx").status, 400)
+        code, report = self.gw.audit()
+        self.assertEqual(code, 0, report)
+        self.assertEqual((report["ok"], report["violations"], report["listed"]), (True, 0, []))
+        self.assertEqual([c["name"] for c in report["checks"]], [
+            "account_books", "money_conserved", "operation_postings", "one_charge_per_key",
+            "one_payment_per_authorization", "holds_within_ttl", "settled_accounted_for", "chain_transfers"])
+        examined = {c["name"]: (c["ran"], c["examined"]) for c in report["checks"]}
+        self.assertEqual(examined["account_books"], (True, 1))
+        self.assertEqual(examined["operation_postings"], (True, 3))
+        self.assertEqual(examined["holds_within_ttl"], (True, 1))
+        self.assertEqual(examined["chain_transfers"], (False, 0))  # the CLI's, with --chain-rpc
+        totals = report["totals"]
+        self.assertEqual((totals["accounts"], totals["operations"]), (1, 3))
+        self.assertEqual((totals["deposited"], totals["balance"], totals["held"], totals["captured"]),
+                         (str(DEPOSIT), str(DEPOSIT - PRICE), str(PRICE), str(PRICE)))
+        # The table, as an operator reads it.
+        done = subprocess.run([harness.binary(), "admin", "--url", self.gw.admin_url, "--token-file",
+                               self.gw.token_file, "audit"], capture_output=True, timeout=30)
+        self.assertEqual(done.returncode, 0, done)
+        out = done.stdout.decode()
+        self.assertRegex(out, r"operation_postings +3 +0\n")
+        self.assertIn("chain_transfers", out)
+        self.assertIn("OK: the books hold", out)
+
+
+# Which check of `agentpay admin audit` each tampering of InvariantCheckerSelfTest breaks (at least).
+AUDIT_FINDS = {
+    "captured bumped": "account_books",
+    "held zeroed": "account_books",
+    "double capture": "operation_postings",
+    "deposit posting lost": "account_books",
+    "release to revenue": "money_conserved",
+    "held op marked settled": "operation_postings",
+    "settled op marked released": "operation_postings",
+    "hold leaks": "operation_postings",
+    "key charged twice": "one_charge_per_key",
+    "refunded twice": "operation_postings",
+    "swept without alert": "settled_accounted_for",
+}
+
+
 class InvariantCheckerSelfTest(GatewayTestCase):
     """The invariant checker must notice broken books: tamper with copies of a real DB, one way at a time."""
 
@@ -1038,6 +1114,17 @@ class InvariantCheckerSelfTest(GatewayTestCase):
                     dst.close()
                 violations = harness.collect_invariant_violations(db_path=path)
                 self.assertTrue(violations, "the checker missed: %s" % name)
+                # The gateway's books audit, on a gateway started on the tampered copy, names it too.
+                gw = harness.Gateway(self.workdir, self.seller.url, db=("sqlite:" + path, path))
+                gw.token_file = self.gw.token_file
+                try:
+                    gw.start()
+                    code, report = gw.audit()
+                finally:
+                    gw.stop()
+                self.assertEqual(code, 1, "the audit missed: %s: %s" % (name, report))
+                named = {v["check"] for v in report["listed"]}
+                self.assertIn(AUDIT_FINDS[name], named, "%s: %s" % (name, report["listed"]))
         finally:
             src.close()
 

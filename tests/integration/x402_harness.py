@@ -486,6 +486,25 @@ def money_violations(chain, gateways):
                 tx["hash"], reason))
         elif tx["hash"].lower() not in claimed:
             errors.append("relayer tx %s succeeded but no settled operation claims it" % tx["hash"])
+
+    # Each gateway's own books audit, its chain check against this Anvil, must agree: nothing wrong.
+    for gw in gateways:
+        if not hasattr(gw, "admin_port") or gw.tls is not None:
+            continue  # a test's stand-in, or an admin listener on HTTPS (test_tls.py audits that one)
+        done = subprocess.run([harness.binary(), "admin", "--url", "http://127.0.0.1:%d" % gw.admin_port,
+                               "--token-file", gw.token_file, "audit", "--json", "--chain-rpc", chain.url],
+                              capture_output=True, timeout=120)
+        try:
+            report = json.loads(done.stdout.decode())
+        except ValueError:
+            report = None
+        chain_row = [c for c in (report or {}).get("checks", []) if c["name"] == "chain_transfers"]
+        if done.returncode != 0 or not report or not report.get("ok"):
+            errors.append("%s: agentpay admin audit exited %d: %s" % (
+                gw.name, done.returncode, report["listed"] if report else done.stderr.decode()[-600:]))
+        elif chain_row[0]["examined"] != len([1 for g, _ in settled if g is gw]):
+            errors.append("%s: the audit checked %d settled payments on chain, %d are settled" % (
+                gw.name, chain_row[0]["examined"], len([1 for g, _ in settled if g is gw])))
     return errors
 
 

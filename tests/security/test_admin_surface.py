@@ -31,6 +31,7 @@ ADMIN_PATHS = [
     "/admin", "/admin/", "/admin/v1/accounts", "/admin/v1/alerts", "/admin/v1/operations",
     "/admin/v1/operations?limit=5", "/admin/v1/devnet", "/admin/v1/accounts/ACCT",
     "/admin/v1/accounts/ACCT/deposits", "/admin/v1/accounts/ACCT/api-keys",
+    "/admin/v1/audit", "/admin/v1/audit/payments", "/%61dmin/v1/audit", "//admin/v1/audit/payments?limit=5",
     "/metrics", "/metrics/", "/metrics?x=1", "/console", "/console/", "/console/index.html",
     "//admin/v1/alerts", "/./admin/v1/alerts", "/x/../admin/v1/alerts", "/%61dmin/v1/alerts",
     "/%2561dmin/v1/alerts", "/ADMIN/v1/alerts", "/Admin/v1/accounts", "/admin%2fv1/alerts",
@@ -91,6 +92,8 @@ class AdminListenerTest(harness.GatewayTestCase):
                  ("DELETE", "/admin/v1/accounts/%s/api-keys/%s" % (a, self.key_id), None),
                  ("GET", "/admin/v1/alerts", None),
                  ("GET", "/admin/v1/operations", None),
+                 ("GET", "/admin/v1/audit", None),
+                 ("GET", "/admin/v1/audit/payments?limit=5", None),
                  ("POST", "/admin/v1/operations/op_x/resolve", {"outcome": "no_action", "note": "n"}),
                  ("GET", "/admin/v1/nope", None)]
         bad = [{}, {"Authorization": "Bearer nope"}, {"Authorization": "Bearer " + self.acct.api_key},

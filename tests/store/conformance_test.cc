@@ -830,6 +830,128 @@ TEST_P(StoreConformance, X402PaymentsAreUniquePerAuthorization) {
               }).ok());
 }
 
+// The books audit's reads (store.h): each operation with what names it, repeated charges of one
+// key, payments sharing an authorization or a transaction, settled payments for the chain check.
+TEST_P(StoreConformance, AuditReadsTheBooks) {
+  AddAccount("a", 1000);
+  auto wallet_op = [](const std::string& id, const std::string& key, int64_t created_ms) {
+    Operation op = SampleOperation(id);
+    op.idempotency_key = key;
+    op.created_ms = created_ms;
+    return op;
+  };
+  // op_1 and op_2: one key charged twice (op_1 remembered forever); op_3: held, its hold
+  // released by the sweeper once with an alert, then held again.
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                for (const auto& [id, created] :
+                     {std::pair<std::string, int64_t>{"op_1", 10}, {"op_2", 20}}) {
+                  Operation op = wallet_op(id, "k1", created);
+                  op.settlement = Settlement::kSettled;
+                  op.fulfillment = Fulfillment::kSucceeded;
+                  if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+                  for (MoveKind kind : {MoveKind::kHold, MoveKind::kCapture}) {
+                    auto moved = tx.Move("a", kind, 7, id, created);
+                    if (!moved.ok()) return moved.status();
+                  }
+                }
+                Operation held = wallet_op("op_3", "k3", 30);
+                if (Status s = tx.InsertOperation(held); !s.ok()) return s;
+                for (MoveKind kind : {MoveKind::kHold, MoveKind::kRelease, MoveKind::kHold}) {
+                  auto moved = tx.Move("a", kind, 7, "op_3", 30);
+                  if (!moved.ok()) return moved.status();
+                }
+                if (Status s = tx.AppendEvent({"op_3", 31, "worker", "hold_expired", "r"}); !s.ok())
+                  return s;
+                if (Status s =
+                        tx.InsertAlert({"alert_1", "op_3", "hold_expired_after_possible_work", "r",
+                                        31, std::nullopt, "", ""});
+                    !s.ok()) {
+                  return s;
+                }
+                // x402: op_x1 settled, op_x2 not, both naming one transaction.
+                for (const char* id : {"op_x1", "op_x2"}) {
+                  Operation op = wallet_op(id, id, 40);
+                  op.principal = "x402:0x" + std::string(40, 'a');
+                  op.settlement =
+                      std::string(id) == "op_x1" ? Settlement::kSettled : Settlement::kSubmitted;
+                  if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+                  X402PaymentRecord payment = SamplePayment(
+                      id, "0x" + std::string(63, '0') + (std::string(id) == "op_x1" ? "1" : "2"));
+                  auto inserted = tx.InsertX402Payment(payment);
+                  if (!inserted.ok()) return inserted.status();
+                  payment.tx_hash = "0x" + std::string(64, 'd');
+                  if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
+                }
+                return Status::Ok();
+              }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                auto first = tx.ListOperationBooks("", 2);
+                EXPECT_TRUE(first.ok());
+                EXPECT_EQ(first->size(), 2u);
+                auto rest = tx.ListOperationBooks(first->back().id, 10);
+                EXPECT_TRUE(rest.ok());
+                std::map<std::string, OperationBooks> books;
+                for (const auto* page : {&*first, &*rest}) {
+                  for (const OperationBooks& op : *page) books[op.id] = op;
+                }
+                EXPECT_EQ(books.size(), 5u);
+                const OperationBooks& charged = books["op_1"];
+                EXPECT_EQ(charged.settlement, Settlement::kSettled);
+                EXPECT_EQ(charged.held, 7);
+                EXPECT_EQ(charged.captured, 7);
+                EXPECT_EQ(charged.captures, 1);
+                EXPECT_EQ(charged.released, 0);
+                EXPECT_EQ(charged.alerts, 0);
+                const OperationBooks& held = books["op_3"];
+                EXPECT_EQ(held.held, 14);
+                EXPECT_EQ(held.released, 7);
+                EXPECT_EQ(held.alerts, 1);
+                EXPECT_EQ(held.expiry_alerts, 1);
+                EXPECT_EQ(held.sweeper_releases, 1);
+                EXPECT_EQ(held.hold_expires_ms, SampleOperation("op_3").hold_expires_ms);
+
+                auto repeats = tx.ListRepeatedCharges(10);
+                EXPECT_TRUE(repeats.ok());
+                EXPECT_EQ(repeats->size(), 1u);
+                if (repeats->size() == 1) {
+                  EXPECT_EQ((*repeats)[0].first_id, "op_1");
+                  EXPECT_EQ((*repeats)[0].second_id, "op_2");
+                  EXPECT_EQ((*repeats)[0].idempotency_key, "k1");
+                  EXPECT_EQ((*repeats)[0].second_created_ms, 20);
+                }
+                auto shared = tx.ListSharedPayments(10);
+                EXPECT_TRUE(shared.ok());
+                EXPECT_EQ(shared->size(), 1u);
+                if (shared->size() == 1) {
+                  EXPECT_EQ((*shared)[0].what, "transaction 0x" + std::string(64, 'd'));
+                  EXPECT_EQ((*shared)[0].operations, 2);
+                }
+                auto settled = tx.ListSettledPayments("", 10);
+                EXPECT_TRUE(settled.ok());
+                EXPECT_EQ(settled->size(), 1u);
+                if (settled->size() == 1) {
+                  EXPECT_EQ((*settled)[0].operation_id, "op_x1");
+                  EXPECT_EQ((*settled)[0].payer, "0x" + std::string(40, 'a'));
+                  EXPECT_EQ((*settled)[0].value, 1000);
+                  EXPECT_EQ((*settled)[0].tx_hash, "0x" + std::string(64, 'd'));
+                }
+                EXPECT_TRUE(tx.ListSettledPayments("op_x1", 10)->empty());
+                return Status::Ok();
+              }).ok());
+  // Once op_1 is forgotten before op_2 began, the key's second charge is no repeat.
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                auto op = tx.FindOperation("op_1");
+                if (!op.ok()) return op.status();
+                Operation forgotten = **op;
+                forgotten.retained_until_ms = 20;
+                return tx.UpdateOperation(forgotten);
+              }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                EXPECT_TRUE(tx.ListRepeatedCharges(10)->empty());
+                return Status::Ok();
+              }).ok());
+}
+
 TEST_P(StoreConformance, RecentSettlementsAreListedNewestBlockFirst) {
   // Three settled payments in blocks 7, 9, 9 (seen at 100, 200, 300) and one not settled.
   struct Settled {
