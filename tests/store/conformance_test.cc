@@ -283,6 +283,131 @@ TEST_P(StoreConformance, ListOperationsFilters) {
   }).ok());
 }
 
+X402PaymentRecord SamplePayment(const std::string& operation_id, const std::string& nonce_hex);
+
+// The console's lookups: every filter narrows, they combine, paging goes back in id order.
+TEST_P(StoreConformance, ListOperationsFiltersCombineAndPage) {
+  const std::string tx_hash = "0x" + std::string(64, 'e');
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                for (int i = 0; i < 6; ++i) {
+                  Operation op = SampleOperation("op_" + std::to_string(i));
+                  op.created_ms = 100 + i;
+                  op.principal = i < 4 ? "account:a" : "payer:0x" + std::string(40, 'b');
+                  op.route = i % 2 == 0 ? "/even" : "/odd";
+                  op.idempotency_key = "key " + std::to_string(i);  // a space: any visible text
+                  if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+                }
+                X402PaymentRecord payment = SamplePayment("op_5", "0x" + std::string(64, '5'));
+                auto inserted = tx.InsertX402Payment(payment);
+                if (!inserted.ok()) return inserted.status();
+                payment.tx_hash = tx_hash;
+                return tx.UpdateX402Payment(payment);
+              }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                auto ids = [&](const OperationFilter& filter) {
+                  std::vector<std::string> out;
+                  auto listed = tx.ListOperations(filter);
+                  EXPECT_TRUE(listed.ok()) << listed.status().ToString();
+                  if (listed.ok()) {
+                    for (const Operation& op : *listed) out.push_back(op.id);
+                  }
+                  return out;
+                };
+                using Ids = std::vector<std::string>;
+                OperationFilter filter;
+                filter.principal = "account:a";
+                EXPECT_EQ(ids(filter), (Ids{"op_3", "op_2", "op_1", "op_0"}));
+                filter.route = "/even";
+                EXPECT_EQ(ids(filter), (Ids{"op_2", "op_0"}));
+                filter.before_id = "op_2";
+                EXPECT_EQ(ids(filter), (Ids{"op_0"}));
+                OperationFilter key;
+                key.idempotency_key = "key 4";
+                EXPECT_EQ(ids(key), (Ids{"op_4"}));
+                OperationFilter by_tx;
+                by_tx.tx_hash = tx_hash;
+                EXPECT_EQ(ids(by_tx), (Ids{"op_5"}));
+                by_tx.tx_hash = "0x" + std::string(64, 'f');
+                EXPECT_TRUE(ids(by_tx).empty());
+                OperationFilter old;
+                old.created_before_ms = 102;
+                EXPECT_EQ(ids(old), (Ids{"op_1", "op_0"}));
+                OperationFilter page;
+                page.limit = 2;
+                EXPECT_EQ(ids(page), (Ids{"op_5", "op_4"}));
+                page.before_id = "op_4";
+                EXPECT_EQ(ids(page), (Ids{"op_3", "op_2"}));
+                return Status::Ok();
+              }).ok());
+}
+
+// The console's overview and account pages: what is held and since when, unresolved settlements,
+// open alerts, what was captured since a time; accounts page by page.
+TEST_P(StoreConformance, OverviewAndAccountPages) {
+  AddAccount("a", 1000);
+  AddAccount("b", 1000);
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                auto empty = tx.ReadOverview(0);
+                EXPECT_TRUE(empty.ok()) << empty.status().ToString();
+                EXPECT_EQ(empty->accounts, 2);
+                EXPECT_EQ(empty->held_count, 0);
+                EXPECT_FALSE(empty->oldest_hold_created_ms.has_value());
+                EXPECT_FALSE(empty->oldest_settling_created_ms.has_value());
+                return Status::Ok();
+              }).ok());
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                const std::pair<const char*, Settlement> ops[] = {{"op_h1", Settlement::kHeld},
+                                                                  {"op_h2", Settlement::kHeld},
+                                                                  {"op_s", Settlement::kSubmitted},
+                                                                  {"op_u", Settlement::kUnknown},
+                                                                  {"op_c", Settlement::kSettled}};
+                int64_t created = 50;
+                for (const auto& [id, settlement] : ops) {
+                  Operation op = SampleOperation(id);
+                  op.settlement = settlement;
+                  op.created_ms = created++;
+                  if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+                }
+                for (const char* id : {"op_h1", "op_h2"}) {
+                  auto moved = tx.Move("a", MoveKind::kHold, 7, id, 60);
+                  if (!moved.ok()) return moved.status();
+                }
+                // Captured at 70 and 80, one refunded at 90: since 75, 7 captured less 7 refunded.
+                for (int64_t at : {70, 80}) {
+                  for (MoveKind kind : {MoveKind::kHold, MoveKind::kCapture}) {
+                    auto moved = tx.Move("b", kind, 7, "op_c", at);
+                    if (!moved.ok()) return moved.status();
+                  }
+                }
+                auto refunded = tx.Move("b", MoveKind::kRefund, 7, "op_c", 90);
+                if (!refunded.ok()) return refunded.status();
+                return tx.InsertAlert({"alert_o", "op_h1", "k", "d", 1, std::nullopt, "", ""});
+              }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                auto overview = tx.ReadOverview(75);
+                EXPECT_TRUE(overview.ok()) << overview.status().ToString();
+                EXPECT_EQ(overview->held_count, 2);
+                EXPECT_EQ(overview->held_amount, 14);
+                EXPECT_EQ(overview->oldest_hold_created_ms, 50);
+                EXPECT_EQ(overview->submitted, 1);
+                EXPECT_EQ(overview->unknown, 1);
+                EXPECT_EQ(overview->oldest_settling_created_ms, 52);
+                EXPECT_EQ(overview->open_alerts, 1);
+                EXPECT_EQ(overview->captured_since, 0);
+                EXPECT_EQ(tx.ReadOverview(0)->captured_since, 7);
+                auto first = tx.ListAccountsPage("", 1);
+                EXPECT_TRUE(first.ok());
+                EXPECT_EQ(first->size(), 1u);
+                EXPECT_EQ(first->front().id, "a");
+                auto next = tx.ListAccountsPage("a", 10);
+                EXPECT_EQ(next->size(), 1u);
+                EXPECT_EQ(next->front().id, "b");
+                EXPECT_EQ(next->front().balances.captured, 7);
+                EXPECT_TRUE(tx.ListAccountsPage("b", 10)->empty());
+                return Status::Ok();
+              }).ok());
+}
+
 // The reconciler's cursor: submitted and unknown operations together, id order, after a cursor,
 // nothing else (not settled, not held, not none).
 TEST_P(StoreConformance, ListSettlingOperationsPagesOldestFirst) {
