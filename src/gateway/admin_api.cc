@@ -466,6 +466,10 @@ HttpResponse AdminApi::ListAlerts(const HttpRequest& request) {
 HttpResponse AdminApi::ListOperations(const HttpRequest& request) {
   OperationFilter filter;
   std::string_view query = request.Query();
+  if (auto value = QueryParam(query, "intent"); value && !value->empty()) {
+    filter.intent = ParseIntent(*value);
+    if (!filter.intent) return BadJson("unknown intent");
+  }
   if (auto value = QueryParam(query, "settlement"); value && !value->empty()) {
     filter.settlement = ParseSettlement(*value);
     if (!filter.settlement) return BadJson("unknown settlement state");

@@ -26,7 +26,7 @@ class AdminApi {
   HttpResponse CreateApiKey(std::string_view account_id);
   HttpResponse ListApiKeys(std::string_view account_id);
   HttpResponse RevokeApiKey(std::string_view account_id, std::string_view key_id);
-  // GET /admin/v1/operations?settlement=&fulfillment=&account=&payer=&route=&key=&tx_hash=
+  // GET /admin/v1/operations?intent=&settlement=&fulfillment=&account=&payer=&route=&key=&tx_hash=
   // &older_than_ms=&before=&limit=: newest first, `next_before` for the next page.
   HttpResponse ListOperations(const HttpRequest& request);
   // GET /admin/v1/accounts?after=&limit=: accounts in id order, `next_after` for the next page.

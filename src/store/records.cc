@@ -109,6 +109,9 @@ SqlWithParams OperationListSql(const OperationFilter& filter, Placeholder p) {
   // State names go into the SQL text (our own enum names, never client input): only a literal
   // lets SQLite (and PostgreSQL's planner) use the partial indexes over unfinished operations.
   query.sql = std::string("SELECT ") + kOperationColumns + " FROM operations o WHERE 1 = 1";
+  if (filter.intent) {
+    query.sql += " AND intent = '" + std::string(IntentName(*filter.intent)) + "'";
+  }
   if (filter.settlement) {
     query.sql += " AND settlement = '" + std::string(SettlementName(*filter.settlement)) + "'";
   }

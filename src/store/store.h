@@ -51,6 +51,7 @@ struct DepositRecord {
 
 // ListOperations: every field set narrows the list (all must match); newest first.
 struct OperationFilter {
+  std::optional<Intent> intent;
   std::optional<Settlement> settlement;
   std::optional<Fulfillment> fulfillment;
   std::optional<std::string> principal;        // "account:<id>" or "payer:<0x address>"

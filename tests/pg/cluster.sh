@@ -74,10 +74,12 @@ case $action in
     rm -f -- "$data/pwfile"
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     # Sockets stay in the data directory; max_connections leaves room for several gateways, their
-    # readers and the tests' own connections.
+    # readers and the tests' own connections. Checkpoints every 30 s or 64 MB of WAL: a restart
+    # as a crash replays the WAL written since the last one, and with the defaults (5 min, 1 GB)
+    # the suites before the restart test can leave more than a busy 2-core machine replays in 60 s.
     if ! "${as_owner[@]}" "$bindir/pg_ctl" -D "$data/data" -l "$data/server.log" -w -t 60 \
-      -o "-p $port -c listen_addresses=127.0.0.1 -k $data -c max_connections=300" start \
-      >/dev/null; then
+      -o "-p $port -c listen_addresses=127.0.0.1 -k $data -c max_connections=300 -c checkpoint_timeout=30s -c max_wal_size=64MB" \
+      start >/dev/null; then
       cat "$data/server.log" >&2
       exit 1
     fi
@@ -86,8 +88,11 @@ case $action in
     ;;
   restart)
     data=$(cat "$state/data_dir")
-    "${as_owner[@]}" "$bindir/pg_ctl" -D "$data/data" -l "$data/server.log" -m immediate -w -t 60 \
-      restart >/dev/null
+    if ! "${as_owner[@]}" "$bindir/pg_ctl" -D "$data/data" -l "$data/server.log" -m immediate -w \
+      -t 120 restart >/dev/null; then
+      tail -n 30 "$data/server.log" >&2
+      exit 1
+    fi
     ;;
   stop)
     stop_cluster

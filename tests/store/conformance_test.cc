@@ -295,6 +295,7 @@ TEST_P(StoreConformance, ListOperationsFiltersCombineAndPage) {
                   op.principal = i < 4 ? "account:a" : "payer:0x" + std::string(40, 'b');
                   op.route = i % 2 == 0 ? "/even" : "/odd";
                   op.idempotency_key = "key " + std::to_string(i);  // a space: any visible text
+                  if (i == 1) op.intent = Intent::kRejected;
                   if (Status s = tx.InsertOperation(op); !s.ok()) return s;
                 }
                 X402PaymentRecord payment = SamplePayment("op_5", "0x" + std::string(64, '5'));
@@ -321,6 +322,9 @@ TEST_P(StoreConformance, ListOperationsFiltersCombineAndPage) {
                 EXPECT_EQ(ids(filter), (Ids{"op_2", "op_0"}));
                 filter.before_id = "op_2";
                 EXPECT_EQ(ids(filter), (Ids{"op_0"}));
+                OperationFilter rejected;
+                rejected.intent = Intent::kRejected;
+                EXPECT_EQ(ids(rejected), (Ids{"op_1"}));
                 OperationFilter key;
                 key.idempotency_key = "key 4";
                 EXPECT_EQ(ids(key), (Ids{"op_4"}));

@@ -363,10 +363,10 @@
 
   // Operations -----------------------------------------------------------------------------
 
-  const FILTERS = ["settlement", "fulfillment", "route", "account", "payer", "key", "tx_hash", "older_than_min"];
+  const FILTERS = ["intent", "settlement", "fulfillment", "route", "account", "payer", "key", "tx_hash", "older_than_min"];
 
   function fillFilters(params) {
-    for (const name of ["settlement", "fulfillment", "route", "account", "payer"]) {
+    for (const name of ["intent", "settlement", "fulfillment", "route", "account", "payer"]) {
       $("f-" + name).value = params[name] || "";
     }
     $("f-age").value = params.older_than_min || "";
@@ -406,7 +406,7 @@
   function applyFilters(event) {
     event.preventDefault();
     const params = {};
-    for (const name of ["settlement", "fulfillment", "route", "account", "payer"]) {
+    for (const name of ["intent", "settlement", "fulfillment", "route", "account", "payer"]) {
       const value = $("f-" + name).value.trim();
       if (value) params[name] = value;
     }
