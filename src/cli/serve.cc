@@ -645,6 +645,8 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
           if (auto page = ServeWebPages(WebPages::kConsole, request->Path(), request->method)) {
             return respond(std::move(*page));
           }
+          // The inspector and its model too: there it opens the traces the console links to.
+          if (auto sim = HandleSimRequest(*request)) return respond(std::move(*sim));
           gateway.HandleAsync(std::move(request), std::move(respond));
         },
         nullptr, identity);

@@ -14,17 +14,27 @@ namespace {
 struct WebFile {
   std::string_view name;
   std::string_view content_type;
+  std::string_view shared = "";  // read from web/shared/ instead of the set's own directory
 };
 
+constexpr std::string_view kHtml = "text/html; charset=utf-8";
+constexpr std::string_view kScript = "text/javascript; charset=utf-8";
+constexpr std::string_view kStyle = "text/css; charset=utf-8";
+
+// The trace timeline is one component, served under both sets' prefixes.
 constexpr WebFile kInspectorFiles[] = {
-    {"index.html", "text/html; charset=utf-8"},
-    {"inspector.js", "text/javascript; charset=utf-8"},
-    {"inspector.css", "text/css; charset=utf-8"},
+    {"index.html", kHtml},
+    {"inspector.js", kScript},
+    {"inspector.css", kStyle},
+    {"timeline.js", kScript, "shared"},
+    {"timeline.css", kStyle, "shared"},
 };
 constexpr WebFile kConsoleFiles[] = {
-    {"index.html", "text/html; charset=utf-8"},
-    {"console.js", "text/javascript; charset=utf-8"},
-    {"console.css", "text/css; charset=utf-8"},
+    {"index.html", kHtml},
+    {"console.js", kScript},
+    {"console.css", kStyle},
+    {"timeline.js", kScript, "shared"},
+    {"timeline.css", kStyle, "shared"},
 };
 
 struct PageSet {
@@ -79,7 +89,8 @@ std::optional<HttpResponse> ServeWebPages(WebPages pages, std::string_view path,
   if (name.empty()) name = "index.html";
   for (const WebFile& file : set.files) {
     if (file.name != name) continue;
-    auto body = ReadFile(WebDir() / std::string(set.dir) / std::string(file.name));
+    const std::string_view dir = file.shared.empty() ? set.dir : file.shared;
+    auto body = ReadFile(WebDir() / std::string(dir) / std::string(file.name));
     if (!body) {
       return ProblemResponse(404, ProblemCode::kNotFound,
                              "the " + std::string(set.dir) + " files are not installed");
@@ -89,14 +100,13 @@ std::optional<HttpResponse> ServeWebPages(WebPages pages, std::string_view path,
     response.SetHeader("Content-Type", std::string(file.content_type));
     response.SetHeader("Cache-Control", "no-cache");
     response.SetHeader("X-Content-Type-Options", "nosniff");
-    if (pages == WebPages::kConsole) {
-      // Only its own files and its own API; never framed (clickjacking), no referrer leaves.
-      response.SetHeader("Content-Security-Policy",
-                         "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
-                         "base-uri 'none'; form-action 'self'");
-      response.SetHeader("X-Frame-Options", "DENY");
-      response.SetHeader("Referrer-Policy", "no-referrer");
-    }
+    // Only its own files and its own API; never framed (clickjacking), no referrer leaves. The
+    // inspector too: on the admin listener it reads the console's token to open a trace.
+    response.SetHeader("Content-Security-Policy",
+                       "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+                       "base-uri 'none'; form-action 'self'");
+    response.SetHeader("X-Frame-Options", "DENY");
+    response.SetHeader("Referrer-Policy", "no-referrer");
     return response;
   }
   return ProblemResponse(404, ProblemCode::kNotFound, "no such " + std::string(set.dir) + " file");

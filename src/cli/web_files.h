@@ -1,4 +1,4 @@
-// The static page sets `serve` hands out: the inspector (/inspector/, public listener and
+// The static page sets `serve` hands out: the inspector (/inspector/, on both listeners and
 // `sim --serve`) and the operator console (/console/, admin listener). Each is a fixed whitelist of
 // files read from the web directory ($AGENTPAY_WEB_DIR, else <exe dir>/../web, <exe dir>/web,
 // ./web): no request path ever reaches the filesystem. The pages carry no data; the console's

@@ -23,8 +23,14 @@ struct KeyRecord {
   std::string operation_id;
   std::string fingerprint;
   int64_t created_ms = 0;
+  // How many repeated arrivals (replays, attaches, refused mismatches) the key's trace records.
+  int32_t arrivals_recorded = 0;
   bool operator==(const KeyRecord&) const = default;
 };
+
+// A key's trace records its first repeated arrivals, each with its time; later ones are counted in
+// /metrics only, so that a client repeating one key forever cannot grow the trace without bound.
+inline constexpr int32_t kMaxRecordedArrivals = 8;
 
 enum class ArrivalOutcome {
   kNew,       // no live record: start a new operation (forgetting an expired record first)
@@ -43,6 +49,13 @@ struct Arrival {
 // Precondition: `op` is the record's operation when `record` is present.
 Arrival DecideArrival(const KeyRecord* record, const Operation* op, std::string_view fingerprint,
                       int64_t now_ms);
+
+// The trace event of a repeated arrival answered without a new attempt: a replay of the final
+// answer, an attach to the attempt in flight, or a refused mismatch (422). Nullopt for the other
+// outcomes (their decisions write their own events) and once the key recorded
+// kMaxRecordedArrivals.
+std::optional<TraceEvent> ArrivalEvent(const KeyRecord& record, const Operation& op,
+                                       ArrivalOutcome outcome, int64_t now_ms);
 
 // Until when a result that became final at `final_ms` is kept (and its key remembered).
 int64_t RetainedUntil(int64_t final_ms, int64_t retention_ms);

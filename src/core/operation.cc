@@ -199,22 +199,37 @@ std::optional<std::string> WalletAccountOf(std::string_view principal) {
   return std::string(principal.substr(kPrefix.size()));
 }
 
+std::string UpstreamReasonCode(const UpstreamOutcome& outcome) {
+  switch (outcome.kind) {
+    case UpstreamKind::kResponded:
+      return "upstream_" + std::to_string(std::clamp(outcome.status / 100, 1, 5)) + "xx";
+    case UpstreamKind::kTimeout:
+      return "upstream_timeout";
+    case UpstreamKind::kFailed:
+      return "upstream_unreachable";
+  }
+  AGENTPAY_CHECK(false);
+}
+
 std::vector<TraceEvent> BuildTrace(const Operation& op, const std::vector<PostingRecord>& postings,
                                    const std::vector<TraceEvent>& events) {
   std::vector<TraceEvent> trace;
-  trace.push_back({op.id, op.created_ms, "client", "request",
-                   "key " + op.idempotency_key + ", " + std::to_string(op.amount) + " on route " +
-                       op.route});
+  trace.push_back(
+      {op.id, op.created_ms, "client", "request",
+       "key " + op.idempotency_key + ", " + std::to_string(op.amount) + " on route " + op.route,
+       TraceFacts().Attempt(1).Amount(op.amount)});
   for (const auto& posting : postings) {
     trace.push_back({op.id, posting.at_ms, "ledger", posting.kind,
                      posting.kind + " " + std::to_string(posting.amount) + ": " + posting.debit +
-                         " -> " + posting.credit});
+                         " -> " + posting.credit,
+                     TraceFacts().Amount(posting.amount)});
   }
   trace.insert(trace.end(), events.begin(), events.end());
   if (op.response) {
     trace.push_back({op.id, op.updated_ms, "upstream", "response",
                      "answered " + std::to_string(op.response->status) + "; fulfillment " +
-                         std::string(FulfillmentName(op.fulfillment))});
+                         std::string(FulfillmentName(op.fulfillment)),
+                     TraceFacts().Attempt(op.attempts).HttpStatus(op.response->status)});
   }
   // Stable: at equal times the order above (arrival, postings, events, answer) is kept.
   std::stable_sort(trace.begin(), trace.end(),

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/wallet.h"
@@ -94,6 +95,11 @@ enum class UpstreamKind {
   kTimeout,    // no complete answer within the route's timeout
   kFailed,     // connection refused, reset, closed without an answer, or an unreadable response
 };
+// The stable reason code of an upstream outcome in a trace: "upstream_2xx" … "upstream_5xx",
+// "upstream_timeout" or "upstream_unreachable".
+struct UpstreamOutcome;
+std::string UpstreamReasonCode(const UpstreamOutcome& outcome);
+
 struct UpstreamOutcome {
   UpstreamKind kind = UpstreamKind::kFailed;
   int status = 0;
@@ -153,12 +159,43 @@ struct Alert {
   bool operator==(const Alert&) const = default;
 };
 
+// The structured facts of a trace event, beside its text, so that a page or a script reads them
+// without parsing the detail. Each is unset (0, nullopt, "" or -1) where it does not apply.
+struct TraceFacts {
+  int32_t attempt = 0;            // the operation's attempt the event belongs to (1-based)
+  std::optional<int64_t> amount;  // money held, moved or asked for, in the price's unit
+  int32_t http_status = 0;        // the HTTP status answered, replayed or received
+  std::string tx_hash;            // the chain transaction
+  int64_t block = -1;             // the block holding it
+  std::string reason;             // a stable snake_case code: why (see docs/protocol.md)
+  bool operator==(const TraceFacts&) const = default;
+
+  // TraceFacts().Attempt(2).Amount(500): named, in any order, the others left unset.
+  TraceFacts& Attempt(int32_t v) { return attempt = v, *this; }
+  TraceFacts& Amount(int64_t v) { return amount = v, *this; }
+  TraceFacts& HttpStatus(int32_t v) { return http_status = v, *this; }
+  TraceFacts& TxHash(std::string v) { return tx_hash = std::move(v), *this; }
+  TraceFacts& Block(int64_t v) { return block = v, *this; }
+  TraceFacts& Reason(std::string v) { return reason = std::move(v), *this; }
+};
+
 struct TraceEvent {
+  TraceEvent() = default;
+  TraceEvent(std::string operation_id_, int64_t at_ms_, std::string actor_, std::string kind_,
+             std::string detail_, TraceFacts facts_ = {})
+      : operation_id(std::move(operation_id_)),
+        at_ms(at_ms_),
+        actor(std::move(actor_)),
+        kind(std::move(kind_)),
+        detail(std::move(detail_)),
+        facts(std::move(facts_)) {}
   std::string operation_id;
   int64_t at_ms = 0;
-  std::string actor;  // "client", "gateway", "upstream", "ledger", "worker"
+  std::string actor;  // "client", "gateway", "upstream", "ledger", "chain", "worker", "admin"
   std::string kind;
   std::string detail;
+  TraceFacts facts;
+  bool operator==(const TraceEvent&) const = default;
 };
 
 // The payment trace of an operation, oldest first: its arrival, every ledger posting, the events

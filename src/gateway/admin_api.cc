@@ -141,7 +141,10 @@ Status DecideResolution(Transaction& tx, std::string_view operation_id, Resoluti
   return tx.AppendEvent({std::string(operation_id), now, "admin", "resolved",
                          std::string(ResolutionOutcomeName(outcome)) + ": " + note + " (" +
                              std::to_string(result.resolved_now) + " alert(s) resolved; " + money +
-                             ")"});
+                             ")",
+                         TraceFacts()
+                             .Amount(result.refunded_now)
+                             .Reason(std::string(ResolutionOutcomeName(outcome)))});
 }
 
 HttpResponse ResolutionAnswer(std::string_view operation_id, const ResolveResult& result,

@@ -82,7 +82,8 @@ bool IsAdminSurfacePath(std::string_view path) {
 
 bool IsAdminListenerPath(std::string_view path) {
   return path == "/healthz" || path == "/metrics" || path.starts_with("/admin/") ||
-         path == "/console" || path.starts_with("/console/");
+         path == "/console" || path.starts_with("/console/") || path == "/inspector" ||
+         path.starts_with("/inspector/") || path == "/v1/sim";
 }
 
 }  // namespace agentpay

@@ -14,7 +14,8 @@ namespace agentpay {
 bool IsAdminSurfacePath(std::string_view path);
 
 // Whether the admin listener serves `path` (exactly, as the admin API and the pages match it):
-// /healthz, /metrics, /admin/..., /console and /console/... Anything else there is 404.
+// /healthz, /metrics, /admin/..., /console, /console/..., the inspector (/inspector,
+// /inspector/...) and its model (/v1/sim). Anything else there is 404.
 bool IsAdminListenerPath(std::string_view path);
 
 }  // namespace agentpay

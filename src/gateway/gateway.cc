@@ -272,7 +272,10 @@ Result<int> Gateway::RecoverInterrupted() {
            "attempt " + std::to_string(op.attempts) + " was interrupted (" + who + ")" +
                (wallet ? "; hold kept"
                        : "; settlement " + std::string(SettlementName(op.settlement))) +
-               ", fulfillment pending_retry"});
+               ", fulfillment pending_retry",
+           TraceFacts()
+               .Attempt(op.attempts)
+               .Reason(op.lease_expires_ms <= now ? "claim_expired" : "gateway_process_gone")});
       if (!appended.ok()) return appended;
       ++recovered;
     }

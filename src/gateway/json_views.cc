@@ -38,10 +38,19 @@ nlohmann::json OperationViewJson(const Operation& op,
 nlohmann::json TraceJson(const std::vector<TraceEvent>& events) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& event : events) {
-    list.push_back({{"at_ms", event.at_ms},
-                    {"actor", event.actor},
-                    {"kind", event.kind},
-                    {"detail", event.detail}});
+    nlohmann::json json = {{"at_ms", event.at_ms},
+                           {"actor", event.actor},
+                           {"kind", event.kind},
+                           {"detail", event.detail}};
+    // The structured facts, each present only where it applies.
+    const TraceFacts& f = event.facts;
+    if (f.attempt > 0) json["attempt"] = f.attempt;
+    if (f.amount) json["amount"] = FormatAmount(*f.amount);
+    if (f.http_status > 0) json["http_status"] = f.http_status;
+    if (!f.tx_hash.empty()) json["tx_hash"] = f.tx_hash;
+    if (f.block >= 0) json["block"] = f.block;
+    if (!f.reason.empty()) json["reason"] = f.reason;
+    list.push_back(std::move(json));
   }
   return {{"events", list}};
 }

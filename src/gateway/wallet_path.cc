@@ -81,15 +81,21 @@ void WalletPath::Start(std::shared_ptr<PaidRequest> paid) {
   if (!read.ok()) return paid->respond(StoreProblem(read));
   if (record && existing) {
     Arrival arrival = DecideArrival(&*record, &*existing, paid->fingerprint, now);
-    if (arrival.outcome == ArrivalOutcome::kReplay) {
+    if (arrival.outcome == ArrivalOutcome::kReplay ||
+        arrival.outcome == ArrivalOutcome::kMismatch) {
       ctx_.metrics.CountArrival(arrival.outcome);
+      // The trace records the key's first repeated arrivals; the answer does not wait for it.
+      if (auto event = ArrivalEvent(*record, *existing, arrival.outcome, now)) {
+        ctx_.store.WriteAsync(
+            [record = *record, event = std::move(*event)](Transaction& tx) {
+              return tx.RecordArrival(record, event).status();
+            },
+            [](Status) {});
+      }
       ctx_.store.AwaitDurable();
-      return paid->respond(StoredAnswer(*existing, true));
-    }
-    if (arrival.outcome == ArrivalOutcome::kMismatch) {
-      ctx_.metrics.CountArrival(arrival.outcome);
-      ctx_.store.AwaitDurable();
-      return paid->respond(MismatchAnswer(*existing));
+      return paid->respond(arrival.outcome == ArrivalOutcome::kReplay
+                               ? StoredAnswer(*existing, true)
+                               : MismatchAnswer(*existing));
     }
   }
   ctx_.store.WriteAsync(
@@ -176,6 +182,11 @@ Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transacti
   }
   Arrival arrival = DecideArrival(&**record, &**op, paid.fingerprint, now);
   ctx_.metrics.CountArrival(arrival.outcome);
+  if (auto event = ArrivalEvent(**record, **op, arrival.outcome, now)) {
+    if (auto recorded = tx.RecordArrival(**record, *event); !recorded.ok()) {
+      return recorded.status();
+    }
+  }
   switch (arrival.outcome) {
     case ArrivalOutcome::kReplay:
       return std::optional<Begin>(Begin{BeginKind::kReplay, **op});
@@ -203,7 +214,11 @@ Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transacti
   Status appended =
       tx.AppendEvent({resumption.next.id, now, "gateway", "retry_resumed",
                       "attempt " + std::to_string(resumption.next.attempts) +
-                          (resumption.needs_hold ? ", new hold placed" : ", hold reused")});
+                          (resumption.needs_hold ? ", new hold placed" : ", hold reused"),
+                      TraceFacts()
+                          .Attempt(resumption.next.attempts)
+                          .Amount(resumption.next.amount)
+                          .Reason(resumption.needs_hold ? "new_hold" : "hold_reused")});
   if (!appended.ok()) return appended;
   return std::optional<Begin>(Begin{BeginKind::kProceed, std::move(resumption.next)});
 }
@@ -249,7 +264,12 @@ Result<std::optional<Completion>> WalletPath::DecideFinish(Transaction& tx, cons
                              : "upstream " + outcome.detail;
     Status appended =
         tx.AppendEvent({op.id, now, "upstream", "hold_kept",
-                        detail + "; hold kept after attempt " + std::to_string(op.attempts)});
+                        detail + "; hold kept after attempt " + std::to_string(op.attempts),
+                        TraceFacts()
+                            .Attempt(op.attempts)
+                            .Amount(op.amount)
+                            .HttpStatus(outcome.status)
+                            .Reason(UpstreamReasonCode(outcome))});
     if (!appended.ok()) return appended;
   }
   return std::optional<Completion>(std::move(completion));  // postings tell the rest

@@ -378,6 +378,11 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
           return begin;
       }
     }
+    if (auto event = ArrivalEvent(**record, begin.op, arrival.outcome, now)) {
+      if (auto recorded = tx.RecordArrival(**record, *event); !recorded.ok()) {
+        return recorded.status();
+      }
+    }
     switch (arrival.outcome) {
       case ArrivalOutcome::kReplay:
         begin.kind = Begin::kReplay;
@@ -406,10 +411,11 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
             if (Status s = tx.UpdateOperation(next); !s.ok()) return s;
             begin.op = std::move(next);
             begin.kind = Begin::kProceed;
-            Status appended =
-                tx.AppendEvent({begin.op.id, now, "gateway", "retry_resumed",
-                                "attempt " + std::to_string(begin.op.attempts) + ", settlement " +
-                                    std::string(SettlementName(begin.op.settlement))});
+            Status appended = tx.AppendEvent(
+                {begin.op.id, now, "gateway", "retry_resumed",
+                 "attempt " + std::to_string(begin.op.attempts) + ", settlement " +
+                     std::string(SettlementName(begin.op.settlement)),
+                 TraceFacts().Attempt(begin.op.attempts).TxHash(begin.payment.tx_hash)});
             if (!appended.ok()) return appended;
             return begin;
           }
@@ -475,7 +481,12 @@ Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, i
     if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
     Status s = tx.AppendEvent({op_id, now, "gateway", "settlement_submitted",
                                "transaction " + payment.tx_hash + ", relayer nonce " +
-                                   std::to_string(payment.relayer_nonce)});
+                                   std::to_string(payment.relayer_nonce),
+                               TraceFacts()
+                                   .Attempt(op.attempts)
+                                   .Amount(op.amount)
+                                   .TxHash(payment.tx_hash)
+                                   .Reason("settle_before_upstream")});
     if (!s.ok()) return s;
   }
   begin.kind = Begin::kProceed;
@@ -561,8 +572,8 @@ void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, X402Co
         auto payment = std::make_shared<X402PaymentRecord>();
         WriteClaimed(
             p->op, completion.next, std::nullopt,
-            [this, payment, presented = p->payment, inputs = *inputs, now,
-             status = outcome.status](Transaction& tx) {
+            [this, payment, presented = p->payment, inputs = *inputs, now, status = outcome.status,
+             attempt = p->op.attempts, amount = p->op.amount](Transaction& tx) {
               auto relayer_nonce = tx.TakeRelayerNonce(settler_.RelayerHex(), inputs.pending_nonce);
               if (!relayer_nonce.ok()) return relayer_nonce.status();
               auto signed_payment = settler_.Sign(presented, inputs, *relayer_nonce, now);
@@ -571,7 +582,13 @@ void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, X402Co
               if (Status s = tx.UpdateX402Payment(*payment); !s.ok()) return s;
               return tx.AppendEvent({payment->operation_id, now, "gateway", "settlement_submitted",
                                      "upstream answered " + std::to_string(status) +
-                                         "; transaction " + payment->tx_hash});
+                                         "; transaction " + payment->tx_hash,
+                                     TraceFacts()
+                                         .Attempt(attempt)
+                                         .Amount(amount)
+                                         .HttpStatus(status)
+                                         .TxHash(payment->tx_hash)
+                                         .Reason("settle_after_upstream")});
             },
             [this, p, payment, next = completion.next, outcome](Result<bool> claimed) mutable {
               if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
@@ -592,10 +609,18 @@ void X402Path::FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Comp
   const bool keep = completion.verdict == Verdict::kKeep;
   std::optional<TraceEvent> kept;
   if (keep) {
-    kept = TraceEvent{p->op.id, now, "upstream", "fulfillment_pending",
+    kept = TraceEvent{p->op.id,
+                      now,
+                      "upstream",
+                      "fulfillment_pending",
                       outcome.kind == UpstreamKind::kResponded
                           ? "upstream answered " + std::to_string(outcome.status)
-                          : "upstream " + outcome.detail};
+                          : "upstream " + outcome.detail,
+                      TraceFacts()
+                          .Attempt(p->op.attempts)
+                          .HttpStatus(outcome.status)
+                          .TxHash(p->payment.tx_hash)
+                          .Reason(UpstreamReasonCode(outcome))};
   }
   Operation next = completion.next;
   WriteClaimed(
@@ -699,8 +724,16 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
     ctx_.metrics.CountSettlement(SettlementEvent::kSettled);
     Operation settled = MarkSettled(op, now);
     TraceEvent event{
-        op.id, now, "chain", "settled",
-        "receipt of " + tx_hash + " in block " + std::to_string(p->payment.settled_block)};
+        op.id,
+        now,
+        "chain",
+        "settled",
+        "receipt of " + tx_hash + " in block " + std::to_string(p->payment.settled_block),
+        TraceFacts()
+            .Attempt(op.attempts)
+            .Amount(op.amount)
+            .TxHash(tx_hash)
+            .Block(p->payment.settled_block)};
     auto record_block = [payment = p->payment](Transaction& tx) {
       return tx.UpdateX402Payment(payment);
     };
@@ -730,7 +763,12 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
     ctx_.metrics.CountSettlement(SettlementEvent::kFailed);
     Operation failed =
         MarkFailed(op, now, SettlementFailedResponse(op.id), ctx_.config.retention_ms);
-    TraceEvent event{op.id, now, "chain", "settlement_failed", decided->reason};
+    TraceEvent event{op.id,
+                     now,
+                     "chain",
+                     "settlement_failed",
+                     decided->reason,
+                     TraceFacts().Attempt(op.attempts).TxHash(tx_hash).Reason("settlement_failed")};
     Alert alert = SettlementFailedAlert(ctx_.random, op.id, decided->reason, now);
     return WriteClaimed(
         op, failed, std::move(event), [alert](Transaction& tx) { return tx.InsertAlert(alert); },
@@ -741,9 +779,13 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
   }
   ctx_.metrics.CountSettlement(SettlementEvent::kUnknown);
   Operation unknown = MarkUnknown(op, now);
-  TraceEvent event{op.id, now, "gateway", "settlement_unknown",
+  TraceEvent event{op.id,
+                   now,
+                   "gateway",
+                   "settlement_unknown",
                    "no receipt for " + tx_hash + " within " +
-                       std::to_string(ctx_.config.receipt_timeout_ms) + " ms"};
+                       std::to_string(ctx_.config.receipt_timeout_ms) + " ms",
+                   TraceFacts().Attempt(op.attempts).TxHash(tx_hash).Reason("receipt_timeout")};
   WriteClaimed(op, unknown, std::move(event), {}, [this, p, unknown](Result<bool> claimed) {
     if (!claimed.ok()) return Reply(p, StoreProblem(claimed.status()));
     Reply(p, StateAnswer(*p, unknown, false));

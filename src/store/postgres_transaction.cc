@@ -101,12 +101,25 @@ Result<bool> PostgresTransaction::InsertKey(const KeyRecord& record) {
 
 Result<std::optional<KeyRecord>> PostgresTransaction::FindKey(std::string_view principal,
                                                               std::string_view key) {
-  AGENTPAY_ROWS(rows, conn_.Query("SELECT principal, key, operation_id, fingerprint, created_ms "
-                                  "FROM idempotency_keys WHERE principal = $1 AND key = $2",
+  AGENTPAY_ROWS(rows, conn_.Query(std::string("SELECT ") + kKeyColumns +
+                                      " FROM idempotency_keys WHERE principal = $1 AND key = $2",
                                   pg::Params().Add(principal).Add(key)));
-  return ReadFirst(rows, [](const RowView& row) {
-    return KeyRecord{row.Text(0), row.Text(1), row.Text(2), row.Text(3), row.Int(4)};
-  });
+  return ReadFirst(rows, ReadKey<RowView>);
+}
+
+Result<bool> PostgresTransaction::RecordArrival(const KeyRecord& key, const TraceEvent& event) {
+  AGENTPAY_ROWS(rows, conn_.Query("UPDATE idempotency_keys "
+                                  "SET arrivals_recorded = arrivals_recorded + 1 "
+                                  "WHERE principal = $1 AND key = $2 AND operation_id = $3 "
+                                  "AND arrivals_recorded < $4",
+                                  pg::Params()
+                                      .Add(key.principal)
+                                      .Add(key.key)
+                                      .Add(key.operation_id)
+                                      .Add(static_cast<int64_t>(kMaxRecordedArrivals))));
+  if (rows.changed() != 1) return false;
+  if (Status s = AppendEvent(event); !s.ok()) return s;
+  return true;
 }
 
 Status PostgresTransaction::DeleteKey(std::string_view principal, std::string_view key) {
@@ -317,24 +330,18 @@ Result<PruneOutcome> PostgresTransaction::PruneResult(const Operation& op) {
 }
 
 Status PostgresTransaction::AppendEvent(const TraceEvent& event) {
-  return conn_.Defer(
-      "INSERT INTO operation_events (operation_id, at_ms, actor, kind, detail) "
-      "VALUES ($1, $2, $3, $4, $5)",
-      pg::Params()
-          .Add(event.operation_id)
-          .Add(event.at_ms)
-          .Add(event.actor)
-          .Add(event.kind)
-          .Add(event.detail));
+  pg::Params params;
+  WriteEvent(params, event);
+  return conn_.Defer(std::string("INSERT INTO operation_events (") + kEventColumns +
+                         ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                     std::move(params));
 }
 
 Result<std::vector<TraceEvent>> PostgresTransaction::ListEvents(std::string_view operation_id) {
-  AGENTPAY_ROWS(rows, conn_.Query("SELECT operation_id, at_ms, actor, kind, detail "
-                                  "FROM operation_events WHERE operation_id = $1 ORDER BY id",
+  AGENTPAY_ROWS(rows, conn_.Query(std::string("SELECT ") + kEventColumns +
+                                      " FROM operation_events WHERE operation_id = $1 ORDER BY id",
                                   pg::Params().Add(operation_id)));
-  return ReadAll(rows, [](const RowView& row) {
-    return TraceEvent{row.Text(0), row.Int(1), row.Text(2), row.Text(3), row.Text(4)};
-  });
+  return ReadAll(rows, ReadEvent<RowView>);
 }
 
 Result<bool> PostgresTransaction::InsertAccount(const AccountRecord& account) {

@@ -27,6 +27,7 @@ class PostgresTransaction final : public Transaction {
   Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
                                            std::string_view key) override;
   Status DeleteKey(std::string_view principal, std::string_view key) override;
+  Result<bool> RecordArrival(const KeyRecord& key, const TraceEvent& event) override;
   Status InsertOperation(const Operation& op) override;
   Status UpdateOperation(const Operation& op) override;
   Result<bool> UpdateClaimedOperation(const Operation& op, int32_t expected_attempts) override;

@@ -28,6 +28,11 @@ inline constexpr char kPaymentColumns[] =
     "operation_id, payer, nonce, valid_after_s, valid_before_s, value, pay_to, signature, "
     "x402_version, tx_hash, raw_tx, relayer, relayer_nonce, submitted_ms, broadcasts, "
     "replaced_raw_txs, settled_block, settled_block_hash, settled_ms";
+inline constexpr char kKeyColumns[] =
+    "principal, key, operation_id, fingerprint, created_ms, arrivals_recorded";
+inline constexpr char kEventColumns[] =
+    "operation_id, at_ms, actor, kind, detail, attempt, amount, http_status, tx_hash, "
+    "block_number, reason";
 inline constexpr char kAlertColumns[] =
     "id, operation_id, kind, detail, created_ms, resolved_ms, resolution, note";
 
@@ -80,6 +85,33 @@ Result<Operation> ReadOperation(const Row& row) {
   op.updated_ms = row.Int(17);
   op.claimed_by = row.Text(18);
   return op;
+}
+
+template <typename Row>
+KeyRecord ReadKey(const Row& row) {
+  return KeyRecord{row.Text(0), row.Text(1), row.Text(2),
+                   row.Text(3), row.Int(4),  static_cast<int32_t>(row.Int(5))};
+}
+
+// The columns of kEventColumns, in order.
+template <typename Out>
+void WriteEvent(Out& out, const TraceEvent& e) {
+  out.Add(e.operation_id).Add(e.at_ms).Add(e.actor).Add(e.kind).Add(e.detail);
+  out.Add(static_cast<int64_t>(e.facts.attempt)).Add(e.facts.amount);
+  out.Add(static_cast<int64_t>(e.facts.http_status)).Add(e.facts.tx_hash).Add(e.facts.block);
+  out.Add(e.facts.reason);
+}
+
+template <typename Row>
+TraceEvent ReadEvent(const Row& row) {
+  TraceEvent e{row.Text(0), row.Int(1), row.Text(2), row.Text(3), row.Text(4)};
+  e.facts.attempt = static_cast<int32_t>(row.Int(5));
+  e.facts.amount = row.OptionalInt(6);
+  e.facts.http_status = static_cast<int32_t>(row.Int(7));
+  e.facts.tx_hash = row.Text(8);
+  e.facts.block = row.Int(9);
+  e.facts.reason = row.Text(10);
+  return e;
 }
 
 // The 10 transaction values of a payment (tx_hash … settled_ms), in order.

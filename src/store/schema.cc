@@ -319,6 +319,29 @@ CREATE INDEX x402_payments_tx_hash ON x402_payments (tx_hash);
 CREATE INDEX operations_principal ON operations (principal, id);
 CREATE INDEX x402_payments_tx_hash ON x402_payments (tx_hash);
 )sql"},
+      {9, "structured trace facts, recorded repeated arrivals (issue 16)",
+       R"sql(
+-- The structured facts of a trace event beside its text (0, NULL, '' or -1 where none applies).
+ALTER TABLE operation_events ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE operation_events ADD COLUMN amount BIGINT;
+ALTER TABLE operation_events ADD COLUMN http_status INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE operation_events ADD COLUMN tx_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE operation_events ADD COLUMN block_number BIGINT NOT NULL DEFAULT -1;
+ALTER TABLE operation_events ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+-- How many repeated arrivals of a key its trace recorded (at most kMaxRecordedArrivals).
+ALTER TABLE idempotency_keys ADD COLUMN arrivals_recorded INTEGER NOT NULL DEFAULT 0;
+)sql",
+       R"sql(
+-- The structured facts of a trace event beside its text (0, NULL, '' or -1 where none applies).
+ALTER TABLE operation_events ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE operation_events ADD COLUMN amount BIGINT;
+ALTER TABLE operation_events ADD COLUMN http_status INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE operation_events ADD COLUMN tx_hash TEXT COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE operation_events ADD COLUMN block_number BIGINT NOT NULL DEFAULT -1;
+ALTER TABLE operation_events ADD COLUMN reason TEXT COLLATE "C" NOT NULL DEFAULT '';
+-- How many repeated arrivals of a key its trace recorded (at most kMaxRecordedArrivals).
+ALTER TABLE idempotency_keys ADD COLUMN arrivals_recorded INTEGER NOT NULL DEFAULT 0;
+)sql"},
   };
   return kMigrations;
 }

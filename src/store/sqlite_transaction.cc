@@ -119,12 +119,23 @@ Result<bool> SqliteTransaction::InsertKey(const KeyRecord& record) {
 Result<std::optional<KeyRecord>> SqliteTransaction::FindKey(std::string_view principal,
                                                             std::string_view key) {
   AGENTPAY_PREPARE(stmt, db_,
-                   "SELECT principal, key, operation_id, fingerprint, created_ms "
-                   "FROM idempotency_keys WHERE principal = ?1 AND key = ?2");
+                   std::string("SELECT ") + kKeyColumns +
+                       " FROM idempotency_keys WHERE principal = ?1 AND key = ?2");
   stmt.Bind(1, principal).Bind(2, key);
-  return FindOne(stmt, [](const Statement& row) {
-    return KeyRecord{row.Text(0), row.Text(1), row.Text(2), row.Text(3), row.Int(4)};
-  });
+  return FindOne(stmt, ReadKey<Statement>);
+}
+
+Result<bool> SqliteTransaction::RecordArrival(const KeyRecord& key, const TraceEvent& event) {
+  AGENTPAY_PREPARE(stmt, db_,
+                   "UPDATE idempotency_keys SET arrivals_recorded = arrivals_recorded + 1 "
+                   "WHERE principal = ?1 AND key = ?2 AND operation_id = ?3 "
+                   "AND arrivals_recorded < ?4");
+  stmt.Bind(1, key.principal).Bind(2, key.key).Bind(3, key.operation_id);
+  stmt.Bind(4, static_cast<int64_t>(kMaxRecordedArrivals));
+  auto counted = RunChangingOneRow(stmt);
+  if (!counted.ok() || !*counted) return counted;
+  if (Status s = AppendEvent(event); !s.ok()) return s;
+  return true;
 }
 
 Status SqliteTransaction::DeleteKey(std::string_view principal, std::string_view key) {
@@ -399,24 +410,19 @@ Result<PruneOutcome> SqliteTransaction::PruneResult(const Operation& op) {
 
 Status SqliteTransaction::AppendEvent(const TraceEvent& event) {
   AGENTPAY_PREPARE(stmt, db_,
-                   "INSERT INTO operation_events (operation_id, at_ms, actor, kind, detail) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5)");
-  stmt.Bind(1, event.operation_id).Bind(2, event.at_ms).Bind(3, event.actor);
-  return stmt.Bind(4, event.kind).Bind(5, event.detail).Run();
+                   std::string("INSERT INTO operation_events (") + kEventColumns +
+                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+  SqliteParams params(stmt);
+  WriteEvent(params, event);
+  return stmt.Run();
 }
 
 Result<std::vector<TraceEvent>> SqliteTransaction::ListEvents(std::string_view operation_id) {
   AGENTPAY_PREPARE(stmt, db_,
-                   "SELECT operation_id, at_ms, actor, kind, detail FROM operation_events "
-                   "WHERE operation_id = ?1 ORDER BY id");
+                   std::string("SELECT ") + kEventColumns +
+                       " FROM operation_events WHERE operation_id = ?1 ORDER BY id");
   stmt.Bind(1, operation_id);
-  std::vector<TraceEvent> events;
-  Status status;
-  while (stmt.Step(&status)) {
-    events.push_back({stmt.Text(0), stmt.Int(1), stmt.Text(2), stmt.Text(3), stmt.Text(4)});
-  }
-  if (!status.ok()) return status;
-  return events;
+  return ReadRows(stmt, ReadEvent<Statement>);
 }
 
 Result<bool> SqliteTransaction::InsertAccount(const AccountRecord& account) {
@@ -597,8 +603,8 @@ Result<bool> SqliteTransaction::RunChangingOneRow(Statement& stmt) {
 bool HasColumnsRead(Database& db) {
   for (std::string probe :
        {std::string("SELECT ") + kOperationColumns + " FROM operations LIMIT 0",
-        std::string("SELECT principal, key, operation_id, fingerprint, "
-                    "created_ms FROM idempotency_keys LIMIT 0"),
+        std::string("SELECT ") + kKeyColumns + " FROM idempotency_keys LIMIT 0",
+        std::string("SELECT ") + kEventColumns + " FROM operation_events LIMIT 0",
         std::string("SELECT ") + kPaymentColumns + " FROM x402_payments LIMIT 0"}) {
     if (!db.Exec(probe).ok()) return false;
   }

@@ -127,6 +127,10 @@ class Transaction {
   virtual Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
                                                    std::string_view key) = 0;
   virtual Status DeleteKey(std::string_view principal, std::string_view key) = 0;
+  // Appends `event` (ArrivalEvent) to the trace of the key's operation and counts it on the key,
+  // unless the key already recorded kMaxRecordedArrivals or names another operation now; returns
+  // whether it did.
+  virtual Result<bool> RecordArrival(const KeyRecord& key, const TraceEvent& event) = 0;
 
   // Operations and their trace.
   virtual Status InsertOperation(const Operation& op) = 0;

@@ -25,7 +25,10 @@ Status ReleaseOne(Transaction& tx, const std::string& operation_id, Clock& clock
     return Status::Error(ErrorCode::kStoreCorrupt, "hold of " + op.id + " is not on its account");
   }
   if (Status s = tx.UpdateOperation(expiry->next); !s.ok()) return s;
-  if (Status s = tx.AppendEvent({op.id, now, "worker", "hold_expired", expiry->reason}); !s.ok()) {
+  if (Status s = tx.AppendEvent(
+          {op.id, now, "worker", "hold_expired", expiry->reason,
+           TraceFacts().Attempt(op.attempts).Amount(op.amount).Reason("hold_ttl_passed")});
+      !s.ok()) {
     return s;
   }
   Alert alert{"alert_" + RandomHex(random, 16),

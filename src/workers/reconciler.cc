@@ -86,7 +86,11 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
       op = MarkUnknown(op, now);
       ++report.marked_unknown;
       events.push_back({op.id, now, "worker", "settlement_unknown",
-                        "no attempt is waiting on " + seen_candidate.payment.tx_hash});
+                        "no attempt is waiting on " + seen_candidate.payment.tx_hash,
+                        TraceFacts()
+                            .Attempt(op.attempts)
+                            .TxHash(seen_candidate.payment.tx_hash)
+                            .Reason("receipt_timeout")});
       report.decisions.push_back({op.id, "settlement_unknown", events.back().detail});
     }
     Reconciliation r = Reconcile(Settlement::kUnknown, ToSettlementRecord(seen_candidate.payment),
@@ -107,10 +111,12 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
                                  seen_candidate.payment.tx_hash + " replaced by " +
                                  replacement->record->tx_hash + " at relayer nonce " +
                                  std::to_string(replacement->record->relayer_nonce);
-      events.push_back({op.id, now, "worker", "tx_replaced", detail});
+      events.push_back({op.id, now, "worker", "tx_replaced", detail,
+                        TraceFacts().TxHash(replacement->record->tx_hash).Reason("fee_bump")});
       report.decisions.push_back({op.id, "tx_replaced", detail});
       r.action = ReconcileAction::kWait;  // the replacement is this decision's broadcast
     }
+    std::string event_tx = applied.send.tx_hash;  // the transaction the decision is about
     switch (r.action) {
       case ReconcileAction::kMarkSettled: {
         op = MarkSettled(op, now);
@@ -121,6 +127,7 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
           r.reason += " (of " + mined.tx_hash + ", mined instead of its replacement)";
         }
         if (Status s = tx.UpdateX402Payment(mined); !s.ok()) return s;
+        event_tx = mined.tx_hash;
         ++report.settled;
         break;
       }
@@ -169,8 +176,15 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
                        r.action == ReconcileAction::kMarkVoid ||
                        r.action == ReconcileAction::kMarkFailed;
     if (r.action != ReconcileAction::kWait) {
-      events.push_back(
-          {op.id, now, "worker", std::string(ReconcileActionName(r.action)), r.reason});
+      if (r.action == ReconcileAction::kMarkSettled) {
+        // What the chain showed, on its own row of the trace, then what the reconciler made of it.
+        events.push_back(
+            {op.id, now, "chain", "mined",
+             "receipt of " + event_tx + " in block " + std::to_string(seen.receipt_block),
+             TraceFacts().Amount(op.amount).TxHash(event_tx).Block(seen.receipt_block)});
+      }
+      events.push_back({op.id, now, "worker", std::string(ReconcileActionName(r.action)), r.reason,
+                        TraceFacts().TxHash(event_tx)});
       report.decisions.push_back({op.id, std::string(ReconcileActionName(r.action)), r.reason});
     }
     if (op == listed && !applied.broadcast) return Status::Ok();
@@ -279,7 +293,11 @@ Result<bool> ApplyReorganised(Store& store, const X402PaymentRecord& watched,
                                ": back to unknown; the same signed transaction settles it again";
     if (Status s = tx.UpdateOperation(MarkReorganised(op, now)); !s.ok()) return s;
     if (Status s = tx.UpdateX402Payment(unsettled); !s.ok()) return s;
-    if (Status s = tx.AppendEvent({op.id, now, "worker", "settlement_reorganised", reason});
+    if (Status s = tx.AppendEvent({op.id, now, "worker", "settlement_reorganised", reason,
+                                   TraceFacts()
+                                       .TxHash(watched.tx_hash)
+                                       .Block(watched.settled_block)
+                                       .Reason("reorganisation")});
         !s.ok()) {
       return s;
     }

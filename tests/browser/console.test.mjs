@@ -243,8 +243,8 @@ async function main() {
 
     // ---- the operation's page: states, and the trace on a timeline with its resolution
     await page.goto(`${admin}/console/#/operations/${opId}`);
-    await page.waitForSelector("#timeline .lane");
-    const lanes = await page.$$eval("#timeline .lane-name", (ns) => ns.map((n) => n.textContent));
+    await page.waitForSelector("#timeline .ap-lane");
+    const lanes = await page.$$eval("#timeline .ap-lane-name", (ns) => ns.map((n) => n.textContent));
     check("the timeline has a row per actor", ["gateway", "ledger", "upstream", "admin"].every((a) => lanes.includes(a)),
       lanes.join(","));
     const trace = await page.textContent("#trace");
@@ -252,7 +252,7 @@ async function main() {
       ["hold", "hold_expired", "capture", "refund", "resolved"].every((k) => trace.includes(k)) &&
       trace.indexOf("hold_expired") < trace.indexOf("capture") && trace.indexOf("capture") < trace.indexOf("resolved"),
       trace.slice(0, 600));
-    await page.focus("#timeline .mark");
+    await page.focus("#timeline .ap-mark");
     await page.keyboard.press("Enter");
     check("a timeline mark is keyboard-operable", (await page.$$("#trace li.current")).length === 1, "");
     await shot("g-operation");
@@ -283,6 +283,11 @@ async function main() {
       x402Trace.indexOf("settlement_submitted") >= 0 &&
       x402Trace.indexOf("settlement_submitted") < x402Trace.indexOf("settlement_unknown") &&
       x402Trace.indexOf("settlement_unknown") < x402Trace.indexOf("mark_settled"), x402Trace.slice(0, 800));
+    check("its trace carries the transaction as data", x402Trace.includes("tx " + (await adminJson(
+      `/admin/v1/operations/${unknown.id}`)).operation.tx_hash), x402Trace.slice(0, 800));
+    const x402Lanes = await page.$$eval("#timeline .ap-lane-name", (ns) => ns.map((n) => n.textContent));
+    check("its timeline has the client, gateway, chain and reconciler rows",
+      ["client", "gateway", "chain", "reconciler"].every((a) => x402Lanes.includes(a)), x402Lanes.join(","));
     await shot("i-x402-operation");
     spawnSync(agentpay, ["admin", "--url", admin, "--token-file", path.join(dir, "agentpay-data", "admin-token"),
       "devnet", "automine", "on"], {encoding: "utf8"});
@@ -312,6 +317,65 @@ async function main() {
     await page.waitForFunction(() => document.querySelectorAll("#operations tbody tr").length === 1);
     check("filters narrow the list", all > 1, `${all} before`);
     await shot("j-operations-filtered");
+
+    // ---- the inspector plays a real trace: from the console's link, and from a saved file
+    await page.goto(`${admin}/console/#/operations/${opId}`);
+    await page.waitForSelector("#timeline .ap-lane");
+    const events = (await adminJson(`/admin/v1/operations/${opId}/trace`)).events;
+    await page.focus("#open-inspector");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#trace-timeline:not([hidden]) .ap-mark");
+    await page.waitForFunction((n) => document.getElementById("event-count").textContent === "0 / " + n, events.length);
+    check("the console's link opens the operation's trace in the inspector, with every event",
+      (await page.$$("#trace-timeline .ap-mark")).length === events.length &&
+      (await page.$$("#trace-timeline .ap-mark.future")).length === events.length, `${events.length} events`);
+    check("the inspector's model controls are put away for a trace", await page.isHidden("#controls"), "");
+    const firstHold = events.findIndex((e) => e.actor === "ledger" && e.kind === "hold");
+    for (let i = 0; i <= firstHold; i++) {
+      await page.focus("#next-event");
+      await page.keyboard.press("Enter");
+    }
+    await page.waitForFunction((n) => document.getElementById("event-count").textContent.startsWith(n + " / "), firstHold + 1);
+    check("Next steps through the trace; the money panel follows it",
+      (await page.textContent("#t-held")) === String(PRICE) &&
+      (await page.textContent("#t-current")).includes("ledger hold"), await page.textContent("#t-current"));
+    await shot("l-inspector-trace-step");
+    await page.selectOption("#speed", "60");
+    await page.click("#play");
+    await page.waitForFunction(() => document.getElementById("stage").dataset.done === "true", null, {timeout: 30000});
+    check("Play runs the trace to its end: nothing held, the capture refunded",
+      (await page.textContent("#t-held")) === "0" && (await page.textContent("#t-captured")) === "0" &&
+      (await page.textContent("#t-refunded")) === String(PRICE) &&
+      (await page.textContent("#t-attempts")) === "2", await page.textContent("#trace-panels"));
+    await page.$eval("#timeline", (el) => { el.value = "0"; el.dispatchEvent(new Event("input")); });
+    check("seeking back to the start plays nothing",
+      (await page.textContent("#event-count")).startsWith("1 / ") || (await page.textContent("#event-count")).startsWith("2 / "),
+      await page.textContent("#event-count"));
+    await page.click("#trace-timeline .ap-mark[data-i='" + (events.length - 1) + "']");
+    check("choosing a mark seeks to it", (await page.textContent("#event-count")) === `${events.length} / ${events.length}`,
+      await page.textContent("#event-count"));
+    await shot("m-inspector-trace-end");
+    // A saved trace file: the x402 payment's, with its transaction and block as data.
+    const saved = path.join(dir, "x402-trace.json");
+    const x402Events = (await adminJson(`/admin/v1/operations/${unknown.id}/trace`)).events;
+    writeFileSync(saved, JSON.stringify({events: x402Events}));
+    await page.setInputFiles("#trace-file", saved);
+    await page.waitForFunction((n) => document.getElementById("event-count").textContent === "0 / " + n, x402Events.length);
+    await page.$eval("#timeline", (el) => { el.value = el.max; el.dispatchEvent(new Event("input")); });
+    check("a saved trace file plays, its transaction and block shown",
+      (await page.textContent("#t-tx")) === txHash && /^\d+$/.test(await page.textContent("#t-block")) &&
+      (await page.textContent("#t-onchain")) === String(PRICE) && await page.isHidden("#chart"),
+      `${await page.textContent("#t-tx")} ${await page.textContent("#t-block")}`);
+    const lanesInFile = await page.$$eval("#trace-timeline .ap-lane-name", (ns) => ns.map((n) => n.textContent));
+    check("the file's timeline has the chain and the reconciler", lanesInFile.includes("chain") &&
+      lanesInFile.includes("reconciler"), lanesInFile.join(","));
+    await shot("n-inspector-trace-file");
+    const notATrace = path.join(dir, "not-a-trace.json");
+    writeFileSync(notATrace, JSON.stringify({events: [{at_ms: "soon"}]}));
+    await page.setInputFiles("#trace-file", notATrace);
+    await page.waitForFunction(() => document.getElementById("run-status").dataset.state === "error");
+    check("a file that is not a trace is refused with a reason", /not a payment trace/.test(
+      await page.textContent("#run-status")), await page.textContent("#run-status"));
 
     // ---- labelled controls, keyboard reachability, both widths
     const unlabelled = await page.evaluate(() => [...document.querySelectorAll("input, select, textarea, button")]

@@ -67,6 +67,33 @@ TEST(Idempotency, KeptOperationResumes) {
   EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 2000).outcome, ArrivalOutcome::kResume);
 }
 
+TEST(Idempotency, RepeatedArrivalsBecomeTraceEventsUpToTheCap) {
+  Fixture f;
+  f.op.response = StoredResponse{201, "text/plain", "ok"};
+  auto replayed = ArrivalEvent(f.record, f.op, ArrivalOutcome::kReplay, 5000);
+  ASSERT_TRUE(replayed.has_value());
+  EXPECT_EQ(replayed->kind, "replayed");
+  EXPECT_EQ(replayed->actor, "client");
+  EXPECT_EQ(replayed->at_ms, 5000);
+  EXPECT_EQ(replayed->facts.http_status, 201);
+  auto attached = ArrivalEvent(f.record, f.op, ArrivalOutcome::kAttach, 5000);
+  ASSERT_TRUE(attached.has_value());
+  EXPECT_EQ(attached->kind, "attached");
+  EXPECT_EQ(attached->facts.attempt, f.op.attempts);
+  auto refused = ArrivalEvent(f.record, f.op, ArrivalOutcome::kMismatch, 5000);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->kind, "mismatch_refused");
+  EXPECT_EQ(refused->facts.http_status, 422);
+  EXPECT_EQ(refused->facts.reason, "idempotency_key_reused");
+  // New and resumed arrivals write their own events; a full key records no more.
+  EXPECT_FALSE(ArrivalEvent(f.record, f.op, ArrivalOutcome::kNew, 5000).has_value());
+  EXPECT_FALSE(ArrivalEvent(f.record, f.op, ArrivalOutcome::kResume, 5000).has_value());
+  f.record.arrivals_recorded = kMaxRecordedArrivals - 1;
+  EXPECT_TRUE(ArrivalEvent(f.record, f.op, ArrivalOutcome::kReplay, 5000).has_value());
+  f.record.arrivals_recorded = kMaxRecordedArrivals;
+  EXPECT_FALSE(ArrivalEvent(f.record, f.op, ArrivalOutcome::kReplay, 5000).has_value());
+}
+
 TEST(Idempotency, FingerprintMaterialSeparatesFields) {
   // Moving bytes between fields must change the material.
   EXPECT_NE(FingerprintMaterial("POST", "/a", "b=1", "", "x"),

@@ -187,6 +187,24 @@ TEST(Trace, MergesArrivalPostingsEventsAndAnswerInTimeOrder) {
   for (const auto& event : trace) kinds.push_back(event.kind);
   EXPECT_EQ(kinds, (std::vector<std::string>{"request", "hold", "hold_kept", "capture", "response"}));
   for (size_t i = 1; i < trace.size(); ++i) EXPECT_LE(trace[i - 1].at_ms, trace[i].at_ms);
+  // The structured facts beside the text: the arrival's attempt and price, each posting's
+  // amount, the recorded event's own facts, the answer's status.
+  EXPECT_EQ(trace[0].facts, TraceFacts().Attempt(1).Amount(op.amount));
+  EXPECT_EQ(trace[1].facts, TraceFacts().Amount(250));
+  EXPECT_EQ(trace[3].facts, TraceFacts().Amount(250));
+  EXPECT_EQ(trace[4].facts, TraceFacts().Attempt(op.attempts).HttpStatus(200));
+}
+
+TEST(Trace, UpstreamReasonCodesAreStable) {
+  EXPECT_EQ(UpstreamReasonCode(Answered(200)), "upstream_2xx");
+  EXPECT_EQ(UpstreamReasonCode(Answered(404)), "upstream_4xx");
+  EXPECT_EQ(UpstreamReasonCode(Answered(503)), "upstream_5xx");
+  EXPECT_EQ(UpstreamReasonCode(Answered(99)), "upstream_1xx");
+  EXPECT_EQ(UpstreamReasonCode(Answered(700)), "upstream_5xx");
+  EXPECT_EQ(UpstreamReasonCode({UpstreamKind::kTimeout, 0, "", "", "timed out"}),
+            "upstream_timeout");
+  EXPECT_EQ(UpstreamReasonCode({UpstreamKind::kFailed, 0, "", "", "refused"}),
+            "upstream_unreachable");
 }
 
 }  // namespace

@@ -27,11 +27,12 @@ TEST(AdminSurface, OrdinaryPathsStayPaid) {
 }
 
 TEST(AdminSurface, TheAdminListenerServesItsOwnPathsOnly) {
-  for (const char* path : {"/healthz", "/metrics", "/admin/v1/accounts", "/console", "/console/"}) {
+  for (const char* path : {"/healthz", "/metrics", "/admin/v1/accounts", "/console", "/console/",
+                           "/inspector", "/inspector/", "/inspector/timeline.js", "/v1/sim"}) {
     EXPECT_TRUE(IsAdminListenerPath(path)) << path;
   }
   for (const char* path : {"/", "/work", "/v1/account", "/v1/operations/op_1", "/devnet/rpc",
-                           "/inspector/", "/admin", "//admin/v1/accounts", "/metrics/"}) {
+                           "/v1/sim/x", "/admin", "//admin/v1/accounts", "/metrics/"}) {
     EXPECT_FALSE(IsAdminListenerPath(path)) << path;
   }
 }

@@ -154,6 +154,19 @@ def wait_port(port, timeout):
     return False
 
 
+def wait_for(probe, timeout, what):
+    """The first truthy value `probe()` returns within `timeout` seconds; AssertionError naming
+    `what` (and the last value seen) when none does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.1f s waiting for %s (last: %r)" % (timeout, what, value))
+        time.sleep(0.05)
+
+
 class ProcessError(RuntimeError):
     pass
 

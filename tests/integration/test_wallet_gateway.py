@@ -171,6 +171,14 @@ class ConcurrentDuplicatesTest(GatewayTestCase):
                              "exactly one hold and one capture posting for the key")
             keys = db.execute("SELECT operation_id FROM idempotency_keys WHERE key = ?", ("burst-key",)).fetchall()
             self.assertEqual(keys, [(op_id,)])
+        # The trace shows the duplicates that attached or were replayed: the first eight of them,
+        # each with its time (a key's trace is bounded; /metrics counts all of them).
+        def repeats():
+            return [e for e in self.gw.trace(op_id)["events"] if e["kind"] in ("attached", "replayed")]
+        shown = harness.wait_for(lambda: repeats() if len(repeats()) >= 8 else None, timeout=5,
+                                 what="eight repeated arrivals in the trace")
+        self.assertEqual(len(shown), 8, shown)
+        self.assertTrue(all(e["actor"] == "client" for e in shown), shown)
 
 
 class ConcurrentDuplicatesShortAttachTest(GatewayTestCase):
@@ -364,6 +372,28 @@ class UpstreamOutcomeTest(GatewayTestCase):
         self.assertEqual((replay.status, replay.body, replay.replayed), (200, retry.body, "true"), replay)
         self.assertExecuted(1)
         self.assertAccount(acct, captured=PRICE, held=0)
+
+        # The trace tells it as data: every step with its structured facts, the refused mismatch and
+        # the replay among them (a replay is recorded after its answer: wait for it).
+        def trace_with_replay():
+            events = self.gw.trace(op_id)["events"]
+            return events if any(e["kind"] == "replayed" for e in events) else None
+        events = harness.wait_for(trace_with_replay, timeout=5, what="the replay in the trace")
+        def fact(e):
+            return {k: e[k] for k in ("attempt", "amount", "http_status", "reason") if k in e}
+        steps = [(e["actor"], e["kind"], fact(e)) for e in events]
+        price = str(PRICE)
+        self.assertEqual(steps, [
+            ("client", "request", {"attempt": 1, "amount": price}),
+            ("ledger", "hold", {"amount": price}),
+            ("upstream", "hold_kept", {"attempt": 1, "amount": price, "http_status": 500,
+                                        "reason": "upstream_5xx"}),
+            ("client", "mismatch_refused", {"http_status": 422, "reason": "idempotency_key_reused"}),
+            ("gateway", "retry_resumed", {"attempt": 2, "amount": price, "reason": "hold_reused"}),
+            ("ledger", "capture", {"amount": price}),
+            ("upstream", "response", {"attempt": 2, "http_status": 200}),
+            ("client", "replayed", {"http_status": 200}),
+        ], events)
 
     def test_upstream_drop_after_work_then_retry_charges_once(self):
         acct = self.gw.create_account("dropper", deposit=DEPOSIT)

@@ -119,13 +119,27 @@ class AdminListenerTest(harness.GatewayTestCase):
 
     def test_the_admin_listener_serves_no_payments_and_no_public_views(self):
         executed = self.seller.executed()
-        for method, path in (("POST", "/work"), ("GET", "/"), ("GET", "/v1/account"), ("GET", "/inspector/"),
-                             ("GET", "/v1/sim"), ("POST", "/devnet/rpc")):
+        for method, path in (("POST", "/work"), ("GET", "/"), ("GET", "/v1/account"),
+                             ("GET", "/v1/operations/op_x"), ("POST", "/devnet/rpc")):
             r = self.gw.admin_request(method, path, body=b"{}",
                                       headers={"Authorization": "Bearer " + self.acct.api_key})
             self.assertProblem(r, 404, "not_found", "%s %s on the admin listener" % (method, path))
         self.assertEqual(self.seller.executed(), executed)
         self.assertEqual(self.gw.admin_request("GET", "/healthz").status, 200)
+
+    def test_the_pages_carry_no_data_and_refuse_framing(self):
+        # The console and the inspector (which opens the console's traces there) are static files;
+        # their data comes only from the admin API, under the token. Never framed, no inline code.
+        for path in ("/console/", "/console/console.js", "/console/timeline.js", "/inspector/",
+                     "/inspector/inspector.js", "/inspector/timeline.js"):
+            r = self.gw.admin_request("GET", path)
+            self.assertEqual(r.status, 200, (path, r))
+            self.assertIn("default-src 'self'", r.header("Content-Security-Policy") or "", path)
+            self.assertIn("frame-ancestors 'none'", r.header("Content-Security-Policy") or "", path)
+            self.assertEqual(r.header("X-Frame-Options"), "DENY", path)
+            self.assertNotIn(harness.ADMIN_TOKEN, r.body.decode(), path)
+        self.assertProblem(self.gw.admin_request("GET", "/inspector/../admin/v1/audit"), 404, "not_found")
+        self.assertProblem(self.gw.admin_request("GET", "/console/shared/timeline.js"), 404, "not_found")
 
 
 class AdminListenerOffTest(harness.GatewayTestCase):

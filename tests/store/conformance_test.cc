@@ -479,6 +479,59 @@ TEST_P(StoreConformance, EventsKeepTheirOrder) {
   }).ok());
 }
 
+TEST_P(StoreConformance, EventsKeepTheirStructuredFacts) {
+  TraceEvent full{
+      "op_f",
+      7,
+      "chain",
+      "settled",
+      "receipt",
+      TraceFacts().Attempt(2).Amount(1500).HttpStatus(202).TxHash("0xab").Block(9).Reason("why")};
+  TraceEvent bare{"op_f", 8, "gateway", "note", ""};
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                if (Status s = tx.AppendEvent(full); !s.ok()) return s;
+                return tx.AppendEvent(bare);
+              }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                auto events = tx.ListEvents("op_f");
+                if (!events.ok()) return events.status();
+                EXPECT_EQ(*events, (std::vector<TraceEvent>{full, bare}));
+                EXPECT_FALSE((*events)[1].facts.amount.has_value());  // none, not 0
+                return Status::Ok();
+              }).ok());
+}
+
+TEST_P(StoreConformance, RepeatedArrivalsAreRecordedUpToTheCap) {
+  KeyRecord record{"account:a", "k", "op_r", "fp", 5};
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.InsertKey(record).status(); }).ok());
+  int recorded = 0;
+  for (int i = 0; i < kMaxRecordedArrivals + 3; ++i) {
+    ASSERT_TRUE(
+        Write([&](Transaction& tx) -> Status {
+          auto done = tx.RecordArrival(record, {"op_r", 10 + i, "client", "replayed", "again"});
+          if (!done.ok()) return done.status();
+          recorded += *done ? 1 : 0;
+          return Status::Ok();
+        }).ok());
+  }
+  // A key that names another operation now (forgotten and reserved again) records nothing.
+  KeyRecord stale = record;
+  stale.operation_id = "op_old";
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                auto done = tx.RecordArrival(stale, {"op_old", 99, "client", "replayed", "late"});
+                if (!done.ok()) return done.status();
+                EXPECT_FALSE(*done);
+                return Status::Ok();
+              }).ok());
+  EXPECT_EQ(recorded, kMaxRecordedArrivals);
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                EXPECT_EQ(tx.ListEvents("op_r")->size(), static_cast<size_t>(kMaxRecordedArrivals));
+                EXPECT_TRUE(tx.ListEvents("op_old")->empty());
+                EXPECT_EQ((*tx.FindKey("account:a", "k"))->arrivals_recorded, kMaxRecordedArrivals);
+                return Status::Ok();
+              }).ok());
+}
+
 TEST_P(StoreConformance, AccountsAndDeposits) {
   AddAccount("acct_a", 0);
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {

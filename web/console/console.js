@@ -11,7 +11,6 @@
   const REFRESH_MS = 2000;
   const PAGE = 50;
   const VIEWS = ["signin", "overview", "alerts", "operations", "operation", "accounts", "account"];
-  const ACTORS = ["client", "gateway", "ledger", "upstream", "chain", "reconciler", "worker", "admin"];
 
   const $ = (id) => document.getElementById(id);
   const state = { route: null, shown: {}, drafts: {}, loading: false, operationsPages: 1 };
@@ -433,39 +432,13 @@
       [el("dt", { text: k }), el("dd", {}, v)]));
   }
 
-  function laneOf(actor) {
-    const a = String(actor || "").toLowerCase();
-    if (a.startsWith("client")) return "client";
-    return ACTORS.includes(a) ? a : "gateway";
-  }
-
-  function kindClass(kind) {
-    const k = String(kind || "");
-    if (/fail|void|expired|kept|refus|reject|alert|unknown/.test(k)) return "bad";
-    if (/hold|capture|release|refund|settled|deposit/.test(k)) return "money";
-    return "";
-  }
-
-  function drawTimeline(events) {
-    const box = $("timeline");
-    if (!events.length) { box.replaceChildren(el("p", { class: "note", text: "No events." })); return; }
-    const t0 = Number(events[0].at_ms);
-    const span = Math.max(1, Number(events[events.length - 1].at_ms) - t0);
-    const lanes = ACTORS.filter((a) => events.some((e) => laneOf(e.actor) === a));
-    box.replaceChildren(...lanes.map((lane) => el("div", { class: "lane" },
-      el("span", { class: "lane-name", text: lane }),
-      events.map((e, i) => laneOf(e.actor) !== lane ? null : el("button", {
-        type: "button", class: "mark", "data-kind": kindClass(e.kind),
-        style: { left: (((Number(e.at_ms) - t0) / span) * 96 + 2).toFixed(2) + "%" },
-        "aria-label": "+" + (Number(e.at_ms) - t0) + " ms " + e.actor + " " + e.kind + ": " + e.detail,
-        title: "+" + (Number(e.at_ms) - t0) + " ms " + e.actor + " " + e.kind + ": " + e.detail,
-        onclick: () => selectEvent(i) })))));
-  }
-
+  // The trace is drawn by the inspector's timeline component (shared/timeline.js); choosing an
+  // event marks it in the list below.
   function selectEvent(i) {
     const items = $("trace").children;
     for (let j = 0; j < items.length; j++) items[j].classList.toggle("current", j === i);
     if (items[i]) items[i].scrollIntoView({ block: "nearest" });
+    AgentPayTimeline.setCursor($("timeline"), i + 1);
   }
 
   async function loadOperation(route) {
@@ -508,12 +481,17 @@
     if (trace.status === 200) {
       const events = trace.json.events;
       redraw("trace", events, (list) => {
-        drawTimeline(list);
+        AgentPayTimeline.draw($("timeline"), list, { onSelect: selectEvent });
         const t0 = list.length ? Number(list[0].at_ms) : 0;
-        return list.map((e) => el("li", {},
-          el("span", { class: "mono", text: time(e.at_ms) + " (+" + (Number(e.at_ms) - t0) + " ms) " }),
-          el("strong", { text: e.actor + " " + e.kind }), ": " + e.detail));
+        return list.map((e) => {
+          const facts = AgentPayTimeline.factsText(e);
+          return el("li", {},
+            el("span", { class: "mono", text: time(e.at_ms) + " (+" + (Number(e.at_ms) - t0) + " ms) " }),
+            el("strong", { text: e.actor + " " + e.kind }), ": " + e.detail,
+            facts ? el("span", { class: "facts-line", text: facts }) : null);
+        });
       });
+      $("open-inspector").href = "../inspector/#operation=" + encodeURIComponent(id);
     }
   }
 

@@ -1,5 +1,8 @@
 // The AgentPay inspector. It draws what GET /v1/sim returns; there is no model in JavaScript:
-// every time, count and outcome on the page is read from the run's events and result.
+// every time, count and outcome on the page is read from the run's events and result. It also
+// plays a real operation's payment trace (trace mode): one the console links to
+// (#operation=<id>, read from the admin API with the console's token, on the admin listener) or a
+// saved trace file; the timeline is the console's component (timeline.js).
 "use strict";
 
 (function () {
@@ -24,7 +27,9 @@
   };
   const $ = (id) => document.getElementById(id);
 
-  const state = {run: null, t: 0, cursor: 0, playing: false, lastFrame: 0, seq: 0, end: 1};
+  const state = {run: null, t: 0, cursor: 0, playing: false, lastFrame: 0, seq: 0, end: 1, mode: "model"};
+  const TOKEN_KEY = "agentpay-admin-token";  // the console's, in this tab's sessionStorage
+  const MAX_TRACE_EVENTS = 10000;
 
   // ---- parameters -------------------------------------------------------------------------
   function readControls() {
@@ -48,6 +53,7 @@
   async function fetchRun() {
     const seq = ++state.seq;
     pause();
+    setMode("model");
     setStatus("loading", "loading…");
     let body;
     try {
@@ -75,9 +81,134 @@
     const last = run.events.length ? run.events[run.events.length - 1].at_ms : 0;
     state.end = Math.max(1, last);
     $("timeline").max = String(state.end);
-    showResult(run.result);
-    drawChart();
+    if (state.mode === "trace") {
+      AgentPayTimeline.draw($("trace-timeline"), run.events, {onSelect: (i) => {
+        pause();
+        seekTo(run.events[i].at_ms, i + 1);
+      }});
+    } else {
+      showResult(run.result);
+      drawChart();
+    }
     seekTo(0, 0);
+  }
+
+  // ---- trace mode ---------------------------------------------------------------------------
+  function setMode(mode) {
+    state.mode = mode;
+    const trace = mode === "trace";
+    // The attribute, not the property: the chart is an SVG element, which has no `hidden` property.
+    for (const id of ["controls", "chart", "legend", "panels", "result-panel", "lede-model", "experiments-nav"]) {
+      $(id).toggleAttribute("hidden", trace);
+    }
+    for (const id of ["trace-timeline", "trace-panels", "back-to-model", "lede-trace"]) {
+      $(id).toggleAttribute("hidden", !trace);
+    }
+  }
+
+  // A trace answer ({"events": [...]}, oldest first) as a run whose times start at 0; null and a
+  // reason when `doc` is not one.
+  function traceRun(doc) {
+    if (!doc || typeof doc !== "object" || !Array.isArray(doc.events)) return {error: "no \"events\" list"};
+    if (doc.events.length > MAX_TRACE_EVENTS) return {error: "more than " + MAX_TRACE_EVENTS + " events"};
+    for (const ev of doc.events) {
+      if (!ev || typeof ev !== "object" || !Number.isFinite(Number(ev.at_ms)) || typeof ev.actor !== "string" ||
+          typeof ev.kind !== "string" || typeof ev.detail !== "string") {
+        return {error: "an event without at_ms, actor, kind and detail"};
+      }
+    }
+    const sorted = doc.events.map((ev, i) => ({ev, i}))
+      .sort((a, b) => Number(a.ev.at_ms) - Number(b.ev.at_ms) || a.i - b.i).map((x) => x.ev);
+    const t0 = sorted.length ? Number(sorted[0].at_ms) : 0;
+    return {run: {events: sorted.map((ev) => Object.assign({}, ev, {at_ms: Number(ev.at_ms) - t0,
+      wall_ms: Number(ev.at_ms)}))}};
+  }
+
+  function openTrace(doc, source) {
+    const parsed = traceRun(doc);
+    if (parsed.error) { setStatus("error", "error: " + source + " is not a payment trace (" + parsed.error + ")"); return; }
+    pause();
+    setMode("trace");
+    loadRun(parsed.run);
+    $("t-operation").textContent = source;
+    setStatus("ready", "ready: " + parsed.run.events.length + " events of " + source);
+  }
+
+  async function fetchOperationTrace(id) {
+    const seq = ++state.seq;
+    pause();
+    setMode("trace");
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (!token) {
+      setStatus("error", "error: sign in to the console on this address first (the token stays in its tab)");
+      return;
+    }
+    setStatus("loading", "loading the trace of " + id + "…");
+    let answer, body;
+    try {
+      answer = await fetch("../admin/v1/operations/" + encodeURIComponent(id) + "/trace",
+        {cache: "no-store", headers: {Authorization: "Bearer " + token}});
+      body = await answer.json();
+    } catch (error) {
+      if (seq === state.seq) setStatus("error", "error: " + error.message);
+      return;
+    }
+    if (seq !== state.seq) return;
+    if (!answer.ok) { setStatus("error", "error: " + (body.detail || body.title || answer.status)); return; }
+    openTrace(body, id);
+  }
+
+  function openTraceFile(file) {
+    if (!file) return;
+    if (file.size > 16 * 1024 * 1024) { setStatus("error", "error: " + file.name + " is larger than 16 MiB"); return; }
+    ++state.seq;
+    file.text().then((text) => {
+      let doc;
+      try { doc = JSON.parse(text); } catch (error) {
+        setStatus("error", "error: " + file.name + " is not JSON (" + error.message + ")");
+        return;
+      }
+      history.replaceState(null, "", location.pathname);
+      openTrace(doc, file.name);
+    }, (error) => setStatus("error", "error: " + error.message));
+  }
+
+  function operationInHash() {
+    const params = new URLSearchParams(location.hash.replace(/^#/, ""));
+    const id = params.get("operation");
+    return id && id.length <= 255 ? id : null;
+  }
+
+  // What the trace's events up to the cursor add up to: attempts, repeated arrivals, money.
+  function renderTrace(events) {
+    let attempts = 0, repeats = 0, status = null, tx = null, block = null;
+    const money = {hold: 0, capture: 0, release: 0, refund: 0};
+    let onChain = 0;
+    for (const ev of events) {
+      if (ev.attempt) attempts = Math.max(attempts, ev.attempt);
+      if (ev.actor === "client" && ["replayed", "attached", "mismatch_refused"].includes(ev.kind)) repeats++;
+      if (ev.http_status) status = ev.http_status;
+      if (ev.tx_hash) tx = ev.tx_hash;
+      if (ev.block !== undefined) block = ev.block;
+      if (ev.actor === "ledger" && ev.kind in money && ev.amount !== undefined) money[ev.kind] += Number(ev.amount);
+      // The chain's word on an x402 payment (a later reorganisation takes it back).
+      if (ev.actor === "chain" && (ev.kind === "settled" || ev.kind === "mined") && ev.amount !== undefined) {
+        onChain = Number(ev.amount);
+      }
+      if (ev.kind === "settlement_reorganised") onChain = 0;
+    }
+    $("t-attempts").textContent = String(attempts);
+    $("t-repeats").textContent = String(repeats);
+    $("t-status").textContent = status === null ? "–" : String(status);
+    $("t-tx").textContent = tx || "–";
+    $("t-block").textContent = block === null ? "–" : String(block);
+    $("t-held").textContent = String(money.hold - money.capture - money.release);
+    $("t-captured").textContent = String(money.capture - money.refund);
+    $("t-released").textContent = String(money.release);
+    $("t-refunded").textContent = String(money.refund);
+    $("t-onchain").textContent = String(onChain);
+    const current = events[events.length - 1];
+    $("t-current").textContent = current ? describe(current) : "none yet";
   }
 
   function countAt(t) {
@@ -131,6 +262,10 @@
   function applied() { return state.run.events.slice(0, state.cursor); }
 
   function describe(ev) {
+    if (state.mode === "trace") {
+      const facts = AgentPayTimeline.factsText(ev);
+      return ev.actor + " " + ev.kind + ": " + ev.detail + (facts ? " (" + facts + ")" : "");
+    }
     const a = ev.attempt ? " attempt " + ev.attempt : "";
     const o = ev.operation ? " op " + ev.operation : "";
     const k = ev.key ? " (" + ev.key + ")" : "";
@@ -192,6 +327,23 @@
   function render() {
     if (!state.run) return;
     const events = applied();
+    if (state.mode === "trace") renderTrace(events); else renderModel(events);
+    const recent = events.slice(-10).reverse();
+    listInto($("recent"), recent.map((ev, i) => ({text: "#" + (state.cursor - i) + "  " + ev.at_ms + " ms · " +
+      ev.actor + " · " + describe(ev), cls: "actor-" + ev.actor + (i === 0 ? " newest" : "")})));
+    $("event-count").textContent = state.cursor + " / " + state.run.events.length;
+    $("timeline").value = String(state.t);
+    $("timeline").setAttribute("aria-valuetext", Math.round(state.t) + " ms" +
+      (state.mode === "trace" ? " after the first event" : " of model time"));
+    $("model-ms").textContent = Math.round(state.t) + " ms";
+    $("inspect-s").textContent = (state.t / speed() / 1000).toFixed(2) + " s";
+    $("stage").dataset.cursor = String(state.cursor);
+    $("stage").dataset.done = String(state.cursor >= state.run.events.length);
+    if (state.mode === "trace") AgentPayTimeline.setCursor($("trace-timeline"), state.cursor, state.t);
+    else updateChartPlayhead();
+  }
+
+  function renderModel(events) {
     const {attempts, outcome} = clientView(events);
     const {ops, effects} = serverView(events);
     const outcomeEl = $("client-outcome");
@@ -213,17 +365,6 @@
     $("ledger-panel").classList.toggle("dup", effects.length > 1);
     listInto($("ledger-list"), effects.map((ev, i) => "+1 at " + ev.at_ms + " ms (operation " + ev.operation +
       ", " + ev.key + ")" + (i > 0 ? " — duplicate" : "")));
-    const recent = events.slice(-10).reverse();
-    listInto($("recent"), recent.map((ev, i) => ({text: "#" + (state.cursor - i) + "  " + ev.at_ms + " ms · " +
-      ev.actor + " · " + describe(ev), cls: "actor-" + ev.actor + (i === 0 ? " newest" : "")})));
-    $("event-count").textContent = state.cursor + " / " + state.run.events.length;
-    $("timeline").value = String(state.t);
-    $("timeline").setAttribute("aria-valuetext", state.t + " ms of model time");
-    $("model-ms").textContent = Math.round(state.t) + " ms";
-    $("inspect-s").textContent = (state.t / speed() / 1000).toFixed(2) + " s";
-    $("stage").dataset.cursor = String(state.cursor);
-    $("stage").dataset.done = String(state.cursor >= state.run.events.length);
-    updateChartPlayhead();
   }
 
   function showResult(r) {
@@ -352,7 +493,10 @@
     const onSeek = () => { pause(); seekTo(Number($("timeline").value)); };
     $("timeline").addEventListener("input", onSeek);
     $("timeline").addEventListener("change", onSeek);
-    fetchRun();
+    $("trace-file").addEventListener("change", (e) => openTraceFile(e.target.files[0]));
+    const fromHash = () => { const id = operationInHash(); if (id) fetchOperationTrace(id); else fetchRun(); };
+    window.addEventListener("hashchange", fromHash);
+    fromHash();
   }
 
   init();
