@@ -3,19 +3,12 @@
 #include "chain/bytes.h"
 
 #include "chain/keccak.h"
+#include "core/hex.h"
 
 namespace agentpay::chain {
 namespace {
 
 constexpr char kHexDigits[] = "0123456789abcdef";
-
-// -1 when c is not a hex digit.
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 Status InvalidHex(std::string message) {
   return Status::Error(ErrorCode::kInvalidHex, std::move(message));
@@ -24,8 +17,8 @@ Status InvalidHex(std::string message) {
 // Decodes an even-length run of hex digits (no prefix) into out; false on a non-hex character.
 bool DecodeDigits(std::string_view digits, uint8_t* out) {
   for (size_t i = 0; i < digits.size(); i += 2) {
-    const int high = HexValue(digits[i]);
-    const int low = HexValue(digits[i + 1]);
+    const int high = HexDigitValue(digits[i]);
+    const int low = HexDigitValue(digits[i + 1]);
     if (high < 0 || low < 0) return false;
     out[i / 2] = static_cast<uint8_t>(high * 16 + low);
   }

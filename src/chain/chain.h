@@ -84,6 +84,9 @@ class Chain {
   virtual Result<uint64_t> PendingNonce(const Address& account) = 0;
   // The next nonce of `account` at the latest block: its mined transactions only.
   virtual Result<uint64_t> MinedNonce(const Address& account) = 0;
+  // eth_getBalance at the latest block: the native currency `account` pays gas with, in wei.
+  // nullopt from a chain that charges no gas (the built-in devnet).
+  virtual Result<std::optional<U256>> NativeBalance(const Address& account) = 0;
   // Broadcasts a signed transaction and returns its hash (keccak256 of raw). When the node
   // already has exactly this transaction the result is the error kTxAlreadyKnown.
   virtual Result<Hash32> SendRawTransaction(const Bytes& raw) = 0;

@@ -131,6 +131,8 @@ class Devnet final : public Chain {
   Result<FeeData> Fees() override;
   Result<uint64_t> PendingNonce(const Address& account) override;
   Result<uint64_t> MinedNonce(const Address& account) override;
+  // The devnet charges no gas: nullopt.
+  Result<std::optional<U256>> NativeBalance(const Address& account) override;
   // Accepts an EIP-1559 transferWithAuthorization to the token whose nonce is the sender's
   // next one. rpc_error messages as geth's: "nonce too low", "nonce too high", "replacement
   // transaction underpriced" (a different transaction with a pending nonce), "txpool is full",

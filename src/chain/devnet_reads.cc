@@ -119,6 +119,12 @@ Result<uint64_t> Devnet::MinedNonce(const Address& account) {
   return state_->AccountNonce(account);
 }
 
+Result<std::optional<U256>> Devnet::NativeBalance(const Address&) {
+  std::lock_guard lock(mutex_);
+  if (Status entered = Enter(); !entered.ok()) return entered;
+  return std::optional<U256>();
+}
+
 Result<std::vector<DevnetPlacedLog>> Devnet::Logs(const DevnetLogFilter& filter) {
   std::lock_guard lock(mutex_);
   if (Status entered = Enter(); !entered.ok()) return entered;

@@ -282,6 +282,15 @@ Result<uint64_t> RpcChain::MinedNonce(const Address& account) {
   return TransactionCount(account, "latest");
 }
 
+Result<std::optional<U256>> RpcChain::NativeBalance(const Address& account) {
+  Result<json> answer =
+      client_.Call("eth_getBalance", json::array({ToLowerHex(account), "latest"}));
+  if (!answer.ok()) return answer.status();
+  Result<U256> balance = ParseQuantity(*answer, "eth_getBalance");
+  if (!balance.ok()) return balance.status();
+  return std::optional<U256>(*balance);
+}
+
 Result<Hash32> RpcChain::SendRawTransaction(const Bytes& raw) {
   const Hash32 expected = Keccak256(raw);
   RpcErrorDetail detail;

@@ -37,6 +37,7 @@ class RpcChain final : public Chain {
   Result<FeeData> Fees() override;
   Result<uint64_t> PendingNonce(const Address& account) override;
   Result<uint64_t> MinedNonce(const Address& account) override;
+  Result<std::optional<U256>> NativeBalance(const Address& account) override;
   // "already known"/"already imported" → kTxAlreadyKnown. "nonce too low" → kTxAlreadyKnown when
   // the node knows this transaction's hash, else the node's rpc_error.
   Result<Hash32> SendRawTransaction(const Bytes& raw) override;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "chain/bytes.h"
+#include "core/hex.h"
 
 namespace agentpay::chain {
 namespace {
@@ -34,13 +35,6 @@ uint64_t DivideSmall(std::array<uint64_t, 4>& limbs, uint64_t divisor) {
     remainder = current % divisor;
   }
   return static_cast<uint64_t>(remainder);
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -148,7 +142,7 @@ std::optional<U256> ParseU256Hex(std::string_view text) {
   if (digits.size() > kMaxHexDigits) return std::nullopt;
   std::array<uint64_t, 4> limbs{};
   for (char c : digits) {
-    const int nibble = HexValue(c);
+    const int nibble = HexDigitValue(c);
     if (nibble < 0) return std::nullopt;
     if (!MultiplyAdd(limbs, 16, static_cast<uint64_t>(nibble))) return std::nullopt;
   }

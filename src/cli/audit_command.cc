@@ -118,7 +118,7 @@ ChainCheck CheckChain(const AuditCommandOptions& options, const nlohmann::json& 
 
 // The gateway's report with the chain check's row and violations merged in.
 void Merge(nlohmann::json& report, const AuditReport& chain) {
-  const AuditCheckResult& row = chain.checks[static_cast<size_t>(AuditCheck::kChainTransfers)];
+  const AuditCheckResult& row = chain.Of(AuditCheck::kChainTransfers);
   for (nlohmann::json& check : report["checks"]) {
     if (check.value("name", "") != AuditCheckName(AuditCheck::kChainTransfers)) continue;
     check["ran"] = true;

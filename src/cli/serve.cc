@@ -29,6 +29,7 @@
 #include "http/request_target.h"
 #include "http/server.h"
 #include "http/timers.h"
+#include "settlement/relayer_watch.h"
 #include "store/store.h"
 #include "workers/hold_sweeper.h"
 #include "workers/periodic.h"
@@ -571,6 +572,17 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   auto reconcile = [&] {
     if (paced_reconciler) LogReconcile(log, paced_reconciler->RunPass());
   };
+  // The relayer's gas and mined nonce for the console's overview: two chain calls every 30 s, at
+  // start first; an admin request never calls the chain.
+  constexpr int64_t kRelayerWatchIntervalMs = 30000;
+  std::optional<RelayerWatch> relayer_watch;
+  std::optional<PeriodicWorker> relayer_watcher;
+  if (settlement->settler != nullptr) {
+    relayer_watch.emplace(*settlement->settler);
+    gateway.AttachRelayerWatch(&*relayer_watch);
+    relayer_watcher.emplace(kRelayerWatchIntervalMs,
+                            [&] { relayer_watch->Refresh(clock.NowMs()); });
+  }
   reconcile();  // settlements a previous process left behind, before traffic is accepted
 
   std::optional<DemoAccount> demo_account;

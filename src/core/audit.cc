@@ -223,4 +223,11 @@ void BooksAudit::AddChainTransfer(const SettledPayment& payment, const ChainTran
 
 AuditReport BooksAudit::Finish() && { return std::move(report_); }
 
+const AuditCheckResult& AuditReport::Of(AuditCheck check) const {
+  auto row = std::find_if(checks.begin(), checks.end(),
+                          [check](const AuditCheckResult& r) { return r.check == check; });
+  AGENTPAY_CHECK(row != checks.end());
+  return *row;
+}
+
 }  // namespace agentpay

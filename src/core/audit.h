@@ -167,6 +167,8 @@ struct AuditReport {
   int64_t violations = 0;
   AuditTotals totals;
   bool ok() const { return violations == 0; }
+  // The row of `check` (every check has one).
+  const AuditCheckResult& Of(AuditCheck check) const;
 };
 
 // Accumulates the rules over records fed in any order; each Add… examines what it is given.

@@ -231,9 +231,18 @@ std::vector<TraceEvent> BuildTrace(const Operation& op, const std::vector<Postin
                          std::string(FulfillmentName(op.fulfillment)),
                      TraceFacts().Attempt(op.attempts).HttpStatus(op.response->status)});
   }
-  // Stable: at equal times the order above (arrival, postings, events, answer) is kept.
-  std::stable_sort(trace.begin(), trace.end(),
-                   [](const TraceEvent& a, const TraceEvent& b) { return a.at_ms < b.at_ms; });
+  // Stable, and at equal times causal (operation.h); the rows of one table keep their order.
+  auto rank = [](const TraceEvent& e) {
+    if (e.actor == "client" && e.kind == "request") return 0;
+    if (e.kind == "retry_resumed") return 1;
+    if (e.actor == "ledger") return 2;
+    if (e.actor == "upstream" && e.kind == "response") return 4;
+    if (e.actor == "client" && e.kind == "replayed") return 5;
+    return 3;
+  };
+  std::stable_sort(trace.begin(), trace.end(), [&](const TraceEvent& a, const TraceEvent& b) {
+    return a.at_ms != b.at_ms ? a.at_ms < b.at_ms : rank(a) < rank(b);
+  });
   return trace;
 }
 

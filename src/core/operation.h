@@ -199,8 +199,10 @@ struct TraceEvent {
 };
 
 // The payment trace of an operation, oldest first: its arrival, every ledger posting, the events
-// recorded on unusual transitions (kept holds, resumptions, recovery, expiry) and its final answer.
-// The common path writes no event rows: postings and the operation already tell it.
+// recorded on unusual transitions (kept holds, resumptions, recovery, expiry, repeated arrivals)
+// and its final answer. The common path writes no event rows: postings and the operation already
+// tell it. Within one millisecond the order is causal: the arrival; a resumption (it places or
+// reuses the hold); the postings; the other events; the answer; replays (they repeat the answer).
 std::vector<TraceEvent> BuildTrace(const Operation& op, const std::vector<PostingRecord>& postings,
                                    const std::vector<TraceEvent>& events);
 

@@ -11,6 +11,7 @@
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
 #include "gateway/views.h"
+#include "settlement/relayer_watch.h"
 #include "store/books_audit.h"
 
 namespace agentpay {
@@ -552,49 +553,39 @@ HttpResponse AdminApi::Overview() {
   constexpr int64_t kDayMs = 86400000;
   const int64_t midnight = now - now % kDayMs;  // UTC
   std::optional<StoreOverview> overview;
+  std::optional<RelayerReading> relayer;
+  if (relayer_watch_ != nullptr) relayer = relayer_watch_->Latest();
+  int64_t relayer_nonces_taken = 0;
   Status status = ctx_.store.Read([&](Transaction& tx) {
     auto read = tx.ReadOverview(midnight);
     if (!read.ok()) return read.status();
     overview = *read;
+    if (!relayer) return Status::Ok();
+    auto taken = tx.NextRelayerNonce(relayer->relayer);
+    if (!taken.ok()) return taken.status();
+    relayer_nonces_taken = *taken;
     return Status::Ok();
   });
   if (!status.ok()) return StoreProblem(status);
-  return JsonResponse(200, DumpJson(OverviewJson(*overview, now, midnight)));
+  nlohmann::json json = OverviewJson(*overview, now, midnight);
+  if (relayer) json["relayer"] = RelayerJson(*relayer, relayer_nonces_taken, now);
+  std::lock_guard lock(last_audit_mutex_);
+  json["last_audit"] = last_audit_json_.empty()
+                           ? nlohmann::json(nullptr)
+                           : nlohmann::json::parse(last_audit_json_, nullptr, false);
+  return JsonResponse(200, DumpJson(json));
 }
 
 HttpResponse AdminApi::OperationDetail(std::string_view id, bool trace) {
-  std::optional<Operation> op;
-  std::vector<TraceEvent> events;
-  std::vector<Alert> alerts;
-  std::vector<PostingRecord> postings;
-  std::optional<X402PaymentRecord> payment;
-  Status status = ctx_.store.Read([&](Transaction& tx) -> Status {
-    auto found = tx.FindOperation(id);
-    if (!found.ok()) return found.status();
-    op = std::move(*found);
-    if (!op) return Status::Ok();
-    auto posted = tx.ListPostings(id);
-    if (!posted.ok()) return posted.status();
-    postings = std::move(*posted);
-    if (trace) {
-      auto listed = tx.ListEvents(id);
-      if (!listed.ok()) return listed.status();
-      events = std::move(*listed);
-      return Status::Ok();
-    }
-    auto raised = tx.ListAlertsOf(id);
-    if (!raised.ok()) return raised.status();
-    alerts = std::move(*raised);
-    auto paid = tx.FindX402Payment(id);
-    if (!paid.ok()) return paid.status();
-    payment = std::move(*paid);
-    return Status::Ok();
-  });
-  if (!status.ok()) return StoreProblem(status);
-  if (!op) return ProblemResponse(404, ProblemCode::kNotFound, "no such operation");
+  auto records = ReadOperationRecords(ctx_.store, id, {/*trace=*/trace, /*alerts=*/!trace});
+  if (!records.ok()) return StoreProblem(records.status());
+  if (!records->has_value())
+    return ProblemResponse(404, ProblemCode::kNotFound, "no such operation");
+  const OperationRecords& found = **records;
   // The same trace as GET /v1/operations/{id}/trace: the events with the ledger's postings.
-  if (trace) return JsonResponse(200, DumpJson(TraceJson(BuildTrace(*op, postings, events))));
-  return JsonResponse(200, DumpJson(OperationDetailJson(*op, alerts, postings, payment)));
+  if (trace) return JsonResponse(200, DumpJson(TraceJson(found.Trace())));
+  return JsonResponse(
+      200, DumpJson(OperationDetailJson(found.op, found.alerts, found.postings, found.payment)));
 }
 
 HttpResponse AdminApi::Audit() {
@@ -604,7 +595,12 @@ HttpResponse AdminApi::Audit() {
   options.hold_slack_ms = 2 * ctx_.config.sweep_interval_ms + kAuditHoldSlackMs;
   auto report = AuditStore(ctx_.store, options);
   if (!report.ok()) return StoreProblem(report.status());
-  return JsonResponse(200, DumpJson(AuditJson(*report, ctx_.config.chain, now)));
+  std::string answer = DumpJson(AuditJson(*report, ctx_.config.chain, now));
+  {
+    std::lock_guard lock(last_audit_mutex_);
+    last_audit_json_ = answer;
+  }
+  return JsonResponse(200, std::move(answer));
 }
 
 HttpResponse AdminApi::AuditPayments(const HttpRequest& request) {

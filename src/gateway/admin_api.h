@@ -3,6 +3,8 @@
 // without a configured token the whole API answers 403 admin_disabled.
 #pragma once
 
+#include <mutex>
+#include <string>
 #include <string_view>
 
 #include "gateway/context.h"
@@ -10,12 +12,18 @@
 
 namespace agentpay {
 
+class RelayerWatch;
+
 class AdminApi {
  public:
   explicit AdminApi(const GatewayContext& context) : ctx_(context) {}
 
   // Any request under /admin/; blocking (it reads and writes the store).
   HttpResponse Handle(const HttpRequest& request);
+
+  // The relayer's last reading, shown by the overview (none without x402 settlement). `watch`
+  // outlives the API; attach before serving.
+  void AttachRelayerWatch(const RelayerWatch* watch) { relayer_watch_ = watch; }
 
  private:
   HttpResponse CreateAccount(const HttpRequest& request);
@@ -44,6 +52,11 @@ class AdminApi {
   HttpResponse ResolveOperation(const HttpRequest& request, std::string_view operation_id);
 
   GatewayContext ctx_;
+  const RelayerWatch* relayer_watch_ = nullptr;
+  // The last books audit this process ran (GET /admin/v1/audit, from the console or
+  // `agentpay admin audit`), as answered; "" before the first. The overview shows it.
+  std::mutex last_audit_mutex_;
+  std::string last_audit_json_;
 };
 
 }  // namespace agentpay

@@ -5,15 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "core/hex.h"
+
 namespace agentpay {
 namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
 
 // Percent-decoded (repeatedly, so "%2561" cannot hide an 'a' from a decoder that runs twice) and
 // lower-cased. Bounded: each round shortens the text or stops.
@@ -24,9 +19,9 @@ std::string Decoded(std::string_view path) {
     std::string out;
     out.reserve(text.size());
     for (size_t i = 0; i < text.size(); ++i) {
-      if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 &&
-          HexValue(text[i + 2]) >= 0) {
-        out += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
+      if (text[i] == '%' && i + 2 < text.size() && HexDigitValue(text[i + 1]) >= 0 &&
+          HexDigitValue(text[i + 2]) >= 0) {
+        out += static_cast<char>(HexDigitValue(text[i + 1]) * 16 + HexDigitValue(text[i + 2]));
         i += 2;
         changed = true;
       } else {

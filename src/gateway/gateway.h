@@ -25,6 +25,7 @@
 #include "http/message.h"
 #include "http/server.h"
 #include "http/worker_pool.h"
+#include "settlement/relayer_watch.h"
 #include "settlement/settler.h"
 #include "store/store.h"
 
@@ -76,6 +77,8 @@ class Gateway {
 
   // Lets /metrics include the listener's counters (optional).
   void AttachServer(const HttpServer* server) { server_ = server; }
+  // The relayer's readings for the admin overview; `watch` outlives the gateway's serving.
+  void AttachRelayerWatch(const RelayerWatch* watch) { admin_.AttachRelayerWatch(watch); }
 
   const GatewayConfig& config() const { return config_; }
   Metrics& metrics() { return metrics_; }

@@ -147,6 +147,31 @@ nlohmann::json OverviewJson(const StoreOverview& overview, int64_t now_ms, int64
           {"today_since_ms", since_ms}};
 }
 
+nlohmann::json RelayerJson(const RelayerReading& reading, int64_t nonces_taken, int64_t now_ms) {
+  nlohmann::json json = {{"address", reading.relayer},
+                         {"charges_gas", reading.charges_gas},
+                         {"nonces_taken", nonces_taken},
+                         {"read_age_ms", reading.read_ms > 0 ? nlohmann::json(std::max<int64_t>(
+                                                                   0, now_ms - reading.read_ms))
+                                                             : nlohmann::json(nullptr)},
+                         {"error", reading.error}};
+  json["balance_wei"] = reading.balance_wei ? nlohmann::json(reading.balance_wei->ToDecimal())
+                                            : nlohmann::json(nullptr);
+  if (reading.mined_nonce) {
+    // Our transactions the chain has not mined yet: every relayer nonce the store handed out
+    // past the chain's count (0 when another sender of the key is ahead of us).
+    const uint64_t mined = *reading.mined_nonce;
+    json["mined_nonce"] = mined;
+    json["pending"] = nonces_taken > 0 && static_cast<uint64_t>(nonces_taken) > mined
+                          ? static_cast<uint64_t>(nonces_taken) - mined
+                          : 0;
+  } else {
+    json["mined_nonce"] = nullptr;
+    json["pending"] = nullptr;
+  }
+  return json;
+}
+
 nlohmann::json OperationDetailJson(const Operation& op, const std::vector<Alert>& alerts,
                                    const std::vector<PostingRecord>& postings,
                                    const std::optional<X402PaymentRecord>& payment) {

@@ -48,37 +48,51 @@ Result<bool> Views::MayRead(const HttpRequest& request, const ::agentpay::Operat
   return key.has_value() && KeyMatchesDigest(*key, op.idempotency_key);
 }
 
-HttpResponse Views::Operation(const HttpRequest& request, std::string_view id, bool trace) {
-  std::optional<::agentpay::Operation> op;
-  std::optional<X402PaymentRecord> payment;
-  std::vector<TraceEvent> events;
-  std::vector<PostingRecord> postings;
-  Status status = ctx_.store.Read([&](Transaction& tx) {
+Result<std::optional<OperationRecords>> ReadOperationRecords(Store& store, std::string_view id,
+                                                             OperationReads reads) {
+  std::optional<OperationRecords> records;
+  Status status = store.Read([&](Transaction& tx) -> Status {
     auto found = tx.FindOperation(id);
     if (!found.ok()) return found.status();
-    op = std::move(*found);
-    if (op && !WalletAccountOf(op->principal)) {
+    if (!found->has_value()) return Status::Ok();
+    records.emplace();
+    records->op = std::move(**found);
+    if (!WalletAccountOf(records->op.principal)) {
       auto paid = tx.FindX402Payment(id);
       if (!paid.ok()) return paid.status();
-      payment = std::move(*paid);
+      records->payment = std::move(*paid);
     }
-    if (op && trace) {
-      auto listed = tx.ListEvents(id);
-      if (!listed.ok()) return listed.status();
-      events = std::move(*listed);
+    if (reads.trace || reads.alerts) {
       auto posted = tx.ListPostings(id);
       if (!posted.ok()) return posted.status();
-      postings = std::move(*posted);
+      records->postings = std::move(*posted);
+    }
+    if (reads.trace) {
+      auto listed = tx.ListEvents(id);
+      if (!listed.ok()) return listed.status();
+      records->events = std::move(*listed);
+    }
+    if (reads.alerts) {
+      auto raised = tx.ListAlertsOf(id);
+      if (!raised.ok()) return raised.status();
+      records->alerts = std::move(*raised);
     }
     return Status::Ok();
   });
-  if (!status.ok()) return StoreProblem(status);
-  if (!op) return NoSuchOperation();
-  auto may_read = MayRead(request, *op);
+  if (!status.ok()) return status;
+  return records;
+}
+
+HttpResponse Views::Operation(const HttpRequest& request, std::string_view id, bool trace) {
+  auto records = ReadOperationRecords(ctx_.store, id, {/*trace=*/trace, /*alerts=*/false});
+  if (!records.ok()) return StoreProblem(records.status());
+  if (!records->has_value()) return NoSuchOperation();
+  const OperationRecords& found = **records;
+  auto may_read = MayRead(request, found.op);
   if (!may_read.ok()) return StoreProblem(may_read.status());
   if (!*may_read) return NoSuchOperation();
-  if (!trace) return JsonResponse(200, DumpJson(OperationViewJson(*op, payment)));
-  return JsonResponse(200, DumpJson(TraceJson(BuildTrace(*op, postings, events))));
+  if (!trace) return JsonResponse(200, DumpJson(OperationViewJson(found.op, found.payment)));
+  return JsonResponse(200, DumpJson(TraceJson(found.Trace())));
 }
 
 HttpResponse Views::Account(const HttpRequest& request) {

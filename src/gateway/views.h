@@ -34,6 +34,25 @@ class Views {
   ApiKeys& api_keys_;
 };
 
+// What an operation's views read, in one read transaction: the operation, its x402 payment (none
+// for a wallet operation), and on request its ledger postings and trace events (`trace`) and its
+// alerts (`alerts`). Nullopt when no operation has this id.
+struct OperationRecords {
+  ::agentpay::Operation op;
+  std::optional<X402PaymentRecord> payment;
+  std::vector<PostingRecord> postings;  // with `trace` or `alerts`
+  std::vector<TraceEvent> events;       // with `trace`
+  std::vector<Alert> alerts;            // with `alerts`
+  // The trace view (GET …/trace): BuildTrace over the above.
+  std::vector<TraceEvent> Trace() const { return BuildTrace(op, postings, events); }
+};
+struct OperationReads {
+  bool trace = false;
+  bool alerts = false;
+};
+Result<std::optional<OperationRecords>> ReadOperationRecords(Store& store, std::string_view id,
+                                                             OperationReads reads);
+
 // The account view of `account_id` (the admin API's and /v1/account's): 200, or 404 not_found.
 HttpResponse AccountAnswer(Store& store, std::string_view account_id);
 

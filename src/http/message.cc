@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/hex.h"
+
 namespace agentpay {
 
 bool HeaderNameEquals(std::string_view a, std::string_view b) {
@@ -147,15 +149,6 @@ std::string ClientKey(std::string_view remote_address) {
   return std::string(out) + "/64";
 }
 
-namespace {
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-}  // namespace
-
 std::optional<std::string> DecodeQueryComponent(std::string_view text) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -165,7 +158,7 @@ std::optional<std::string> DecodeQueryComponent(std::string_view text) {
       out += text[i];
     } else {
       if (i + 2 >= text.size()) return std::nullopt;
-      int high = HexValue(text[i + 1]), low = HexValue(text[i + 2]);
+      int high = HexDigitValue(text[i + 1]), low = HexDigitValue(text[i + 2]);
       if (high < 0 || low < 0) return std::nullopt;
       out += static_cast<char>(high * 16 + low);
       i += 2;

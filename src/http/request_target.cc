@@ -3,18 +3,13 @@
 
 #include <vector>
 
+#include "core/hex.h"
+
 namespace agentpay {
 namespace {
 
 Status Refuse(std::string message) {
   return Status::Error(ErrorCode::kInvalidTarget, std::move(message));
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 bool Unreserved(unsigned char c) {
@@ -35,8 +30,8 @@ Result<std::string> DecodeUnreserved(std::string_view path) {
       out += c;
       continue;
     }
-    const int high = i + 1 < path.size() ? HexValue(path[i + 1]) : -1;
-    const int low = i + 2 < path.size() ? HexValue(path[i + 2]) : -1;
+    const int high = i + 1 < path.size() ? HexDigitValue(path[i + 1]) : -1;
+    const int low = i + 2 < path.size() ? HexDigitValue(path[i + 2]) : -1;
     if (high < 0 || low < 0) return Refuse("a '%' in the path must be followed by two hex digits");
     const auto byte = static_cast<unsigned char>(high * 16 + low);
     if (byte == '/' || byte == '\\' || byte == 0) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/hex.h"
 
 namespace agentpay::x402 {
 
@@ -82,18 +83,11 @@ namespace json_tape_detail {
 
 inline bool IsWhitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-inline int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Four hex digits at p (the caller checked that four bytes remain), or -1.
 inline int32_t Hex4(const char* p) {
   int32_t value = 0;
   for (int i = 0; i < 4; ++i) {
-    const int digit = HexDigit(p[i]);
+    const int digit = HexDigitValue(p[i]);
     if (digit < 0) return -1;
     value = value * 16 + digit;
   }

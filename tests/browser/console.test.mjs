@@ -5,42 +5,14 @@
 // playwright-core comes from tests/chain_env/node_modules (bash tests/chain_env/install.sh);
 // Chromium from apt (`chromium`, /usr/bin/chromium; override with $AGENTPAY_CHROMIUM).
 import {spawn, spawnSync} from "node:child_process";
-import {existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync} from "node:fs";
-import {createRequire} from "node:module";
+import {mkdtempSync, readFileSync, rmSync, writeFileSync} from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import {fileURLToPath} from "node:url";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(path.join(here, "..", "chain_env", "package.json"));
-const {chromium} = require("playwright-core");
+import {freePort, launchBrowser, setUp, webDir} from "./lib.mjs";
 
-const [agentpay, artifacts] = process.argv.slice(2);
-if (!agentpay || !artifacts) {
-  console.error("usage: node console.test.mjs <agentpay binary> <artifacts dir>");
-  process.exit(2);
-}
-const executablePath = process.env.AGENTPAY_CHROMIUM || "/usr/bin/chromium";
-if (!existsSync(executablePath)) {
-  console.error(`FAIL: no Chromium at ${executablePath} (apt-get install -y chromium)`);
-  process.exit(1);
-}
-mkdirSync(artifacts, {recursive: true});
-
-let passed = 0, failed = 0;
-function check(name, ok, detail) {
-  if (ok) { passed++; console.log(`ok   ${name}`); } else { failed++; console.log(`FAIL ${name}: ${detail}`); }
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => { const {port} = server.address(); server.close(() => resolve(port)); });
-  });
-}
+const {agentpay, artifacts, executablePath, check, finish} = setUp("console.test.mjs");
 
 const PRICE = 10000;  // the demo route's price
 const HOLD_TTL_MS = 3000;
@@ -51,7 +23,7 @@ function startDemo(dir, port, adminPort) {
     "--admin-listen", `127.0.0.1:${adminPort}`, "--hold-ttl-ms", String(HOLD_TTL_MS),
     "--sweep-interval-ms", "200", "--receipt-timeout-ms", "1000"],
   {cwd: dir, stdio: ["ignore", "pipe", "pipe"],
-    env: {...process.env, AGENTPAY_WEB_DIR: path.join(here, "..", "..", "web")}});
+    env: {...process.env, AGENTPAY_WEB_DIR: webDir}});
   let out = "", err = "";
   child.stderr.on("data", (d) => { err += d; });
   return new Promise((resolve, reject) => {
@@ -127,14 +99,10 @@ async function main() {
   check("the refused calls created nothing",
     (await adminJson("/admin/v1/accounts")).accounts.length === accountsBefore, "");
 
-  const profile = mkdtempSync(path.join(os.tmpdir(), "agentpay-chromium-"));
   let browser;
   try {
-    browser = await chromium.launchPersistentContext(profile, {executablePath, headless: true,
-      viewport: {width: 1280, height: 800}, args: [
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]});
-    const page = browser.pages()[0] || await browser.newPage();
+    browser = await launchBrowser(executablePath, {width: 1280, height: 800});
+    const page = browser.page;
     const errors = [];
     page.on("pageerror", (e) => errors.push(e.message));
     const shot = (name) => page.screenshot({path: path.join(artifacts, `console-${name}.png`), fullPage: true});
@@ -151,7 +119,7 @@ async function main() {
       await page.textContent("#signin-error"));
     await shot("a-signin-refused");
     // A page of another origin (the public listener's inspector) posting to the admin API.
-    const other = await browser.newPage();
+    const other = await browser.context.newPage();
     await other.goto(`http://127.0.0.1:${port}/inspector/`);
     const crossOutcome = await other.evaluate(async ([url, t]) => {
       try {
@@ -171,6 +139,10 @@ async function main() {
     await page.waitForSelector("#overview-view:not([hidden])");
     await page.waitForFunction(() => document.querySelectorAll("#cards .card").length >= 5);
     check("signed in, the overview shows its figures", true, "");
+    await page.waitForFunction(() => /Relayer/.test(document.getElementById("cards").textContent));
+    check("the overview shows the relayer: no gas on the devnet, nothing pending",
+      /no gas needed \(devnet\)/.test(await page.textContent("#cards")) &&
+      /0 transaction\(s\) not mined yet/.test(await page.textContent("#cards")), await page.textContent("#cards"));
     check("the token is not in the URL", !page.url().includes(token), page.url());
     await shot("b-overview");
 
@@ -403,11 +375,19 @@ async function main() {
         await page.screenshot({path: path.join(artifacts, `console-${name}-${view.replace(/\//g, "-")}.png`), fullPage: true});
       }
     }
-    // ---- the audit, run from the console
+    // ---- the audit: the gateway keeps its last result, whoever ran it (here the CLI)
     await page.setViewportSize({width: 1280, height: 800});
     await page.goto(`${admin}/console/#/overview`);
+    await page.waitForFunction(() => /Not run on this gateway/.test(document.getElementById("audit-result").textContent));
+    const cli = spawnSync(agentpay, ["admin", "--url", admin, "--token-file", path.join(dir, "agentpay-data", "admin-token"),
+      "audit"], {encoding: "utf8"});
+    check("`agentpay admin audit` passes on these books", cli.status === 0, cli.stdout + cli.stderr);
+    await page.waitForFunction(() => /The books hold/.test(document.getElementById("audit-result").textContent));
+    check("the console shows the CLI's audit without a click (the gateway keeps the last result)", true, "");
+    const cliChecked = (await adminJson("/admin/v1/overview")).last_audit.checked_ms;
     await page.focus("#run-audit");
     await page.keyboard.press("Enter");
+    await waitFor("the console's audit", async () => (await adminJson("/admin/v1/overview")).last_audit.checked_ms > cliChecked);
     await page.waitForFunction(() => /The books hold/.test(document.getElementById("audit-result").textContent));
     check("the audit run from the console passes", true, "");
     await shot("k-audit");
@@ -419,7 +399,6 @@ async function main() {
   } finally {
     if (browser) await browser.close();
     server.kill("SIGTERM");
-    rmSync(profile, {recursive: true, force: true});
     rmSync(dir, {recursive: true, force: true});
   }
 }
@@ -429,5 +408,4 @@ try {
 } catch (error) {
   check("the console test ran to its end", false, error && error.stack || String(error));
 }
-console.log(`${passed} passed, ${failed} failed (screenshots in ${artifacts})`);
-process.exit(failed === 0 && passed > 0 ? 0 : 1);
+finish();

@@ -4,47 +4,17 @@
 // playwright-core comes from tests/chain_env/node_modules (bash tests/chain_env/install.sh);
 // Chromium from apt (`chromium`, /usr/bin/chromium; override with $AGENTPAY_CHROMIUM).
 import {spawn} from "node:child_process";
-import {mkdirSync, mkdtempSync, rmSync, existsSync} from "node:fs";
-import {createRequire} from "node:module";
 import http from "node:http";
-import net from "node:net";
-import os from "node:os";
 import path from "node:path";
-import {fileURLToPath} from "node:url";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(path.join(here, "..", "chain_env", "package.json"));
-const {chromium} = require("playwright-core");
+import {freePort, launchBrowser, setUp, webDir} from "./lib.mjs";
 
-const [agentpay, artifacts] = process.argv.slice(2);
-if (!agentpay || !artifacts) {
-  console.error("usage: node inspector.test.mjs <agentpay binary> <artifacts dir>");
-  process.exit(2);
-}
-const executablePath = process.env.AGENTPAY_CHROMIUM || "/usr/bin/chromium";
-if (!existsSync(executablePath)) {
-  console.error(`FAIL: no Chromium at ${executablePath} (apt-get install -y chromium)`);
-  process.exit(1);
-}
-mkdirSync(artifacts, {recursive: true});
-
-let passed = 0, failed = 0;
-function check(name, ok, detail) {
-  if (ok) { passed++; console.log(`ok   ${name}`); } else { failed++; console.log(`FAIL ${name}: ${detail}`); }
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => { const {port} = server.address(); server.close(() => resolve(port)); });
-  });
-}
+const {agentpay, artifacts, executablePath, check, finish} = setUp("inspector.test.mjs");
 
 function startServer(port) {
   const child = spawn(agentpay, ["sim", "--serve", "--listen", `127.0.0.1:${port}`],
     {stdio: ["ignore", "pipe", "pipe"],
-      env: {AGENTPAY_WEB_DIR: path.join(here, "..", "..", "web"), ...process.env}});
+      env: {AGENTPAY_WEB_DIR: webDir, ...process.env}});
   let stderr = "";
   child.stderr.on("data", (d) => { stderr += d; });
   return new Promise((resolve, reject) => {
@@ -115,15 +85,10 @@ async function main() {
   const port = await freePort();
   const server = await startServer(port);
   await checkStaticServing(port).catch((error) => check("static serving", false, String(error)));
-  const profile = mkdtempSync(path.join(os.tmpdir(), "agentpay-chromium-"));
   let browser;
   try {
-    // A fresh user-data-dir per run (playwright passes it as --user-data-dir).
-    browser = await chromium.launchPersistentContext(profile, {executablePath, headless: true,
-      viewport: {width: 1366, height: 900}, args: [
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]});
-    const page = browser.pages()[0] || await browser.newPage();
+    browser = await launchBrowser(executablePath, {width: 1366, height: 900});
+    const page = browser.page;
     const errors = [];
     page.on("pageerror", (e) => errors.push(e.message));
     page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
@@ -193,12 +158,10 @@ async function main() {
   } catch (error) {
     check("browser run", false, error.stack || String(error));
   } finally {
-    if (browser) await browser.close().catch(() => {});
+    if (browser) await browser.close();
     server.kill("SIGTERM");
-    rmSync(profile, {recursive: true, force: true});
   }
-  console.log(`${passed} passed, ${failed} failed (screenshots in ${artifacts})`);
-  process.exit(failed ? 1 : 0);
+  finish();
 }
 
 main().catch((error) => { console.error("FAIL:", error); process.exit(1); });

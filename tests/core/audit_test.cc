@@ -16,7 +16,7 @@ AuditReport Audit(const LedgerAudit& ledger, const std::vector<OperationBooks>& 
 }
 
 const AuditCheckResult& Row(const AuditReport& report, AuditCheck check) {
-  return report.checks[static_cast<size_t>(check)];
+  return report.Of(check);
 }
 
 // One account: 1000 deposited, 300 captured, 200 held; the ledger agrees.

@@ -195,6 +195,21 @@ TEST(Trace, MergesArrivalPostingsEventsAndAnswerInTimeOrder) {
   EXPECT_EQ(trace[4].facts, TraceFacts().Attempt(op.attempts).HttpStatus(200));
 }
 
+TEST(Trace, WithinOneMillisecondTheOrderIsCausal) {
+  // A retry resumed, captured, answered and replayed, all at 2000: the resumption before the
+  // capture it led to, the answer after it, the replay of the answer last.
+  Operation op = CompleteWalletOperation(Fresh(1000), Answered(200), 2000, 86400000).next;
+  std::vector<PostingRecord> postings = {{"op_1", "hold", "wallet:a", "hold:a", 250, 1000},
+                                         {"op_1", "capture", "hold:a", "revenue", 250, 2000}};
+  std::vector<TraceEvent> events = {{"op_1", 2000, "client", "replayed", "again"},
+                                    {"op_1", 1000, "upstream", "hold_kept", "503"},
+                                    {"op_1", 2000, "gateway", "retry_resumed", "attempt 2"}};
+  std::vector<std::string> kinds;
+  for (const auto& event : BuildTrace(op, postings, events)) kinds.push_back(event.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"request", "hold", "hold_kept", "retry_resumed",
+                                             "capture", "response", "replayed"}));
+}
+
 TEST(Trace, UpstreamReasonCodesAreStable) {
   EXPECT_EQ(UpstreamReasonCode(Answered(200)), "upstream_2xx");
   EXPECT_EQ(UpstreamReasonCode(Answered(404)), "upstream_4xx");

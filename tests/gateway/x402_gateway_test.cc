@@ -68,6 +68,9 @@ class CountingChain final : public chain::Chain {
   Result<uint64_t> MinedNonce(const chain::Address& account) override {
     return (++calls_, chain_.MinedNonce(account));
   }
+  Result<std::optional<chain::U256>> NativeBalance(const chain::Address& account) override {
+    return (++calls_, chain_.NativeBalance(account));
+  }
   Result<std::optional<chain::Hash32>> BlockHash(uint64_t number) override {
     return (++calls_, chain_.BlockHash(number));
   }

@@ -171,6 +171,24 @@ class PaidFlowTest(X402TestCase):
         self.assertProblem(bare, 402, "invalid_exact_evm_nonce_already_used")
         self.assertIsNone(bare.operation_id, bare)
 
+    def test_the_admin_overview_shows_the_relayer_read_from_the_chain(self):
+        # The gateway reads the relayer's gas and mined nonce at start and every 30 s; the overview
+        # only shows that reading (an admin request never calls the node).
+        def reading():
+            relayer = json.loads(self.gw.admin("GET", "/admin/v1/overview").body).get("relayer")
+            return relayer if relayer and relayer["read_age_ms"] is not None else None
+        relayer = harness.wait_for(reading, timeout=10, what="the relayer's first reading")
+        self.assertTrue(eq_addr(relayer["address"], RELAYER.address), relayer)
+        self.assertEqual((relayer["charges_gas"], relayer["error"]), (True, ""), relayer)
+        now = int(self.chain.rpc.call("eth_getBalance", RELAYER.address, "latest"), 16)
+        self.assertGreater(int(relayer["balance_wei"]), 0, relayer)
+        self.assertGreaterEqual(int(relayer["balance_wei"]), now, "gas is only ever spent: %r" % relayer)
+        self.assertLessEqual(relayer["mined_nonce"], self.chain.relayer_nonce("latest"), relayer)
+        self.assertEqual(relayer["pending"], max(0, relayer["nonces_taken"] - relayer["mined_nonce"]), relayer)
+        # Only the admin token reads it.
+        r = self.gw.request("GET", "/admin/v1/overview")
+        self.assertEqual(r.status, 404, r)
+
     def test_official_v1_client_pays_once_and_a_lost_response_replays(self):
         executed, since = self.seller.executed(), len(self.chain.transfers_to_pay_to())
         out = X.run_client(self.chain, 1, self.gw.url("/legacy/item"), headers=["Idempotency-Key: lost-v1"])

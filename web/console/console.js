@@ -7,7 +7,6 @@
   "use strict";
 
   const TOKEN_KEY = "agentpay-admin-token";
-  const AUDIT_KEY = "agentpay-last-audit";
   const REFRESH_MS = 2000;
   const PAGE = 50;
   const VIEWS = ["signin", "overview", "alerts", "operations", "operation", "accounts", "account"];
@@ -181,7 +180,7 @@
     const container = $(id);
     const focusedId = document.activeElement && container.contains(document.activeElement)
       ? document.activeElement.id : null;
-    container.replaceChildren(...[].concat(build(data)));
+    container.replaceChildren(...[].concat(build(data)).filter((node) => node !== null && node !== undefined));
     state.shown[id] = key;
     if (focusedId && $(focusedId)) $(focusedId).focus();
   }
@@ -238,7 +237,7 @@
     if (answer.status !== 200) throw new Error(problemText(answer));
     const o = answer.json;
     const live = { held: o.held, settlements: o.settlements, open_alerts: o.open_alerts,
-                   captured_today: o.captured_today, accounts: o.accounts };
+                   captured_today: o.captured_today, accounts: o.accounts, relayer: o.relayer || null };
     redraw("cards", live, (d) => [
       card("Money held", d.held.amount, d.held.holds + " hold(s); oldest " + age(d.held.oldest_age_ms),
            d.held.holds > 0),
@@ -247,6 +246,7 @@
            d.settlements.unknown > 0),
       card("Open alerts", String(d.open_alerts), null, d.open_alerts > 0),
       card("Captured today (UTC)", d.captured_today),
+      d.relayer ? relayerCard(d.relayer) : null,
       card("Accounts", String(d.accounts))]);
     redraw("attention", live, (d) => {
       const items = [];
@@ -259,6 +259,12 @@
                                           text: d.settlements.unknown + " unknown settlement(s)" }),
                       ": the reconciler is asking the chain."));
       }
+      if (d.relayer && d.relayer.error) {
+        items.push(el("li", { text: "The relayer could not be read from the chain: " + d.relayer.error }));
+      }
+      if (d.relayer && d.relayer.charges_gas && d.relayer.balance_wei === "0") {
+        items.push(el("li", { text: "The relayer " + d.relayer.address + " has no gas left: no x402 payment can settle." }));
+      }
       if (d.held.holds > 0) {
         items.push(el("li", {}, el("a", { href: "#/operations?settlement=held",
                                           text: d.held.holds + " hold(s)" }),
@@ -267,14 +273,23 @@
       if (!items.length) items.push(el("li", { text: "Nothing: no open alert, no unknown settlement, no hold." }));
       return el("div", {}, ...items);
     });
-    drawAudit();
+    drawAudit(o.last_audit || null);
   }
 
-  function drawAudit() {
-    const saved = sessionStorage.getItem(AUDIT_KEY);
-    redraw("audit-result", saved, () => {
-      if (!saved) return el("p", { class: "note", text: "Not run in this session yet." });
-      const report = JSON.parse(saved);
+  // The relayer: its gas (wei; the devnet charges none), its transactions the chain has not mined
+  // yet, and how old the reading is (the gateway reads the chain every 30 s).
+  function relayerCard(r) {
+    const gas = !r.charges_gas ? "no gas needed (devnet)" : r.balance_wei === null ? "not read yet"
+      : r.balance_wei + " wei";
+    const pending = r.pending === null ? "pending unknown" : r.pending + " transaction(s) not mined yet";
+    return card("Relayer", gas, pending + "; read " + (r.read_age_ms === null ? "never" : age(r.read_age_ms) + " ago") +
+      (r.error ? "; last read failed" : ""), Boolean(r.error) || (r.charges_gas && r.balance_wei === "0"));
+  }
+
+  // The last audit this gateway ran (from here or `agentpay admin audit`), kept by the gateway.
+  function drawAudit(report) {
+    redraw("audit-result", report, () => {
+      if (!report) return el("p", { class: "note", text: "Not run on this gateway since it started." });
       return el("div", {},
         el("p", { class: report.ok ? "ok" : "error",
                   text: (report.ok ? "The books hold" : report.violations + " violation(s)") +
@@ -292,8 +307,7 @@
     try {
       const answer = await api("/admin/v1/audit");
       if (answer.status !== 200) throw new Error(problemText(answer));
-      sessionStorage.setItem(AUDIT_KEY, JSON.stringify(answer.json));
-      drawAudit();
+      drawAudit(answer.json);
     } catch (error) {
       if (!(error instanceof Unauthorized)) $("audit-result").textContent = error.message;
     } finally {
