@@ -113,7 +113,9 @@ void BooksAudit::AddLedger(const LedgerAudit& ledger) {
 
 void BooksAudit::AddOperation(const OperationBooks& op) {
   ++report_.totals.operations;
+  report_.totals.alerts += op.alerts;
   const bool wallet = WalletAccountOf(op.principal).has_value();
+  if (wallet && op.captures > 0) ++report_.totals.charges;
   const bool settled = op.settlement == Settlement::kSettled;
   if (settled) ++Result(AuditCheck::kOneChargePerKey).examined;
   if (wallet) {

@@ -159,6 +159,8 @@ struct AuditTotals {
   int64_t held = 0;
   int64_t captured = 0;  // revenue: captures less refunds
   int64_t x402_settled = 0;
+  int64_t charges = 0;  // wallet operations captured (each at most once, operation_postings)
+  int64_t alerts = 0;   // every alert raised, resolved or not
 };
 
 struct AuditReport {

@@ -112,7 +112,9 @@ nlohmann::json AuditJson(const AuditReport& report, const ChainConfig& chain, in
         {"balance", FormatAmount(t.balance)},
         {"held", FormatAmount(t.held)},
         {"captured", FormatAmount(t.captured)},
-        {"x402_settled", t.x402_settled}}},
+        {"x402_settled", t.x402_settled},
+        {"charges", t.charges},
+        {"alerts", t.alerts}}},
       {"chain", {{"chain_id", chain.chain_id}, {"asset", chain.asset}, {"pay_to", chain.pay_to}}}};
 }
 

@@ -348,6 +348,19 @@ async function main() {
     await page.waitForFunction(() => document.getElementById("run-status").dataset.state === "error");
     check("a file that is not a trace is refused with a reason", /not a payment trace/.test(
       await page.textContent("#run-status")), await page.textContent("#run-status"));
+    const unlabelledInInspector = await page.evaluate(() => [...document.querySelectorAll("input, select, button")]
+      .filter((c) => c.offsetParent !== null && !(c.labels && c.labels.length) && !c.getAttribute("aria-label") &&
+        !(c.tagName === "BUTTON" && c.textContent.trim()))
+      .map((c) => c.id || c.outerHTML.slice(0, 60)));
+    check("every control the inspector shows for a trace has a label", unlabelledInInspector.length === 0,
+      unlabelledInInspector.join(", "));
+    await page.setInputFiles("#trace-file", saved);
+    await page.setViewportSize({width: 390, height: 800});
+    await page.waitForTimeout(300);
+    const inspectorOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    check("the inspector's trace fits a narrow window", inspectorOverflow <= 1, `${inspectorOverflow}px too wide`);
+    await shot("o-inspector-trace-narrow");
+    await page.setViewportSize({width: 1280, height: 800});
 
     // ---- labelled controls, keyboard reachability, both widths
     const unlabelled = await page.evaluate(() => [...document.querySelectorAll("input, select, textarea, button")]

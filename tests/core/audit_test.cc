@@ -150,6 +150,22 @@ TEST(BooksAudit, X402OperationsHaveNoPostingsToCheck) {
   EXPECT_EQ(report.totals.x402_settled, 1);
 }
 
+TEST(BooksAudit, CountsTheWalletChargesAndEveryAlert) {
+  OperationBooks charged = Captured();
+  charged.alerts = 1;
+  OperationBooks released = Wallet(Settlement::kReleased, Fulfillment::kRejected);
+  released.id = "op_2";
+  released.held = released.released = 100;
+  released.alerts = 2;
+  OperationBooks paid_on_chain = Wallet(Settlement::kSettled, Fulfillment::kSucceeded);
+  paid_on_chain.id = "op_3";
+  paid_on_chain.principal = "x402:0xabc";
+  AuditReport report = Audit(Balanced(), {charged, released, paid_on_chain});
+  EXPECT_EQ(report.totals.charges, 1);  // the x402 one is counted in x402_settled
+  EXPECT_EQ(report.totals.x402_settled, 1);
+  EXPECT_EQ(report.totals.alerts, 3);
+}
+
 TEST(BooksAudit, HoldsPastTheirTtlAndTheSlackAreNamed) {
   OperationBooks op = Wallet(Settlement::kHeld, Fulfillment::kPendingRetry);
   op.held = 100;

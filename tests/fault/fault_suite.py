@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """AgentPay fault-injection suite (issue 4): the real gateway (`agentpay serve`), the real seller
-(`agentpay seller`) and real SQLite, under faults, checked by the one invariant checker (invariants.py).
+(`agentpay seller`) and real SQLite, under faults, checked by the gateway's own books audit
+(`agentpay admin audit`, docs/audit.md).
 
 Topology: clients -> fault proxy (fault_proxy.py) -> gateway -> seller. Faults:
   - seller 5xx, slow (some beyond the gateway's upstream timeout), hang, work-then-drop, and 4xx
@@ -395,25 +396,50 @@ def run_round(world, rng, round_no, violations):
     check_books(world, "round %d" % round_no, violations)
 
 
+class Books:
+    """The gateway's books audit (`agentpay admin audit --json`: (exit status, report)) read as the
+    suite's verdict: its violations, and the figures the summary prints. With `seller_executions`, also
+    that every wallet charge was a seller execution (charges <= executions; the rest is unpaid work)."""
+
+    def __init__(self, audited, open_alerts=0, seller_executions=None):
+        code, audit = audited
+        self.violations = []
+        if not isinstance(audit, dict):
+            self.violations.append("admin audit exited %d: %s" % (code, str(audit)[-300:]))
+            audit = {"checks": [], "listed": [], "violations": 0, "totals": {}}
+        self.violations += ["admin audit: %s %s: %s" % (v["check"], v["subject"], v["detail"])
+                            for v in audit["listed"]]
+        if audit["violations"] > len(audit["listed"]):
+            self.violations.append("admin audit: %d more violations not listed" % (
+                audit["violations"] - len(audit["listed"])))
+        if code != 0 and not self.violations:
+            self.violations.append("admin audit exited %d and listed nothing" % code)
+        broken = {c["name"]: c["violations"] for c in audit["checks"] if c["ran"]}
+        totals = audit["totals"]
+        self.revenue = int(totals.get("captured", "0"))
+        self.figures = {
+            "charges": totals.get("charges", 0), "alerts": totals.get("alerts", 0), "open_alerts": open_alerts,
+            "double_charges": broken.get("one_charge_per_key", 0) + broken.get("one_payment_per_authorization", 0),
+            "money_delta": broken.get("money_conserved", 0) + broken.get("account_books", 0),
+            "stuck_holds": broken.get("holds_within_ttl", 0), "unpaid_executions": None,
+        }
+        if seller_executions is not None:
+            self.figures["unpaid_executions"] = seller_executions - self.figures["charges"]
+            if self.figures["unpaid_executions"] < 0:
+                self.violations.append("%d wallet charges but only %d seller executions (a charge without work)" % (
+                    self.figures["charges"], seller_executions))
+
+
 def check_books(world, where, violations):
-    """The invariant checker with the gateway running (so holds must be moving), plus the API's money."""
-    report = invariants.check(world.gw.db_path, now_ms=int(time.time() * 1000), hold_slack_ms=HOLD_SLACK_MS,
-                              seller_executions=world.seller.executed())
-    # The gateway's own books audit (`agentpay admin audit`) over the same store must agree.
-    code, audit = world.gw.audit()
-    found = ["admin audit: %s %s: %s" % (v["check"], v["subject"], v["detail"]) for v in audit["listed"]] \
-        if isinstance(audit, dict) else []
-    if code != 0 and not found:
-        found = ["admin audit exited %d: %s" % (code, str(audit)[-300:])]
-    for v in list(report.violations) + found:
+    """The gateway's books audit with the gateway running (so holds must be moving), plus the API's money."""
+    overview = json.loads(world.gw.admin("GET", "/admin/v1/overview").body)
+    report = Books(world.gw.audit(), overview["open_alerts"], world.seller.executed())
+    for v in report.violations:
         if v not in world.reported:  # a broken record stays broken: report it once
             world.reported.add(v)
             violations.append("%s: %s" % (where, v))
     balances = sum(world.gw.admin_account(a.id)["balance"] for a in world.accounts)
-    with invariants.open_db(world.gw.db_path) as db:
-        revenue = db.execute("SELECT COALESCE(SUM(CASE kind WHEN 'capture' THEN amount ELSE -amount END), 0) "
-                             "FROM ledger_entries WHERE kind IN ('capture', 'refund')").fetchone()[0]
-    money_delta = balances + revenue - world.deposited
+    money_delta = balances + report.revenue - world.deposited
     if money_delta != 0:
         violations.append("%s: balances (API) %d + revenue %d != deposits made %d" % (
             where, balances, revenue, world.deposited))
@@ -542,11 +568,9 @@ def targeted_scenarios(world, violations):
             expect((again.status, again.replayed) == (200, "true"),
                    "the retry through the second process replays: %r" % again)
             expect(seller.executed() == executed + 1, "still one execution")
-            with invariants.open_db(first.db_path) as db:
-                charges = db.execute("SELECT COUNT(*) FROM ledger_entries WHERE kind = 'capture'").fetchone()[0]
-            expect(charges == 1, "charged once, got %d capture(s)" % charges)
-            report = invariants.check(first.db_path, seller_executions=seller.executed())
-            expect(not report.violations, "invariants: %r" % report.violations)
+            report = Books(second.audit(), seller_executions=seller.executed())
+            expect(report.figures["charges"] == 1, "charged once, got %d charge(s)" % report.figures["charges"])
+            expect(not report.violations, "books audit: %r" % report.violations)
         except harness.ProcessError as error:
             raise AssertionError("a gateway did not start: %s" % error)
         finally:
@@ -696,7 +720,7 @@ def main(argv):
         extra = x402_rounds.summary_rows(x402_world, tally) if x402_world else [
             ("x402 kill -9 rounds", "skipped (%s)" % (x402_note or "--x402-rounds 0"))]
         if x402_world:
-            x402_report = invariants.check(x402_world.gw.db_path)
+            x402_report = Books(x402_world.gw.audit())
             report.figures["double_charges"] += x402_report.figures["double_charges"]
         print_summary(args, world, tally, report, money_delta, violations, time.monotonic() - started, loss,
                       extra)

@@ -167,6 +167,18 @@ def wait_for(probe, timeout, what):
         time.sleep(0.05)
 
 
+def run_audit(admin_url, token_file, *args, timeout=120):
+    """`agentpay admin audit --json [args]` against a gateway's admin listener: (exit status, the
+    report as JSON, or the output when it printed none)."""
+    done = subprocess.run([binary(), "admin", "--url", admin_url, "--token-file", token_file,
+                           "audit", "--json", *args], capture_output=True, timeout=timeout)
+    out = done.stdout.decode()
+    try:
+        return done.returncode, json.loads(out)
+    except ValueError:
+        return done.returncode, out + done.stderr.decode()
+
+
 class ProcessError(RuntimeError):
     pass
 
@@ -433,13 +445,7 @@ class Gateway(ManagedProcess):
 
     def audit(self, *args):
         """`agentpay admin audit --json` against this gateway: (exit status, the report or the output)."""
-        done = subprocess.run([binary(), "admin", "--url", self.admin_url, "--token-file", self.token_file,
-                               "audit", "--json", *args], capture_output=True, timeout=60)
-        out = done.stdout.decode()
-        try:
-            return done.returncode, json.loads(out)
-        except ValueError:
-            return done.returncode, out + done.stderr.decode()
+        return run_audit(self.admin_url, self.token_file, *args)
 
     def create_account(self, name, deposit=None, reference=None):
         r = self.admin("POST", "/admin/v1/accounts", {"name": name})

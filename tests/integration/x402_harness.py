@@ -313,6 +313,10 @@ class X402Gateway(harness.ManagedProcess):
         return harness.http_request(self.port, method, path, body=body, headers=headers, timeout=timeout,
                                     tls=self.tls)
 
+    def audit(self, *args):
+        """`agentpay admin audit --json [args]` against this gateway (plain HTTP admin listener)."""
+        return harness.run_audit("http://127.0.0.1:%d" % self.admin_port, self.token_file, *args)
+
     def admin(self, method, path, body=None):
         """A call to the admin listener (--admin-listen) with the admin token."""
         return harness.http_request(self.admin_port, method, path, body=body,
@@ -491,17 +495,13 @@ def money_violations(chain, gateways):
     for gw in gateways:
         if not hasattr(gw, "admin_port") or gw.tls is not None:
             continue  # a test's stand-in, or an admin listener on HTTPS (test_tls.py audits that one)
-        done = subprocess.run([harness.binary(), "admin", "--url", "http://127.0.0.1:%d" % gw.admin_port,
-                               "--token-file", gw.token_file, "audit", "--json", "--chain-rpc", chain.url],
-                              capture_output=True, timeout=120)
-        try:
-            report = json.loads(done.stdout.decode())
-        except ValueError:
-            report = None
+        code, report = gw.audit("--chain-rpc", chain.url)
+        if not isinstance(report, dict):
+            report, output = None, report
         chain_row = [c for c in (report or {}).get("checks", []) if c["name"] == "chain_transfers"]
-        if done.returncode != 0 or not report or not report.get("ok"):
+        if code != 0 or not report or not report.get("ok"):
             errors.append("%s: agentpay admin audit exited %d: %s" % (
-                gw.name, done.returncode, report["listed"] if report else done.stderr.decode()[-600:]))
+                gw.name, code, report["listed"] if report else output[-600:]))
         elif chain_row[0]["examined"] != len([1 for g, _ in settled if g is gw]):
             errors.append("%s: the audit checked %d settled payments on chain, %d are settled" % (
                 gw.name, chain_row[0]["examined"], len([1 for g, _ in settled if g is gw])))
