@@ -572,7 +572,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   auto reconcile = [&] {
     if (paced_reconciler) LogReconcile(log, paced_reconciler->RunPass());
   };
-  // The relayer's gas and mined nonce for the console's overview: two chain calls every 30 s, at
+  // The relayer's gas and nonces for the console's overview: three chain calls every 30 s, at
   // start first; an admin request never calls the chain.
   constexpr int64_t kRelayerWatchIntervalMs = 30000;
   std::optional<RelayerWatch> relayer_watch;

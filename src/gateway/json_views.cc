@@ -159,14 +159,11 @@ nlohmann::json RelayerJson(const RelayerReading& reading, int64_t nonces_taken, 
                          {"error", reading.error}};
   json["balance_wei"] = reading.balance_wei ? nlohmann::json(reading.balance_wei->ToDecimal())
                                             : nlohmann::json(nullptr);
-  if (reading.mined_nonce) {
-    // Our transactions the chain has not mined yet: every relayer nonce the store handed out
-    // past the chain's count (0 when another sender of the key is ahead of us).
+  if (reading.mined_nonce && reading.pending_nonce) {
+    // The relayer's transactions the node holds unmined, both counts from the same reading.
     const uint64_t mined = *reading.mined_nonce;
     json["mined_nonce"] = mined;
-    json["pending"] = nonces_taken > 0 && static_cast<uint64_t>(nonces_taken) > mined
-                          ? static_cast<uint64_t>(nonces_taken) - mined
-                          : 0;
+    json["pending"] = *reading.pending_nonce > mined ? *reading.pending_nonce - mined : 0;
   } else {
     json["mined_nonce"] = nullptr;
     json["pending"] = nullptr;

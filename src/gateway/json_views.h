@@ -26,8 +26,8 @@ nlohmann::json AuditJson(const AuditReport& report, const ChainConfig& chain, in
 nlohmann::json SettledPaymentJson(const SettledPayment& payment);
 // GET /admin/v1/overview: ages in ms at `now_ms`; captured since `since_ms` (UTC midnight).
 nlohmann::json OverviewJson(const StoreOverview& overview, int64_t now_ms, int64_t since_ms);
-// The overview's relayer: its last reading and the relayer nonces the store handed out
-// (`nonces_taken`), whence the transactions the chain has not mined yet (`pending`).
+// The overview's relayer: its last reading (gas, mined nonce, transactions the node holds unmined)
+// and the relayer nonces the store handed out (`nonces_taken`, read now).
 nlohmann::json RelayerJson(const RelayerReading& reading, int64_t nonces_taken, int64_t now_ms);
 // GET /admin/v1/operations/{id}: the operation view, its alerts, ledger postings and x402 payment.
 nlohmann::json OperationDetailJson(const Operation& op, const std::vector<Alert>& alerts,

@@ -1,6 +1,6 @@
 // What the operator console shows of the relayer (docs/console.md): the gas it has left and how far
 // the chain has mined its transactions. A background worker reads it from the chain at most once
-// per interval (two calls: eth_getBalance and eth_getTransactionCount at the latest block); an
+// per interval (three calls: eth_getBalance, eth_getTransactionCount latest and pending); an
 // admin request only reads the last reading, so a console left open all day costs the node
 // nothing more. Thread-safe.
 #pragma once
@@ -21,7 +21,8 @@ struct RelayerReading {
   // charges no gas (then `charges_gas` is false).
   std::optional<chain::U256> balance_wei;
   bool charges_gas = true;
-  std::optional<uint64_t> mined_nonce;  // its transactions the chain has mined
+  std::optional<uint64_t> mined_nonce;    // its transactions the chain has mined
+  std::optional<uint64_t> pending_nonce;  // the same, counting those the node holds unmined
   int64_t read_ms = 0;                  // when the last reading succeeded (0: never)
   std::string error;                    // why the last attempt failed ("" when it did not)
 };
