@@ -27,26 +27,25 @@ std::string_view ArrivalOutcomeName(ArrivalOutcome outcome) {
 std::optional<TraceEvent> ArrivalEvent(const KeyRecord& record, const Operation& op,
                                        ArrivalOutcome outcome, int64_t now_ms) {
   if (record.arrivals_recorded >= kMaxRecordedArrivals) return std::nullopt;
-  const std::string nth = "repeated arrival " + std::to_string(record.arrivals_recorded + 1);
   TraceEvent event{op.id, now_ms, "client", "", ""};
   switch (outcome) {
     case ArrivalOutcome::kReplay:
       event.kind = "replayed";
       event.facts.http_status = op.response ? op.response->status : 0;
-      event.detail = nth + ": the stored answer (" + std::to_string(event.facts.http_status) +
+      event.detail = "the stored answer (" + std::to_string(event.facts.http_status) +
                      ") replayed; nothing executed or charged again";
       break;
     case ArrivalOutcome::kAttach:
       event.kind = "attached";
       event.facts.attempt = op.attempts;
-      event.detail = nth + ": attached to attempt " + std::to_string(op.attempts) +
+      event.detail = "attached to attempt " + std::to_string(op.attempts) +
                      ", in flight; it gets that attempt's answer";
       break;
     case ArrivalOutcome::kMismatch:
       event.kind = "mismatch_refused";
       event.facts.http_status = 422;
       event.facts.reason = "idempotency_key_reused";
-      event.detail = nth + ": the same key with another request, refused (422); nothing changed";
+      event.detail = "the same key with another request, refused (422); nothing changed";
       break;
     case ArrivalOutcome::kNew:
     case ArrivalOutcome::kResume:

@@ -226,7 +226,14 @@ std::vector<TraceEvent> BuildTrace(const Operation& op, const std::vector<Postin
   }
   trace.insert(trace.end(), events.begin(), events.end());
   if (op.response) {
-    trace.push_back({op.id, op.updated_ms, "upstream", "response",
+    // The answer's time is not stored: the operation's last change, or its first replay if that is
+    // earlier (a later change, such as a settlement the reconciler saw or a resolution, moves
+    // updated_ms; a replay can only follow the answer).
+    int64_t answered_ms = op.updated_ms;
+    for (const TraceEvent& e : events) {
+      if (e.actor == "client" && e.kind == "replayed") answered_ms = std::min(answered_ms, e.at_ms);
+    }
+    trace.push_back({op.id, answered_ms, "upstream", "response",
                      "answered " + std::to_string(op.response->status) + "; fulfillment " +
                          std::string(FulfillmentName(op.fulfillment)),
                      TraceFacts().Attempt(op.attempts).HttpStatus(op.response->status)});

@@ -569,10 +569,10 @@ HttpResponse AdminApi::Overview() {
   if (!status.ok()) return StoreProblem(status);
   nlohmann::json json = OverviewJson(*overview, now, midnight);
   if (relayer) json["relayer"] = RelayerJson(*relayer, relayer_nonces_taken, now);
-  std::lock_guard lock(last_audit_mutex_);
-  json["last_audit"] = last_audit_json_.empty()
-                           ? nlohmann::json(nullptr)
-                           : nlohmann::json::parse(last_audit_json_, nullptr, false);
+  {
+    std::lock_guard lock(last_audit_mutex_);
+    json["last_audit"] = last_audit_;
+  }
   return JsonResponse(200, DumpJson(json));
 }
 
@@ -595,12 +595,12 @@ HttpResponse AdminApi::Audit() {
   options.hold_slack_ms = 2 * ctx_.config.sweep_interval_ms + kAuditHoldSlackMs;
   auto report = AuditStore(ctx_.store, options);
   if (!report.ok()) return StoreProblem(report.status());
-  std::string answer = DumpJson(AuditJson(*report, ctx_.config.chain, now));
+  nlohmann::json answer = AuditJson(*report, ctx_.config.chain, now);
   {
     std::lock_guard lock(last_audit_mutex_);
-    last_audit_json_ = answer;
+    last_audit_ = answer;
   }
-  return JsonResponse(200, std::move(answer));
+  return JsonResponse(200, DumpJson(answer));
 }
 
 HttpResponse AdminApi::AuditPayments(const HttpRequest& request) {

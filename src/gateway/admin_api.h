@@ -4,6 +4,7 @@
 #pragma once
 
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -54,9 +55,9 @@ class AdminApi {
   GatewayContext ctx_;
   const RelayerWatch* relayer_watch_ = nullptr;
   // The last books audit this process ran (GET /admin/v1/audit, from the console or
-  // `agentpay admin audit`), as answered; "" before the first. The overview shows it.
+  // `agentpay admin audit`), as answered; null before the first. The overview shows it.
   std::mutex last_audit_mutex_;
-  std::string last_audit_json_;
+  nlohmann::json last_audit_;
 };
 
 }  // namespace agentpay

@@ -9,6 +9,12 @@
 #include "gateway/json_views.h"
 
 namespace agentpay {
+
+namespace {
+// Past this many queued decisions, a replay's trace record is skipped (the replay is still counted
+// in /metrics): recording history must not delay a payment.
+constexpr uint64_t kMaxQueueForArrivalRecords = 64;
+}  // namespace
 // One paid request on its way through the path; shared by the path's callbacks.
 struct WalletPath::PaidRequest {
   std::shared_ptr<const HttpRequest> request;
@@ -62,7 +68,9 @@ void WalletPath::Pay(std::shared_ptr<const HttpRequest> request, const RouteConf
 }
 
 void WalletPath::Start(std::shared_ptr<PaidRequest> paid) {
-  // Fast path: a final operation never changes, so replays and mismatches need no write.
+  // Fast path: a final operation never changes, so replays and mismatches need no decision (the
+  // trace's record of the key's first repeated arrivals is written after the answer, and only
+  // while the write queue is short: it never crowds out a payment's decision).
   std::optional<KeyRecord> record;
   std::optional<Operation> existing;
   int64_t now = ctx_.clock.NowMs();
@@ -85,7 +93,8 @@ void WalletPath::Start(std::shared_ptr<PaidRequest> paid) {
         arrival.outcome == ArrivalOutcome::kMismatch) {
       ctx_.metrics.CountArrival(arrival.outcome);
       // The trace records the key's first repeated arrivals; the answer does not wait for it.
-      if (auto event = ArrivalEvent(*record, *existing, arrival.outcome, now)) {
+      auto event = ArrivalEvent(*record, *existing, arrival.outcome, now);
+      if (event && ctx_.store.Stats().write_queue_depth < kMaxQueueForArrivalRecords) {
         ctx_.store.WriteAsync(
             [record = *record, event = std::move(*event)](Transaction& tx) {
               return tx.RecordArrival(record, event).status();

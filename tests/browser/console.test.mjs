@@ -342,6 +342,24 @@ async function main() {
     check("the file's timeline has the chain and the reconciler", lanesInFile.includes("chain") &&
       lanesInFile.includes("reconciler"), lanesInFile.join(","));
     await shot("n-inspector-trace-file");
+    // A hostile file: fields of the wrong type are dropped, not drawn; an endless span is refused.
+    const odd = path.join(dir, "odd-trace.json");
+    writeFileSync(odd, JSON.stringify({events: [
+      {at_ms: 1, actor: "client", kind: "request", detail: "<img src=x onerror=alert(1)>",
+        attempt: {toString: 1}, amount: {valueOf: 2}, block: "7"},
+      {at_ms: 2, actor: "x".repeat(5000), kind: "k", detail: "d", http_status: [200]}]}));
+    await page.setInputFiles("#trace-file", odd);
+    await page.waitForFunction(() => document.getElementById("event-count").textContent === "0 / 2");
+    await page.$eval("#timeline", (el) => { el.value = el.max; el.dispatchEvent(new Event("input")); });
+    check("a file's odd fields are dropped and its text stays text",
+      (await page.$$("#trace-timeline img")).length === 0 && (await page.textContent("#t-attempts")) === "0" &&
+      (await page.textContent("#t-block")) === "–", await page.textContent("#trace-panels"));
+    const endless = path.join(dir, "endless-trace.json");
+    writeFileSync(endless, JSON.stringify({events: [{at_ms: -1e308, actor: "a", kind: "k", detail: ""},
+      {at_ms: 1e308, actor: "a", kind: "k", detail: ""}]}));
+    await page.setInputFiles("#trace-file", endless);
+    await page.waitForFunction(() => /span more than a year/.test(document.getElementById("run-status").textContent));
+    check("a file whose events span forever is refused", true, "");
     const notATrace = path.join(dir, "not-a-trace.json");
     writeFileSync(notATrace, JSON.stringify({events: [{at_ms: "soon"}]}));
     await page.setInputFiles("#trace-file", notATrace);

@@ -210,6 +210,19 @@ TEST(Trace, WithinOneMillisecondTheOrderIsCausal) {
                                              "capture", "response", "replayed"}));
 }
 
+TEST(Trace, TheAnswerComesBeforeItsFirstReplay) {
+  // The operation changed at 9000 (say, an admin's resolution) after a replay at 4000: the answer,
+  // whose time is not stored, is shown no later than the replay that repeated it.
+  Operation op = CompleteWalletOperation(Fresh(1000), Answered(200), 3000, 86400000).next;
+  op.updated_ms = 9000;
+  std::vector<TraceEvent> events = {{"op_1", 4000, "client", "replayed", "again"}};
+  auto trace = BuildTrace(op, {}, events);
+  ASSERT_EQ(trace.size(), 3u);
+  EXPECT_EQ(trace[1].kind, "response");
+  EXPECT_EQ(trace[1].at_ms, 4000);
+  EXPECT_EQ(trace[2].kind, "replayed");
+}
+
 TEST(Trace, UpstreamReasonCodesAreStable) {
   EXPECT_EQ(UpstreamReasonCode(Answered(200)), "upstream_2xx");
   EXPECT_EQ(UpstreamReasonCode(Answered(404)), "upstream_4xx");

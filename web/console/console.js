@@ -457,6 +457,13 @@
 
   async function loadOperation(route) {
     const id = route.arg;
+    $("open-inspector").href = "../inspector/#operation=" + encodeURIComponent(id);
+    if (state.traceOf !== id) {  // another operation: nothing of the previous one's trace stays
+      $("timeline").replaceChildren();
+      $("trace").replaceChildren();
+      delete state.shown.trace;
+      state.traceOf = id;
+    }
     const [detail, trace] = await Promise.all([
       api("/admin/v1/operations/" + encodeURIComponent(id)),
       api("/admin/v1/operations/" + encodeURIComponent(id) + "/trace")]);
@@ -505,7 +512,11 @@
             facts ? el("span", { class: "facts-line", text: facts }) : null);
         });
       });
-      $("open-inspector").href = "../inspector/#operation=" + encodeURIComponent(id);
+    } else {
+      redraw("trace", trace.status, () => {
+        $("timeline").replaceChildren();
+        return el("li", { class: "error", text: problemText(trace) });
+      });
     }
   }
 

@@ -30,6 +30,7 @@
   const state = {run: null, t: 0, cursor: 0, playing: false, lastFrame: 0, seq: 0, end: 1, mode: "model"};
   const TOKEN_KEY = "agentpay-admin-token";  // the console's, in this tab's sessionStorage
   const MAX_TRACE_EVENTS = 10000;
+  const MAX_TRACE_SPAN_MS = 366 * 86400000;  // a year: playable, and no infinite span from a file
 
   // ---- parameters -------------------------------------------------------------------------
   function readControls() {
@@ -111,17 +112,30 @@
   function traceRun(doc) {
     if (!doc || typeof doc !== "object" || !Array.isArray(doc.events)) return {error: "no \"events\" list"};
     if (doc.events.length > MAX_TRACE_EVENTS) return {error: "more than " + MAX_TRACE_EVENTS + " events"};
+    // Only the fields the page draws, each of the type the trace endpoints answer; nothing else of
+    // the file is kept.
+    const events = [];
     for (const ev of doc.events) {
-      if (!ev || typeof ev !== "object" || !Number.isFinite(Number(ev.at_ms)) || typeof ev.actor !== "string" ||
-          typeof ev.kind !== "string" || typeof ev.detail !== "string") {
-        return {error: "an event without at_ms, actor, kind and detail"};
+      if (!ev || typeof ev !== "object" || typeof ev.at_ms !== "number" || !Number.isFinite(ev.at_ms) ||
+          typeof ev.actor !== "string" || typeof ev.kind !== "string" || typeof ev.detail !== "string") {
+        return {error: "an event without a numeric at_ms and text actor, kind and detail"};
       }
+      const clean = {at_ms: ev.at_ms, actor: ev.actor, kind: ev.kind, detail: ev.detail};
+      for (const name of ["attempt", "http_status", "block"]) {
+        if (typeof ev[name] === "number" && Number.isFinite(ev[name])) clean[name] = ev[name];
+      }
+      for (const name of ["amount", "tx_hash", "reason"]) {
+        if (typeof ev[name] === "string") clean[name] = ev[name];
+      }
+      events.push(clean);
     }
-    const sorted = doc.events.map((ev, i) => ({ev, i}))
-      .sort((a, b) => Number(a.ev.at_ms) - Number(b.ev.at_ms) || a.i - b.i).map((x) => x.ev);
-    const t0 = sorted.length ? Number(sorted[0].at_ms) : 0;
-    return {run: {events: sorted.map((ev) => Object.assign({}, ev, {at_ms: Number(ev.at_ms) - t0,
-      wall_ms: Number(ev.at_ms)}))}};
+    const sorted = events.map((ev, i) => ({ev, i})).sort((a, b) => a.ev.at_ms - b.ev.at_ms || a.i - b.i)
+      .map((x) => x.ev);
+    const t0 = sorted.length ? sorted[0].at_ms : 0;
+    if (sorted.length && sorted[sorted.length - 1].at_ms - t0 > MAX_TRACE_SPAN_MS) {
+      return {error: "its events span more than a year"};
+    }
+    return {run: {events: sorted.map((ev) => Object.assign(ev, {at_ms: ev.at_ms - t0, wall_ms: ev.at_ms}))}};
   }
 
   function openTrace(doc, source) {
@@ -169,7 +183,7 @@
         return;
       }
       history.replaceState(null, "", location.pathname);
-      openTrace(doc, file.name);
+      try { openTrace(doc, file.name); } catch (error) { setStatus("error", "error: " + error.message); }
     }, (error) => setStatus("error", "error: " + error.message));
   }
 
