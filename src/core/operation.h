@@ -95,11 +95,6 @@ enum class UpstreamKind {
   kTimeout,    // no complete answer within the route's timeout
   kFailed,     // connection refused, reset, closed without an answer, or an unreadable response
 };
-// The stable reason code of an upstream outcome in a trace: "upstream_2xx" … "upstream_5xx",
-// "upstream_timeout" or "upstream_unreachable".
-struct UpstreamOutcome;
-std::string UpstreamReasonCode(const UpstreamOutcome& outcome);
-
 struct UpstreamOutcome {
   UpstreamKind kind = UpstreamKind::kFailed;
   int status = 0;
@@ -107,6 +102,9 @@ struct UpstreamOutcome {
   std::string body;
   std::string detail;
 };
+// The stable reason code of an upstream outcome in a trace: "upstream_2xx" … "upstream_5xx",
+// "upstream_timeout" or "upstream_unreachable".
+std::string UpstreamReasonCode(const UpstreamOutcome& outcome);
 
 // Wallet rule (CONTRACT §4): capture on 2xx (and 1xx/3xx, a delivered answer), release on 4xx, keep
 // on 5xx, timeout or failure, where the upstream may have done the work.

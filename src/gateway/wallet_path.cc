@@ -191,11 +191,7 @@ Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transacti
   }
   Arrival arrival = DecideArrival(&**record, &**op, paid.fingerprint, now);
   ctx_.metrics.CountArrival(arrival.outcome);
-  if (auto event = ArrivalEvent(**record, **op, arrival.outcome, now)) {
-    if (auto recorded = tx.RecordArrival(**record, *event); !recorded.ok()) {
-      return recorded.status();
-    }
-  }
+  if (Status s = RecordRepeatedArrival(tx, **record, **op, arrival.outcome, now); !s.ok()) return s;
   switch (arrival.outcome) {
     case ArrivalOutcome::kReplay:
       return std::optional<Begin>(Begin{BeginKind::kReplay, **op});

@@ -378,10 +378,8 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
           return begin;
       }
     }
-    if (auto event = ArrivalEvent(**record, begin.op, arrival.outcome, now)) {
-      if (auto recorded = tx.RecordArrival(**record, *event); !recorded.ok()) {
-        return recorded.status();
-      }
+    if (Status s = RecordRepeatedArrival(tx, **record, begin.op, arrival.outcome, now); !s.ok()) {
+      return s;
     }
     switch (arrival.outcome) {
       case ArrivalOutcome::kReplay:

@@ -53,6 +53,13 @@ Status InsertFirstApiKey(Transaction& tx, const AccountRecord& account) {
   return Status::Ok();
 }
 
+Status RecordRepeatedArrival(Transaction& tx, const KeyRecord& record, const Operation& op,
+                             ArrivalOutcome outcome, int64_t now_ms) {
+  auto event = ArrivalEvent(record, op, outcome, now_ms);
+  if (!event) return Status::Ok();
+  return tx.RecordArrival(record, *event).status();
+}
+
 bool ValidInstanceId(std::string_view id) {
   if (id.empty() || id.size() > 64) return false;
   for (char c : id) {

@@ -250,6 +250,11 @@ class Transaction {
 // hash, which refuses the account as a whole.
 Status InsertFirstApiKey(Transaction& tx, const AccountRecord& account);
 
+// Inside an arrival decision: records a repeated arrival of the key (ArrivalEvent) on its
+// operation's trace when one is due; nothing otherwise (other outcomes, or the key's cap reached).
+Status RecordRepeatedArrival(Transaction& tx, const KeyRecord& record, const Operation& op,
+                             ArrivalOutcome outcome, int64_t now_ms);
+
 using TransactionFn = std::function<Status(Transaction&)>;
 using WriteDone = std::function<void(Status)>;
 

@@ -135,7 +135,7 @@
     if (sorted.length && sorted[sorted.length - 1].at_ms - t0 > MAX_TRACE_SPAN_MS) {
       return {error: "its events span more than a year"};
     }
-    return {run: {events: sorted.map((ev) => Object.assign(ev, {at_ms: ev.at_ms - t0, wall_ms: ev.at_ms}))}};
+    return {run: {events: sorted.map((ev) => Object.assign(ev, {at_ms: ev.at_ms - t0}))}};
   }
 
   function openTrace(doc, source) {
@@ -276,10 +276,7 @@
   function applied() { return state.run.events.slice(0, state.cursor); }
 
   function describe(ev) {
-    if (state.mode === "trace") {
-      const facts = AgentPayTimeline.factsText(ev);
-      return ev.actor + " " + ev.kind + ": " + ev.detail + (facts ? " (" + facts + ")" : "");
-    }
+    if (state.mode === "trace") return AgentPayTimeline.describe(ev);
     const a = ev.attempt ? " attempt " + ev.attempt : "";
     const o = ev.operation ? " op " + ev.operation : "";
     const k = ev.key ? " (" + ev.key + ")" : "";

@@ -40,11 +40,13 @@ window.AgentPayTimeline = (function () {
 
   function offset(event, t0) { return Math.max(0, Number(event.at_ms) - t0); }
 
-  function label(event, t0) {
+  // "actor kind: detail (facts)": an event as one line of text.
+  function describe(event) {
     const facts = factsText(event);
-    return "+" + offset(event, t0) + " ms " + event.actor + " " + event.kind + ": " + event.detail +
-      (facts ? " (" + facts + ")" : "");
+    return event.actor + " " + event.kind + ": " + event.detail + (facts ? " (" + facts + ")" : "");
   }
+
+  function label(event, t0) { return "+" + offset(event, t0) + " ms " + describe(event); }
 
   function node(tag, attrs, text) {
     const n = document.createElement(tag);
@@ -98,5 +100,5 @@ window.AgentPayTimeline = (function () {
     if (t !== undefined) head.style.left = ((Math.min(Math.max(0, t), span) / span) * 96 + 2).toFixed(2) + "%";
   }
 
-  return { LANES, laneOf, tone, factsText, label, draw, setCursor };
+  return { LANES, laneOf, tone, factsText, describe, draw, setCursor };
 })();
