@@ -11,7 +11,9 @@
 #include <optional>
 #include <string>
 
+#include "cli/progress.h"
 #include "cli/sim_http.h"
+#include "cli/swarm_command.h"
 #include "sim/model_format.h"
 #include "sim/sweep.h"
 
@@ -71,18 +73,6 @@ std::optional<bool> WantJson(const SimOptions& options) {
   return std::nullopt;
 }
 
-void DrawProgress(uint64_t done, uint64_t total) {
-  constexpr int kWidth = 40;
-  int filled = total == 0 ? kWidth : static_cast<int>(done * kWidth / total);
-  std::string bar(static_cast<size_t>(filled), '#');
-  bar.resize(kWidth, '.');
-  std::fprintf(stderr, "\r[%s] %3d%%  %llu/%llu runs", bar.c_str(),
-               total == 0 ? 100 : static_cast<int>(done * 100 / total),
-               static_cast<unsigned long long>(done), static_cast<unsigned long long>(total));
-  if (done == total) std::fputc('\n', stderr);
-  std::fflush(stderr);
-}
-
 int RunSweep(const SimOptions& options, bool json) {
   for (const auto& [name, flag] : options.flags) {
     if (Given(flag))
@@ -103,7 +93,7 @@ int RunSweep(const SimOptions& options, bool json) {
   const uint64_t seed = *parsed_seed;
   std::function<void(uint64_t)> progress;
   if (isatty(STDERR_FILENO) != 0) {
-    progress = [runs](uint64_t done) { DrawProgress(done, runs); };
+    progress = [runs](uint64_t done) { DrawProgress(done, runs, "runs"); };
   }
   sim::SweepTable table = sim::RunSweep(runs, seed, progress, runs / 100 > 0 ? runs / 100 : 1);
   std::string out =
@@ -185,7 +175,11 @@ std::function<int()> AddSimCommand(CLI::App& sim) {
           ->capture_default_str();
   sim.add_flag("--serve", options->serve, "serve GET /v1/sim over HTTP instead of running once");
   sim.add_option("--listen", options->listen, "HOST:PORT for --serve")->capture_default_str();
-  return [options, &sim]() {
+  CLI::App* swarm = sim.add_subcommand(
+      "swarm", "run the real gateway under a deterministic simulator, seed after seed");
+  auto run_swarm = AddSwarmCommand(*swarm);
+  return [options, &sim, swarm, run_swarm]() {
+    if (swarm->parsed()) return run_swarm();
     if (options->serve) return RunSimServer(options->listen);
     const std::optional<bool> json = WantJson(*options);
     if (!json) return Usage("--format must be json or text, got '" + options->format + "'");

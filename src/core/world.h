@@ -30,6 +30,16 @@ class Timers {
   virtual void After(int64_t delay_ms, std::function<void()> fn) = 0;
 };
 
+// Work that may block (admin calls, views, the re-reads of attached duplicates), run off the
+// caller's thread: a pool of threads in the shell (http/worker_pool.h), the simulator's own queue
+// under simulation.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // False (and the task dropped) when it cannot be taken now: the caller answers 503.
+  virtual bool TrySubmit(std::function<void()> task) = 0;
+};
+
 class Random {
  public:
   virtual ~Random() = default;

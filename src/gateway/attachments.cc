@@ -23,7 +23,7 @@ struct Attachments::Waiter {
   bool answered = false;  // guarded by mutex
 };
 
-Attachments::Attachments(Store& store, Timers& timers, WorkerPool& readers, Metrics& metrics,
+Attachments::Attachments(Store& store, Timers& timers, Executor& readers, Metrics& metrics,
                          int64_t wait_ms)
     : store_(store), timers_(timers), readers_(readers), metrics_(metrics), wait_ms_(wait_ms) {}
 

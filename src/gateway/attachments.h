@@ -17,7 +17,6 @@
 #include "core/world.h"
 #include "gateway/metrics.h"
 #include "http/server.h"
-#include "http/worker_pool.h"
 #include "store/store.h"
 
 namespace agentpay {
@@ -28,7 +27,7 @@ using AnswerWhenDone = std::function<std::optional<HttpResponse>(const Operation
 class Attachments {
  public:
   // `readers` runs the re-reads (they may block on the store); `timers` paces them.
-  Attachments(Store& store, Timers& timers, WorkerPool& readers, Metrics& metrics, int64_t wait_ms);
+  Attachments(Store& store, Timers& timers, Executor& readers, Metrics& metrics, int64_t wait_ms);
 
   // Answers `respond` (exactly once) when `answer_when_done` has an answer for the operation, or
   // after the wait with 202 operation_in_progress.
@@ -50,7 +49,7 @@ class Attachments {
 
   Store& store_;
   Timers& timers_;
-  WorkerPool& readers_;
+  Executor& readers_;
   Metrics& metrics_;
   const int64_t wait_ms_;
   std::mutex mutex_;

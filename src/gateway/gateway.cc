@@ -26,7 +26,7 @@ bool IsReservedPath(std::string_view path) {
 }  // namespace
 
 Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Timers& timers,
-                 Upstream& upstream, Settler* settler)
+                 Upstream& upstream, Settler* settler, Executor* blocking)
     : config_(std::move(config)),
       store_(store),
       clock_(clock),
@@ -34,11 +34,14 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
       settler_(settler),
       x402_offers_(config_.chain, config_.routes),
       instance_id_("gw_" + RandomHex(random, 8)),
-      blocking_pool_(config_.blocking_threads, kMaxBlockingQueue),
-      attachments_(store, timers, blocking_pool_, metrics_, config_.attach_wait_ms),
+      own_pool_(blocking != nullptr
+                    ? nullptr
+                    : std::make_unique<WorkerPool>(config_.blocking_threads, kMaxBlockingQueue)),
+      blocking_(blocking != nullptr ? *blocking : *own_pool_),
+      attachments_(store, timers, blocking_, metrics_, config_.attach_wait_ms),
       rate_limiters_(config_.rate_limits),
-      context_{config_,   store,        clock,        random,        timers,
-               upstream,  metrics_,     attachments_, instance_id_, rate_limiters_},
+      context_{config_,  store,    clock,        random,       timers,
+               upstream, metrics_, attachments_, instance_id_, rate_limiters_},
       api_keys_(store, clock),
       wallet_(context_, api_keys_),
       views_(context_, api_keys_),
@@ -57,8 +60,10 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
 }
 
 Gateway::~Gateway() {
-  // Tasks on the pools use the members declared after them; they finish before anything goes.
-  blocking_pool_.Stop();
+  // Tasks on the pools use the members declared after them; they finish before anything goes. (An
+  // injected executor's owner must not run this gateway's tasks once it is gone: the simulator
+  // drops them with the process that scheduled them.)
+  if (own_pool_) own_pool_->Stop();
   // Duplicates still attached (only when Drain timed out) are answered now, while the members their
   // answers touch still exist; their later timers then find them answered.
   attachments_.Close();
@@ -132,7 +137,7 @@ void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond re
   std::string_view path = request->Path();
   const RouteConfig* route = IsReservedPath(path) ? nullptr : MatchRoute(path);
   if (route != nullptr) return HandlePaid(std::move(request), *route, std::move(respond));
-  bool queued = blocking_pool_.TrySubmit([this, request, respond] {
+  bool queued = blocking_.TrySubmit([this, request, respond] {
     // Nothing here is meant to throw; if something does, the pool thread must not die with it and
     // the client learns only an error id (the reason goes to the log).
     HttpResponse response;

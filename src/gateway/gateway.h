@@ -35,10 +35,12 @@ class Gateway {
  public:
   // Preconditions: config.routes is non-empty and valid, config.chain's addresses parse, the
   // settler (if any) settles config.chain's asset, domain and payee; the referenced objects outlive
-  // the gateway. Without a settler, x402 payments are refused (501 x402_not_enabled). The gateway
+  // the gateway. Without a settler, x402 payments are refused (501 x402_not_enabled). Blocking
+  // work (admin, views, re-reads) runs on `blocking` (a simulator's), or, when it is null, on a
+  // pool of config.blocking_threads threads of the gateway's own. The gateway
   // draws an instance id ("gw_" + 16 hex) that it stamps on every claim its attempts take.
   Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Timers& timers,
-          Upstream& upstream, Settler* settler = nullptr);
+          Upstream& upstream, Settler* settler = nullptr, Executor* blocking = nullptr);
   // Releases the instance registration, if any: claims still open become recoverable.
   ~Gateway();
 
@@ -99,7 +101,9 @@ class Gateway {
   const std::string instance_id_;
   bool registered_ = false;
   Metrics metrics_;
-  WorkerPool blocking_pool_;  // admin, views, attached duplicates' re-reads: all that may block
+  // Admin, views, attached duplicates' re-reads: all that may block. own_pool_ when not injected.
+  std::unique_ptr<WorkerPool> own_pool_;
+  Executor& blocking_;
   Attachments attachments_;
   RateLimiters rate_limiters_;
   const GatewayContext context_;

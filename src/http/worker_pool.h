@@ -9,9 +9,11 @@
 #include <thread>
 #include <vector>
 
+#include "core/world.h"
+
 namespace agentpay {
 
-class WorkerPool {
+class WorkerPool final : public Executor {
  public:
   WorkerPool(size_t threads, size_t max_queued);
   ~WorkerPool();
@@ -19,7 +21,7 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   // False (and the task is dropped) when the queue is full or the pool stopped.
-  bool TrySubmit(std::function<void()> task);
+  bool TrySubmit(std::function<void()> task) override;
   size_t Queued();
   // Finishes running tasks, drops queued ones and joins the threads. Idempotent.
   void Stop();

@@ -25,11 +25,10 @@
 #include "store/write_queue.h"
 
 namespace agentpay {
-namespace {
 
 using sqlite::Database;
 
-Status Migrate(Database& db) {
+Status MigrateSqlite(Database& db) {
   Status status = db.Exec(
       "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
       "description TEXT NOT NULL)");
@@ -68,6 +67,8 @@ Status Migrate(Database& db) {
   }
   return Status::Ok();
 }
+
+namespace {
 
 class SqliteStore final : public Store {
  public:
@@ -437,7 +438,7 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
     Status status = (*db)->Exec(pragma);
     if (!status.ok()) return status;
   }
-  Status migrated = Migrate(**db);
+  Status migrated = MigrateSqlite(**db);
   if (!migrated.ok()) return migrated;
   // Pre-release builds changed migration 1 in place; such a database has the right version number
   // but not the columns this binary reads. Say so instead of failing on the first query.

@@ -21,6 +21,10 @@
 
 namespace agentpay {
 
+// Creates or migrates the schema of a SQLite database to this binary's version (schema.h);
+// store_too_new when the database is newer.
+Status MigrateSqlite(sqlite::Database& db);
+
 class SqliteTransaction final : public Transaction {
  public:
   // Precondition: `db` has a transaction open (BEGIN or a savepoint) for as long as this is used.

@@ -1,0 +1,110 @@
+// See swarm_command.h.
+#include "cli/swarm_command.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+
+#include "cli/progress.h"
+#include "sim/swarm.h"
+
+namespace agentpay {
+namespace {
+
+struct SwarmOptions {
+  uint64_t seeds = 100;
+  uint64_t seed_start = 1;
+};
+
+constexpr uint64_t kMaxSeeds = 1'000'000'000;
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int RunSwarm(const SwarmOptions& options) {
+  if (options.seeds < 1 || options.seeds > kMaxSeeds) {
+    std::fprintf(stderr, "agentpay sim swarm: --seeds must be 1-%" PRIu64 "\n", kMaxSeeds);
+    return 2;
+  }
+  if (options.seed_start > UINT64_MAX - (options.seeds - 1)) {
+    std::fprintf(stderr, "agentpay sim swarm: --seed-start + --seeds passes 2^64\n");
+    return 2;
+  }
+  const uint64_t last = options.seed_start + (options.seeds - 1);
+  std::printf("SEED=%" PRIu64 "..%" PRIu64 "\n", options.seed_start, last);
+  std::fflush(stdout);
+  const bool progress = isatty(STDERR_FILENO) != 0;
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t steps = 0, requests = 0, answers = 0, crashes = 0, charges = 0, done = 0;
+  uint64_t events_hash = 0xcbf29ce484222325ULL;  // FNV-1a over the seeds' own hashes, in order
+  uint64_t slowest_seed = options.seed_start;
+  double slowest = -1;
+  double last_drawn = -1;
+  for (uint64_t seed = options.seed_start;; ++seed) {
+    const auto seed_start = std::chrono::steady_clock::now();
+    sim::SeedOutcome outcome = sim::RunSeed(seed);
+    const double took = SecondsSince(seed_start);
+    if (took > slowest) {
+      slowest = took;
+      slowest_seed = seed;
+    }
+    ++done;
+    steps += outcome.steps;
+    requests += static_cast<uint64_t>(outcome.requests);
+    answers += static_cast<uint64_t>(outcome.answers);
+    crashes += static_cast<uint64_t>(outcome.crashes);
+    charges += static_cast<uint64_t>(outcome.charges);
+    for (int shift = 0; shift < 64; shift += 8) {
+      events_hash ^= (outcome.event_hash >> shift) & 0xff;
+      events_hash *= 0x100000001b3ULL;
+    }
+    if (outcome.violation) {
+      if (progress) std::fputc('\n', stderr);
+      const sim::SwarmViolation& v = *outcome.violation;
+      std::printf("SEED=%" PRIu64 " VIOLATION at step %" PRIu64 ": %s: %s\n", seed, v.step,
+                  v.invariant.c_str(), v.detail.c_str());
+      std::printf("  mix: %s\n", outcome.mix.c_str());
+      std::printf("  again: agentpay sim swarm --seeds 1 --seed-start %" PRIu64 "\n", seed);
+      return 1;
+    }
+    const double elapsed = SecondsSince(start);
+    if (progress && (elapsed - last_drawn >= 0.1 || seed == last)) {
+      DrawProgress(done, options.seeds, "seeds");
+      last_drawn = elapsed;
+    }
+    if (seed == last) break;
+  }
+  const double elapsed = SecondsSince(start);
+  std::printf("%" PRIu64 " seeds held every invariant in %.1f s: %.0f seeds/s, %.0f steps/s\n",
+              done, elapsed, elapsed > 0 ? done / elapsed : 0.0,
+              elapsed > 0 ? steps / elapsed : 0.0);
+  std::printf("  %" PRIu64 " steps, %" PRIu64 " requests, %" PRIu64 " answers, %" PRIu64
+              " crashes, %" PRIu64 " operations charged\n",
+              steps, requests, answers, crashes, charges);
+  std::printf("  slowest seed: %" PRIu64 " (%.0f ms)\n", slowest_seed, slowest * 1000);
+  std::printf("  events hash: %016" PRIx64 " (the same seeds give the same hash)\n", events_hash);
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> AddSwarmCommand(CLI::App& swarm) {
+  auto options = std::make_shared<SwarmOptions>();
+  swarm.footer(
+      "Each seed runs the real gateway (wallet pipeline, SQLite store code, hold sweeper) on "
+      "simulated time against simulated clients, network and seller, with crashes and clock "
+      "steps, and checks its invariants after every step. The same seed gives the same run.");
+  swarm.add_option("--seeds", options->seeds, "how many seeds to run (1-1000000000)")
+      ->type_name("N")
+      ->capture_default_str();
+  swarm.add_option("--seed-start", options->seed_start, "the first seed")
+      ->type_name("S")
+      ->capture_default_str();
+  return [options] { return RunSwarm(*options); };
+}
+
+}  // namespace agentpay

@@ -1,0 +1,39 @@
+// `agentpay sim swarm`: the real gateway (its wallet pipeline, core, the SQLite store code and the
+// hold sweeper) run on simulated time by one seed at a time, against simulated clients, network and
+// seller, with crashes, and its invariants checked after every step (swarm_world.h for the world).
+//
+// Swarm testing: each seed draws its own mix — how many clients of which kind, the rates of every
+// fault — so that the runs together explore far more combinations than any one configuration.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace agentpay::sim {
+
+// A broken invariant: which, where and why.
+struct SwarmViolation {
+  uint64_t step = 0;      // the step after which it was seen
+  std::string invariant;  // a stable name (docs/simulation.md lists them)
+  std::string detail;
+};
+
+struct SeedOutcome {
+  uint64_t seed = 0;
+  uint64_t steps = 0;
+  int64_t simulated_ms = 0;
+  // FNV-1a over everything the clients saw, in order: the same seed gives the same hash.
+  uint64_t event_hash = 0;
+  std::string mix;   // the seed's draw, one line
+  int requests = 0;  // sent by clients (a duplicate counted once)
+  int answers = 0;   // answers that reached a client
+  int crashes = 0;
+  int charges = 0;  // operations captured
+  std::optional<SwarmViolation> violation;
+};
+
+// Runs one seed to its end (every client done, the books settled) or to its first violation.
+SeedOutcome RunSeed(uint64_t seed);
+
+}  // namespace agentpay::sim

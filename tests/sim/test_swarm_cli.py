@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""`agentpay sim swarm` as CI and a user run it: 2,000 seeds of the real gateway within five minutes
+of wall time with every invariant held, the same seeds giving the same events hash, and clear
+usage errors (exit 2, nothing run).
+
+usage: test_swarm_cli.py [--agentpay PATH] [unittest args]"""
+import os
+import re
+import subprocess
+import sys
+import time
+import unittest
+
+AGENTPAY = os.path.join(os.path.dirname(__file__), "..", "..", "build", "agentpay")
+CI_SEEDS = 2000
+CI_WALL_SECONDS = 300
+
+
+def swarm(*args, timeout=CI_WALL_SECONDS + 60):
+    return subprocess.run([AGENTPAY, "sim", "swarm"] + list(args), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def events_hash(stdout):
+    found = re.search(r"events hash: ([0-9a-f]{16})", stdout)
+    assert found, stdout
+    return found.group(1)
+
+
+class SwarmCliTest(unittest.TestCase):
+    def test_two_thousand_seeds_hold_every_invariant_within_five_minutes(self):
+        t0 = time.monotonic()
+        out = swarm("--seeds", str(CI_SEEDS))
+        took = time.monotonic() - t0
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("SEED=1..%d" % CI_SEEDS, out.stdout)
+        self.assertIn("%d seeds held every invariant" % CI_SEEDS, out.stdout)
+        self.assertLess(took, CI_WALL_SECONDS)
+        counts = re.search(r"(\d+) steps, (\d+) requests, (\d+) answers, (\d+) crashes, "
+                           r"(\d+) operations charged", out.stdout)
+        self.assertIsNotNone(counts, out.stdout)
+        steps, requests, answers, crashes, charged = map(int, counts.groups())
+        # The seeds did what a swarm is for: crashes, answers lost on the way, charges.
+        self.assertGreater(crashes, 100)
+        self.assertGreater(requests, answers)
+        self.assertGreater(charged, 5000)
+        print("\n" + out.stdout.strip() + "\n  (%.1f s wall)" % took)
+
+    def test_the_same_seeds_give_the_same_events_hash(self):
+        first = swarm("--seeds", "40", "--seed-start", "5000")
+        again = swarm("--seeds", "40", "--seed-start", "5000")
+        other = swarm("--seeds", "40", "--seed-start", "6000")
+        for out in (first, again, other):
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertEqual(events_hash(first.stdout), events_hash(again.stdout))
+        self.assertNotEqual(events_hash(first.stdout), events_hash(other.stdout))
+
+    def test_bad_flags_exit_2_and_run_nothing(self):
+        for args, message in ((["--seeds", "0"], "--seeds must be 1-1000000000"),
+                              (["--seeds", "1000000001"], "--seeds must be 1-1000000000"),
+                              (["--seeds", "many"], "--seeds"),
+                              (["--seeds", "2", "--seed-start", "18446744073709551615"],
+                               "passes 2^64"),
+                              (["--bogus"], "bogus")):
+            out = swarm(*args, timeout=30)
+            self.assertEqual(out.returncode, 2, (args, out.stdout, out.stderr))
+            self.assertIn(message, out.stderr, args)
+            self.assertNotIn("SEED=", out.stdout, args)
+
+    def test_help_names_every_flag(self):
+        out = swarm("--help", timeout=30)
+        self.assertEqual(out.returncode, 0)
+        for flag in ("--seeds", "--seed-start"):
+            self.assertIn(flag, out.stdout)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if "--agentpay" in args:
+        i = args.index("--agentpay")
+        AGENTPAY = args[i + 1]
+        del args[i:i + 2]
+    unittest.main(argv=[sys.argv[0]] + args, verbosity=2)
