@@ -3,17 +3,20 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer into ./build-asan, then runs the gtest suites
 # (ctest -LE script: every test but the Python/node/bash ones) and one integration test against
 # the sanitized gateway. A sanitizer report fails the test. Extra arguments go to the first ctest.
+# The same build has the simulator's mutants (-DAGENTPAY_SIM_MUTANTS=ON, never in a release): the
+# mutant job (ctest sim.mutants) shows `agentpay sim swarm` catching each flawed approach.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
-if [ ! -f build-asan/build.ninja ]; then
+if [ ! -f build-asan/build.ninja ] ||
+  ! grep -q '^AGENTPAY_SIM_MUTANTS:BOOL=ON' build-asan/CMakeCache.txt; then
   # -O1 with minimal debug info: sanitizer stacks keep their functions and lines, and the build
   # costs far less than -O2 -g on a two-core CI machine (a build type of its own for these flags).
   # GCC 12 at -O1 warns maybe-uninitialized inside libstdc++'s <regex> (a false positive); the
   # normal -O2 build keeps that warning as an error for our code.
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \
     -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1 -Wno-maybe-uninitialized" \
-    -DAGENTPAY_SANITIZE=ON >/dev/null
+    -DAGENTPAY_SANITIZE=ON -DAGENTPAY_SIM_MUTANTS=ON >/dev/null
   echo '*' >build-asan/.gitignore  # the build dir ignores itself
 fi
 ninja -C build-asan agentpay_cxx_tests agentpay
@@ -32,6 +35,8 @@ if [ $# -eq 0 ]; then
   ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$reports/asan" \
     UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$reports/ubsan" \
     ctest --output-on-failure --timeout 900 -R '^integration\.wallet_gateway$' || status=1
+  # The mutant job: each flawed approach caught by the swarm (the seeds and invariants printed).
+  ctest --output-on-failure --verbose --timeout 1800 -R '^sim\.mutants$' || status=1
   if compgen -G "$reports/*" >/dev/null; then
     echo "test-asan: sanitizer reports from the gateway processes:" >&2
     cat "$reports"/* >&2

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cli/progress.h"
+#include "core/mutants.h"
 #include "sim/swarm.h"
 
 namespace agentpay {
@@ -17,6 +18,7 @@ namespace {
 struct SwarmOptions {
   uint64_t seeds = 100;
   uint64_t seed_start = 1;
+  int mutant = 0;  // core/mutants.h; settable only in a mutant build
 };
 
 constexpr uint64_t kMaxSeeds = 1'000'000'000;
@@ -35,6 +37,10 @@ int RunSwarm(const SwarmOptions& options) {
     return 2;
   }
   const uint64_t last = options.seed_start + (options.seeds - 1);
+#ifdef AGENTPAY_SIM_MUTANTS
+  SetActiveMutant(static_cast<Mutant>(options.mutant));
+  if (options.mutant != 0) std::printf("MUTANT=%d\n", options.mutant);
+#endif
   std::printf("SEED=%" PRIu64 "..%" PRIu64 "\n", options.seed_start, last);
   std::fflush(stdout);
   const bool progress = isatty(STDERR_FILENO) != 0;
@@ -104,6 +110,14 @@ std::function<int()> AddSwarmCommand(CLI::App& swarm) {
   swarm.add_option("--seed-start", options->seed_start, "the first seed")
       ->type_name("S")
       ->capture_default_str();
+#ifdef AGENTPAY_SIM_MUTANTS
+  swarm
+      .add_option("--mutant", options->mutant,
+                  "put back a flawed approach: 1 a fresh key after a timeout, 2 a timeout taken "
+                  "as success, 3 a hold released on timeout, 4 retries without bound")
+      ->check(CLI::Range(0, kMutantCount))
+      ->type_name("N");
+#endif
   return [options] { return RunSwarm(*options); };
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/mutants.h"
 
 namespace agentpay {
 namespace {
@@ -122,6 +123,8 @@ Verdict ClassifyUpstream(const UpstreamOutcome& outcome) {
       return Verdict::kCapture;
     case UpstreamKind::kTimeout:
     case UpstreamKind::kFailed:
+      if (MutantActive(Mutant::kTimeoutIsSuccess)) return Verdict::kCapture;
+      if (MutantActive(Mutant::kReleaseOnTimeout)) return Verdict::kRelease;
       return Verdict::kKeep;
   }
   AGENTPAY_CHECK(false);

@@ -11,6 +11,7 @@
 
 #include "core/audit.h"
 #include "core/check.h"
+#include "core/mutants.h"
 #include "gateway/gateway.h"
 #include "sim/swarm_world.h"
 #include "store/books_audit.h"
@@ -84,6 +85,7 @@ struct Mix {
     m.seller.slow = rate(200);
     m.seller.hang = rate(100);
     m.seller.work_then_drop = rate(100);
+    m.seller.broken = rate(50);
     return m;
   }
 
@@ -97,7 +99,8 @@ struct Mix {
            " seller(4xx=" + std::to_string(seller.client_error) +
            " 5xx=" + std::to_string(seller.server_error) + " slow=" + std::to_string(seller.slow) +
            " hang=" + std::to_string(seller.hang) +
-           " drop=" + std::to_string(seller.work_then_drop) + ")";
+           " drop=" + std::to_string(seller.work_then_drop) +
+           " broken=" + std::to_string(seller.broken) + ")";
   }
 };
 
@@ -204,8 +207,12 @@ class Run {
                                 std::to_string(scheduler_.now_ms()) + " ms simulated)");
         return;
       }
-      if (!scheduler_.RunNext(kMaxSimulatedMs + 1)) {
-        Violate("run_ends", "nothing left to happen, yet the run is not over");
+      if (!scheduler_.RunNext(kMaxSimulatedMs)) {
+        Violate("run_ends", scheduler_.pending() == 0
+                                ? "nothing left to happen, yet the run is not over"
+                                : "the run did not end within " +
+                                      std::to_string(kMaxSimulatedMs / 60000) +
+                                      " simulated minutes");
         return;
       }
       CheckStep();
@@ -394,7 +401,7 @@ class Run {
     Action& a = c.actions[c.next];
     if (!response) {
       Note(std::to_string(c.id) + " " + a.key + " " + failure);
-      return Retry(c);
+      return Retry(c, /*timed_out=*/true);
     }
     ++outcome_.answers;
     const int status = response->status;
@@ -427,18 +434,23 @@ class Run {
       case 502:
       case 503:
       case 504:
-        return Retry(c);
+        return Retry(c, /*timed_out=*/false);
       default:
         return Violate("expected_answers", "client " + std::to_string(c.id) + " got " +
                                                std::to_string(status) + ": " + response->body);
     }
   }
 
-  void Retry(Client& c) {
+  void Retry(Client& c, bool timed_out) {
     Action& a = c.actions[c.next];
-    if (a.attempts >= kMaxAttempts) return NextAction(c);  // bounded: gives up
+    // Bounded: it gives up (the mutant never does).
+    if (a.attempts >= kMaxAttempts && !MutantActive(Mutant::kUnboundedRetries)) {
+      return NextAction(c);
+    }
     c.backoff_ms = std::min(kMaxBackoffMs, std::max<int64_t>(50, c.backoff_ms * 2));
-    if (c.kind == Kind::kNaive) {  // a new key for the same action: the mistake it stands for
+    const bool fresh =
+        c.kind == Kind::kNaive || (timed_out && MutantActive(Mutant::kFreshRetryOnTimeout));
+    if (fresh) {  // a new key for the same action: the mistake naive clients stand for
       a.key = NewKey();
       a.keys.push_back(a.key);
     } else if (c.kind == Kind::kTamperer && world_.Chance(500)) {
@@ -462,7 +474,7 @@ class Run {
   // books must balance and every charge must have bought the client its answer.
   void FinalPhase() {
     faults_ = false;
-    upstream_.SetMix(SellerMix{});
+    upstream_.SetMix(SellerMix{});  // operations already broken stay broken
     if (!gateway_) StartGateway();
     for (Client& c : clients_) {
       if (c.kind != Kind::kWellBehaved) continue;

@@ -112,6 +112,16 @@ void SimUpstream::CallAsync(const RouteConfig& route, std::shared_ptr<const Http
     return draw < 0;
   };
   const bool done_before = work_.count(operation_id) > 0;
+  auto [broken, first_call] = broken_.emplace(operation_id, false);
+  if (first_call) broken->second = random_.Chance(mix_.broken);
+  if (broken->second) {
+    outcome.kind = UpstreamKind::kResponded;
+    outcome.status = 503;
+    outcome.body = "{\"error\":\"this one always fails\"}";
+    scheduler_.After(delay, epoch,
+                     [done = std::move(done), outcome = std::move(outcome)] { done(outcome); });
+    return;
+  }
   if (take(mix_.client_error) && !done_before) {
     // A refusal: only of work not done yet (the seller keeps the upstream idempotency key; once it
     // did the work it answers a retry with the result, never with a refusal).

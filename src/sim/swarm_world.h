@@ -131,6 +131,7 @@ struct SellerMix {
   int slow = 0;            // 2xx after a delay that may pass the route's timeout
   int hang = 0;            // never answers (the gateway's timeout ends the call)
   int work_then_drop = 0;  // does the work, then drops the connection
+  int broken = 0;          // of operations: answered 503 on every call, their work never done
 };
 
 // The upstream seller: answers after a simulated delay, by the mix; counts the work it did per
@@ -154,6 +155,7 @@ class SimUpstream final : public Upstream {
   SeededRandom& random_;
   SellerMix mix_;
   std::map<std::string, int> work_;
+  std::map<std::string, bool> broken_;  // drawn at an operation's first call
 };
 
 // The real SQLite store code (store/sqlite_transaction.h, the same migrations) on an in-memory

@@ -1,0 +1,26 @@
+// Mutants: the flawed approaches "timeout is not failure" rejects, put back on purpose so that the
+// simulator (`agentpay sim swarm --mutant N`) can show it catches each. Only a build configured
+// with -DAGENTPAY_SIM_MUTANTS=ON (the sanitizer build of scripts/test-asan.sh; never a release)
+// can switch one on; in every other build MutantActive is always false and SetActiveMutant does
+// not exist.
+#pragma once
+
+namespace agentpay {
+
+enum class Mutant {
+  kNone = 0,
+  kFreshRetryOnTimeout = 1,  // a timed-out payment retried under a new key (a fresh signature)
+  kTimeoutIsSuccess = 2,     // an upstream timeout captured as if it had answered 2xx
+  kReleaseOnTimeout = 3,     // a hold released on an upstream timeout
+  kUnboundedRetries = 4,     // a client that never gives up
+};
+inline constexpr int kMutantCount = 4;
+
+// Whether `mutant` is the one switched on (never, outside a mutant build).
+bool MutantActive(Mutant mutant);
+
+#ifdef AGENTPAY_SIM_MUTANTS
+void SetActiveMutant(Mutant mutant);
+#endif
+
+}  // namespace agentpay
