@@ -3,10 +3,15 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/progress.h"
 #include "core/mutants.h"
@@ -18,6 +23,7 @@ namespace {
 struct SwarmOptions {
   uint64_t seeds = 100;
   uint64_t seed_start = 1;
+  std::vector<std::string> trace;  // SEED FILE
   int mutant = 0;  // core/mutants.h; settable only in a mutant build
 };
 
@@ -27,7 +33,62 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+void PrintViolation(uint64_t seed, const sim::SeedOutcome& outcome) {
+  const sim::SwarmViolation& v = *outcome.violation;
+  std::printf("SEED=%" PRIu64 " VIOLATION at step %" PRIu64 ": %s: %s\n", seed, v.step,
+              v.invariant.c_str(), v.detail.c_str());
+  std::printf("  mix: %s\n", outcome.mix.c_str());
+  std::printf("  again: agentpay sim swarm --seeds 1 --seed-start %" PRIu64 "\n", seed);
+}
+
+// --trace SEED FILE: one seed, written in the inspector's trace format.
+int RunTrace(const SwarmOptions& options) {
+  const std::string& text = options.trace[0];
+  uint64_t seed = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+    std::fprintf(
+        stderr,
+        "agentpay sim swarm: --trace SEED FILE: SEED must be a whole number 0-2^64-1, got '%s'\n",
+        text.c_str());
+    return 2;
+  }
+  const std::string& path = options.trace[1];
+  std::printf("SEED=%" PRIu64 "\n", seed);
+  sim::TracedSeed traced = sim::RunSeedTraced(seed);
+  const size_t events = traced.trace["events"].size();
+  if (events > sim::kMaxTraceEvents) {
+    std::fprintf(stderr,
+                 "agentpay sim swarm: seed %" PRIu64
+                 "'s trace has %zu events, more than the %zu "
+                 "the inspector opens; nothing written\n",
+                 seed, events, sim::kMaxTraceEvents);
+    return 2;
+  }
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  const std::string body =
+      traced.trace.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (out == nullptr || std::fwrite(body.data(), 1, body.size(), out) != body.size() ||
+      std::fclose(out) != 0) {
+    std::fprintf(stderr, "agentpay sim swarm: cannot write %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    return 2;
+  }
+  std::printf("wrote %zu events of seed %" PRIu64
+              " to %s (open it in the inspector: /inspector/, "
+              "\"Open a trace file\")\n",
+              events, seed, path.c_str());
+  if (traced.outcome.violation) {
+    PrintViolation(seed, traced.outcome);
+    return 1;
+  }
+  std::printf("seed %" PRIu64 " held every invariant: %" PRIu64 " steps\n", seed,
+              traced.outcome.steps);
+  return 0;
+}
+
 int RunSwarm(const SwarmOptions& options) {
+  if (!options.trace.empty()) return RunTrace(options);
   if (options.seeds < 1 || options.seeds > kMaxSeeds) {
     std::fprintf(stderr, "agentpay sim swarm: --seeds must be 1-%" PRIu64 "\n", kMaxSeeds);
     return 2;
@@ -70,11 +131,7 @@ int RunSwarm(const SwarmOptions& options) {
     }
     if (outcome.violation) {
       if (progress) std::fputc('\n', stderr);
-      const sim::SwarmViolation& v = *outcome.violation;
-      std::printf("SEED=%" PRIu64 " VIOLATION at step %" PRIu64 ": %s: %s\n", seed, v.step,
-                  v.invariant.c_str(), v.detail.c_str());
-      std::printf("  mix: %s\n", outcome.mix.c_str());
-      std::printf("  again: agentpay sim swarm --seeds 1 --seed-start %" PRIu64 "\n", seed);
+      PrintViolation(seed, outcome);
       return 1;
     }
     const double elapsed = SecondsSince(start);
@@ -104,12 +161,20 @@ std::function<int()> AddSwarmCommand(CLI::App& swarm) {
       "Each seed runs the real gateway (wallet pipeline, SQLite store code, hold sweeper) on "
       "simulated time against simulated clients, network and seller, with crashes and clock "
       "steps, and checks its invariants after every step. The same seed gives the same run.");
-  swarm.add_option("--seeds", options->seeds, "how many seeds to run (1-1000000000)")
-      ->type_name("N")
-      ->capture_default_str();
-  swarm.add_option("--seed-start", options->seed_start, "the first seed")
-      ->type_name("S")
-      ->capture_default_str();
+  CLI::Option* seeds =
+      swarm.add_option("--seeds", options->seeds, "how many seeds to run (1-1000000000)")
+          ->type_name("N")
+          ->capture_default_str();
+  CLI::Option* seed_start = swarm.add_option("--seed-start", options->seed_start, "the first seed")
+                                ->type_name("S")
+                                ->capture_default_str();
+  swarm
+      .add_option("--trace", options->trace,
+                  "run seed SEED alone and write it to FILE in the inspector's trace format")
+      ->expected(2)
+      ->type_name("SEED FILE")
+      ->excludes(seeds)
+      ->excludes(seed_start);
 #ifdef AGENTPAY_SIM_MUTANTS
   swarm
       .add_option("--mutant", options->mutant,

@@ -13,6 +13,8 @@
 #include "core/check.h"
 #include "core/mutants.h"
 #include "gateway/gateway.h"
+#include "gateway/json_views.h"
+#include "gateway/views.h"
 #include "sim/swarm_world.h"
 #include "store/books_audit.h"
 #include "workers/hold_sweeper.h"
@@ -131,8 +133,9 @@ struct Account {
 
 class Run {
  public:
-  explicit Run(uint64_t seed)
+  Run(uint64_t seed, bool tracing)
       : seed_(seed),
+        tracing_(tracing),
         world_(seed),
         ids_(seed ^ 0x5eed5eed5eed5eedULL),
         clock_(scheduler_),
@@ -171,8 +174,51 @@ class Run {
     return Finish();
   }
 
+  // The run as a trace (RunSeedTraced): the world's events, then every operation's own trace.
+  nlohmann::json Trace() {
+    std::vector<TraceEvent> events = std::move(world_events_);
+    OperationFilter page;
+    page.limit = 100;
+    for (;;) {
+      std::vector<Operation> ops;
+      Status listed = store_->ReadUnsynced([&](Transaction& tx) -> Status {
+        auto found = tx.ListOperations(page);
+        if (!found.ok()) return found.status();
+        ops = std::move(*found);
+        return Status::Ok();
+      });
+      if (!listed.ok() || ops.empty()) break;
+      for (const Operation& op : ops) {
+        auto records = ReadOperationRecords(*store_, op.id, OperationReads{true, false});
+        if (!records.ok() || !*records) continue;
+        for (TraceEvent& event : (*records)->Trace()) {
+          event.detail = op.idempotency_key + ": " + event.detail;
+          events.push_back(std::move(event));
+        }
+      }
+      page.before_id = ops.back().id;
+    }
+    std::stable_sort(events.begin(), events.end(),
+                     [](const TraceEvent& a, const TraceEvent& b) { return a.at_ms < b.at_ms; });
+    nlohmann::json trace = TraceJson(events);
+    trace["seed"] = std::to_string(seed_);
+    trace["mix"] = outcome_.mix;
+    if (outcome_.violation) {
+      trace["violation"] = {{"step", outcome_.violation->step},
+                            {"invariant", outcome_.violation->invariant},
+                            {"detail", outcome_.violation->detail}};
+    }
+    return trace;
+  }
+
  private:
   // ---- bookkeeping ----
+  // A world event for the trace (clients, crashes), stamped with the gateway's wall clock.
+  void Record(std::string actor, std::string kind, std::string detail, TraceFacts facts = {}) {
+    if (!tracing_) return;
+    world_events_.emplace_back("", clock_.NowMs(), std::move(actor), std::move(kind),
+                               std::move(detail), std::move(facts));
+  }
   void Note(const std::string& text) {
     for (unsigned char ch : text) {
       hash_ ^= ch;
@@ -250,6 +296,9 @@ class Run {
     auto recovered = gateway_->RecoverInterrupted();
     if (!recovered.ok()) return Violate("gateway_starts", recovered.status().ToString());
     Note("start " + std::to_string(epoch) + " recovered " + std::to_string(*recovered));
+    Record("gateway", "started",
+           "gateway process " + std::to_string(epoch) + " started; it recovered " +
+               std::to_string(*recovered) + " operation(s) of a dead one");
     ScheduleSweep(epoch);
   }
 
@@ -267,6 +316,7 @@ class Run {
       if (!gateway_) return;
       ++outcome_.crashes;
       Note("crash");
+      Record("gateway", "crashed", "the gateway process was killed (kill -9)");
       store_->Crash(gateway_->instance_id());
       scheduler_.Kill(scheduler_.gateway_epoch());
       scheduler_.set_gateway_epoch(0);
@@ -345,6 +395,8 @@ class Run {
   }
 
   // ---- clients and the network ----
+  static std::string ClientActor(const Client& c) { return "client " + std::to_string(c.id); }
+
   int64_t Delay() { return world_.Between(0, mix_.max_delay_ms); }
 
   void Send(Client& c) {
@@ -354,6 +406,9 @@ class Run {
     ++outcome_.requests;
     const uint64_t attempt = ++attempts_;
     c.live_attempt = attempt;
+    Record(ClientActor(c), "sent",
+           a.key + ": sent by " + std::string(KindName(c.kind)) + " client " + std::to_string(c.id),
+           TraceFacts().Attempt(a.attempts));
     auto request = std::make_shared<HttpRequest>();
     request->method = "POST";
     request->target = "/work";
@@ -401,11 +456,15 @@ class Run {
     Action& a = c.actions[c.next];
     if (!response) {
       Note(std::to_string(c.id) + " " + a.key + " " + failure);
+      Record(ClientActor(c), failure, a.key + ": no answer (" + failure + ")",
+             TraceFacts().Attempt(a.attempts));
       return Retry(c, /*timed_out=*/true);
     }
     ++outcome_.answers;
     const int status = response->status;
     Note(std::to_string(c.id) + " " + a.key + " " + std::to_string(status) + " " + response->body);
+    Record(ClientActor(c), "answered", a.key + ": answered " + std::to_string(status),
+           TraceFacts().Attempt(a.attempts).HttpStatus(status));
     if (status >= 200 && status < 300 && status != 202) {  // 202: still in flight, not an answer
       auto [it, first] = delivered_.emplace(a.key, response->body);
       if (!first && it->second != response->body && c.kind != Kind::kTamperer) {
@@ -568,6 +627,8 @@ class Run {
   }
 
   const uint64_t seed_;
+  const bool tracing_;
+  std::vector<TraceEvent> world_events_;  // when tracing
   SeededRandom world_;  // the world's draws: faults, delays, the seller, the clients
   SeededRandom ids_;    // the gateway's randomness (ids, keys)
   Scheduler scheduler_;
@@ -591,6 +652,14 @@ class Run {
 
 }  // namespace
 
-SeedOutcome RunSeed(uint64_t seed) { return Run(seed).Go(); }
+SeedOutcome RunSeed(uint64_t seed) { return Run(seed, false).Go(); }
+
+TracedSeed RunSeedTraced(uint64_t seed) {
+  Run run(seed, true);
+  TracedSeed traced;
+  traced.outcome = run.Go();
+  traced.trace = run.Trace();
+  return traced;
+}
 
 }  // namespace agentpay::sim

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -35,5 +36,19 @@ struct SeedOutcome {
 
 // Runs one seed to its end (every client done, the books settled) or to its first violation.
 SeedOutcome RunSeed(uint64_t seed);
+
+// The inspector opens traces of at most this many events.
+inline constexpr size_t kMaxTraceEvents = 10000;
+
+struct TracedSeed {
+  SeedOutcome outcome;
+  // The run in the inspector's trace format ({"events": [...]}, as GET …/trace answers, plus
+  // "seed", "mix" and "violation"): what each client sent and got, crashes and restarts, and every
+  // operation's own trace (its detail prefixed with the operation's key), oldest first, on the
+  // gateway's wall clock.
+  nlohmann::json trace;
+};
+// RunSeed, keeping the run as a trace: the same run, event for event (the hash is the same).
+TracedSeed RunSeedTraced(uint64_t seed);
 
 }  // namespace agentpay::sim

@@ -3,7 +3,8 @@
 //   node tests/browser/inspector.test.mjs <path/to/agentpay> <artifacts dir>
 // playwright-core comes from tests/chain_env/node_modules (bash tests/chain_env/install.sh);
 // Chromium from apt (`chromium`, /usr/bin/chromium; override with $AGENTPAY_CHROMIUM).
-import {spawn} from "node:child_process";
+import {spawn, spawnSync} from "node:child_process";
+import {readFileSync} from "node:fs";
 import http from "node:http";
 import path from "node:path";
 
@@ -153,6 +154,38 @@ async function main() {
     await page.waitForFunction(() => document.getElementById("stage").dataset.done === "true", null, {timeout: 10000});
     const outcomeD = (await text(page, "client-outcome")).trim();
     check("Play reaches the end (5 s service, 1 attempt: exhausted)", outcomeD === "exhausted", outcomeD);
+
+    // A seed of the gateway simulator, written by `agentpay sim swarm --trace`, opens and plays:
+    // several clients and operations on one timeline, crashes and restarts among them.
+    const tracePath = path.join(artifacts, "swarm-seed-10.json");
+    const written = spawnSync(agentpay, ["sim", "swarm", "--trace", "10", tracePath], {encoding: "utf8"});
+    check("sim swarm --trace writes seed 10", written.status === 0 && /wrote \d+ events of seed 10/.test(written.stdout),
+      written.stdout + written.stderr);
+    const swarmEvents = JSON.parse(readFileSync(tracePath, "utf8")).events;
+    await page.setInputFiles("#trace-file", tracePath);
+    await page.waitForFunction((n) => document.getElementById("event-count").textContent === "0 / " + n,
+      swarmEvents.length, {timeout: 10000});
+    const swarmLanes = await page.$$eval("#trace-timeline .ap-lane-name", (ns) => ns.map((n) => n.textContent));
+    check("the seed's timeline has its clients, the gateway, the ledger and the seller",
+      ["client", "gateway", "ledger", "upstream"].every((lane) => swarmLanes.includes(lane)), swarmLanes.join(","));
+    await page.click('[data-testid="next-event"]');
+    await page.click('[data-testid="next-event"]');
+    check("Next steps through the seed", (await text(page, "event-count")).trim() === "2 / " + swarmEvents.length,
+      await text(page, "event-count"));
+    await page.selectOption('[data-testid="speed"]', "60");
+    await page.click('[data-testid="play"]');
+    await page.waitForFunction(() => document.getElementById("stage").dataset.done === "true", null, {timeout: 60000});
+    const recent = await page.textContent("#recent");
+    check("Play reaches the seed's end", (await text(page, "event-count")).trim() ===
+      `${swarmEvents.length} / ${swarmEvents.length}`, await text(page, "event-count"));
+    const clientsSeen = new Set(swarmEvents.filter((e) => e.actor.startsWith("client ")).map((e) => e.actor));
+    const crashes = swarmEvents.filter((e) => e.kind === "crashed").length;
+    check("several clients and operations, and the crashes, are on the one timeline",
+      clientsSeen.size >= 3 && crashes >= 1 &&
+      new Set(swarmEvents.map((e) => e.detail.split(":")[0]).filter((k) => k.startsWith("k-"))).size >= 3,
+      `${clientsSeen.size} clients, ${crashes} crashes; last events: ${recent.slice(0, 200)}`);
+    await page.$eval("#timeline", (el) => { el.value = Math.floor(el.max / 2); el.dispatchEvent(new Event("input")); });
+    await page.screenshot({path: path.join(artifacts, "d-swarm-seed-10.png"), fullPage: true});
 
     check("no page errors", errors.length === 0, errors.join("; "));
   } catch (error) {

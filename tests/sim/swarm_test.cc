@@ -103,6 +103,31 @@ TEST(Swarm, TheSameSeedGivesTheSameRun) {
   EXPECT_NE(RunSeed(1).event_hash, RunSeed(2).event_hash);
 }
 
+TEST(Swarm, ATracedSeedIsTheSameRunAndTellsItInOrder) {
+  TracedSeed traced = RunSeedTraced(10);
+  SeedOutcome plain = RunSeed(10);
+  EXPECT_EQ(traced.outcome.event_hash, plain.event_hash);
+  EXPECT_EQ(traced.outcome.steps, plain.steps);
+  const nlohmann::json& events = traced.trace["events"];
+  ASSERT_TRUE(events.is_array());
+  ASSERT_GT(events.size(), 20u);
+  EXPECT_LE(events.size(), kMaxTraceEvents);
+  EXPECT_EQ(traced.trace["seed"], "10");
+  std::set<std::string> actors;
+  int64_t last = 0;
+  for (const auto& event : events) {
+    EXPECT_GE(event["at_ms"].get<int64_t>(), last);
+    last = event["at_ms"].get<int64_t>();
+    actors.insert(event["actor"].get<std::string>());
+    EXPECT_TRUE(event["detail"].is_string());
+  }
+  // The clients' own events beside the operations' traces (their ledger and seller rows).
+  EXPECT_TRUE(actors.count("client 0"));
+  EXPECT_TRUE(actors.count("ledger"));
+  EXPECT_TRUE(actors.count("upstream"));
+  EXPECT_TRUE(actors.count("gateway"));
+}
+
 // The real gateway over many seeds: no invariant breaks, and the seeds between them exercise what
 // the swarm is for (crashes, charges, answers lost and retried).
 TEST(Swarm, SeedsHoldEveryInvariant) {

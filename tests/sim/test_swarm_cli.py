@@ -4,10 +4,12 @@ of wall time with every invariant held, the same seeds giving the same events ha
 usage errors (exit 2, nothing run).
 
 usage: test_swarm_cli.py [--agentpay PATH] [unittest args]"""
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -67,10 +69,34 @@ class SwarmCliTest(unittest.TestCase):
             self.assertIn(message, out.stderr, args)
             self.assertNotIn("SEED=", out.stdout, args)
 
+    def test_a_seed_traced_to_a_file_opens_as_a_trace(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "seed.json")
+            out = swarm("--trace", "10", path, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+            with open(path) as f:
+                trace = json.load(f)
+            self.assertEqual(trace["seed"], "10")
+            events = trace["events"]
+            self.assertIn("wrote %d events of seed 10 to %s" % (len(events), path), out.stdout)
+            self.assertLessEqual(len(events), 10000)
+            self.assertEqual([e["at_ms"] for e in events], sorted(e["at_ms"] for e in events))
+            for e in events:
+                self.assertIsInstance(e["actor"], str)
+                self.assertIsInstance(e["kind"], str)
+                self.assertIsInstance(e["detail"], str)
+        for args, message in ((["--trace", "ten", "x.json"], "SEED must be a whole number"),
+                              (["--trace", "10"], "--trace"),
+                              (["--trace", "10", "x.json", "--seeds", "5"], "excludes"),
+                              (["--trace", "10", "/nonexistent-dir/seed.json"], "cannot write")):
+            out = swarm(*args, timeout=60)
+            self.assertEqual(out.returncode, 2, (args, out.stdout, out.stderr))
+            self.assertIn(message, out.stderr, args)
+
     def test_help_names_every_flag(self):
         out = swarm("--help", timeout=30)
         self.assertEqual(out.returncode, 0)
-        for flag in ("--seeds", "--seed-start"):
+        for flag in ("--seeds", "--seed-start", "--trace"):
             self.assertIn(flag, out.stdout)
 
 
