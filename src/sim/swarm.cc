@@ -317,7 +317,10 @@ class Run {
       ++outcome_.crashes;
       Note("crash");
       Record("gateway", "crashed", "the gateway process was killed (kill -9)");
-      store_->Crash(gateway_->instance_id());
+      if (Status s = store_->Crash(gateway_->instance_id()); !s.ok()) {
+        return Violate("store_recovers",
+                       "the database did not open after a crash: " + s.ToString());
+      }
       scheduler_.Kill(scheduler_.gateway_epoch());
       scheduler_.set_gateway_epoch(0);
       gateway_.reset();

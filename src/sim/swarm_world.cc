@@ -2,6 +2,7 @@
 #include "sim/swarm_world.h"
 
 #include "core/check.h"
+#include "sim/sim_vfs.h"
 #include "sqlite/sqlite_db.h"
 #include "store/sqlite_transaction.h"
 #include "store/write_queue.h"
@@ -164,17 +165,37 @@ void SimUpstream::CallAsync(const RouteConfig& route, std::shared_ptr<const Http
 // ------------------------------------------------------------------------------------
 
 struct SimStore::Impl {
-  std::unique_ptr<sqlite::Database> db;
+  std::unique_ptr<SimVfs> vfs;
+  std::unique_ptr<sqlite::Database> db;  // declared after the disk it lives on: closed first
+
+  // Opens (or reopens after a crash) the database as the real store does: WAL, the writer's own
+  // syncs (synchronous=NORMAL), migrations under FULL. Exclusive locking: one connection, no
+  // shared memory.
+  Status OpenDatabase() {
+    db.reset();
+    auto opened = sqlite::Database::Open("agentpay-sim.db", /*read_only=*/false, vfs->name());
+    if (!opened.ok()) return opened.status();
+    db = std::move(*opened);
+    // A killed process does not checkpoint on its way out; neither does this connection.
+    sqlite3_db_config(db->handle(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+    for (const char* pragma :
+         {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+          "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY"}) {
+      if (Status s = db->Exec(pragma); !s.ok()) return s;
+    }
+    if (Status s = MigrateSqlite(*db); !s.ok()) return s;
+    return db->Exec("PRAGMA synchronous=NORMAL");
+  }
 };
 
 Result<std::unique_ptr<SimStore>> SimStore::Open(Scheduler& scheduler, SeededRandom& random,
                                                  int64_t max_commit_delay_ms) {
-  auto db = sqlite::Database::Open(":memory:", /*read_only=*/false);
-  if (!db.ok()) return db.status();
-  if (Status s = (*db)->Exec("PRAGMA foreign_keys=ON"); !s.ok()) return s;
-  if (Status s = MigrateSqlite(**db); !s.ok()) return s;
   auto impl = std::make_unique<Impl>();
-  impl->db = std::move(*db);
+  auto vfs = SimVfs::Register();
+  if (!vfs.ok()) return vfs.status();
+  impl->vfs = std::move(*vfs);
+  if (Status s = impl->OpenDatabase(); !s.ok()) return s;
+  impl->vfs->SyncAll();  // the migrated schema is on the disk before anything is served
   return std::unique_ptr<SimStore>(
       new SimStore(scheduler, random, max_commit_delay_ms, std::move(impl)));
 }
@@ -186,7 +207,7 @@ SimStore::SimStore(Scheduler& scheduler, SeededRandom& random, int64_t max_commi
       max_commit_delay_ms_(max_commit_delay_ms),
       impl_(std::move(impl)) {}
 
-SimStore::~SimStore() = default;
+SimStore::~SimStore() { impl_->db.reset(); }
 
 Status SimStore::Commit(const TransactionFn& fn) {
   sqlite::Database& db = *impl_->db;
@@ -198,7 +219,6 @@ Status SimStore::Commit(const TransactionFn& fn) {
     if (status.ok()) {
       ++stats_.commits;
       ++stats_.decisions;
-      ++stats_.durability_syncs;
       return status;
     }
   }
@@ -207,9 +227,16 @@ Status SimStore::Commit(const TransactionFn& fn) {
   return status;
 }
 
+void SimStore::Sync() {
+  impl_->vfs->SyncAll();
+  ++stats_.durability_syncs;
+}
+
 void SimStore::WriteAsync(TransactionFn fn, WriteDone done) {
   if (inline_) {
-    done(Commit(fn));
+    Status status = Commit(fn);
+    Sync();
+    done(std::move(status));
     return;
   }
   const uint64_t epoch = scheduler_.gateway_epoch();
@@ -218,11 +245,30 @@ void SimStore::WriteAsync(TransactionFn fn, WriteDone done) {
                    [this, epoch, fn = std::move(fn), done = std::move(done)]() mutable {
                      --queued_;
                      Status status = Commit(fn);
-                     // Acknowledged by the next event: a crash may fall in between.
-                     scheduler_.After(0, epoch, [done = std::move(done), status]() mutable {
-                       done(std::move(status));
-                     });
+                     // Synced by the next event, acknowledged after it: a crash may fall in
+                     // between.
+                     scheduler_.After(random_.Between(0, max_commit_delay_ms_), epoch,
+                                      [this, done = std::move(done), status]() mutable {
+                                        Sync();
+                                        done(std::move(status));
+                                      });
                    });
+}
+
+Status SimStore::Read(const TransactionFn& fn) {
+  Status status = ReadUnsynced(fn);
+  AwaitDurable();
+  return status;
+}
+
+void SimStore::AwaitDurable() { Sync(); }
+
+Status SimStore::Crash(const std::string& instance_id) {
+  live_instances_.erase(instance_id);
+  queued_ = 0;  // every queued write was the dead process's
+  impl_->db.reset();
+  impl_->vfs->Crash();
+  return impl_->OpenDatabase();
 }
 
 Status SimStore::ReadUnsynced(const TransactionFn& fn) {

@@ -158,11 +158,13 @@ class SimUpstream final : public Upstream {
   std::map<std::string, bool> broken_;  // drawn at an operation's first call
 };
 
-// The real SQLite store code (store/sqlite_transaction.h, the same migrations) on an in-memory
-// database, with the writer's group commit replaced by events: a decision is committed by an event
-// of the process that asked for it, a few simulated milliseconds later, and acknowledged by the
-// next event. A crash drops both: a decision not yet committed is lost (never acknowledged, as a
-// write not yet synced is); one committed but not yet acknowledged stands, unknown to its caller.
+// The real SQLite store code (store/sqlite_transaction.h, the same migrations) on a simulated disk
+// (sim_vfs.h), with the writer's group commit replaced by events, in the real writer's order: a
+// decision is committed (visible to reads) by an event of the process that asked for it, a few
+// simulated milliseconds later; the write-ahead log is synced by the next; only then is the
+// decision acknowledged. A crash drops what was still to come: a decision not yet committed is
+// lost, and so is one committed but not yet synced (the disk goes back to its last sync, though a
+// read may have seen it); one synced but not yet acknowledged stands, unknown to its caller.
 class SimStore final : public Store {
  public:
   static Result<std::unique_ptr<SimStore>> Open(Scheduler& scheduler, SeededRandom& random,
@@ -170,9 +172,10 @@ class SimStore final : public Store {
   ~SimStore() override;
 
   void WriteAsync(TransactionFn fn, WriteDone done) override;
-  Status Read(const TransactionFn& fn) override { return ReadUnsynced(fn); }
+  // Read = ReadUnsynced, then what it saw made durable (here at once, as the writer would soon).
+  Status Read(const TransactionFn& fn) override;
   Status ReadUnsynced(const TransactionFn& fn) override;
-  void AwaitDurable() override {}
+  void AwaitDurable() override;
   StoreStats Stats() override;
   Status RegisterInstance(const std::string& instance_id) override;
   Status ReleaseInstance(const std::string& instance_id) override;
@@ -192,17 +195,16 @@ class SimStore final : public Store {
     SimStore& store_;
     bool was_;
   };
-  // A crash: the process's registration ends with it.
-  void Crash(const std::string& instance_id) {
-    live_instances_.erase(instance_id);
-    queued_ = 0;  // every queued write was the dead process's
-  }
+  // A crash: the process's registration ends with it, and the disk goes back to its last sync;
+  // the next process opens the database afresh (SQLite's recovery from the synced log).
+  Status Crash(const std::string& instance_id);
 
  private:
   struct Impl;
   SimStore(Scheduler& scheduler, SeededRandom& random, int64_t max_commit_delay_ms,
            std::unique_ptr<Impl> impl);
   Status Commit(const TransactionFn& fn);
+  void Sync();
 
   Scheduler& scheduler_;
   SeededRandom& random_;
