@@ -147,20 +147,26 @@ Completion CompleteWalletOperation(const Operation& op, const UpstreamOutcome& o
   Operation& next = completion.next;
   next.updated_ms = now_ms;
   next.lease_expires_ms = 0;
+  // The upstream's answer is what a capture or a release stores. Only a mutant (core/mutants.h)
+  // captures or releases without one; it answers as a gateway with that flaw would: 200 for a
+  // timeout taken as success, 504 for a hold released on a timeout.
+  const int status = outcome.kind == UpstreamKind::kResponded  ? outcome.status
+                     : completion.verdict == Verdict::kCapture ? 200
+                                                               : 504;
   switch (completion.verdict) {
     case Verdict::kCapture:
       completion.move = MoveKind::kCapture;
       next.settlement = Settlement::kSettled;
       next.fulfillment = Fulfillment::kSucceeded;
       next.hold_expires_ms.reset();
-      next.response = StoredResponse{outcome.status, outcome.content_type, outcome.body};
+      next.response = StoredResponse{status, outcome.content_type, outcome.body};
       break;
     case Verdict::kRelease:
       completion.move = MoveKind::kRelease;
       next.settlement = Settlement::kReleased;
       next.fulfillment = Fulfillment::kRejected;
       next.hold_expires_ms.reset();
-      next.response = StoredResponse{outcome.status, outcome.content_type, outcome.body};
+      next.response = StoredResponse{status, outcome.content_type, outcome.body};
       break;
     case Verdict::kKeep:
       next.fulfillment = Fulfillment::kPendingRetry;
