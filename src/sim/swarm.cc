@@ -23,10 +23,6 @@ namespace agentpay::sim {
 namespace {
 
 constexpr int64_t kPrice = 10;
-constexpr int64_t kRouteTimeoutMs = 1000;
-constexpr int64_t kHoldTtlMs = 4000;
-constexpr int64_t kSweepIntervalMs = 500;
-constexpr int64_t kAttachWaitMs = 800;
 constexpr int64_t kMaxCommitDelayMs = 5;
 // A client gives an attempt up after this (longer than the route's timeout, as agentpay pay's).
 constexpr int64_t kClientTimeoutMs = 2500;
@@ -65,6 +61,11 @@ struct Mix {
   int crash = 0;       // per mille of client sends after which the gateway crashes soon
   int clock_step = 0;  // per mille of client sends after which the wall clock jumps
   SellerMix seller;
+  // The gateway's own settings, anywhere in what `serve` accepts that a test would use.
+  int64_t route_timeout_ms = 1000;
+  int64_t hold_ttl_ms = 4000;
+  int64_t sweep_interval_ms = 500;
+  int64_t attach_wait_ms = 800;
 
   static Mix Draw(SeededRandom& r) {
     Mix m;
@@ -88,6 +89,10 @@ struct Mix {
     m.seller.hang = rate(100);
     m.seller.work_then_drop = rate(100);
     m.seller.broken = rate(50);
+    m.route_timeout_ms = r.Between(50, 3000);
+    m.hold_ttl_ms = r.Between(1000, 10000);
+    m.sweep_interval_ms = r.Between(10, 1000);
+    m.attach_wait_ms = r.Between(0, 2000);
     return m;
   }
 
@@ -102,7 +107,11 @@ struct Mix {
            " 5xx=" + std::to_string(seller.server_error) + " slow=" + std::to_string(seller.slow) +
            " hang=" + std::to_string(seller.hang) +
            " drop=" + std::to_string(seller.work_then_drop) +
-           " broken=" + std::to_string(seller.broken) + ")";
+           " broken=" + std::to_string(seller.broken) +
+           ") gateway(timeout=" + std::to_string(route_timeout_ms) +
+           " hold_ttl=" + std::to_string(hold_ttl_ms) +
+           " sweep=" + std::to_string(sweep_interval_ms) +
+           " attach_wait=" + std::to_string(attach_wait_ms) + ")";
   }
 };
 
@@ -148,12 +157,12 @@ class Run {
     route.prefix = "/";
     route.upstream_url = "http://seller.sim";
     route.price = kPrice;
-    route.timeout_ms = kRouteTimeoutMs;
+    route.timeout_ms = mix_.route_timeout_ms;
     config_.routes = {route};
     config_.admin_token = kAdminToken;
-    config_.hold_ttl_ms = kHoldTtlMs;
-    config_.sweep_interval_ms = kSweepIntervalMs;
-    config_.attach_wait_ms = kAttachWaitMs;
+    config_.hold_ttl_ms = mix_.hold_ttl_ms;
+    config_.sweep_interval_ms = mix_.sweep_interval_ms;
+    config_.attach_wait_ms = mix_.attach_wait_ms;
   }
 
   SeedOutcome Go() {
@@ -303,7 +312,7 @@ class Run {
   }
 
   void ScheduleSweep(uint64_t epoch) {
-    scheduler_.After(kSweepIntervalMs, epoch, [this, epoch] {
+    scheduler_.After(mix_.sweep_interval_ms, epoch, [this, epoch] {
       SimStore::Inline blocking(*store_);
       auto swept = SweepExpiredHolds(*store_, clock_, ids_, 64);
       if (!swept.ok()) return Violate("sweeper_runs", swept.status().ToString());
@@ -549,8 +558,8 @@ class Run {
       scheduler_.After(0, Scheduler::kWorld, [this, &c] { Send(c); });
     }
     RunUntil([this] { return AllDone(); });
-    const int64_t until =
-        scheduler_.now_ms() + kHoldTtlMs + kLeaseMarginMs + 4 * kSweepIntervalMs + kRouteTimeoutMs;
+    const int64_t until = scheduler_.now_ms() + mix_.hold_ttl_ms + kLeaseMarginMs +
+                          4 * mix_.sweep_interval_ms + mix_.route_timeout_ms;
     RunUntil([this, until] { return scheduler_.now_ms() >= until; });
     if (violated()) return;
     CheckBooks();
@@ -560,7 +569,7 @@ class Run {
   void CheckBooks() {
     AuditOptions options;
     options.now_ms = clock_.NowMs();
-    options.hold_slack_ms = 2 * kSweepIntervalMs + kAuditHoldSlackMs;
+    options.hold_slack_ms = 2 * mix_.sweep_interval_ms + kAuditHoldSlackMs;
     auto report = AuditStore(*store_, options);
     if (!report.ok()) return Violate("audit_runs", report.status().ToString());
     if (!report->ok()) {
