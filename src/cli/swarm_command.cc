@@ -38,7 +38,14 @@ void PrintViolation(uint64_t seed, const sim::SeedOutcome& outcome) {
   std::printf("SEED=%" PRIu64 " VIOLATION at step %" PRIu64 ": %s: %s\n", seed, v.step,
               v.invariant.c_str(), v.detail.c_str());
   std::printf("  mix: %s\n", outcome.mix.c_str());
-  std::printf("  again: agentpay sim swarm --seeds 1 --seed-start %" PRIu64 "\n", seed);
+  std::string mutant;
+#ifdef AGENTPAY_SIM_MUTANTS
+  for (int n = 1; n <= kMutantCount; ++n) {
+    if (MutantActive(static_cast<Mutant>(n))) mutant = " --mutant " + std::to_string(n);
+  }
+#endif
+  std::printf("  again: agentpay sim swarm --seeds 1 --seed-start %" PRIu64 "%s\n", seed,
+              mutant.c_str());
 }
 
 // --trace SEED FILE: one seed, written in the inspector's trace format.
@@ -65,18 +72,21 @@ int RunTrace(const SwarmOptions& options) {
                  seed, events, sim::kMaxTraceEvents);
     return 2;
   }
-  std::FILE* out = std::fopen(path.c_str(), "w");
   const std::string body =
       traced.trace.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  if (out == nullptr || std::fwrite(body.data(), 1, body.size(), out) != body.size() ||
-      std::fclose(out) != 0) {
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  bool written = out != nullptr;
+  if (written) {
+    written = std::fwrite(body.data(), 1, body.size(), out) == body.size();
+    written = std::fclose(out) == 0 && written;
+  }
+  if (!written) {
     std::fprintf(stderr, "agentpay sim swarm: cannot write %s: %s\n", path.c_str(),
                  std::strerror(errno));
     return 2;
   }
   std::printf("wrote %zu events of seed %" PRIu64
-              " to %s (open it in the inspector: /inspector/, "
-              "\"Open a trace file\")\n",
+              " to %s (the inspector opens it: /inspector/, \"Open a saved trace\")\n",
               events, seed, path.c_str());
   if (traced.outcome.violation) {
     PrintViolation(seed, traced.outcome);
@@ -88,6 +98,10 @@ int RunTrace(const SwarmOptions& options) {
 }
 
 int RunSwarm(const SwarmOptions& options) {
+#ifdef AGENTPAY_SIM_MUTANTS
+  SetActiveMutant(static_cast<Mutant>(options.mutant));
+  if (options.mutant != 0) std::printf("MUTANT=%d\n", options.mutant);
+#endif
   if (!options.trace.empty()) return RunTrace(options);
   if (options.seeds < 1 || options.seeds > kMaxSeeds) {
     std::fprintf(stderr, "agentpay sim swarm: --seeds must be 1-%" PRIu64 "\n", kMaxSeeds);
@@ -98,10 +112,6 @@ int RunSwarm(const SwarmOptions& options) {
     return 2;
   }
   const uint64_t last = options.seed_start + (options.seeds - 1);
-#ifdef AGENTPAY_SIM_MUTANTS
-  SetActiveMutant(static_cast<Mutant>(options.mutant));
-  if (options.mutant != 0) std::printf("MUTANT=%d\n", options.mutant);
-#endif
   std::printf("SEED=%" PRIu64 "..%" PRIu64 "\n", options.seed_start, last);
   std::fflush(stdout);
   const bool progress = isatty(STDERR_FILENO) != 0;
