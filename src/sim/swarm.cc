@@ -24,7 +24,7 @@ namespace {
 
 constexpr int64_t kPrice = 10;
 constexpr int64_t kMaxCommitDelayMs = 5;
-// A client gives an attempt up after this (longer than the route's timeout, as agentpay pay's).
+// A client gives an attempt up after this; each seed draws the route's timeout on either side.
 constexpr int64_t kClientTimeoutMs = 2500;
 constexpr int kMaxAttempts = 10;
 constexpr int64_t kMaxBackoffMs = 2000;
@@ -52,7 +52,7 @@ struct Mix {
   int accounts = 1;
   int clients = 1;
   int actions = 1;  // per client
-  int crowd = 1;    // copies of each well-behaved client's first action sent at once
+  int crowd = 1;    // copies of each well-behaved client (its actions, key for key) at once
   int64_t deposit = 0;
   int drop_request = 0;  // per mille of requests lost on the way
   int drop_answer = 0;   // per mille of answers lost on the way back
@@ -188,7 +188,7 @@ class Run {
     std::vector<TraceEvent> events = std::move(world_events_);
     OperationFilter page;
     page.limit = 100;
-    for (;;) {
+    while (store_) {  // none when the store did not open
       std::vector<Operation> ops;
       Status listed = store_->ReadUnsynced([&](Transaction& tx) -> Status {
         auto found = tx.ListOperations(page);
@@ -362,7 +362,8 @@ class Run {
     HttpResponse created =
         CallNow(AdminRequest("/admin/v1/accounts", {{"name", "sim-" + std::to_string(i)}}));
     auto json = nlohmann::json::parse(created.body, nullptr, false);
-    if (created.status != 201 || !json.is_object() || !json.contains("account_id")) {
+    if (created.status != 201 || !json.is_object() || !json["account_id"].is_string() ||
+        !json["api_key"].is_string()) {
       return Violate("setup",
                      "account not created: " + std::to_string(created.status) + " " + created.body);
     }
@@ -470,7 +471,8 @@ class Run {
       Note(std::to_string(c.id) + " " + a.key + " " + failure);
       Record(ClientActor(c), failure, a.key + ": no answer (" + failure + ")",
              TraceFacts().Attempt(a.attempts));
-      return Retry(c, /*timed_out=*/true);
+      // A refusal was never sent; a timeout may have been acted on.
+      return Retry(c, /*timed_out=*/failure == "timeout");
     }
     ++outcome_.answers;
     const int status = response->status;

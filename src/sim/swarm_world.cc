@@ -9,7 +9,7 @@
 
 namespace agentpay::sim {
 
-// ---- SeededRandom ------------------------------------------------------------------------------
+// ---- SeededRandom ----
 
 SeededRandom::SeededRandom(uint64_t seed) {
   uint64_t x = seed;
@@ -57,7 +57,7 @@ void SeededRandom::Fill(unsigned char* out, size_t size) {
   }
 }
 
-// ---- Scheduler ---------------------------------------------------------------------------------
+// ---- Scheduler ----
 
 void Scheduler::After(int64_t delay_ms, uint64_t epoch, std::function<void()> fn) {
   AGENTPAY_CHECK(delay_ms >= 0);
@@ -78,8 +78,7 @@ bool Scheduler::RunNext(int64_t until_ms) {
   return false;
 }
 
-// ---- SimTimers, SimExecutor
-// ----------------------------------------------------------------------
+// ---- SimTimers, SimExecutor ----
 
 void SimTimers::After(int64_t delay_ms, std::function<void()> fn) {
   scheduler_.After(std::max<int64_t>(0, delay_ms), scheduler_.gateway_epoch(), std::move(fn));
@@ -93,8 +92,7 @@ bool SimExecutor::TrySubmit(std::function<void()> task) {
   return true;
 }
 
-// ---- SimUpstream
-// ---------------------------------------------------------------------------------
+// ---- SimUpstream ----
 
 std::string SimUpstream::BodyFor(const std::string& operation_id) {
   return "{\"work\":\"" + operation_id + "\"}";
@@ -161,8 +159,7 @@ void SimUpstream::CallAsync(const RouteConfig& route, std::shared_ptr<const Http
                    [done = std::move(done), outcome = std::move(outcome)] { done(outcome); });
 }
 
-// ---- SimStore
-// ------------------------------------------------------------------------------------
+// ---- SimStore ----
 
 struct SimStore::Impl {
   std::unique_ptr<SimVfs> vfs;
