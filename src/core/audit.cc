@@ -22,7 +22,8 @@ constexpr std::array<AuditCheckInfo, 8> kChecks = {{
     {AuditCheck::kOnePaymentPerAuthorization, "one_payment_per_authorization",
      "one x402 authorization and one transaction pay for one operation"},
     {AuditCheck::kHoldsWithinTtl, "holds_within_ttl",
-     "no hold outlives its TTL (plus the sweeper's slack) unless a live attempt holds it"},
+     "no hold outlives its TTL (plus the sweeper's slack) unless a live attempt holds it or "
+     "just let go of it"},
     {AuditCheck::kSettledAccountedFor, "settled_accounted_for",
      "a settled operation is fulfilled, waiting for a retry, in flight or alerted; every hold the "
      "sweeper released raised one alert"},
@@ -156,8 +157,11 @@ void BooksAudit::AddOperation(const OperationBooks& op) {
   if (op.settlement == Settlement::kHeld && op.hold_expires_ms) {
     ++Result(AuditCheck::kHoldsWithinTtl).examined;
     int64_t due = *op.hold_expires_ms;
-    // The sweeper never takes a hold from a live attempt.
+    // The sweeper never takes a hold from a live attempt, and a retry may resume a hold past its
+    // expiry that was not swept yet: the slack runs from the later of the expiry and the moment
+    // the last attempt let go of it (the operation's last change).
     if (op.fulfillment == Fulfillment::kInProgress) due = std::max(due, op.lease_expires_ms);
+    due = std::max(due, op.updated_ms);
     if (options_.now_ms > due + options_.hold_slack_ms) {
       Violation(AuditCheck::kHoldsWithinTtl, op.id,
                 "held " + std::to_string(op.amount) + " for " + op.principal + " " +

@@ -88,6 +88,7 @@ struct OperationBooks {
   std::optional<int64_t> hold_expires_ms;
   int64_t lease_expires_ms = 0;
   int64_t created_ms = 0;
+  int64_t updated_ms = 0;  // its last change (an attempt ending is one)
   // Sums of its postings by kind, and how many captures.
   int64_t held = 0;
   int64_t captured = 0;

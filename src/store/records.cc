@@ -67,7 +67,7 @@ std::string OperationBooksSql(Placeholder p) {
          "(SELECT COUNT(*) FROM alerts a WHERE a.operation_id = o.id AND a.kind = "
          "'hold_expired_after_possible_work'), "
          "(SELECT COUNT(*) FROM operation_events e WHERE e.operation_id = o.id AND e.kind = "
-         "'hold_expired') "
+         "'hold_expired'), o.updated_ms "
          "FROM operations o WHERE o.id > " +
          p(1) + " ORDER BY o.id LIMIT " + p(2);
 }

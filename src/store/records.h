@@ -302,6 +302,7 @@ Result<OperationBooks> ReadOperationBooks(const Row& row) {
   op.alerts = row.Int(14);
   op.expiry_alerts = row.Int(15);
   op.sweeper_releases = row.Int(16);
+  op.updated_ms = row.Int(17);
   return op;
 }
 

@@ -180,6 +180,21 @@ TEST(BooksAudit, HoldsPastTheirTtlAndTheSlackAreNamed) {
   EXPECT_TRUE(Audit(Balanced(), {op}).ok());
 }
 
+// Found by `agentpay sim swarm` (seed 10285): a retry resumed a hold past its expiry that was not
+// swept yet, its attempt ended (hold kept) long after the expiry, and the audit named the hold at
+// once, before the sweeper could have had its turn. The slack counts from the attempt's end.
+TEST(BooksAudit, TheSlackOfAHoldARetryHeldPastItsExpiryRunsFromTheAttemptsEnd) {
+  OperationBooks op = Wallet(Settlement::kHeld, Fulfillment::kPendingRetry);
+  op.held = 100;
+  op.hold_expires_ms = kNow - 7000;  // long past its expiry and the slack…
+  op.updated_ms = kNow - 10;         // …but the attempt that held it ended just now
+  EXPECT_TRUE(Audit(Balanced(), {op}).ok());
+  op.updated_ms = kNow - 3000;  // the slack from the attempt's end
+  EXPECT_TRUE(Audit(Balanced(), {op}).ok());
+  op.updated_ms = kNow - 3001;  // and past it: the sweeper should have released it
+  EXPECT_EQ(Row(Audit(Balanced(), {op}), AuditCheck::kHoldsWithinTtl).violations, 1);
+}
+
 TEST(BooksAudit, SettledAccountedForRows) {
   struct Case {
     const char* name;
