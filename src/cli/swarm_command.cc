@@ -152,8 +152,8 @@ int RunSwarm(const SwarmOptions& options) {
     if (seed == last) break;
   }
   const double elapsed = SecondsSince(start);
-  std::printf("%" PRIu64 " seeds held every invariant in %.1f s: %.0f seeds/s, %.0f steps/s\n",
-              done, elapsed, elapsed > 0 ? done / elapsed : 0.0,
+  std::printf("%" PRIu64 " %s held every invariant in %.1f s: %.0f seeds/s, %.0f steps/s\n", done,
+              done == 1 ? "seed" : "seeds", elapsed, elapsed > 0 ? done / elapsed : 0.0,
               elapsed > 0 ? steps / elapsed : 0.0);
   std::printf("  %" PRIu64 " steps, %" PRIu64 " requests, %" PRIu64 " answers, %" PRIu64
               " crashes, %" PRIu64 " operations charged\n",
