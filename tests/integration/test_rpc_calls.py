@@ -63,6 +63,11 @@ class RpcCallsTest(ProxiedX402TestCase):
         self.assertEqual(len(chain.transfers(from_=BUYER.address)) - transfers, PAYMENTS,
                          "each payment settled once")
         by_name = collections.Counter(call_name(method, params) for _, method, params in calls)
+        # The signed transactions sent: one per payment. The reconciler may send one of them again
+        # (the same bytes) when a loaded machine slows the request's own look at its receipt; that
+        # counts against the budget below like any call, but is not a second transaction.
+        by_name["distinct transactions sent"] = len(
+            {params[0] for _, method, params in calls if method == "eth_sendRawTransaction"})
         per_payment = len(calls) / PAYMENTS
         print("\n    %s: %d settled payments in %.1f s, %d RPC calls = %.2f per payment: %s"
               % (path, PAYMENTS, seconds, len(calls), per_payment,
@@ -76,7 +81,7 @@ class RpcCallsTest(ProxiedX402TestCase):
         self.assertEqual(by_name["eth_estimateGas"] + by_name["eth_call transferWithAuthorization"],
                          simulations * PAYMENTS, by_name)
         self.assertLessEqual(by_name["eth_estimateGas"], 1, by_name)
-        self.assertEqual(by_name["eth_sendRawTransaction"], PAYMENTS, "one send each")
+        self.assertEqual(by_name["distinct transactions sent"], PAYMENTS, "one transaction each")
         self.assertGreaterEqual(by_name["eth_getTransactionReceipt"], PAYMENTS)
         self.assertEqual(by_name["eth_call authorizationState"], 0, "only to explain a refusal")
         self.assertEqual(by_name["eth_call balanceOf"], 0, "only with other payments in flight")
