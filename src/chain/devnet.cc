@@ -302,6 +302,23 @@ Result<bool> Devnet::DropTransaction(const Hash32& transaction_hash) {
   return state_->RemovePending(transaction_hash);
 }
 
+Result<uint64_t> Devnet::Reorg(uint64_t depth) {
+  std::lock_guard lock(mutex_);
+  if (Status mined = MineDue(); !mined.ok()) return mined;
+  if (depth == 0 || depth > state_->block_number()) {
+    return Status::Error(ErrorCode::kInvalidArgument, "a reorganisation removes 1 to " +
+                                                          std::to_string(state_->block_number()) +
+                                                          " blocks, not " + std::to_string(depth));
+  }
+  const int64_t due_ms = clock_.NowMs() + mine_delay_ms_;
+  if (log_) {
+    Status logged = log_->Append(kReorg, {}, due_ms, static_cast<int64_t>(depth));
+    if (!logged.ok()) return logged;
+  }
+  state_->Rollback(depth, due_ms);
+  return state_->block_number();
+}
+
 Status Devnet::SetAutomine(bool enabled) {
   std::lock_guard lock(mutex_);
   if (Status mined = MineDue(); !mined.ok()) return mined;

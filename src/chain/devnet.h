@@ -169,6 +169,12 @@ class Devnet final : public Chain {
   // Removes a pending transaction from the pool (anvil_dropTransaction): GetTransaction then
   // answers nullopt and the same bytes may be sent again. False when it was not pending.
   Result<bool> DropTransaction(const Hash32& transaction_hash);
+  // A reorganisation (anvil_rollback, then the transactions mined again): the latest `depth` blocks
+  // are removed, their effects undone, and their transactions go back to the pool, due after the
+  // mine delay, to be mined again in new blocks (another hash, at a later time). What was due is
+  // mined first. Returns the head after the removal. Errors: "invalid_argument" (depth 0, or
+  // deeper than the chain), "devnet_store".
+  Result<uint64_t> Reorg(uint64_t depth);
   // Off: nothing is mined until Mine(). What was due before switching off is mined first.
   Status SetAutomine(bool enabled);
   // Mines one block now with every pending transaction that can run (evm_mine), even none.

@@ -158,6 +158,13 @@ Status ReplayEvent(DevnetState& state, const LogEvent& event) {
   if (event.kind == kMint) return ReplayMint(state, event.data);
   if (event.kind == kSubmit) return ReplaySubmit(state, event);
   if (event.kind == kBlock) return ReplayBlock(state, event);
+  if (event.kind == kReorg) {
+    if (event.number <= 0 || static_cast<uint64_t>(event.number) > state.block_number()) {
+      return Corrupt("reorganisation deeper than the chain");
+    }
+    state.Rollback(static_cast<uint64_t>(event.number), event.time);
+    return Status::Ok();
+  }
   if (event.kind == kDrop) {
     std::optional<Hash32> hash = HashFrom(event.data);
     if (!hash || !state.RemovePending(*hash)) return Corrupt("drop of a transaction not pending");

@@ -1,6 +1,6 @@
 // Internal to the devnet (its interface is devnet.h): DevnetLog, the append-only SQLite event log
-// of a persisted devnet (mints, submissions, drops, blocks), and the replay of its events through
-// DevnetState that rebuilds the chain when the file is opened again.
+// of a persisted devnet (mints, submissions, drops, blocks, reorganisations), and the replay of its
+// events through DevnetState that rebuilds the chain when the file is opened again.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,7 @@ constexpr std::string_view kMint = "mint";      // data: address ‖ amount (32 
 constexpr std::string_view kSubmit = "submit";  // data: raw transaction; time: due
 constexpr std::string_view kDrop = "drop";      // data: transaction hash
 constexpr std::string_view kBlock = "block";    // data: transaction hashes; time: timestamp (s)
+constexpr std::string_view kReorg = "reorg";    // number: blocks removed; time: due again (ms)
 
 struct LogEvent {
   std::string kind;

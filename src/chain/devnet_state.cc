@@ -219,8 +219,34 @@ void DevnetState::MineOne(const Hash32& hash, uint64_t index) {
   if (!execution.revert_reason) {
     mined.receipt.status = 1;
     mined.receipt.logs = Settle(execution.authorization);
+    mined.settled = execution.authorization;
   }
   mined_.emplace(hash, std::move(mined));
+}
+
+void DevnetState::Rollback(uint64_t depth, int64_t due_ms) {
+  AGENTPAY_CHECK(depth <= block_number_);
+  for (; depth > 0; --depth) {
+    const BlockRecord block = blocks_.back();
+    for (auto it = block.transactions.rbegin(); it != block.transactions.rend(); ++it) {
+      auto found = mined_.find(*it);
+      AGENTPAY_CHECK(found != mined_.end());
+      MinedTransaction& mined = found->second;
+      if (const std::optional<TransferAuthorization>& a = mined.settled) {
+        used_authorizations_.erase({a->from, a->nonce});
+        balances_[a->to] = *U256::CheckedSub(Balance(a->to), a->value);
+        balances_[a->from] = *U256::CheckedAdd(Balance(a->from), a->value);
+      }
+      --account_nonces_[mined.transaction.from];
+      DecodedTransaction transaction = std::move(mined.transaction);
+      mined_.erase(found);
+      AddPending(*it, std::move(transaction), due_ms);
+    }
+    blocks_.pop_back();
+    --block_number_;
+    block_hash_ = blocks_.back().hash;
+    block_timestamp_s_ = blocks_.back().timestamp_s;
+  }
 }
 
 std::vector<LogEntry> DevnetState::Settle(const TransferAuthorization& authorization) {

@@ -42,6 +42,7 @@ struct MinedTransaction {
   std::optional<std::string> revert_reason;  // nullopt: succeeded
   DecodedTransaction transaction;
   uint64_t index = 0;  // position in its block
+  std::optional<TransferAuthorization> settled;  // what it applied, when it succeeded
 };
 
 // A mined block as the state remembers it (block 0 is the genesis).
@@ -98,6 +99,10 @@ class DevnetState {
   // Mines a block. Errors ("devnet_store") when the transactions are not a plan of this state,
   // which only a corrupt event log can cause.
   Status ApplyBlock(int64_t timestamp_s, const std::vector<Hash32>& hashes);
+  // A reorganisation: the latest `depth` blocks are no longer canonical. Their effects are undone
+  // and their transactions go back to the pool, due at `due_ms` (a node puts them back in its
+  // mempool), to be mined again in new blocks. Precondition: depth <= block_number().
+  void Rollback(uint64_t depth, int64_t due_ms);
 
  private:
   Execution Run(const DecodedTransaction& transaction, int64_t timestamp_s) const;

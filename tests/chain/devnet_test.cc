@@ -383,6 +383,54 @@ TEST_F(DevnetTest, DroppedTransactionIsForgottenAndCanBeSentAgain) {
   EXPECT_FALSE(*devnet_->DropTransaction(first.hash));  // mined: nothing to drop
 }
 
+TEST_F(DevnetTest, AReorganisationUndoesItsBlocksAndTheSameTransactionsSettleAgain) {
+  const Hash32 first = Send(Relay(Authorization(10'000, 1)));
+  const Receipt mined_first = Mined(first);
+  const SignedTransaction second_transaction = Relay(Authorization(20'000, 2));
+  const Hash32 second = Send(second_transaction);
+  const Receipt mined_second = Mined(second);
+  const Hash32 tip_hash = *devnet_->BlockHash(2).value();
+  EXPECT_EQ(Balance(seller_), U256(30'000));
+
+  EXPECT_EQ(devnet_->Reorg(0).status().error(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(devnet_->Reorg(3).status().error(), ErrorCode::kInvalidArgument);
+  ASSERT_EQ(*devnet_->Reorg(1), 1u);
+  // The second block is gone: its settlement undone, its transaction pending again, the first
+  // untouched.
+  EXPECT_EQ(*devnet_->BlockNumber(), 1u);
+  EXPECT_FALSE(ReceiptOf(second).has_value());
+  EXPECT_FALSE((*devnet_->GetTransaction(second))->block_number.has_value());
+  EXPECT_FALSE(*devnet_->AuthorizationState(token_, payer_, NonceNumber(2)));
+  EXPECT_EQ(Balance(seller_), U256(10'000));
+  EXPECT_EQ(*ReceiptOf(first), mined_first);
+  EXPECT_EQ(*devnet_->PendingNonce(relayer_), 2u);
+  EXPECT_EQ(*devnet_->MinedNonce(relayer_), 1u);
+  // The same bytes are known to the node; after the mine delay they settle again, once, in a
+  // block of another hash.
+  EXPECT_EQ(devnet_->SendRawTransaction(second_transaction.raw).status().code(), kTxAlreadyKnown);
+  const Receipt again = Mined(second);
+  EXPECT_EQ(again.status, 1);
+  EXPECT_EQ(again.block_number, 2u);
+  EXPECT_NE(again.block_hash, mined_second.block_hash);
+  EXPECT_NE(*devnet_->BlockHash(2).value(), tip_hash);
+  EXPECT_TRUE(*devnet_->AuthorizationState(token_, payer_, NonceNumber(2)));
+  EXPECT_EQ(Balance(seller_), U256(30'000));
+  EXPECT_EQ(Balance(payer_), U256(970'000));
+}
+
+TEST_F(DevnetTest, AReorganisedTransactionCanBeDroppedAndItsAuthorizationStaysUnused) {
+  const Hash32 hash = Send(Relay(Authorization(10'000, 1)));
+  Mined(hash);
+  ASSERT_EQ(*devnet_->Reorg(1), 0u);
+  ASSERT_TRUE(*devnet_->DropTransaction(hash));
+  clock_.Advance(10'000);
+  EXPECT_FALSE(ReceiptOf(hash).has_value());
+  EXPECT_FALSE(devnet_->GetTransaction(hash)->has_value());
+  EXPECT_FALSE(*devnet_->AuthorizationState(token_, payer_, NonceNumber(1)));
+  EXPECT_EQ(Balance(payer_), U256(1'000'000));
+  EXPECT_EQ(*devnet_->PendingNonce(relayer_), 0u);
+}
+
 TEST_F(DevnetTest, NothingIsMinedWithAutomineOffUntilMine) {
   ASSERT_TRUE(devnet_->SetAutomine(false).ok());
   devnet_->SetMineDelayMs(0);
@@ -583,6 +631,23 @@ TEST_F(DevnetPersistenceTest, ReopeningReplaysTheSameChain) {
   const Snapshot after = snapshot();
   OpenDevnet(Config(0, path_));
   EXPECT_EQ(snapshot(), after);
+}
+
+TEST_F(DevnetPersistenceTest, AReorganisationIsReplayedToo) {
+  const Hash32 kept = Send(Relay(Authorization(10'000, 1)));
+  clock_.Advance(1000);
+  const Hash32 moved = Send(Relay(Authorization(20'000, 2)));
+  ASSERT_TRUE(ReceiptOf(moved).has_value());
+  devnet_->SetMineDelayMs(3000);
+  ASSERT_EQ(*devnet_->Reorg(1), 1u);
+  OpenDevnet(Config(0, path_));  // reopened: the removed block stays removed, due as before
+  EXPECT_EQ(*devnet_->BlockNumber(), 1u);
+  EXPECT_TRUE(ReceiptOf(kept).has_value());
+  EXPECT_FALSE(ReceiptOf(moved).has_value());
+  EXPECT_EQ(Balance(seller_), U256(10'000));
+  clock_.Advance(3000);
+  EXPECT_EQ(ReceiptOf(moved)->status, 1);
+  EXPECT_EQ(Balance(seller_), U256(30'000));
 }
 
 TEST_F(DevnetPersistenceTest, RefusesAFileOfAnotherChain) {
