@@ -26,6 +26,7 @@
 #include "gateway/admin_surface.h"
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
+#include "gateway/settlement_config.h"
 #include "http/request_target.h"
 #include "http/server.h"
 #include "http/timers.h"
@@ -221,18 +222,8 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
   if (!key.ok()) {
     return Status::Error(ErrorCode::kInvalidConfig, "relayer key: " + key.status().message());
   }
-  SettlerConfig settler;
-  settler.chain_id = static_cast<uint64_t>(config.chain.chain_id);
-  settler.token = *chain::ParseAddress(config.chain.asset);
-  settler.pay_to = *chain::ParseAddress(config.chain.pay_to);
-  settler.asset_name = config.chain.asset_name;
-  settler.asset_version = config.chain.asset_version;
-  settler.fee_caps = {config.chain.max_fee_per_gas, config.chain.max_priority_fee_per_gas};
-  settler.confirmations = config.chain.confirmations;
-  PayerReservationLimits reservations;
-  reservations.max_in_flight_per_payer = config.max_in_flight_per_payer;
-  reservations.lapse_buffer_s = config.expiry_buffer_seconds;
-  out.settler = std::make_unique<Settler>(*out.node, settler, *key, reservations);
+  out.settler = std::make_unique<Settler>(*out.node, SettlerConfigOf(config), *key,
+                                          ReservationLimitsOf(config));
   return out;
 }
 
@@ -292,9 +283,11 @@ void LogSweep(Logger& log, const Result<SweepReport>& report) {
     return;
   }
   for (const WorkerDecision& decision : report->decisions) {
-    log.Warn("hold_expired",
-             "hold sweeper: released the expired hold of " + decision.operation_id +
-                 " and raised an alert (" + decision.reason + ")",
+    const bool hold = decision.action == "hold_released_alert_raised";
+    log.Warn(hold ? "hold_expired" : "unpaid_closed",
+             (hold ? "hold sweeper: released the expired hold of "
+                   : "sweeper: closed the unpaid x402 operation ") +
+                 decision.operation_id + " and raised an alert (" + decision.reason + ")",
              {{"operation_id", decision.operation_id},
               {"action", decision.action},
               {"reason", decision.reason}});
@@ -548,13 +541,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
                  "kept, settlements left to the reconciler, fulfillment pending_retry",
              {{"operations", *recovered}});
   }
-  ReconcilerConfig reconciler_config;
-  reconciler_config.receipt_timeout_ms = config->receipt_timeout_ms;
-  reconciler_config.expiry_buffer_seconds = config->expiry_buffer_seconds;
-  reconciler_config.retention_ms = config->retention_ms;
-  reconciler_config.rpc_per_second = config->reconcile_rpc_per_second;
-  reconciler_config.replace_after_ms = config->replace_after_ms;
-  reconciler_config.reorg_watch_ms = config->reorg_watch_ms;
+  const ReconcilerConfig reconciler_config = ReconcilerConfigOf(*config);
   std::optional<Reconciler> paced_reconciler;
   if (settlement->settler != nullptr) {
     // The payers' authorizations a previous process left in flight hold their balance again.
@@ -671,8 +658,9 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   }
   gateway.AttachServer(server->get());
   constexpr int kSweepBatch = 500;
+  std::string unpaid_cursor;  // the sweeper's place among unpaid x402 operations
   PeriodicWorker sweeper(config->sweep_interval_ms, [&] {
-    auto report = SweepExpiredHolds(**store, clock, random, kSweepBatch);
+    auto report = SweepExpiredHolds(**store, clock, random, kSweepBatch, &unpaid_cursor);
     gateway.metrics().CountSweep(report.ok() ? report->released : 0,
                                  report.ok() ? report->alerts : 0, !report.ok());
     LogSweep(log, report);

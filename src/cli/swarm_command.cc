@@ -189,7 +189,7 @@ std::function<int()> AddSwarmCommand(CLI::App& swarm) {
   swarm
       .add_option("--mutant", options->mutant,
                   "put back a flawed approach: 1 a fresh key after a timeout, 2 a timeout taken "
-                  "as success, 3 a hold released on timeout, 4 retries without bound")
+                  "as success, 3 a hold or budget released on timeout, 4 retries without bound")
       ->check(CLI::Range(0, kMutantCount))
       ->type_name("N");
 #endif

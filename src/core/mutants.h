@@ -11,7 +11,7 @@ enum class Mutant {
   kNone = 0,
   kFreshRetryOnTimeout = 1,  // a timed-out payment retried under a new key (a fresh signature)
   kTimeoutIsSuccess = 2,     // an upstream timeout captured as if it had answered 2xx
-  kReleaseOnTimeout = 3,     // a hold released on an upstream timeout
+  kReleaseOnTimeout = 3,     // a hold (or an x402 client's budget) released on a timeout
   kUnboundedRetries = 4,     // a client that never gives up
 };
 inline constexpr int kMutantCount = 4;

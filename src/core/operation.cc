@@ -123,8 +123,6 @@ Verdict ClassifyUpstream(const UpstreamOutcome& outcome) {
       return Verdict::kCapture;
     case UpstreamKind::kTimeout:
     case UpstreamKind::kFailed:
-      if (MutantActive(Mutant::kTimeoutIsSuccess)) return Verdict::kCapture;
-      if (MutantActive(Mutant::kReleaseOnTimeout)) return Verdict::kRelease;
       return Verdict::kKeep;
   }
   AGENTPAY_CHECK(false);
@@ -144,6 +142,10 @@ Completion CompleteWalletOperation(const Operation& op, const UpstreamOutcome& o
   AGENTPAY_CHECK(op.fulfillment == Fulfillment::kInProgress);
   AGENTPAY_CHECK(op.settlement == Settlement::kHeld);
   Completion completion{ClassifyUpstream(outcome), op, std::nullopt};
+  if (outcome.kind != UpstreamKind::kResponded) {  // the wallet's mutants (core/mutants.h)
+    if (MutantActive(Mutant::kTimeoutIsSuccess)) completion.verdict = Verdict::kCapture;
+    if (MutantActive(Mutant::kReleaseOnTimeout)) completion.verdict = Verdict::kRelease;
+  }
   Operation& next = completion.next;
   next.updated_ms = now_ms;
   next.lease_expires_ms = 0;

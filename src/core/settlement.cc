@@ -328,6 +328,27 @@ X402Completion CompleteX402Call(const Operation& op, const UpstreamOutcome& outc
   return completion;
 }
 
+bool AuthorizationCanSettle(int64_t valid_before_s, int64_t now_ms, int64_t margin_s) {
+  // Compared in seconds as x402 verifies a window; saturating, so no deadline overflows.
+  const int64_t now_s = now_ms / 1000;
+  return valid_before_s > now_s && valid_before_s - now_s > margin_s;
+}
+
+std::optional<Operation> ExpireUnpaidX402Operation(const Operation& op, int64_t now_ms,
+                                                   bool authorization_can_settle,
+                                                   StoredResponse response) {
+  if (op.settlement != Settlement::kNone || op.fulfillment != Fulfillment::kPendingRetry) {
+    return std::nullopt;
+  }
+  if (op.lease_expires_ms > now_ms || authorization_can_settle) return std::nullopt;
+  return CloseUnpaidX402Operation(op, now_ms, std::move(response));
+}
+
+bool UnpaidAfterPossibleWork(const Operation& before) {
+  return before.settlement != Settlement::kSettled &&
+         before.fulfillment == Fulfillment::kPendingRetry && before.attempts > 0;
+}
+
 Operation CloseUnpaidX402Operation(const Operation& op, int64_t now_ms, StoredResponse response) {
   AGENTPAY_CHECK(op.settlement == Settlement::kNone);
   AGENTPAY_CHECK(!IsFinal(op));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -155,6 +156,8 @@ bool MayReleaseReservation(const Authorization& authorization, bool nonce_used,
 //     and X7 settles it again; a retry meanwhile gets 202 (X8) or, if final, its stored answer.
 // X18 unknown after X17 with fulfillment final (the paid answer went out), Reconcile kMarkVoid or
 //     kMarkFailed -> void / failed, the stored answer kept (f): an alert for the operator.
+// X19 none / pending_retry, no live attempt, authorization too late (as X16 judges it) -> none /
+//     rejected, final, key released (b), stored 402: the sweeper closes what no retry came for.
 // Void and failed are final. Settled changes again only by X17; otherwise only fulfillment moves.
 //
 // (a) Every failed settlement has a spent nonce (see (1) above): the payer may have paid, so a 402
@@ -170,6 +173,10 @@ bool MayReleaseReservation(const Authorization& authorization, bool nonce_used,
 //     an operator chose N too small for the chain, or the chain reorganised unusually deep.
 // (f) The payer got the paid answer and the chain holds no payment for it (the authorization
 //     expired before it was mined again, or the payer spent it elsewhere): an operator decides.
+// (g) X6, X16 and X19 from pending_retry (UnpaidAfterPossibleWork): an upstream call was made
+//     (settle=after: it answered, or answered 5xx, timed out or was cut by a crash), so the
+//     upstream may have done the work, and now it will never be paid: an alert for the operator
+//     with the closing, as the hold sweeper raises for a wallet hold.
 // X4 on settle=after (a > 0): the upstream's 2xx is not kept (a response is stored only when
 // final); once settled, the retry calls the upstream again with the same upstream Idempotency-Key.
 // Crash recovery (RecoverInterrupted) turns the in_progress of a dead attempt (its gateway process
@@ -236,5 +243,21 @@ X402Completion CompleteX402Call(const Operation& op, const UpstreamOutcome& outc
 
 // X16. Precondition: settlement none, !IsFinal(op), response.status >= 400.
 Operation CloseUnpaidX402Operation(const Operation& op, int64_t now_ms, StoredResponse response);
+
+// The shell's judgement for X15/X16/X19: an authorization valid before `valid_before_s` can still
+// be mined if the deadline is more than `margin_s` (x402's validBefore buffer) after now.
+bool AuthorizationCanSettle(int64_t valid_before_s, int64_t now_ms, int64_t margin_s);
+
+// X19: the closing of an unpaid operation no retry came for, or nullopt when it is not one (not
+// none / pending_retry, an attempt's lease still live, or the authorization can still settle).
+// Precondition: response.status >= 400.
+std::optional<Operation> ExpireUnpaidX402Operation(const Operation& op, int64_t now_ms,
+                                                   bool authorization_can_settle,
+                                                   StoredResponse response);
+
+// (g): closing `before` unpaid (X6 void, X16, X19) leaves work the upstream may have done unpaid:
+// not settled, fulfillment pending_retry after an upstream call (a > 0; crash recovery also makes a
+// settle=before attempt pending_retry, with a = 0: no upstream call was made).
+bool UnpaidAfterPossibleWork(const Operation& before);
 
 }  // namespace agentpay

@@ -26,7 +26,7 @@ bool IsReservedPath(std::string_view path) {
 }  // namespace
 
 Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Timers& timers,
-                 Upstream& upstream, Settler* settler, Executor* blocking)
+                 Upstream& upstream, Settler* settler, GatewayExecutors executors)
     : config_(std::move(config)),
       store_(store),
       clock_(clock),
@@ -34,10 +34,10 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
       settler_(settler),
       x402_offers_(config_.chain, config_.routes),
       instance_id_("gw_" + RandomHex(random, 8)),
-      own_pool_(blocking != nullptr
+      own_pool_(executors.blocking != nullptr
                     ? nullptr
                     : std::make_unique<WorkerPool>(config_.blocking_threads, kMaxBlockingQueue)),
-      blocking_(blocking != nullptr ? *blocking : *own_pool_),
+      blocking_(executors.blocking != nullptr ? *executors.blocking : *own_pool_),
       attachments_(store, timers, blocking_, metrics_, config_.attach_wait_ms),
       rate_limiters_(config_.rate_limits),
       context_{config_,  store,    clock,        random,       timers,
@@ -55,7 +55,7 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
     AGENTPAY_CHECK(settles.chain_id == offered.chain_id && settles.token == offered.asset &&
                    settles.pay_to == offered.pay_to && settles.asset_name == offered.asset_name &&
                    settles.asset_version == offered.asset_version);
-    x402_ = std::make_unique<X402Path>(context_, *settler_, x402_offers_);
+    x402_ = std::make_unique<X402Path>(context_, *settler_, x402_offers_, executors.chain);
   }
 }
 

@@ -31,16 +31,24 @@
 
 namespace agentpay {
 
+// Where the gateway's blocking work runs, when not on pools of its own: a simulator's executors
+// (null: the gateway's own pool of that kind).
+struct GatewayExecutors {
+  Executor* blocking = nullptr;  // admin, views, attached duplicates' re-reads
+  Executor* chain = nullptr;     // x402 chain calls, one blocking call per task
+};
+
 class Gateway {
  public:
   // Preconditions: config.routes is non-empty and valid, config.chain's addresses parse, the
   // settler (if any) settles config.chain's asset, domain and payee; the referenced objects outlive
   // the gateway. Without a settler, x402 payments are refused (501 x402_not_enabled). Blocking
-  // work (admin, views, re-reads) runs on `blocking` (a simulator's), or, when it is null, on a
-  // pool of config.blocking_threads threads of the gateway's own. The gateway
+  // work (admin, views, re-reads) runs on `executors.blocking`, or, when it is null, on a pool of
+  // config.blocking_threads threads of the gateway's own; x402 chain calls on `executors.chain`,
+  // or a pool of config.chain_threads. The gateway
   // draws an instance id ("gw_" + 16 hex) that it stamps on every claim its attempts take.
   Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Timers& timers,
-          Upstream& upstream, Settler* settler = nullptr, Executor* blocking = nullptr);
+          Upstream& upstream, Settler* settler = nullptr, GatewayExecutors executors = {});
   // Releases the instance registration, if any: claims still open become recoverable.
   ~Gateway();
 

@@ -122,20 +122,26 @@ HttpResponse FeesTooHigh(const std::string& reason) {
 
 }  // namespace
 
-X402Path::X402Path(const GatewayContext& context, Settler& settler, const X402Offers& offers)
+X402Path::X402Path(const GatewayContext& context, Settler& settler, const X402Offers& offers,
+                   Executor* chain_calls)
     : ctx_(context),
       settler_(settler),
       offers_(offers),
-      chain_pool_(context.config.chain_threads, kMaxQueuedChainCalls) {}
+      own_pool_(chain_calls != nullptr ? nullptr
+                                       : std::make_unique<WorkerPool>(context.config.chain_threads,
+                                                                      kMaxQueuedChainCalls)),
+      chain_calls_(chain_calls != nullptr ? *chain_calls : *own_pool_) {}
 
-X402Path::~X402Path() { chain_pool_.Stop(); }
+X402Path::~X402Path() {
+  if (own_pool_) own_pool_->Stop();
+}
 
 void X402Path::Reply(const PaymentPtr& p, HttpResponse response) const {
   p->respond(std::move(response));
 }
 
 void X402Path::OnChain(std::function<void()> call, std::function<void()> refused) {
-  if (!chain_pool_.TrySubmit(std::move(call))) refused();
+  if (!chain_calls_.TrySubmit(std::move(call))) refused();
 }
 
 void X402Path::Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
@@ -394,9 +400,8 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
       case ArrivalOutcome::kNew:
         break;  // past retention: forgotten below
       case ArrivalOutcome::kResume: {
-        const int64_t now_s = now / 1000;
-        bool can_settle = begin.payment.authorization.valid_before_s >
-                          now_s + x402::kDefaultValidBeforeBufferSeconds;
+        const bool can_settle = AuthorizationCanSettle(begin.payment.authorization.valid_before_s,
+                                                       now, x402::kDefaultValidBeforeBufferSeconds);
         switch (DecideX402Resume(begin.op, can_settle)) {
           case X402Resume::kAnswerUnknown:
             begin.kind = Begin::kUnknown;
@@ -421,6 +426,15 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
             Operation next = CloseUnpaidX402Operation(begin.op, now,
                                                       ExpiredUnsubmittedResponse(begin.op.id));
             if (Status s = tx.UpdateOperation(next); !s.ok()) return s;
+            if (UnpaidAfterPossibleWork(begin.op)) {  // (g)
+              Status alerted = tx.InsertAlert(UnpaidAfterPossibleWorkAlert(
+                  ctx_.random, begin.op.id,
+                  "the authorization expired before a retry could settle it, after an upstream "
+                  "call that may have done the work (attempt " +
+                      std::to_string(begin.op.attempts) + ")",
+                  now));
+              if (!alerted.ok()) return alerted;
+            }
             begin.op = std::move(next);
             begin.kind = Begin::kClosedUnpaid;
             return begin;

@@ -28,7 +28,10 @@ namespace agentpay {
 class X402Path {
  public:
   // `settler` settles what `offers` advertise (checked by the gateway); both outlive the path.
-  X402Path(const GatewayContext& context, Settler& settler, const X402Offers& offers);
+  // Chain calls run on `chain_calls` (a simulator's), or when it is null on a pool of
+  // config.chain_threads threads of the path's own.
+  X402Path(const GatewayContext& context, Settler& settler, const X402Offers& offers,
+           Executor* chain_calls = nullptr);
   // Stops the chain pool: call it only once no payment is in flight (Gateway::Drain).
   ~X402Path();
 
@@ -78,7 +81,8 @@ class X402Path {
   GatewayContext ctx_;
   Settler& settler_;
   const X402Offers& offers_;
-  WorkerPool chain_pool_;
+  std::unique_ptr<WorkerPool> own_pool_;  // when no executor was injected
+  Executor& chain_calls_;
 };
 
 }  // namespace agentpay

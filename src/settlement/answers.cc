@@ -12,6 +12,13 @@ StoredResponse Problem(int status, ProblemCode code, const std::string& detail,
   HttpResponse problem = ProblemResponse(status, code, detail, operation_id);
   return StoredResponse{problem.status, "application/problem+json", std::move(problem.body)};
 }
+
+// An open alert of `kind` with a fresh id.
+Alert NewAlert(Random& random, const std::string& operation_id, const char* kind,
+               const std::string& reason, int64_t now_ms) {
+  return Alert{
+      "alert_" + RandomHex(random, 16), operation_id, kind, reason, now_ms, std::nullopt, "", ""};
+}
 }  // namespace
 
 StoredResponse SettlementFailedResponse(const std::string& operation_id) {
@@ -36,20 +43,17 @@ StoredResponse ExpiredUnsubmittedResponse(const std::string& operation_id) {
 
 Alert SettlementFailedAlert(Random& random, const std::string& operation_id,
                             const std::string& reason, int64_t now_ms) {
-  return Alert{"alert_" + RandomHex(random, 16), operation_id, "settlement_failed", reason, now_ms,
-               std::nullopt, "", ""};
+  return NewAlert(random, operation_id, "settlement_failed", reason, now_ms);
+}
+
+Alert UnpaidAfterPossibleWorkAlert(Random& random, const std::string& operation_id,
+                                   const std::string& reason, int64_t now_ms) {
+  return NewAlert(random, operation_id, "unpaid_after_possible_work", reason, now_ms);
 }
 
 Alert SettlementLostAfterDeliveryAlert(Random& random, const std::string& operation_id,
                                        const std::string& reason, int64_t now_ms) {
-  return Alert{"alert_" + RandomHex(random, 16),
-               operation_id,
-               "settlement_lost_after_delivery",
-               reason,
-               now_ms,
-               std::nullopt,
-               "",
-               ""};
+  return NewAlert(random, operation_id, "settlement_lost_after_delivery", reason, now_ms);
 }
 
 }  // namespace agentpay

@@ -21,6 +21,10 @@ StoredResponse ExpiredUnsubmittedResponse(const std::string& operation_id);
 // The admin alert every failed settlement raises.
 Alert SettlementFailedAlert(Random& random, const std::string& operation_id,
                             const std::string& reason, int64_t now_ms);
+// The admin alert of an unpaid x402 operation closed after an upstream call that may have done the
+// work (core/settlement.h (g): X16 by a retry, X19 by the sweeper).
+Alert UnpaidAfterPossibleWorkAlert(Random& random, const std::string& operation_id,
+                                   const std::string& reason, int64_t now_ms);
 // The admin alert of a payment whose paid answer went out and whose settlement a reorganisation
 // took away for good (core/settlement.h X18): the chain holds no payment for it.
 Alert SettlementLostAfterDeliveryAlert(Random& random, const std::string& operation_id,

@@ -9,15 +9,28 @@
 #include <set>
 #include <vector>
 
+#include "chain/devnet.h"
+#include "chain/eip712.h"
+#include "chain/keccak.h"
+#include "chain/settlement_tx.h"
+#include "client/attempt.h"
+#include "client/challenge.h"
+#include "client/x402_signer.h"
 #include "core/audit.h"
+#include "core/budget.h"
 #include "core/check.h"
 #include "core/mutants.h"
 #include "gateway/gateway.h"
+#include "gateway/hashing.h"
 #include "gateway/json_views.h"
+#include "gateway/settlement_config.h"
 #include "gateway/views.h"
+#include "settlement/reservations.h"
+#include "sim/swarm_chain.h"
 #include "sim/swarm_world.h"
 #include "store/books_audit.h"
 #include "workers/hold_sweeper.h"
+#include "workers/reconciler.h"
 
 namespace agentpay::sim {
 namespace {
@@ -32,6 +45,19 @@ constexpr int64_t kMaxBackoffMs = 2000;
 constexpr int64_t kMaxSimulatedMs = 15 * 60 * 1000;
 constexpr uint64_t kMaxSteps = 500'000;
 const char* const kAdminToken = "sim-admin-token";
+// The chain: Base Sepolia's id and its USDC's EIP-712 domain, on the devnet.
+constexpr uint64_t kChainId = 84532;
+const char* const kToken = "0x036CbD53842c5426634e7929541eC2318f3dCF7e";
+const char* const kPayTo = "0x9a7e000000000000000000000000000000000402";
+// An idle devnet stamps an empty block this often, so chain time moves and expiry can be judged.
+constexpr int64_t kEmptyBlockIntervalMs = 1000;
+
+chain::PrivateKey KeyNumber(uint64_t number) {
+  std::array<uint8_t, 32> bytes{};
+  bytes[0] = 0x5e;
+  for (int i = 0; i < 8; ++i) bytes[31 - i] = static_cast<uint8_t>(number >> (8 * i));
+  return chain::PrivateKey(bytes);
+}
 
 enum class Kind { kWellBehaved, kNaive, kTamperer };
 
@@ -66,6 +92,17 @@ struct Mix {
   int64_t hold_ttl_ms = 4000;
   int64_t sweep_interval_ms = 500;
   int64_t attach_wait_ms = 800;
+  // x402: whether some clients pay on chain, and how the chain and the gateway's settlement behave.
+  bool x402 = false;
+  SettleTiming settle = SettleTiming::kBefore;
+  int64_t confirmations = 1;
+  int64_t receipt_timeout_ms = 1000;
+  int64_t max_timeout_s = 60;  // the offer's maxTimeoutSeconds: how long an authorization lives
+  int64_t expiry_buffer_s = 5;
+  int64_t mine_delay_ms = 0;  // late receipts
+  NodeMix node;
+  int drop_tx = 0;  // per mille of client sends after which the node drops a pending transaction
+  int reorg = 0;    // per mille of client sends after which the latest blocks are reorganised
 
   static Mix Draw(SeededRandom& r) {
     Mix m;
@@ -93,6 +130,22 @@ struct Mix {
     m.hold_ttl_ms = r.Between(1000, 10000);
     m.sweep_interval_ms = r.Between(10, 1000);
     m.attach_wait_ms = r.Between(0, 2000);
+    m.x402 = r.Chance(500);
+    if (m.x402) {
+      m.settle = r.Chance(500) ? SettleTiming::kBefore : SettleTiming::kAfter;
+      m.confirmations = r.Between(1, 3);
+      m.receipt_timeout_ms = r.Between(100, 3000);
+      m.max_timeout_s = r.Between(5, 120);
+      m.expiry_buffer_s = r.Between(1, 10);
+      m.mine_delay_ms = r.Chance(300) ? 0 : r.Between(0, 4000);
+      m.node.unreachable = rate(100);
+      m.node.timeout = rate(100);
+      m.node.hang = rate(50);
+      m.node.max_latency_ms = r.Between(1, 300);
+      m.node.rpc_timeout_ms = r.Between(1000, 6000);
+      m.drop_tx = rate(100);
+      m.reorg = rate(50);
+    }
     return m;
   }
 
@@ -111,7 +164,20 @@ struct Mix {
            ") gateway(timeout=" + std::to_string(route_timeout_ms) +
            " hold_ttl=" + std::to_string(hold_ttl_ms) +
            " sweep=" + std::to_string(sweep_interval_ms) +
-           " attach_wait=" + std::to_string(attach_wait_ms) + ")";
+           " attach_wait=" + std::to_string(attach_wait_ms) + ")" +
+           (x402 ? " x402(settle=" +
+                       std::string(settle == SettleTiming::kBefore ? "before" : "after") +
+                       " confirmations=" + std::to_string(confirmations) +
+                       " receipt_timeout=" + std::to_string(receipt_timeout_ms) +
+                       " validity=" + std::to_string(max_timeout_s) +
+                       "s buffer=" + std::to_string(expiry_buffer_s) +
+                       "s mine_delay=" + std::to_string(mine_delay_ms) +
+                       " node(unreachable=" + std::to_string(node.unreachable) + " timeout=" +
+                       std::to_string(node.timeout) + " hang=" + std::to_string(node.hang) +
+                       " latency<=" + std::to_string(node.max_latency_ms) +
+                       " rpc_timeout=" + std::to_string(node.rpc_timeout_ms) + ") drop_tx=" +
+                       std::to_string(drop_tx) + " reorg=" + std::to_string(reorg) + ")"
+                 : "");
   }
 };
 
@@ -119,17 +185,56 @@ struct Action {
   std::string key;
   std::string body;
   std::vector<std::string> keys;  // every key it was sent with (a naive client's grow)
+  // x402: every authorization signed for it (a well-behaved client signs one; a naive client or a
+  // mutant one per fresh attempt), and the payment header the next attempt presents.
+  std::vector<chain::TransferAuthorization> signed_authorizations;
+  std::string payment;
   int attempts = 0;
   bool finished = false;
+};
+
+// An x402 client's budget, as `agentpay pay` keeps it in its budget file (core/budget.h decides):
+// shared by the copies of a crowd, as processes share one file.
+struct Budget {
+  int64_t total = 0;
+  struct Entry {
+    ReservationState state = ReservationState::kReserved;
+    int64_t amount = 0;
+    std::string payment;  // the header every attempt re-presents
+    chain::TransferAuthorization authorization;
+  };
+  std::map<std::string, Entry> by_key;
+  // Released reservations a new one for the same key replaced (the file keeps one row per key):
+  // kept here only so that the checks still see what they had signed.
+  std::vector<Entry> replaced;
+  int64_t Committed() const {
+    int64_t sum = 0;
+    for (const auto& [key, entry] : by_key) {
+      if (CountsAgainstBudget(entry.state)) sum += entry.amount;
+    }
+    return sum;
+  }
+};
+
+// An x402 payer: its key, what the 402 offered it, its budget.
+struct Payer {
+  explicit Payer(chain::PrivateKey k) : key(k), address(chain::AddressOf(k)) {}
+  chain::PrivateKey key;
+  chain::Address address;
+  std::optional<client::Offer> offer;
+  Budget budget;
+  std::string principal() const { return "payer:" + chain::ToLowerHex(address); }
 };
 
 struct Client {
   int id = 0;
   Kind kind = Kind::kWellBehaved;
   size_t account = 0;
+  std::shared_ptr<Payer> payer;  // x402 clients only (copies of a crowd share it)
   std::vector<Action> actions;
   size_t next = 0;            // the action under way
   uint64_t live_attempt = 0;  // the attempt whose answer (or timeout) counts; 0: none
+  bool probing = false;       // the live attempt asks for the price (no payment)
   int64_t backoff_ms = 0;
   bool done() const { return next >= actions.size(); }
 };
@@ -150,7 +255,8 @@ class Run {
         clock_(scheduler_),
         timers_(scheduler_),
         mix_(Mix::Draw(world_)),
-        upstream_(scheduler_, world_, mix_.seller) {
+        upstream_(scheduler_, world_, mix_.seller),
+        chain_clock_(scheduler_) {
     outcome_.seed = seed;
     outcome_.mix = mix_.Describe();
     RouteConfig route;
@@ -158,11 +264,21 @@ class Run {
     route.upstream_url = "http://seller.sim";
     route.price = kPrice;
     route.timeout_ms = mix_.route_timeout_ms;
+    route.settle = mix_.settle;
     config_.routes = {route};
     config_.admin_token = kAdminToken;
     config_.hold_ttl_ms = mix_.hold_ttl_ms;
     config_.sweep_interval_ms = mix_.sweep_interval_ms;
     config_.attach_wait_ms = mix_.attach_wait_ms;
+    config_.chain.chain_id = static_cast<int64_t>(kChainId);
+    config_.chain.asset = kToken;
+    config_.chain.asset_name = "USDC";
+    config_.chain.asset_version = "2";
+    config_.chain.pay_to = kPayTo;
+    config_.chain.max_timeout_seconds = mix_.max_timeout_s;
+    config_.chain.confirmations = mix_.confirmations;
+    config_.receipt_timeout_ms = mix_.receipt_timeout_ms;
+    config_.expiry_buffer_seconds = mix_.expiry_buffer_s;
   }
 
   SeedOutcome Go() {
@@ -173,6 +289,7 @@ class Run {
     }
     store_ = std::move(*store);
     executor_ = std::make_unique<SimExecutor>(scheduler_, *store_);
+    if (mix_.x402 && !OpenChain()) return Finish();
     StartGateway();
     for (int i = 0; i < mix_.accounts && !violated(); ++i) CreateAccount(i);
     if (!violated()) MakeClients();
@@ -186,6 +303,13 @@ class Run {
   // The run as a trace (RunSeedTraced): the world's events, then every operation's own trace.
   nlohmann::json Trace() {
     std::vector<TraceEvent> events = std::move(world_events_);
+    // An x402 key is stored as its digest: the trace shows the key the client sent.
+    std::map<std::string, std::string> keys;
+    for (const Client& c : clients_) {
+      for (const Action& a : c.actions) {
+        for (const std::string& key : a.keys) keys.emplace(StoredKey(c, key), key);
+      }
+    }
     OperationFilter page;
     page.limit = 100;
     while (store_) {  // none when the store did not open
@@ -200,8 +324,10 @@ class Run {
       for (const Operation& op : ops) {
         auto records = ReadOperationRecords(*store_, op.id, OperationReads{true, false});
         if (!records.ok() || !*records) continue;
+        auto key = keys.find(op.idempotency_key);
+        const std::string& shown = key != keys.end() ? key->second : op.idempotency_key;
         for (TraceEvent& event : (*records)->Trace()) {
-          event.detail = op.idempotency_key + ": " + event.detail;
+          event.detail = shown + ": " + event.detail;
           events.push_back(std::move(event));
         }
       }
@@ -249,6 +375,10 @@ class Run {
     // The gateway goes before the world its callbacks point into.
     if (gateway_) scheduler_.Kill(scheduler_.gateway_epoch());
     gateway_.reset();
+    scheduler_.Clear();  // a dead process's payments still hold reservations of its settler
+    reconciler_.reset();
+    settler_.reset();
+    dead_.clear();
     return outcome_;
   }
 
@@ -291,19 +421,36 @@ class Run {
       return Status::Ok();
     });
     if (!read.ok()) Violate("store_reads", read.ToString());
+    if (devnet_) {
+      CheckBudgets();
+      CheckChain();
+    }
   }
 
   // ---- the gateway process ----
   void StartGateway() {
     const uint64_t epoch = scheduler_.NewEpoch();
     scheduler_.set_gateway_epoch(epoch);
+    // A process's settler (its caches, its payers' reservations) and reconciler are its own.
+    if (node_) {
+      settler_ = std::make_unique<Settler>(*node_, SettlerConfigOf(config_), KeyNumber(0),
+                                           ReservationLimitsOf(config_));
+    }
     gateway_ = std::make_unique<Gateway>(config_, *store_, clock_, ids_, timers_, upstream_,
-                                         nullptr, executor_.get());
+                                         settler_.get(),
+                                         GatewayExecutors{executor_.get(), chain_executor_.get()});
     SimStore::Inline blocking(*store_);
     if (Status s = gateway_->RegisterInstance(); !s.ok())
       return Violate("gateway_starts", s.ToString());
     auto recovered = gateway_->RecoverInterrupted();
     if (!recovered.ok()) return Violate("gateway_starts", recovered.status().ToString());
+    if (settler_) {
+      // As `serve` does: the reservations of authorizations a dead process left in flight.
+      auto restored = RestoreReservations(*store_, settler_->reservations());
+      if (!restored.ok()) return Violate("gateway_starts", restored.status().ToString());
+      reconciler_ = std::make_unique<Reconciler>(*store_, *settler_, clock_, ids_,
+                                                 ReconcilerConfigOf(config_));
+    }
     Note("start " + std::to_string(epoch) + " recovered " + std::to_string(*recovered));
     Record("gateway", "started",
            "gateway process " + std::to_string(epoch) + " started; it recovered " +
@@ -314,8 +461,12 @@ class Run {
   void ScheduleSweep(uint64_t epoch) {
     scheduler_.After(mix_.sweep_interval_ms, epoch, [this, epoch] {
       SimStore::Inline blocking(*store_);
-      auto swept = SweepExpiredHolds(*store_, clock_, ids_, 64);
+      auto swept = SweepExpiredHolds(*store_, clock_, ids_, 64, &unpaid_cursor_);
       if (!swept.ok()) return Violate("sweeper_runs", swept.status().ToString());
+      if (reconciler_) {  // the reconciler runs on the same interval, as in `serve`
+        auto pass = reconciler_->RunPass();
+        if (!pass.ok()) return Violate("reconciler_runs", pass.status().ToString());
+      }
       ScheduleSweep(epoch);
     });
   }
@@ -333,6 +484,9 @@ class Run {
       scheduler_.Kill(scheduler_.gateway_epoch());
       scheduler_.set_gateway_epoch(0);
       gateway_.reset();
+      // The dead process's events are dropped as they come due; what they hold (a payment's
+      // reservation) points into its settler, kept until the run ends.
+      dead_.push_back({std::move(settler_), std::move(reconciler_)});
       scheduler_.After(world_.Between(50, 1500), Scheduler::kWorld, [this] {
         if (!gateway_) StartGateway();
       });
@@ -386,6 +540,10 @@ class Run {
       Client c;
       c.kind = kind;
       c.account = world_.Below(accounts_.size());
+      if (devnet_ && world_.Chance(500)) {
+        c.payer = NewPayer();
+        if (!c.payer) return;
+      }
       for (int a = 0; a < mix_.actions; ++a) {
         Action action;
         action.key = NewKey();
@@ -393,7 +551,8 @@ class Run {
         action.keys = {action.key};
         c.actions.push_back(std::move(action));
       }
-      // A crowd: the same actions from several well-behaved clients at once.
+      // A crowd: the same actions from several well-behaved clients at once (for x402, processes
+      // sharing one budget file, so one reservation and one signature per key).
       const int copies = kind == Kind::kWellBehaved ? mix_.crowd : 1;
       for (int k = 0; k < copies; ++k) {
         Client copy = c;
@@ -401,6 +560,21 @@ class Run {
         clients_.push_back(std::move(copy));
       }
     }
+  }
+
+  // A buyer key funded on chain, with a budget of one to (actions + 1) prices.
+  std::shared_ptr<Payer> NewPayer() {
+    auto payer = std::make_shared<Payer>(KeyNumber(++payers_));
+    payer->budget.total = kPrice * world_.Between(1, mix_.actions + 1);
+    const int64_t funding = world_.Chance(300) ? kPrice * world_.Between(1, 6) : kPrice * 1000;
+    if (Status s = devnet_->Mint(payer->address, chain::U256(static_cast<uint64_t>(funding)));
+        !s.ok()) {
+      Violate("setup", "the payer was not funded: " + s.ToString());
+      return nullptr;
+    }
+    minted_ += funding;
+    holders_.push_back(payer->address);
+    return payer;
   }
 
   bool AllDone() const {
@@ -415,20 +589,34 @@ class Run {
   void Send(Client& c) {
     if (c.done()) return;
     Action& a = c.actions[c.next];
+    auto request = std::make_shared<HttpRequest>();
+    request->method = "POST";
+    request->target = "/work";
+    request->body = a.body;
+    request->headers = {{"Content-Type", "application/json"}};
+    c.probing = c.payer && !c.payer->offer;
+    if (!c.payer) {
+      request->headers.push_back({"Authorization", "Bearer " + accounts_[c.account].api_key});
+      request->headers.push_back({"Idempotency-Key", a.key});
+    } else if (!c.probing) {  // x402: the price is known; pay (or re-present what was signed)
+      std::optional<std::string> payment = PaymentFor(c, a);
+      if (violated()) return;
+      if (!payment) {
+        Note(std::to_string(c.id) + " " + a.key + " over budget");
+        Record(ClientActor(c), "over_budget", a.key + ": not sent, the budget cannot cover it");
+        return NextAction(c);
+      }
+      request->headers.push_back({client::PaymentHeaderFor(2), *payment});
+      request->headers.push_back({"Idempotency-Key", a.key});
+    }
     ++a.attempts;
     ++outcome_.requests;
     const uint64_t attempt = ++attempts_;
     c.live_attempt = attempt;
     Record(ClientActor(c), "sent",
-           a.key + ": sent by " + std::string(KindName(c.kind)) + " client " + std::to_string(c.id),
+           a.key + ": sent by " + std::string(KindName(c.kind)) + " client " +
+               std::to_string(c.id) + (c.probing ? " (without payment, for the price)" : ""),
            TraceFacts().Attempt(a.attempts));
-    auto request = std::make_shared<HttpRequest>();
-    request->method = "POST";
-    request->target = "/work";
-    request->headers = {{"Authorization", "Bearer " + accounts_[c.account].api_key},
-                        {"Content-Type", "application/json"},
-                        {"Idempotency-Key", a.key}};
-    request->body = a.body;
     const int copies = faults_ && world_.Chance(mix_.duplicate) ? 2 : 1;
     for (int i = 0; i < copies; ++i) {
       if (faults_ && world_.Chance(mix_.drop_request)) continue;
@@ -443,6 +631,69 @@ class Run {
       clock_.Step(step);
       Note("clock " + std::to_string(step));
     }
+    if (devnet_ && faults_ && world_.Chance(mix_.drop_tx)) DropSoon();
+    if (devnet_ && faults_ && world_.Chance(mix_.reorg)) ReorgSoon();
+  }
+
+  // The payment header of an x402 attempt. A well-behaved client works as `agentpay pay`: one
+  // reservation per key, made before anything is signed (core DecideReserve), and the one
+  // authorization signed for it re-presented by every attempt; nullopt when the budget cannot
+  // cover it. A tamperer re-presents one authorization per action (under another body); a naive
+  // client signs a fresh one for every attempt.
+  std::optional<std::string> PaymentFor(Client& c, Action& a) {
+    Payer& payer = *c.payer;
+    if (c.kind == Kind::kNaive || (c.kind == Kind::kTamperer && a.payment.empty())) {
+      return Sign(c, a);
+    }
+    if (c.kind == Kind::kTamperer) return a.payment;
+    Budget& budget = payer.budget;
+    auto found = budget.by_key.find(a.key);
+    std::optional<ReservationSnapshot> existing;
+    if (found != budget.by_key.end()) existing = ReservationSnapshot{found->second.state, a.body};
+    switch (
+        DecideReserve(existing, a.body, payer.offer->amount, budget.total, budget.Committed())) {
+      case ReserveVerdict::kResume:
+        return found->second.payment;
+      case ReserveVerdict::kOverBudget:
+        return std::nullopt;
+      case ReserveVerdict::kMismatch:
+        Violate("budget_decides", "key " + a.key + " was reserved for another body");
+        return std::nullopt;
+      case ReserveVerdict::kReserve:
+        break;
+    }
+    std::optional<std::string> payment = Sign(c, a);
+    if (payment && found != budget.by_key.end()) budget.replaced.push_back(found->second);
+    if (payment) {
+      budget.by_key[a.key] = Budget::Entry{ReservationState::kReserved, payer.offer->amount,
+                                           *payment, a.signed_authorizations.back()};
+    }
+    return payment;
+  }
+
+  // Signs an authorization for the offer, as `agentpay pay` does (client/x402_signer.h).
+  std::optional<std::string> Sign(Client& c, Action& a) {
+    Payer& payer = *c.payer;
+    auto signed_payment =
+        client::SignPayment(*payer.offer, payer.key, chain_clock_.NowMs() / 1000, world_);
+    if (!signed_payment.ok()) {
+      Violate("client_signs", signed_payment.status().ToString());
+      return std::nullopt;
+    }
+    const chain::TransferAuthorization& authorization = signed_payment->authorization;
+    signed_.emplace(std::make_pair(authorization.from, authorization.nonce), authorization);
+    a.signed_authorizations.push_back(authorization);
+    a.payment = signed_payment->header_value;
+    Note("signed " + chain::Hex(authorization.nonce));
+    return a.payment;
+  }
+
+  // What an x402 attempt's outcome teaches the budget (core AfterOutcome).
+  void Learn(Client& c, const Action& a, ReservationState learned) {
+    if (!c.payer || c.kind != Kind::kWellBehaved) return;
+    auto found = c.payer->budget.by_key.find(a.key);
+    if (found == c.payer->budget.by_key.end()) return;
+    found->second.state = AfterOutcome(found->second.state, learned);
   }
 
   void Arrive(Client& c, uint64_t attempt, std::shared_ptr<const HttpRequest> request) {
@@ -472,52 +723,112 @@ class Run {
       Record(ClientActor(c), failure, a.key + ": no answer (" + failure + ")",
              TraceFacts().Attempt(a.attempts));
       // A refusal was never sent; a timeout may have been acted on.
-      return Retry(c, /*timed_out=*/failure == "timeout");
+      return Retry(c, /*timed_out=*/failure == "timeout" && !c.probing);
     }
     ++outcome_.answers;
     const int status = response->status;
     Note(std::to_string(c.id) + " " + a.key + " " + std::to_string(status) + " " + response->body);
     Record(ClientActor(c), "answered", a.key + ": answered " + std::to_string(status),
            TraceFacts().Attempt(a.attempts).HttpStatus(status));
+    if (c.probing) return OnPrice(c, *response);
+    switch (status) {  // what the contract lets a paid route answer (any 2xx the seller's)
+      case 200:
+      case 201:
+      case 202:
+      case 204:
+      case 400:
+      case 402:
+      case 404:
+      case 409:
+      case 422:
+      case 429:
+      case 500:
+      case 502:
+      case 503:
+      case 504:
+        break;
+      default:
+        return Violate("expected_answers", "client " + std::to_string(c.id) + " got " +
+                                               std::to_string(status) + ": " + response->body);
+    }
+    if (status == 422 && c.kind != Kind::kTamperer) {  // the key was first used with another body
+      return Violate("well_behaved_not_refused",
+                     "client " + std::to_string(c.id) + " (" + KindName(c.kind) + ") sent key " +
+                         a.key + " with one body only, yet got 422: " + response->body);
+    }
     if (status >= 200 && status < 300 && status != 202) {  // 202: still in flight, not an answer
       auto [it, first] = delivered_.emplace(a.key, response->body);
       if (!first && it->second != response->body && c.kind != Kind::kTamperer) {
         return Violate("one_answer_per_key", "key " + a.key + " was answered " + it->second +
                                                  " and then " + response->body);
       }
-      return NextAction(c);
     }
+    if (c.payer) return OnX402Answer(c, *response);
     switch (status) {
-      case 422:  // the key was first used with another body
-        if (c.kind != Kind::kTamperer) {
-          return Violate("well_behaved_not_refused",
-                         "client " + std::to_string(c.id) + " (" + KindName(c.kind) +
-                             ") sent key " + a.key +
-                             " with one body only, yet got 422: " + response->body);
-        }
-        return NextAction(c);
+      case 200:
+      case 201:
+      case 204:
       case 402:  // not enough money: nothing was held
       case 400:
       case 404:  // the seller refused: the hold was released
+      case 422:
         return NextAction(c);
-      case 202:
-      case 409:
-      case 429:
-      case 500:
-      case 502:
-      case 503:
-      case 504:
+      default:  // 202, 409, 429, 5xx: the same request again
         return Retry(c, /*timed_out=*/false);
-      default:
-        return Violate("expected_answers", "client " + std::to_string(c.id) + " got " +
-                                               std::to_string(status) + ": " + response->body);
+    }
+  }
+
+  // The 402 of a request without payment: the offer to sign for (client/challenge.h).
+  void OnPrice(Client& c, const HttpResponse& response) {
+    auto challenge = client::ParseChallenge(AsClientResponse(response));
+    if (response.status != 402 || !challenge.ok()) {  // a limit, the process restarting...
+      return Retry(c, /*timed_out=*/false);
+    }
+    auto offer = client::ChooseOffer(*challenge, client::Allowance{}, /*signing=*/true);
+    if (!offer.ok()) return Violate("offer_payable", offer.status().ToString());
+    c.payer->offer = *offer;
+    c.actions[c.next].attempts = 0;
+    c.backoff_ms = 0;
+    Send(c);
+  }
+
+  static ClientResponse AsClientResponse(const HttpResponse& response) {
+    ClientResponse r;
+    r.status = response.status;
+    r.headers = response.headers;
+    r.body = response.body;
+    return r;
+  }
+
+  // An x402 answer, judged as `agentpay pay` judges it (client/attempt.h): the budget learns
+  // what it can (spent once served or settled, else unknown until reconciled: it is released only
+  // by the chain, after expiry).
+  void OnX402Answer(Client& c, const HttpResponse& response) {
+    const Action& a = c.actions[c.next];
+    const ClientResponse r = AsClientResponse(response);
+    const std::optional<x402::SettleResponse> settled = client::SettlementOf(r);
+    const ReservationState moved =
+        settled && settled->success ? ReservationState::kSpent : ReservationState::kUnknown;
+    switch (client::ClassifyAttempt(r)) {
+      case client::AttemptVerdict::kServed:
+        Learn(c, a, ReservationState::kSpent);
+        return NextAction(c);
+      case client::AttemptVerdict::kRetry:
+      case client::AttemptVerdict::kPoll:  // waits, then the same request again
+        return Retry(c, /*timed_out=*/false);
+      case client::AttemptVerdict::kPaymentRefused:
+      case client::AttemptVerdict::kRejected:
+      case client::AttemptVerdict::kUnknownFinal:
+        Learn(c, a, moved);
+        return NextAction(c);
     }
   }
 
   void Retry(Client& c, bool timed_out) {
     Action& a = c.actions[c.next];
-    // Bounded: it gives up (the mutant never does).
+    // Bounded: it gives up (the mutant never does), the outcome unknown.
     if (a.attempts >= kMaxAttempts && !MutantActive(Mutant::kUnboundedRetries)) {
+      Learn(c, a, ReservationState::kUnknown);
       return NextAction(c);
     }
     c.backoff_ms = std::min(kMaxBackoffMs, std::max<int64_t>(50, c.backoff_ms * 2));
@@ -528,6 +839,9 @@ class Run {
       a.keys.push_back(a.key);
     } else if (c.kind == Kind::kTamperer && world_.Chance(500)) {
       a.body = "{\"task\":\"" + RandomHex(world_, 4) + "\"}";
+    }
+    if (timed_out && MutantActive(Mutant::kReleaseOnTimeout)) {
+      Learn(c, a, ReservationState::kReleased);  // the budget given back on a timeout
     }
     scheduler_.After(c.backoff_ms + world_.Between(0, c.backoff_ms / 2), Scheduler::kWorld,
                      [this, &c] { Send(c); });
@@ -541,13 +855,68 @@ class Run {
       scheduler_.After(world_.Between(0, 200), Scheduler::kWorld, [this, &c] { Send(c); });
   }
 
+  // ---- the chain ----
+  bool OpenChain() {
+    chain::DevnetConfig config;
+    config.chain_id = kChainId;
+    config.token = *chain::ParseAddress(kToken);
+    config.token_name = "USDC";
+    config.token_version = "2";
+    config.mine_delay_ms = mix_.mine_delay_ms;
+    config.empty_block_interval_ms = kEmptyBlockIntervalMs;
+    auto opened = chain::Devnet::Open(config, chain_clock_);
+    if (!opened.ok()) {
+      Violate("chain_opens", opened.status().ToString());
+      return false;
+    }
+    devnet_ = std::move(*opened);
+    node_ = std::make_unique<SimNode>(*devnet_, world_);
+    node_->SetMix(mix_.node);
+    chain_executor_ = std::make_unique<SimChainExecutor>(scheduler_, world_, *store_, *node_);
+    holders_ = {*chain::ParseAddress(kPayTo), chain::AddressOf(KeyNumber(0))};
+    return true;
+  }
+
+  // The node forgets a pending transaction (anvil_dropTransaction): the reconciler must notice.
+  void DropSoon() {
+    scheduler_.After(world_.Between(0, 2000), Scheduler::kWorld, [this] {
+      const std::vector<chain::Hash32>& accepted = node_->accepted();
+      if (accepted.empty()) return;
+      const size_t from = world_.Below(accepted.size());
+      for (size_t i = from; i < accepted.size(); ++i) {
+        auto dropped = devnet_->DropTransaction(accepted[i]);
+        if (dropped.ok() && *dropped) {
+          Note("drop " + chain::Hex(accepted[i]));
+          Record("chain", "dropped", "the node dropped transaction " + chain::Hex(accepted[i]));
+          return;
+        }
+      }
+    });
+  }
+
+  // The latest one to three blocks are reorganised away; their transactions are mined again.
+  void ReorgSoon() {
+    scheduler_.After(world_.Between(0, 2000), Scheduler::kWorld, [this] {
+      auto head = devnet_->BlockNumber();
+      if (!head.ok() || *head == 0) return;
+      const uint64_t depth = std::min<uint64_t>(*head, world_.Between(1, 3));
+      auto reorganised = devnet_->Reorg(depth);
+      if (!reorganised.ok()) return Violate("chain_reorganises", reorganised.status().ToString());
+      Note("reorg " + std::to_string(depth));
+      Record("chain", "reorganised",
+             "a reorganisation removed the latest " + std::to_string(depth) + " block(s)");
+    });
+  }
+
   // ---- the end of the run ----
   // Faults stop; every well-behaved action is asked once more with its key (as a client that comes
-  // back later would), until its answer is final; time runs past every hold's expiry; then the
-  // books must balance and every charge must have bought the client its answer.
+  // back later would), until its answer is final; time runs past every hold's expiry and every
+  // authorization's validity, until no settlement is left open; the x402 clients reconcile their
+  // budgets; then the books must balance and every charge must have bought the client its answer.
   void FinalPhase() {
     faults_ = false;
     upstream_.SetMix(SellerMix{});  // operations already broken stay broken
+    if (node_) node_->SetMix(NodeMix{});
     if (!gateway_) StartGateway();
     for (Client& c : clients_) {
       if (c.kind != Kind::kWellBehaved) continue;
@@ -561,11 +930,168 @@ class Run {
     }
     RunUntil([this] { return AllDone(); });
     const int64_t until = scheduler_.now_ms() + mix_.hold_ttl_ms + kLeaseMarginMs +
-                          4 * mix_.sweep_interval_ms + mix_.route_timeout_ms;
-    RunUntil([this, until] { return scheduler_.now_ms() >= until; });
+                          4 * mix_.sweep_interval_ms + mix_.route_timeout_ms +
+                          (devnet_ ? (mix_.max_timeout_s + mix_.expiry_buffer_s + 2) * 1000 : 0);
+    RunUntil([this, until] { return scheduler_.now_ms() >= until && SettlementsClosed(); });
     if (violated()) return;
     CheckBooks();
+    if (devnet_) ReconcileBudgets();
     CheckCharges();
+    if (devnet_) CheckX402Charges();
+  }
+
+  // No x402 operation is still submitted or unknown: the reconciler decided every one.
+  bool SettlementsClosed() {
+    if (!devnet_) return true;
+    bool open = false;
+    Status read = store_->ReadUnsynced([&](Transaction& tx) -> Status {
+      for (Settlement settlement : {Settlement::kSubmitted, Settlement::kUnknown}) {
+        OperationFilter filter;
+        filter.settlement = settlement;
+        filter.limit = 1;
+        auto found = tx.ListOperations(filter);
+        if (!found.ok()) return found.status();
+        open = open || !found->empty();
+      }
+      return Status::Ok();
+    });
+    if (!read.ok()) Violate("store_reads", read.ToString());
+    return !open;
+  }
+
+  // The well-behaved x402 payers, each once (the copies of a crowd share one).
+  std::vector<Payer*> BudgetedPayers() {
+    std::vector<Payer*> payers;
+    for (const Client& c : clients_) {
+      if (!c.payer || c.kind != Kind::kWellBehaved) continue;
+      if (std::find(payers.begin(), payers.end(), c.payer.get()) == payers.end()) {
+        payers.push_back(c.payer.get());
+      }
+    }
+    return payers;
+  }
+
+  bool UsedOnChain(const chain::TransferAuthorization& authorization) {
+    auto used = devnet_->AuthorizationState(*chain::ParseAddress(kToken), authorization.from,
+                                            authorization.nonce);
+    if (!used.ok()) Violate("chain_reads", used.status().ToString());
+    return used.ok() && *used;
+  }
+
+  // Each well-behaved x402 client settles what its budget still holds, as `agentpay pay reconcile`
+  // does (core ReconcileAuthorization, chain time read before authorizationState). Past every
+  // authorization's validity and buffer, nothing may stay open.
+  void ReconcileBudgets() {
+    for (Payer* payer : BudgetedPayers()) {
+      for (auto& [key, entry] : payer->budget.by_key) {
+        if (entry.state != ReservationState::kReserved &&
+            entry.state != ReservationState::kUnknown) {
+          continue;
+        }
+        auto chain_time = devnet_->LatestBlockTimestamp();
+        if (!chain_time.ok()) return Violate("chain_reads", chain_time.status().ToString());
+        const bool used = UsedOnChain(entry.authorization);
+        const ReconcileVerdict verdict = ReconcileAuthorization(
+            *chain_time, entry.authorization.valid_before.ToInt64(), mix_.expiry_buffer_s, used);
+        if (verdict == ReconcileVerdict::kKeep) {
+          return Violate("budget_reconciles",
+                         "key " + key + ": chain time " + std::to_string(*chain_time) +
+                             " is past valid before + buffer, yet the reservation stays open");
+        }
+        entry.state = AfterOutcome(entry.state, verdict == ReconcileVerdict::kMarkSpent
+                                                    ? ReservationState::kSpent
+                                                    : ReservationState::kReleased);
+      }
+    }
+  }
+
+  // After every step, for x402: no budget committed past its total, and none released while its
+  // authorization was used (or can still be: the release rule's whole point).
+  void CheckBudgets() {
+    for (Payer* payer : BudgetedPayers()) {
+      const Budget& budget = payer->budget;
+      if (budget.Committed() > budget.total) {
+        return Violate("budget_within_total", "payer " + chain::ToLowerHex(payer->address) +
+                                                  " committed " +
+                                                  std::to_string(budget.Committed()) + " of " +
+                                                  std::to_string(budget.total));
+      }
+      const auto released_used = [this](const Budget::Entry& entry) {
+        return entry.state == ReservationState::kReleased && UsedOnChain(entry.authorization);
+      };
+      for (const auto& [key, entry] : budget.by_key) {
+        if (released_used(entry)) {
+          return Violate("budget_released_early",
+                         "key " + key + ": the reservation was released, yet its authorization " +
+                             chain::Hex(entry.authorization.nonce) + " was used on chain");
+        }
+      }
+      for (const Budget::Entry& entry : budget.replaced) {
+        if (released_used(entry)) {
+          return Violate("budget_released_early", "a released reservation's authorization " +
+                                                      chain::Hex(entry.authorization.nonce) +
+                                                      " was used on chain");
+        }
+      }
+    }
+  }
+
+  // After every step, for x402: every block not checked yet (or that a reorganisation replaced)
+  // uses only authorizations a client signed, exactly as signed; and the token's books balance.
+  void CheckChain() {
+    static const chain::Hash32 kAuthorizationUsed =
+        chain::Keccak256(std::string_view("AuthorizationUsed(address,bytes32)"));
+    while (!scanned_blocks_.empty()) {
+      auto hash = devnet_->BlockHash(scanned_blocks_.size());
+      if (!hash.ok()) return Violate("chain_reads", hash.status().ToString());
+      if (*hash == scanned_blocks_.back()) break;
+      scanned_blocks_.pop_back();  // reorganised away
+    }
+    auto head = devnet_->BlockNumber();
+    if (!head.ok()) return Violate("chain_reads", head.status().ToString());
+    for (uint64_t number = scanned_blocks_.size() + 1; number <= *head; ++number) {
+      auto block = devnet_->Block(number);
+      if (!block.ok() || !*block) return Violate("chain_reads", "block " + std::to_string(number));
+      for (const chain::Hash32& hash : (*block)->transactions) {
+        auto receipt = devnet_->GetReceipt(hash);
+        if (!receipt.ok() || !*receipt)
+          return Violate("chain_reads", "receipt " + chain::Hex(hash));
+        std::optional<chain::TransferAuthorization> used;
+        for (const chain::LogEntry& log : (*receipt)->logs) {
+          if (log.topics.size() != 3 || log.topics[0] != kAuthorizationUsed) continue;
+          chain::Address from;
+          std::copy(log.topics[1].end() - 20, log.topics[1].end(), from.bytes.begin());
+          auto found = signed_.find({from, log.topics[2]});
+          if (found == signed_.end()) {
+            return Violate("authorization_integrity",
+                           "transaction " + chain::Hex(hash) + " used an authorization of " +
+                               chain::ToLowerHex(from) + " that no client signed");
+          }
+          used = found->second;
+        }
+        for (const chain::LogEntry& log : (*receipt)->logs) {
+          auto transfer = chain::DecodeTransferEvent(log.topics, log.data);
+          if (!transfer.ok()) continue;
+          if (!used || transfer->from != used->from || transfer->to != used->to ||
+              transfer->value != used->value) {
+            return Violate("authorization_integrity",
+                           "transaction " + chain::Hex(hash) +
+                               " moved tokens other than as a signed authorization says");
+          }
+        }
+      }
+      scanned_blocks_.push_back((*block)->hash);
+    }
+    chain::U256 held;
+    for (const chain::Address& holder : holders_) {
+      auto balance = devnet_->BalanceOf(*chain::ParseAddress(kToken), holder);
+      if (!balance.ok()) return Violate("chain_reads", balance.status().ToString());
+      held = *chain::U256::CheckedAdd(held, *balance);
+    }
+    if (held != chain::U256(static_cast<uint64_t>(minted_))) {
+      Violate("chain_books", "the token's holders hold " + held.ToDecimal() + " of " +
+                                 std::to_string(minted_) + " minted");
+    }
   }
 
   void CheckBooks() {
@@ -582,17 +1108,25 @@ class Run {
     }
   }
 
-  // Every captured operation bought work the seller did; a well-behaved client is charged at most
-  // once per action and holds the answer of every action it was charged for; and work the seller
-  // did that nobody paid for was at least reported (an alert: the upstream may have done it).
+  std::string PrincipalOf(const Client& c) const {
+    return c.payer ? c.payer->principal() : accounts_[c.account].principal();
+  }
+  // The key as the store holds it: an x402 key only as its digest (the secret proves the payer).
+  static std::string StoredKey(const Client& c, const std::string& key) {
+    return c.payer ? KeyDigest(key) : key;
+  }
+
+  // Every charged operation bought work the seller did (x402 settling before the upstream call:
+  // every one the seller served); a well-behaved client is charged at most once per action and
+  // holds the answer of every wallet action it was charged for; and work the seller did that
+  // nobody paid for was at least reported (an alert: the upstream may have done it).
   void CheckCharges() {
     Status read = store_->ReadUnsynced([&](Transaction& tx) -> Status {
       for (const Client& c : clients_) {
-        const Account& account = accounts_[c.account];
         for (const Action& a : c.actions) {
           int charged = 0;
           for (const std::string& key : a.keys) {
-            auto found = tx.FindKey(account.principal(), key);
+            auto found = tx.FindKey(PrincipalOf(c), StoredKey(c, key));
             if (!found.ok()) return found.status();
             if (!*found) continue;
             auto op = tx.FindOperation((*found)->operation_id);
@@ -601,11 +1135,12 @@ class Run {
             const std::string& id = (*op)->id;
             ++charged;
             if (charged_.insert(id).second) ++outcome_.charges;
-            if (upstream_.work().count(id) == 0) {
+            const bool served = (*op)->fulfillment == Fulfillment::kSucceeded;
+            if (upstream_.work().count(id) == 0 && (!c.payer || served)) {
               Violate("charged_for_work",
-                      "operation " + id + " was captured but the seller never did its work");
+                      "operation " + id + " was charged but the seller never did its work");
             }
-            if (c.kind == Kind::kWellBehaved && delivered_.count(key) == 0) {
+            if (!c.payer && c.kind == Kind::kWellBehaved && delivered_.count(key) == 0) {
               Violate("charged_means_answered",
                       "client " + std::to_string(c.id) + " was charged for key " + key +
                           " but never received its answer, even asking again");
@@ -640,6 +1175,68 @@ class Run {
     if (!read.ok()) Violate("store_reads", read.ToString());
   }
 
+  // On chain, for each well-behaved x402 action (its copies in a crowd together): at most one of
+  // the authorizations signed for it was used; if one was, the client received the paid answer,
+  // or the seller's refusal, or the operation still offers a free retry (settled, fulfillment
+  // pending); and no payer's used authorizations add up to more than its budget.
+  void CheckX402Charges() {
+    std::map<std::pair<const Payer*, std::string>, std::vector<const Action*>> actions;
+    for (const Client& c : clients_) {
+      if (!c.payer || c.kind != Kind::kWellBehaved) continue;
+      for (const Action& a : c.actions) actions[{c.payer.get(), a.keys.front()}].push_back(&a);
+    }
+    std::map<const Payer*, int64_t> spent;
+    Status read = store_->ReadUnsynced([&](Transaction& tx) -> Status {
+      for (const auto& [group, copies] : actions) {
+        const Payer& payer = *group.first;
+        std::set<chain::Hash32> used;
+        std::set<std::string> keys;
+        for (const Action* a : copies) {
+          for (const chain::TransferAuthorization& authorization : a->signed_authorizations) {
+            if (UsedOnChain(authorization)) used.insert(authorization.nonce);
+          }
+          keys.insert(a->keys.begin(), a->keys.end());
+        }
+        spent[&payer] +=
+            static_cast<int64_t>(used.size()) * (payer.offer ? payer.offer->amount : 0);
+        if (used.size() > 1) {
+          Violate("charged_once_per_action", "payer " + chain::ToLowerHex(payer.address) +
+                                                 " paid " + std::to_string(used.size()) +
+                                                 " times on chain for the action of key " +
+                                                 group.second);
+        }
+        if (used.empty()) continue;
+        bool answered = false;
+        for (const std::string& key : keys) {
+          if (delivered_.count(key) > 0) answered = true;
+          auto found = tx.FindKey(payer.principal(), KeyDigest(key));
+          if (!found.ok()) return found.status();
+          if (!*found) continue;
+          auto op = tx.FindOperation((*found)->operation_id);
+          if (!op.ok()) return op.status();
+          if (*op && ((*op)->fulfillment == Fulfillment::kRejected ||
+                      (*op)->fulfillment == Fulfillment::kPendingRetry)) {
+            answered = true;
+          }
+        }
+        if (!answered) {
+          Violate("charged_means_answered",
+                  "payer " + chain::ToLowerHex(payer.address) + " paid on chain for key " +
+                      group.second + " but never received its answer, even asking again");
+        }
+      }
+      return Status::Ok();
+    });
+    if (!read.ok()) Violate("store_reads", read.ToString());
+    for (const auto& [payer, amount] : spent) {
+      if (amount > payer->budget.total) {
+        Violate("budget_not_overspent", "payer " + chain::ToLowerHex(payer->address) + " paid " +
+                                            std::to_string(amount) + " on chain, its budget is " +
+                                            std::to_string(payer->budget.total));
+      }
+    }
+  }
+
   const uint64_t seed_;
   const bool tracing_;
   std::vector<TraceEvent> world_events_;  // when tracing
@@ -653,6 +1250,25 @@ class Run {
   GatewayConfig config_;
   std::unique_ptr<SimStore> store_;
   std::unique_ptr<SimExecutor> executor_;
+  // x402 (null in a wallet-only seed): the chain, the node in front of it, the process's settler
+  // and reconciler, every authorization a client signed, the blocks checked so far.
+  ChainClock chain_clock_;
+  std::unique_ptr<chain::Devnet> devnet_;
+  std::unique_ptr<SimNode> node_;
+  std::unique_ptr<SimChainExecutor> chain_executor_;
+  std::unique_ptr<Settler> settler_;
+  std::unique_ptr<Reconciler> reconciler_;
+  struct DeadProcess {
+    std::unique_ptr<Settler> settler;
+    std::unique_ptr<Reconciler> reconciler;
+  };
+  std::vector<DeadProcess> dead_;
+  std::map<std::pair<chain::Address, chain::Hash32>, chain::TransferAuthorization> signed_;
+  std::vector<chain::Hash32> scanned_blocks_;  // of blocks 1, 2, ...
+  std::vector<chain::Address> holders_;        // everyone who can hold the token
+  int64_t minted_ = 0;
+  uint64_t payers_ = 0;
+  std::string unpaid_cursor_;         // the sweeper's (of whichever process runs)
   std::unique_ptr<Gateway> gateway_;  // null while the process is down
   std::vector<Account> accounts_;
   std::vector<Client> clients_;

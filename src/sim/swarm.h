@@ -1,6 +1,7 @@
-// `agentpay sim swarm`: the real gateway (its wallet pipeline, core, the SQLite store code and the
-// hold sweeper) run on simulated time by one seed at a time, against simulated clients, network and
-// seller, with crashes, and its invariants checked after every step (swarm_world.h for the world).
+// `agentpay sim swarm`: the real gateway (its wallet and x402 pipelines, core, the SQLite store
+// code, the hold sweeper and the reconciler) run on simulated time by one seed at a time, against
+// simulated clients, network, seller and chain, with crashes, and its invariants checked after
+// every step (swarm_world.h and swarm_chain.h for the world).
 //
 // Swarm testing: each seed draws its own mix — how many clients of which kind, the rates of every
 // fault — so that the runs together explore far more combinations than any one configuration.

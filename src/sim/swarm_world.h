@@ -62,6 +62,9 @@ class Scheduler {
   // one is later than `until_ms`.
   bool RunNext(int64_t until_ms);
   size_t pending() const { return queue_.size(); }
+  // Drops every event unrun (the end of a run: what they hold goes before the world they point
+  // into).
+  void Clear() { queue_ = {}; }
   uint64_t steps() const { return steps_; }
 
  private:

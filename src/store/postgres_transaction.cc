@@ -188,6 +188,16 @@ Result<std::vector<Operation>> PostgresTransaction::ListSettlingOperations(
   return ReadOperations(rows);
 }
 
+Result<std::vector<Operation>> PostgresTransaction::ListUnpaidRetries(std::string_view after_id,
+                                                                      int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  static const std::string kSql = OperationSelect() +
+                                  "WHERE settlement = 'none' AND fulfillment = 'pending_retry' "
+                                  "AND id > $1 ORDER BY id LIMIT $2";
+  AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(after_id).Add(int64_t{limit})));
+  return ReadOperations(rows);
+}
+
 Result<std::vector<Operation>> PostgresTransaction::ListExpiredHolds(int64_t now_ms, int limit) {
   static const std::string kSql = OperationSelect() +
                                   "WHERE settlement = 'held' AND hold_expires_ms <= $1 "

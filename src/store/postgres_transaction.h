@@ -35,6 +35,7 @@ class PostgresTransaction final : public Transaction {
   Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) override;
   Result<std::vector<Operation>> ListSettlingOperations(std::string_view after_id,
                                                         int limit) override;
+  Result<std::vector<Operation>> ListUnpaidRetries(std::string_view after_id, int limit) override;
   Result<std::vector<Operation>> ListExpiredHolds(int64_t now_ms, int limit) override;
   Result<bool> InsertX402Payment(const X402PaymentRecord& r) override;
   Result<std::optional<X402PaymentRecord>> FindX402Payment(std::string_view operation_id) override;

@@ -342,6 +342,15 @@ ALTER TABLE operation_events ADD COLUMN reason TEXT COLLATE "C" NOT NULL DEFAULT
 -- How many repeated arrivals of a key its trace recorded (at most kMaxRecordedArrivals).
 ALTER TABLE idempotency_keys ADD COLUMN arrivals_recorded INTEGER NOT NULL DEFAULT 0;
 )sql"},
+      {10, "unpaid x402 operations waiting for a retry, for the sweeper",
+       R"sql(
+CREATE INDEX operations_unpaid_retry ON operations (id)
+  WHERE settlement = 'none' AND fulfillment = 'pending_retry';
+)sql",
+       R"sql(
+CREATE INDEX operations_unpaid_retry ON operations (id)
+  WHERE settlement = 'none' AND fulfillment = 'pending_retry';
+)sql"},
   };
   return kMigrations;
 }

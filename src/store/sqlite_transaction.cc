@@ -234,6 +234,17 @@ Result<std::vector<Operation>> SqliteTransaction::ListSettlingOperations(std::st
   return merged;
 }
 
+Result<std::vector<Operation>> SqliteTransaction::ListUnpaidRetries(std::string_view after_id,
+                                                                    int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  AGENTPAY_PREPARE(stmt, db_,
+                   std::string("SELECT ") + kOperationColumns +
+                       " FROM operations WHERE settlement = 'none' AND fulfillment = "
+                       "'pending_retry' AND id > ?1 ORDER BY id LIMIT ?2");
+  stmt.Bind(1, after_id).Bind(2, static_cast<int64_t>(limit));
+  return ReadOperations(stmt);
+}
+
 Result<std::vector<Operation>> SqliteTransaction::ListExpiredHolds(int64_t now_ms, int limit) {
   AGENTPAY_PREPARE(stmt, db_,
                    std::string("SELECT ") + kOperationColumns +

@@ -145,6 +145,11 @@ class Transaction {
   // so this pages through all of them oldest first (the reconciler's cursor).
   virtual Result<std::vector<Operation>> ListSettlingOperations(std::string_view after_id,
                                                                 int limit) = 0;
+  // x402 operations waiting for a retry that has not come: settlement none (settle=after, nothing
+  // submitted) and fulfillment pending_retry, with an id after `after_id`, in id order, at most
+  // `limit` (> 0). The sweeper closes those whose authorization can no longer settle.
+  virtual Result<std::vector<Operation>> ListUnpaidRetries(std::string_view after_id,
+                                                           int limit) = 0;
   // Operations whose hold expired at or before now_ms, oldest expiry first.
   virtual Result<std::vector<Operation>> ListExpiredHolds(int64_t now_ms, int limit) = 0;
   virtual Status AppendEvent(const TraceEvent& event) = 0;

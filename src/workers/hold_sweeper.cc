@@ -1,6 +1,10 @@
 // See hold_sweeper.h.
 #include "workers/hold_sweeper.h"
 
+#include "core/settlement.h"
+#include "settlement/answers.h"
+#include "x402/verify.h"
+
 namespace agentpay {
 namespace {
 
@@ -46,9 +50,68 @@ Status ReleaseOne(Transaction& tx, const std::string& operation_id, Clock& clock
   return Status::Ok();
 }
 
+// X19: closes one unpaid operation if, inside the decision's transaction, it still waits for a
+// retry no attempt holds and its authorization can no longer settle.
+Status CloseOne(Transaction& tx, const std::string& operation_id, Clock& clock, Random& random,
+                SweepReport& report) {
+  const int64_t now = clock.NowMs();
+  auto found = tx.FindOperation(operation_id);
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) return Status::Ok();
+  const Operation& op = **found;
+  auto payment = tx.FindX402Payment(op.id);
+  if (!payment.ok()) return payment.status();
+  if (!payment->has_value()) {
+    return Status::Error(ErrorCode::kStoreCorrupt, "x402 operation without a payment: " + op.id);
+  }
+  const bool can_settle = AuthorizationCanSettle((*payment)->authorization.valid_before_s, now,
+                                                 x402::kDefaultValidBeforeBufferSeconds);
+  auto closed = ExpireUnpaidX402Operation(op, now, can_settle, ExpiredUnsubmittedResponse(op.id));
+  if (!closed) return Status::Ok();
+  if (Status s = tx.UpdateOperation(*closed); !s.ok()) return s;
+  const std::string reason = "no retry came before the authorization expired (valid before " +
+                             std::to_string((*payment)->authorization.valid_before_s) +
+                             "), after " + std::to_string(op.attempts) +
+                             " upstream call(s) that may have done the work";
+  if (Status s =
+          tx.AppendEvent({op.id, now, "worker", "closed_unpaid", reason,
+                          TraceFacts().Attempt(op.attempts).Reason("authorization_expired")});
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = tx.InsertAlert(UnpaidAfterPossibleWorkAlert(random, op.id, reason, now));
+      !s.ok()) {
+    return s;
+  }
+  ++report.closed_unpaid;
+  ++report.alerts;
+  report.decisions.push_back({op.id, "closed_unpaid_alert_raised", reason});
+  return Status::Ok();
+}
+
+// Each operation's decision in its own transaction; the reports added up.
+using DecideOne = Status (*)(Transaction&, const std::string&, Clock&, Random&, SweepReport&);
+Status DecideEach(Store& store, const std::vector<Operation>& ops, DecideOne decide, Clock& clock,
+                  Random& random, SweepReport& report) {
+  for (const Operation& op : ops) {
+    SweepReport one;
+    Status status = store.Write([&](Transaction& tx) {
+      one = SweepReport{};
+      return decide(tx, op.id, clock, random, one);
+    });
+    if (!status.ok()) return status;
+    report.released += one.released;
+    report.closed_unpaid += one.closed_unpaid;
+    report.alerts += one.alerts;
+    for (WorkerDecision& decision : one.decisions) report.decisions.push_back(std::move(decision));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-Result<SweepReport> SweepExpiredHolds(Store& store, Clock& clock, Random& random, int batch) {
+Result<SweepReport> SweepExpiredHolds(Store& store, Clock& clock, Random& random, int batch,
+                                      std::string* cursor) {
   std::vector<Operation> expired;
   Status listed = store.Read([&](Transaction& tx) {
     auto ops = tx.ListExpiredHolds(clock.NowMs(), batch);
@@ -58,17 +121,21 @@ Result<SweepReport> SweepExpiredHolds(Store& store, Clock& clock, Random& random
   });
   if (!listed.ok()) return listed;
   SweepReport report;
-  for (const Operation& op : expired) {
-    SweepReport one;
-    Status status = store.Write([&](Transaction& tx) {
-      one = SweepReport{};
-      return ReleaseOne(tx, op.id, clock, random, one);
-    });
-    if (!status.ok()) return status;
-    report.released += one.released;
-    report.alerts += one.alerts;
-    for (WorkerDecision& decision : one.decisions) report.decisions.push_back(std::move(decision));
+  if (Status s = DecideEach(store, expired, ReleaseOne, clock, random, report); !s.ok()) return s;
+  // X19, a page a pass: from the cursor, back to the start once past the newest.
+  const std::string from = cursor != nullptr ? *cursor : "";
+  std::vector<Operation> waiting;
+  listed = store.Read([&](Transaction& tx) {
+    auto ops = tx.ListUnpaidRetries(from, batch);
+    if (!ops.ok()) return ops.status();
+    waiting = std::move(*ops);
+    return Status::Ok();
+  });
+  if (!listed.ok()) return listed;
+  if (cursor != nullptr) {
+    *cursor = waiting.size() < static_cast<size_t>(batch) ? "" : waiting.back().id;
   }
+  if (Status s = DecideEach(store, waiting, CloseOne, clock, random, report); !s.ok()) return s;
   return report;
 }
 

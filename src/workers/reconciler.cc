@@ -155,7 +155,13 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
           }
           ++(void_ ? report.voided : report.failed);
         } else if (r.action == ReconcileAction::kMarkVoid) {
+          const bool after_work = UnpaidAfterPossibleWork(op);  // (g): settle=after, a > 0
           op = MarkVoid(op, now, SettlementVoidResponse(op.id));
+          if (after_work) {
+            Status alerted = tx.InsertAlert(UnpaidAfterPossibleWorkAlert(
+                random, op.id, "the upstream answered before the settlement; " + r.reason, now));
+            if (!alerted.ok()) return alerted;
+          }
           ++report.voided;
         } else {
           op = MarkFailed(op, now, SettlementFailedResponse(op.id), config.retention_ms);
@@ -205,26 +211,35 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
 // stored transaction the node does not know is sent again, in nonce order; a nonce the store has
 // no transaction for although it took later ones (another sender of the relayer's key whose
 // transaction the node dropped, or a nonce skipped for one) gets a no-op, but only when the node
-// reports nothing pending from the relayer at it. It stops at a nonce the node knows a
-// transaction for, one past everything the store took, or when `more(kRpcCallsPerGapStep)`
-// refuses. (The mined nonce, not the pending one, is where it starts: Anvil's pending count runs
-// past a gap.)
+// reports nothing pending from the relayer at it. At a nonce the node knows a transaction for, it
+// stops, unless the relayer's mined nonce has not moved since the last check (`last_mined`; null:
+// always so) and the node's pending count stops short of every nonce the store took: then it goes
+// on past it, since a node that refuses transactions beyond a gap ("nonce too high", as geth-like
+// pools and hosted nodes may) lost the ones sent after it while the gap was open. (The happy path,
+// a mined nonce that moves, costs no more calls.) It also stops one past everything the store took,
+// after kMaxGapStepsPerPass nonces, or when `more(kRpcCallsPerGapStep)` refuses. (The mined nonce,
+// not the pending one, is where it starts: Anvil's pending count runs past a gap.)
 struct GapFill {
   int resent = 0;
   int noops = 0;
 };
 Result<GapFill> FillRelayerGap(Store& store, Settler& settler, int64_t now,
-                               const std::function<bool(int64_t calls)>& more) {
+                               const std::function<bool(int64_t calls)>& more,
+                               std::optional<uint64_t>* last_mined) {
   auto next = settler.chain().MinedNonce(settler.relayer());
   if (!next.ok()) return next.status();
   if (*next > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return Status::Error(ErrorCode::kRpcMalformed, "relayer nonce out of range");
   }
-  std::optional<uint64_t> pending;  // the node's pending count, read once for a no-op
+  const bool stalled = last_mined == nullptr || *last_mined == *next;
+  if (last_mined != nullptr) *last_mined = *next;
+  std::optional<uint64_t> pending;  // the node's pending count, read at most once
   GapFill filled;
-  for (int64_t nonce = static_cast<int64_t>(*next);
-       filled.resent + filled.noops < kMaxGapFillsPerPass; ++nonce) {
-    if (filled.resent + filled.noops > 0 && !more(kRpcCallsPerGapStep)) break;
+  const int64_t first = static_cast<int64_t>(*next);
+  for (int64_t nonce = first;
+       filled.resent + filled.noops < kMaxGapFillsPerPass && nonce - first < kMaxGapStepsPerPass;
+       ++nonce) {
+    if (nonce > first && !more(kRpcCallsPerGapStep)) break;
     std::optional<X402PaymentRecord> stuck;
     int64_t taken = 0;  // the store's next relayer nonce
     Status read = store.Read([&](Transaction& tx) {
@@ -254,7 +269,17 @@ Result<GapFill> FillRelayerGap(Store& store, Settler& settler, int64_t now,
     }
     auto known = settler.NodeKnows(*stuck);
     if (!known.ok()) return known.status();
-    if (*known) break;  // the node has it: it mines it, and what it holds after
+    if (*known) {
+      if (!stalled) break;  // the node has it and is mining: it mines what it holds after
+      if (!pending) {
+        if (!more(1)) break;
+        auto read_pending = settler.chain().PendingNonce(settler.relayer());
+        if (!read_pending.ok()) return read_pending.status();
+        pending = *read_pending;
+      }
+      if (*pending >= static_cast<uint64_t>(taken)) break;  // it holds ours after it too
+      continue;
+    }
     if (Status sent = settler.Broadcast(*stuck); !sent.ok()) return sent;
     ++filled.resent;
   }
@@ -418,24 +443,29 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
   return applied->resolved;
 }
 
-void GapAndMetrics(Store& store, Settler& settler, bool check_gap, int64_t now,
-                   const ReconcilerConfig& config, const std::function<bool(int64_t calls)>& more,
-                   SettlementCounter* metrics, ReconcileReport& report) {
-  if (check_gap) {
-    if (Status watched = WatchSettlements(store, settler, now, config, more, report);
-        !watched.ok()) {
-      ++report.errors;
-      report.decisions.push_back({"", "reorg_watch_error", watched.message()});
-    }
-    auto filled = FillRelayerGap(store, settler, now, more);
-    if (!filled.ok()) {
-      ++report.errors;
-      report.decisions.push_back({"", "gap_error", filled.status().message()});
-    } else {
-      report.gaps_filled += filled->resent;
-      report.gap_noops += filled->noops;
-    }
+// The reorganisation watch and the relayer's nonce gap, first in a pass: a gap holds back every
+// transaction after it, so filling it comes before looking at them one by one (the looks of a
+// backlog would otherwise spend the RPC budget on operations only the gap keeps unresolved).
+void CheckGap(Store& store, Settler& settler, int64_t now, const ReconcilerConfig& config,
+              const std::function<bool(int64_t calls)>& more, std::optional<uint64_t>* last_mined,
+              ReconcileReport& report) {
+  // The watch first: a block that went away is seen as gone before the gap check sends its
+  // transaction again (then the operation goes back to unknown, X17, and settles again, X7).
+  if (Status watched = WatchSettlements(store, settler, now, config, more, report); !watched.ok()) {
+    ++report.errors;
+    report.decisions.push_back({"", "reorg_watch_error", watched.message()});
   }
+  auto filled = FillRelayerGap(store, settler, now, more, last_mined);
+  if (!filled.ok()) {
+    ++report.errors;
+    report.decisions.push_back({"", "gap_error", filled.status().message()});
+  } else {
+    report.gaps_filled += filled->resent;
+    report.gap_noops += filled->noops;
+  }
+}
+
+void CountPass(SettlementCounter* metrics, const ReconcileReport& report) {
   if (metrics != nullptr) {
     metrics->CountSettlement(SettlementEvent::kGapFilled, report.gaps_filled);
     metrics->CountSettlement(SettlementEvent::kGapNoop, report.gap_noops);
@@ -476,6 +506,8 @@ Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clo
   AGENTPAY_CHECK(config.batch > 0 && config.expiry_buffer_seconds >= 0);
   ReconcileReport report;
   const int64_t now = clock.NowMs();
+  CheckGap(
+      store, settler, now, config, [](int64_t) { return true; }, nullptr, report);
   std::string cursor;
   for (;;) {
     auto page = ListPage(store, cursor, now, config);
@@ -486,8 +518,7 @@ Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clo
       if (listed.eligible) LookAt(store, settler, clock, random, config, listed.candidate, report);
     }
   }
-  GapAndMetrics(
-      store, settler, true, now, config, [](int64_t) { return true; }, metrics, report);
+  CountPass(metrics, report);
   return report;
 }
 
@@ -514,6 +545,12 @@ Result<ReconcileReport> Reconciler::RunPass() {
   ReconcileReport report;
   const int64_t now = clock_.NowMs();
   auto take = [&](int64_t calls) { return !budget_ || budget_->TryTake(calls, clock_.NowMs()); };
+  // The gap check at most once per kGapCheckIntervalMs, so that with short sweep intervals its
+  // calls leave the budget to the looks.
+  if (now - last_gap_check_ms_ >= kGapCheckIntervalMs && take(kRpcCallsPerGapCheck)) {
+    last_gap_check_ms_ = now;
+    CheckGap(store_, settler_, now, config_, take, &last_mined_nonce_, report);
+  }
   const std::string start = cursor_;
   bool wrapped = start.empty();
   bool stop = false;
@@ -550,12 +587,7 @@ Result<ReconcileReport> Reconciler::RunPass() {
       cursor_ = candidate.op.id;
     }
   }
-  // The gap check at most once per kGapCheckIntervalMs, so that with short sweep intervals its
-  // cheaper calls do not take the whole budget before a look can.
-  const bool check_gap = now - last_gap_check_ms_ >= kGapCheckIntervalMs &&
-                         take(kRpcCallsPerGapCheck);
-  if (check_gap) last_gap_check_ms_ = now;
-  GapAndMetrics(store_, settler_, check_gap, now, config_, take, metrics_, report);
+  CountPass(metrics_, report);
   return report;
 }
 

@@ -59,6 +59,8 @@ inline constexpr int64_t kRpcCallsPerGapCheck = 3;
 // at most kMaxGapFillsPerPass in all: several dropped transactions come back in one pass.
 inline constexpr int64_t kRpcCallsPerGapStep = 2;
 inline constexpr int kMaxGapFillsPerPass = 16;
+// Nonces one gap check walks at most, the ones the node holds included.
+inline constexpr int kMaxGapStepsPerPass = 64;
 // The paced reconciler checks the relayer's nonce gap at most this often.
 inline constexpr int64_t kGapCheckIntervalMs = 1000;
 
@@ -131,6 +133,7 @@ class Reconciler {
   std::optional<RpcBudget> budget_;
   std::string cursor_;  // the last operation id the previous pass got to
   int64_t last_gap_check_ms_ = INT64_MIN / 2;
+  std::optional<uint64_t> last_mined_nonce_;  // the relayer's, at the last gap check
 };
 
 }  // namespace agentpay

@@ -479,5 +479,58 @@ TEST(SettlementOperationDeathTest, TransitionPreconditions) {
       "invariant failed");
 }
 
+// X19 and (g): an unpaid settle=after operation no retry came for is closed once its authorization
+// can no longer settle and no attempt holds it; closing it after an upstream call raises an alert.
+TEST(SettlementOperation, X19ClosesAnUnpaidOperationNoRetryCameForOnceItsAuthorizationIsTooLate) {
+  X402Completion kept =
+      CompleteX402Call(NewOp(SettleOrder::kAfterUpstream), Answered(502), 2000, kRetention);
+  ASSERT_EQ(kept.next.fulfillment, Fulfillment::kPendingRetry);
+  EXPECT_TRUE(UnpaidAfterPossibleWork(kept.next));
+  // Still able to settle, or an attempt's lease still live: left alone.
+  EXPECT_FALSE(ExpireUnpaidX402Operation(kept.next, 3000, true, Problem(402)).has_value());
+  Operation leased = kept.next;
+  leased.lease_expires_ms = 9000;
+  EXPECT_FALSE(ExpireUnpaidX402Operation(leased, 8999, false, Problem(402)).has_value());
+  std::optional<Operation> closed = ExpireUnpaidX402Operation(leased, 9000, false, Problem(402));
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_EQ(closed->settlement, Settlement::kNone);
+  EXPECT_EQ(closed->fulfillment, Fulfillment::kRejected);
+  EXPECT_EQ(closed->response->status, 402);
+  EXPECT_EQ(closed->retained_until_ms, 9000);  // (b): the key is released
+  EXPECT_TRUE(IsFinal(*closed));
+  // Only none / pending_retry: settled, final or in progress operations are not X19's.
+  EXPECT_FALSE(ExpireUnpaidX402Operation(*closed, 10000, false, Problem(402)).has_value());
+  Operation settled = MarkSettled(MarkUnknown(CompleteX402Call(NewOp(SettleOrder::kAfterUpstream),
+                                                               Answered(200), 2000, kRetention)
+                                                  .next,
+                                              3000),
+                                  4000);
+  EXPECT_FALSE(ExpireUnpaidX402Operation(settled, 5000, false, Problem(402)).has_value());
+  EXPECT_FALSE(UnpaidAfterPossibleWork(settled));
+  Operation in_progress = NewOp(SettleOrder::kAfterUpstream);
+  EXPECT_FALSE(
+      ExpireUnpaidX402Operation(in_progress, 1'000'000'000, false, Problem(402)).has_value());
+}
+
+// (g) is about an upstream call that was made: a settle=before attempt that crash recovery made
+// pending_retry before it ever called the upstream (a = 0) leaves no work unpaid.
+TEST(SettlementOperation, UnpaidAfterPossibleWorkNeedsAnUpstreamCall) {
+  Operation before = NewOp(SettleOrder::kBeforeUpstream);
+  before.fulfillment = Fulfillment::kPendingRetry;  // as RecoverInterrupted leaves it
+  before.settlement = Settlement::kUnknown;
+  EXPECT_EQ(before.attempts, 0);
+  EXPECT_FALSE(UnpaidAfterPossibleWork(before));
+  X402Completion answered =
+      CompleteX402Call(NewOp(SettleOrder::kAfterUpstream), Answered(200), 2000, kRetention);
+  EXPECT_TRUE(UnpaidAfterPossibleWork(MarkUnknown(answered.next, 3000)));  // X6 would void it
+}
+
+TEST(SettlementOperation, AuthorizationCanSettleOnlyBeforeTheMargin) {
+  EXPECT_TRUE(AuthorizationCanSettle(107, 100'000, 6));
+  EXPECT_FALSE(AuthorizationCanSettle(106, 100'000, 6));
+  EXPECT_FALSE(AuthorizationCanSettle(50, 100'000, 6));
+  EXPECT_FALSE(AuthorizationCanSettle(INT64_MIN, 100'000, 6));
+  EXPECT_TRUE(AuthorizationCanSettle(INT64_MAX, 100'000, 6));
+}
 }  // namespace
 }  // namespace agentpay

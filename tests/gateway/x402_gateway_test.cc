@@ -436,8 +436,11 @@ TEST_F(X402GatewayTest, DroppedTransactionIsRebroadcastThenVoidAfterExpiry) {
   auto hash = *chain::ParseHash32(OperationJson(first)["tx_hash"].get<std::string>());
   ASSERT_TRUE(*devnet_->DropTransaction(hash));
   EXPECT_FALSE(devnet_->GetTransaction(hash)->has_value());
-  // Before validBefore: the same bytes go out again (same hash).
-  EXPECT_EQ(Reconcile().rebroadcast, 1);
+  // Before validBefore: the same bytes go out again (same hash), by the gap check that comes first
+  // in a pass: the relayer's first unmined nonce is ours and the node lost it.
+  ReconcileReport refilled = Reconcile();
+  EXPECT_EQ(refilled.gaps_filled, 1);
+  EXPECT_EQ(refilled.rebroadcast, 0);  // the look then finds it pending: nothing more to send
   EXPECT_TRUE(devnet_->GetTransaction(hash)->has_value());
   ASSERT_TRUE(*devnet_->DropTransaction(hash));
   // Past validBefore: still waiting until the buffer has passed too. The relayer's next nonce is
@@ -451,20 +454,19 @@ TEST_F(X402GatewayTest, DroppedTransactionIsRebroadcastThenVoidAfterExpiry) {
   ASSERT_TRUE(*devnet_->DropTransaction(hash));
   clock_.Advance(5'000);
   ASSERT_TRUE(devnet_->Mine().ok());
+  // Expired past the buffer, and lost again: the gap check sends the bytes once more, or every
+  // later settlement would queue behind the gap; the look finds them pending and waits.
+  ReconcileReport resent = Reconcile();
+  EXPECT_EQ(resent.gaps_filled, 1);
+  EXPECT_EQ(resent.voided, 0);
+  EXPECT_EQ(Reconcile().gaps_filled, 0);  // pending at that nonce now: nothing to do
+  // Mined, the filler reverts: an expired authorization cannot move money any more. Void.
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(devnet_->RevertReason(hash), "FiatTokenV2: authorization is expired");
   ReconcileReport voided = Reconcile();
   EXPECT_EQ(voided.voided, 1);
   EXPECT_EQ(voided.errors, 0);
   EXPECT_EQ(OperationJson(first)["settlement"], "void");
-  EXPECT_FALSE(NonceUsed(payment.nonce));
-  // The void sent the expired bytes once more as the nonce's filler; the node drops them too.
-  // The next pass sends them again, or every later settlement would queue behind the gap.
-  ASSERT_TRUE(*devnet_->DropTransaction(hash));
-  EXPECT_EQ(Reconcile().gaps_filled, 1);
-  EXPECT_TRUE(devnet_->GetTransaction(hash)->has_value());
-  EXPECT_EQ(Reconcile().gaps_filled, 0);  // pending at that nonce now: nothing to do
-  // Mined, the filler reverts: an expired authorization cannot move money any more.
-  ASSERT_TRUE(devnet_->Mine().ok());
-  EXPECT_EQ(devnet_->RevertReason(hash), "FiatTokenV2: authorization is expired");
   EXPECT_FALSE(NonceUsed(payment.nonce));
   EXPECT_EQ(Transfers(), 0);
   // A void key is free at once: a new payment with it starts over and is charged once.
@@ -502,6 +504,69 @@ TEST_F(X402GatewayTest, SeveralDroppedTransactionsAreResentInNonceOrderByOneGapC
   ASSERT_TRUE(pass.ok());
   EXPECT_EQ(pass->examined, 0);
   EXPECT_EQ(pass->gaps_filled, 2);
+  for (const chain::Hash32& hash : hashes) EXPECT_TRUE(devnet_->GetTransaction(hash)->has_value());
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(ReconcileSettlements(*store_, *settler_, clock_, random_, config)->settled, 3);
+  EXPECT_EQ(Transfers(), 3);
+}
+
+// A node that lost transactions behind one it still holds (a pool that refuses nonces past a gap
+// loses every later one sent while the gap was open) gets them back too: the gap check walks past
+// the nonce it holds, since its pending count stops short of what the store took.
+TEST_F(X402GatewayTest, TransactionsLostBehindAPendingOneAreResentByTheGapCheck) {
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  std::vector<chain::Hash32> hashes;
+  for (int i = 0; i < 4; ++i) {
+    HttpResponse unknown = Pay(Sign().header, "behind-" + std::to_string(i));
+    ASSERT_EQ(unknown.status, 202) << unknown.body;
+    hashes.push_back(*chain::ParseHash32(OperationJson(unknown)["tx_hash"].get<std::string>()));
+  }
+  ASSERT_TRUE(*devnet_->DropTransaction(hashes[1]));
+  ASSERT_TRUE(*devnet_->DropTransaction(hashes[2]));
+  ASSERT_LT(*devnet_->PendingNonce(settler_->relayer()), 4u);  // the node's count stops at the gap
+  ReconcilerConfig config;
+  config.receipt_timeout_ms = config_.receipt_timeout_ms;
+  config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
+  auto pass = ReconcileSettlements(*store_, *settler_, clock_, random_, config);
+  ASSERT_TRUE(pass.ok());
+  EXPECT_EQ(pass->gaps_filled, 2);
+  EXPECT_EQ(pass->rebroadcast, 0);
+  for (const chain::Hash32& hash : hashes) EXPECT_TRUE(devnet_->GetTransaction(hash)->has_value());
+  EXPECT_EQ(ReconcileSettlements(*store_, *settler_, clock_, random_, config)->gaps_filled, 0);
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(ReconcileSettlements(*store_, *settler_, clock_, random_, config)->settled, 4);
+  EXPECT_EQ(Transfers(), 4);
+}
+
+// The paced reconciler walks past a held nonce only once the relayer's mined nonce has stopped
+// moving between two gap checks (while the chain mines, the check costs no more calls); then it
+// resends what the node lost behind it, long before each operation's backoff is over.
+TEST_F(X402GatewayTest, ThePacedGapCheckWalksPastAHeldNonceOnceMiningStalls) {
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  std::vector<chain::Hash32> hashes;
+  for (int i = 0; i < 3; ++i) {
+    HttpResponse unknown = Pay(Sign().header, "stall-" + std::to_string(i));
+    ASSERT_EQ(unknown.status, 202) << unknown.body;
+    hashes.push_back(*chain::ParseHash32(OperationJson(unknown)["tx_hash"].get<std::string>()));
+  }
+  ReconcilerConfig config;
+  config.receipt_timeout_ms = config_.receipt_timeout_ms;
+  config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
+  config.rpc_per_second = 1000;
+  config.backoff.initial_delay_ms = 60'000;  // after their first look, the operations wait
+  Reconciler reconciler(*store_, *settler_, clock_, random_, config);
+  auto first = reconciler.RunPass();  // each looked at: pending; the mined nonce noted
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->examined, 3);
+  EXPECT_EQ(first->gaps_filled, 0);
+  // The node loses the last two while it holds the first.
+  ASSERT_TRUE(*devnet_->DropTransaction(hashes[1]));
+  ASSERT_TRUE(*devnet_->DropTransaction(hashes[2]));
+  clock_.Advance(kGapCheckIntervalMs);
+  auto second = reconciler.RunPass();  // the mined nonce has not moved: stalled
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->examined, 0);
+  EXPECT_EQ(second->gaps_filled, 2);
   for (const chain::Hash32& hash : hashes) EXPECT_TRUE(devnet_->GetTransaction(hash)->has_value());
   ASSERT_TRUE(devnet_->Mine().ok());
   EXPECT_EQ(ReconcileSettlements(*store_, *settler_, clock_, random_, config)->settled, 3);
@@ -552,6 +617,11 @@ TEST_F(X402GatewayTest, NonceSpentByAnotherTransactionIsFailed409WithAnAlertNeve
   ASSERT_TRUE(devnet_->SendRawTransaction(theirs->raw).ok());
   ASSERT_TRUE(devnet_->Mine().ok());
   ASSERT_TRUE(NonceUsed(payment.nonce));
+  // Our transaction is the relayer's lost first nonce: the gap check sends it again (its
+  // authorization spent, it can only revert, but the relayer's nonce must be used up).
+  EXPECT_EQ(Reconcile().gaps_filled, 1);
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(devnet_->RevertReason(ours), "FiatTokenV2: authorization is used or canceled");
   EXPECT_EQ(Reconcile().failed, 1);
   nlohmann::json op = OperationJson(first);
   EXPECT_EQ(op["settlement"], "failed");
@@ -748,6 +818,64 @@ TEST_F(X402GatewayTest, SettleAfterRoutePaysOnlyForDeliveredWork) {
   EXPECT_EQ(delivered.status, 200) << delivered.body;
   EXPECT_EQ(SettleResponse(delivered)["success"], true);
   EXPECT_EQ(Transfers(), 1);
+}
+
+// settle=after: an upstream call that failed (502) may have done the work. If the authorization
+// expires before a retry can settle it, the operation closes unpaid (X16), and an operator is
+// told (core/settlement.h (g)); a refusal before any failed call raises nothing.
+TEST_F(X402GatewayTest, SettleAfterWorkThatCanNoLongerBePaidRaisesAnAlert) {
+  MakeGateway(SettleTiming::kAfter);
+  const auto alerts = [&] {
+    HttpRequest request;
+    request.method = "GET";
+    request.target = "/admin/v1/alerts";
+    request.headers = {{"Authorization", "Bearer admin-secret"}};
+    return nlohmann::json::parse(gateway_->Handle(request).body)["alerts"];
+  };
+  upstream_.Push(UpstreamKind::kResponded, 502);
+  Signed payment = Sign(kPrice, 0x01, "USD Coin", 20);
+  HttpResponse failed = Pay(payment.header, "late-work");
+  ASSERT_EQ(failed.status, 502) << failed.body;
+  EXPECT_EQ(OperationJson(failed)["fulfillment"], "pending_retry");
+  EXPECT_TRUE(alerts().empty());
+  clock_.Advance(15'000);  // within x402's validBefore margin: it can no longer settle
+  HttpResponse late = Pay(payment.header, "late-work");
+  EXPECT_EQ(late.status, 402) << late.body;
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_FALSE(NonceUsed(payment.nonce));
+  nlohmann::json raised = alerts();
+  ASSERT_EQ(raised.size(), 1u) << raised.dump();
+  EXPECT_EQ(raised[0]["kind"], "unpaid_after_possible_work");
+  EXPECT_EQ(raised[0]["operation_id"], *failed.Header("AgentPay-Operation-Id"));
+  EXPECT_EQ(Transfers(), 0);
+}
+
+// settle=after, X6: the upstream answered 2xx, the settlement never made it on chain before the
+// authorization expired, and the reconciler voids it: the work is unpaid, and an operator is told.
+TEST_F(X402GatewayTest, SettleAfterVoidAfterTheUpstreamAnsweredRaisesAnAlert) {
+  MakeGateway(SettleTiming::kAfter);
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  Signed payment = Sign(kPrice, 0x01, "USD Coin", 30);
+  HttpResponse first = Pay(payment.header, "worked");
+  ASSERT_EQ(first.status, 202) << first.body;
+  EXPECT_EQ(upstream_.calls(), 1);
+  auto hash = *chain::ParseHash32(OperationJson(first)["tx_hash"].get<std::string>());
+  ASSERT_TRUE(*devnet_->DropTransaction(hash));
+  clock_.Advance(40'000);  // past validBefore and the buffer
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(Reconcile().gaps_filled, 1);  // the expired bytes fill the relayer's nonce
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(devnet_->RevertReason(hash), "FiatTokenV2: authorization is expired");
+  EXPECT_EQ(Reconcile().voided, 1);
+  EXPECT_EQ(OperationJson(first)["settlement"], "void");
+  HttpRequest request;
+  request.method = "GET";
+  request.target = "/admin/v1/alerts";
+  request.headers = {{"Authorization", "Bearer admin-secret"}};
+  nlohmann::json raised = nlohmann::json::parse(gateway_->Handle(request).body)["alerts"];
+  ASSERT_EQ(raised.size(), 1u) << raised.dump();
+  EXPECT_EQ(raised[0]["kind"], "unpaid_after_possible_work");
+  EXPECT_EQ(Transfers(), 0);
 }
 
 // Threat model T1: a settled authorization is public (the relayer's calldata). Re-presented without
@@ -1020,18 +1148,18 @@ TEST_F(X402GatewayTest, PacedReconcilerPagesOldestFirstWithinItsRpcBudget) {
     EXPECT_EQ(reconciler.RunPass()->examined, kOperations);
   }
   // Mined: every look now settles its operation. 10 calls a second = two looks of 5 calls each
-  // per second; passes every 500 ms take one look each, oldest first, and never more.
+  // per second, less the relayer-nonce check (3 calls, once a second, first in its pass); passes
+  // every 500 ms take at most one look each, oldest first.
   ASSERT_TRUE(devnet_->Mine().ok());
   config.rpc_per_second = 10;
   Reconciler reconciler(*store_, *settler_, clock_, random_, config);
-  auto pass = reconciler.RunPass();  // starts with a full bucket: two looks
+  auto pass = reconciler.RunPass();  // a full bucket: the gap check, then one look
   ASSERT_TRUE(pass.ok());
-  EXPECT_EQ(pass->settled, 2);
+  EXPECT_EQ(pass->settled, 1);
   EXPECT_TRUE(pass->out_of_rpc);
   EXPECT_EQ(state(ids[0]), "settled");
-  EXPECT_EQ(state(ids[1]), "settled");
-  EXPECT_EQ(state(ids[2]), "unknown");
-  int settled = 2;
+  EXPECT_EQ(state(ids[1]), "unknown");
+  int settled = 1;
   int passes = 1;
   while (settled < kOperations && passes < 40) {
     clock_.Advance(500);
@@ -1042,8 +1170,9 @@ TEST_F(X402GatewayTest, PacedReconcilerPagesOldestFirstWithinItsRpcBudget) {
     ++passes;
   }
   EXPECT_EQ(settled, kOperations);
-  // 5 more looks at one per 500 ms, the relayer-nonce check (3 calls, once a second) included.
-  EXPECT_LE(passes, 1 + 5 * 2 + 4);
+  // 6 more looks at about one per 500 ms, the relayer-nonce check (3 calls, once a second)
+  // included.
+  EXPECT_LE(passes, 1 + 6 * 2 + 4);
   for (const std::string& id : ids) {
     EXPECT_EQ(state(id), "settled") << id;
   }

@@ -3,7 +3,7 @@
 (-DAGENTPAY_SIM_MUTANTS=ON; scripts/test-asan.sh builds one) puts each back on request:
   1 a timed-out payment retried under a new key (a fresh signature)
   2 an upstream timeout taken as success (captured)
-  3 a hold released on an upstream timeout
+  3 a hold released on an upstream timeout (and an x402 client's budget on a timeout)
   4 a client that retries without bound
 For each, `agentpay sim swarm --mutant N --seeds 1000` must stop at a violation, naming the seed, the
 step and the invariant; the table of what caught each is printed. Without a mutant the same seeds
@@ -19,7 +19,7 @@ import unittest
 AGENTPAY = os.path.join(os.path.dirname(__file__), "..", "..", "build-asan", "agentpay")
 SEEDS = 1000
 NAMES = {1: "fresh key after a timeout", 2: "timeout taken as success",
-         3: "hold released on timeout", 4: "retries without bound"}
+         3: "hold or budget released on timeout", 4: "retries without bound"}
 
 
 def swarm(*args):

@@ -412,6 +412,44 @@ TEST_P(StoreConformance, OverviewAndAccountPages) {
               }).ok());
 }
 
+// The sweeper's cursor over unpaid x402 operations waiting for a retry: settlement none with
+// fulfillment pending_retry only, id order, after a cursor.
+TEST_P(StoreConformance, ListUnpaidRetriesPagesOldestFirst) {
+  std::vector<std::string> waiting;
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                for (int i = 0; i < 12; ++i) {
+                  char id[16];
+                  std::snprintf(id, sizeof id, "op_%03d", 11 - i);  // inserted newest first
+                  Operation op = SampleOperation(id);
+                  op.settlement = i % 3 == 2 ? Settlement::kSettled : Settlement::kNone;
+                  op.fulfillment = i % 2 == 0 ? Fulfillment::kPendingRetry : Fulfillment::kRejected;
+                  if (op.settlement == Settlement::kNone &&
+                      op.fulfillment == Fulfillment::kPendingRetry) {
+                    waiting.push_back(id);
+                  }
+                  if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+                }
+                return Status::Ok();
+              }).ok());
+  std::sort(waiting.begin(), waiting.end());
+  ASSERT_EQ(waiting.size(), 4u);
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                std::vector<std::string> seen;
+                std::string cursor;
+                for (;;) {
+                  auto page = tx.ListUnpaidRetries(cursor, 3);
+                  EXPECT_TRUE(page.ok());
+                  if (!page.ok() || page->empty()) break;
+                  EXPECT_LE(page->size(), 3u);
+                  for (const Operation& op : *page) seen.push_back(op.id);
+                  cursor = page->back().id;
+                }
+                EXPECT_EQ(seen, waiting);  // every one, once, oldest first
+                EXPECT_TRUE(tx.ListUnpaidRetries("op_999", 3)->empty());
+                return Status::Ok();
+              }).ok());
+}
+
 // The reconciler's cursor: submitted and unknown operations together, id order, after a cursor,
 // nothing else (not settled, not held, not none).
 TEST_P(StoreConformance, ListSettlingOperationsPagesOldestFirst) {

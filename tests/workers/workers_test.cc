@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "core/settlement.h"
 #include "core/world.h"
 #include "store/store.h"
 #include "workers/hold_sweeper.h"
@@ -248,6 +249,93 @@ TEST_F(WorkersTest, TwoProcessesSweepAndPruneEachOperationOnce) {
     EXPECT_EQ((*tx.FindAccount("acct"))->balances, (Balances{kPrice * kHolds, 0, 0}));
     EXPECT_TRUE(tx.ListExpiredResults(kNow, 10)->empty());
   });
+}
+
+}  // namespace
+}  // namespace agentpay
+
+namespace agentpay {
+namespace {
+
+// X19: the sweeper closes an unpaid settle=after operation whose upstream call failed and that no
+// retry came back for, once its authorization can no longer settle, with an alert (the upstream
+// may have done the work); one that can still settle, or that an attempt holds, stays.
+TEST_F(WorkersTest, SweeperClosesUnpaidOperationsNoRetryCameForWithAnAlert) {
+  const int64_t now_s = kNow / 1000;
+  const auto add = [&](int i, int64_t valid_before_s, int64_t lease_expires_ms) {
+    ASSERT_TRUE(
+        store_
+            ->Write([&](Transaction& tx) -> Status {
+              X402OperationParams params{"op_x" + std::to_string(i),
+                                         "payer:0xabc",
+                                         "sha256:k" + std::to_string(i),
+                                         "fp",
+                                         "/",
+                                         kPrice,
+                                         SettleOrder::kAfterUpstream,
+                                         1000,
+                                         "gw"};
+              Operation op = NewX402Operation(params, kNow - 60000);
+              op.fulfillment = Fulfillment::kPendingRetry;  // X12: the upstream answered 502
+              op.lease_expires_ms = lease_expires_ms;
+              if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+              X402PaymentRecord payment;
+              payment.operation_id = op.id;
+              payment.authorization = {"0xabc", "0x" + std::string(63, '0') + std::to_string(i), 0,
+                                       valid_before_s, kPrice};
+              payment.pay_to = "0xdef";
+              payment.signature_hex = "0x" + std::string(130, '1');
+              auto inserted = tx.InsertX402Payment(payment);
+              if (!inserted.ok()) return inserted.status();
+              return Status::Ok();
+            })
+            .ok());
+  };
+  add(1, now_s - 100, 0);         // expired long ago: closed
+  add(2, now_s + 3600, 0);        // can still settle: a retry may still pay for it
+  add(3, now_s + 5, 0);           // within x402's validBefore margin: too late, closed
+  add(4, now_s - 100, kNow + 1);  // an attempt holds it: left to that attempt
+  FixedClock clock(kNow);
+  SeededRandom random(1);
+  std::string cursor;
+  int closed = 0;
+  for (int pass = 0; pass < 4; ++pass) {  // a page of one operation a pass: the cursor goes round
+    auto report = SweepExpiredHolds(*store_, clock, random, 1, &cursor);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    closed += report->closed_unpaid;
+    EXPECT_EQ(report->alerts, report->closed_unpaid);
+    EXPECT_EQ(report->released, 0);
+  }
+  EXPECT_EQ(closed, 2);
+  InRead([&](Transaction& tx) {
+    for (int i = 1; i <= 4; ++i) {
+      const std::string id = "op_x" + std::to_string(i);
+      auto op = tx.FindOperation(id);
+      ASSERT_TRUE(op.ok() && op->has_value());
+      auto alerts = tx.ListAlertsOf(id);
+      ASSERT_TRUE(alerts.ok());
+      if (i == 1 || i == 3) {
+        EXPECT_EQ((*op)->settlement, Settlement::kNone) << id;
+        EXPECT_EQ((*op)->fulfillment, Fulfillment::kRejected) << id;
+        EXPECT_EQ((*op)->response->status, 402) << id;
+        EXPECT_EQ((*op)->retained_until_ms, kNow) << id;  // the key is released
+        ASSERT_EQ(alerts->size(), 1u) << id;
+        EXPECT_EQ(alerts->front().kind, "unpaid_after_possible_work");
+        auto events = tx.ListEvents(id);
+        ASSERT_TRUE(events.ok());
+        ASSERT_FALSE(events->empty());
+        EXPECT_EQ(events->back().kind, "closed_unpaid");
+      } else {
+        EXPECT_EQ((*op)->fulfillment, Fulfillment::kPendingRetry) << id;
+        EXPECT_TRUE(alerts->empty()) << id;
+      }
+    }
+  });
+  // Nothing more to do: a second round closes nothing and raises nothing.
+  auto again = SweepExpiredHolds(*store_, clock, random, 10, &cursor);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->closed_unpaid, 0);
+  EXPECT_EQ(again->alerts, 0);
 }
 
 }  // namespace
