@@ -117,6 +117,7 @@ int RunSwarm(const SwarmOptions& options) {
   const bool progress = isatty(STDERR_FILENO) != 0;
   const auto start = std::chrono::steady_clock::now();
   uint64_t steps = 0, requests = 0, answers = 0, crashes = 0, charges = 0, done = 0;
+  uint64_t x402_payments = 0, reorgs = 0, dropped = 0, released = 0;
   uint64_t events_hash = 0xcbf29ce484222325ULL;  // FNV-1a over the seeds' own hashes, in order
   uint64_t slowest_seed = options.seed_start;
   double slowest = -1;
@@ -135,6 +136,10 @@ int RunSwarm(const SwarmOptions& options) {
     answers += static_cast<uint64_t>(outcome.answers);
     crashes += static_cast<uint64_t>(outcome.crashes);
     charges += static_cast<uint64_t>(outcome.charges);
+    x402_payments += static_cast<uint64_t>(outcome.x402_payments);
+    reorgs += static_cast<uint64_t>(outcome.reorgs);
+    dropped += static_cast<uint64_t>(outcome.dropped);
+    released += static_cast<uint64_t>(outcome.released);
     for (int shift = 0; shift < 64; shift += 8) {
       events_hash ^= (outcome.event_hash >> shift) & 0xff;
       events_hash *= 0x100000001b3ULL;
@@ -158,6 +163,10 @@ int RunSwarm(const SwarmOptions& options) {
   std::printf("  %" PRIu64 " steps, %" PRIu64 " requests, %" PRIu64 " answers, %" PRIu64
               " crashes, %" PRIu64 " operations charged\n",
               steps, requests, answers, crashes, charges);
+  std::printf("  x402: %" PRIu64 " authorizations used on chain, %" PRIu64
+              " reorganisations, %" PRIu64 " transactions dropped, %" PRIu64
+              " budget reservations released unused\n",
+              x402_payments, reorgs, dropped, released);
   std::printf("  slowest seed: %" PRIu64 " (%.0f ms)\n", slowest_seed, slowest * 1000);
   std::printf("  events hash: %016" PRIx64 " (the same seeds give the same hash)\n", events_hash);
   return 0;
@@ -168,9 +177,10 @@ int RunSwarm(const SwarmOptions& options) {
 std::function<int()> AddSwarmCommand(CLI::App& swarm) {
   auto options = std::make_shared<SwarmOptions>();
   swarm.footer(
-      "Each seed runs the real gateway (wallet pipeline, SQLite store code, hold sweeper) on "
-      "simulated time against simulated clients, network and seller, with crashes and clock "
-      "steps, and checks its invariants after every step. The same seed gives the same run.");
+      "Each seed runs the real gateway (wallet and x402 pipelines, SQLite store code, hold "
+      "sweeper, reconciler) on simulated time against simulated clients, network, seller and "
+      "chain, with crashes, clock steps, lost transactions and reorganisations, and checks its "
+      "invariants after every step. The same seed gives the same run.");
   CLI::Option* seeds =
       swarm.add_option("--seeds", options->seeds, "how many seeds to run (1-1000000000)")
           ->type_name("N")

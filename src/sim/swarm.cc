@@ -9,10 +9,9 @@
 #include <set>
 #include <vector>
 
+#include "chain/abi.h"
 #include "chain/devnet.h"
-#include "chain/eip712.h"
 #include "chain/keccak.h"
-#include "chain/settlement_tx.h"
 #include "client/attempt.h"
 #include "client/challenge.h"
 #include "client/x402_signer.h"
@@ -431,6 +430,7 @@ class Run {
   void StartGateway() {
     const uint64_t epoch = scheduler_.NewEpoch();
     scheduler_.set_gateway_epoch(epoch);
+    unpaid_cursor_.clear();  // the sweeper's place is the process's own
     // A process's settler (its caches, its payers' reservations) and reconciler are its own.
     if (node_) {
       settler_ = std::make_unique<Settler>(*node_, SettlerConfigOf(config_), KeyNumber(0),
@@ -886,6 +886,7 @@ class Run {
       for (size_t i = from; i < accepted.size(); ++i) {
         auto dropped = devnet_->DropTransaction(accepted[i]);
         if (dropped.ok() && *dropped) {
+          ++outcome_.dropped;
           Note("drop " + chain::Hex(accepted[i]));
           Record("chain", "dropped", "the node dropped transaction " + chain::Hex(accepted[i]));
           return;
@@ -902,6 +903,7 @@ class Run {
       const uint64_t depth = std::min<uint64_t>(*head, world_.Between(1, 3));
       auto reorganised = devnet_->Reorg(depth);
       if (!reorganised.ok()) return Violate("chain_reorganises", reorganised.status().ToString());
+      ++outcome_.reorgs;
       Note("reorg " + std::to_string(depth));
       Record("chain", "reorganised",
              "a reorganisation removed the latest " + std::to_string(depth) + " block(s)");
@@ -998,6 +1000,7 @@ class Run {
                          "key " + key + ": chain time " + std::to_string(*chain_time) +
                              " is past valid before + buffer, yet the reservation stays open");
         }
+        if (verdict == ReconcileVerdict::kMarkReleased) ++outcome_.released;
         entry.state = AfterOutcome(entry.state, verdict == ReconcileVerdict::kMarkSpent
                                                     ? ReservationState::kSpent
                                                     : ReservationState::kReleased);
@@ -1180,6 +1183,9 @@ class Run {
   // or the seller's refusal, or the operation still offers a free retry (settled, fulfillment
   // pending); and no payer's used authorizations add up to more than its budget.
   void CheckX402Charges() {
+    for (const auto& [id, authorization] : signed_) {
+      if (UsedOnChain(authorization)) ++outcome_.x402_payments;
+    }
     std::map<std::pair<const Payer*, std::string>, std::vector<const Action*>> actions;
     for (const Client& c : clients_) {
       if (!c.payer || c.kind != Kind::kWellBehaved) continue;
@@ -1268,7 +1274,7 @@ class Run {
   std::vector<chain::Address> holders_;        // everyone who can hold the token
   int64_t minted_ = 0;
   uint64_t payers_ = 0;
-  std::string unpaid_cursor_;         // the sweeper's (of whichever process runs)
+  std::string unpaid_cursor_;         // the running process's sweeper's place
   std::unique_ptr<Gateway> gateway_;  // null while the process is down
   std::vector<Account> accounts_;
   std::vector<Client> clients_;

@@ -31,7 +31,13 @@ struct SeedOutcome {
   int requests = 0;  // sent by clients (a duplicate counted once)
   int answers = 0;   // answers that reached a client
   int crashes = 0;
-  int charges = 0;  // operations captured
+  int charges = 0;  // operations charged (captured, or settled on chain)
+  // x402: authorizations used on chain, reorganisations and transactions the node dropped, and
+  // budget reservations released once their authorization expired unused.
+  int x402_payments = 0;
+  int reorgs = 0;
+  int dropped = 0;
+  int released = 0;
   std::optional<SwarmViolation> violation;
 };
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <set>
 #include <vector>
 
@@ -146,8 +147,10 @@ TEST(Swarm, ATracedSeedIsTheSameRunAndTellsItInOrder) {
 
 // The real gateway over many seeds: no invariant breaks, and the seeds between them exercise what
 // the swarm is for (crashes, charges, answers lost and retried).
+// The seeds hold, and they exercise what they are for: crashes, charges, lost messages, and on the
+// x402 side payments on chain, reorganisations, dropped transactions and budgets released.
 TEST(Swarm, SeedsHoldEveryInvariant) {
-  int crashes = 0, charges = 0, lost = 0;
+  int crashes = 0, charges = 0, lost = 0, x402 = 0, reorgs = 0, dropped = 0, released = 0;
   for (uint64_t seed = 1; seed <= 150; ++seed) {
     SeedOutcome outcome = RunSeed(seed);
     ASSERT_FALSE(outcome.violation.has_value())
@@ -157,10 +160,22 @@ TEST(Swarm, SeedsHoldEveryInvariant) {
     crashes += outcome.crashes;
     charges += outcome.charges;
     lost += outcome.requests - outcome.answers;
+    x402 += outcome.x402_payments;
+    reorgs += outcome.reorgs;
+    dropped += outcome.dropped;
+    released += outcome.released;
   }
   EXPECT_GT(crashes, 10);
   EXPECT_GT(charges, 300);
   EXPECT_GT(lost, 50);
+  EXPECT_GT(x402, 100);
+  EXPECT_GT(reorgs, 5);
+  EXPECT_GT(dropped, 5);
+  EXPECT_GT(released, 2);
+  std::printf(
+      "150 seeds: %d crashes, %d charges, %d lost, x402: %d paid on chain, %d reorgs, %d "
+      "dropped, %d released\n",
+      crashes, charges, lost, x402, reorgs, dropped, released);
 }
 
 }  // namespace

@@ -46,6 +46,17 @@ class SwarmCliTest(unittest.TestCase):
         self.assertGreater(crashes, 100)
         self.assertGreater(requests, answers)
         self.assertGreater(charged, 5000)
+        x402 = re.search(r"x402: (\d+) authorizations used on chain, (\d+) reorganisations, "
+                         r"(\d+) transactions dropped, (\d+) budget reservations released unused",
+                         out.stdout)
+        self.assertIsNotNone(x402, out.stdout)
+        paid, reorgs, dropped, released = map(int, x402.groups())
+        # And on the x402 side: payments on chain, reorganisations, dropped transactions, budgets
+        # given back once their authorization expired unused.
+        self.assertGreater(paid, 1000)
+        self.assertGreater(reorgs, 50)
+        self.assertGreater(dropped, 50)
+        self.assertGreater(released, 20)
         print("\n" + out.stdout.strip() + "\n  (%.1f s wall)" % took)
 
     def test_the_same_seeds_give_the_same_events_hash(self):
