@@ -911,15 +911,17 @@ class Run {
   }
 
   // ---- the end of the run ----
-  // Faults stop; every well-behaved action is asked once more with its key (as a client that comes
-  // back later would), until its answer is final; time runs past every hold's expiry and every
-  // authorization's validity, until no settlement is left open; the x402 clients reconcile their
-  // budgets; then the books must balance and every charge must have bought the client its answer.
+  // Faults stop; the chain catches up until no settlement is left open; every well-behaved action
+  // is asked once more with its key (as a client that comes back later would), until its answer is
+  // final; time runs past every hold's expiry and every authorization's validity, until no
+  // settlement is left open again; the x402 clients reconcile their budgets; then the books must
+  // balance and every charge must have bought the client its answer.
   void FinalPhase() {
     faults_ = false;
     upstream_.SetMix(SellerMix{});  // operations already broken stay broken
     if (node_) node_->SetMix(NodeMix{});
     if (!gateway_) StartGateway();
+    RunUntil([this] { return SettlementsClosed(); });
     for (Client& c : clients_) {
       if (c.kind != Kind::kWellBehaved) continue;
       for (Action& a : c.actions) {
