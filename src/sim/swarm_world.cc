@@ -170,7 +170,7 @@ struct SimStore::Impl {
   // shared memory.
   Status OpenDatabase() {
     db.reset();
-    auto opened = sqlite::Database::Open("agentpay-sim.db", /*read_only=*/false, vfs->name());
+    auto opened = sqlite::Database::OpenOnSimulatedDisk("agentpay-sim.db", vfs->name());
     if (!opened.ok()) return opened.status();
     db = std::move(*opened);
     // A killed process does not checkpoint on its way out; neither does this connection.

@@ -111,10 +111,19 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path, bool r
   if (!read_only) {
     if (Status status = MakePrivate(path); !status.ok()) return status;
   }
+  return OpenWith(
+      path, read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs);
+}
+
+Result<std::unique_ptr<Database>> Database::OpenOnSimulatedDisk(const std::string& path,
+                                                                const char* vfs) {
+  return OpenWith(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs);
+}
+
+Result<std::unique_ptr<Database>> Database::OpenWith(const std::string& path, int flags,
+                                                     const char* vfs) {
   sqlite3* db = nullptr;
-  int flags = SQLITE_OPEN_NOMUTEX |
-              (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags, vfs);
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, vfs);
   if (rc != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);

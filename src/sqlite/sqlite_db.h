@@ -53,6 +53,10 @@ class Database {
   // `vfs`: the name of a registered SQLite VFS, or null for the default one.
   static Result<std::unique_ptr<Database>> Open(const std::string& path, bool read_only,
                                                 const char* vfs = nullptr);
+  // A database on a disk that is not the machine's (the simulator's VFS): nothing is created or
+  // narrowed on the real file system.
+  static Result<std::unique_ptr<Database>> OpenOnSimulatedDisk(const std::string& path,
+                                                               const char* vfs);
   ~Database();
 
   Status Exec(const std::string& sql);
@@ -66,6 +70,8 @@ class Database {
 
  private:
   explicit Database(sqlite3* db) : db_(db) {}
+  static Result<std::unique_ptr<Database>> OpenWith(const std::string& path, int flags,
+                                                    const char* vfs);
   sqlite3* db_;
   struct SqlHash {
     using is_transparent = void;

@@ -18,9 +18,9 @@ CI_SEEDS = 2000
 CI_WALL_SECONDS = 300
 
 
-def swarm(*args, timeout=CI_WALL_SECONDS + 60):
-    return subprocess.run([AGENTPAY, "sim", "swarm"] + list(args), capture_output=True, text=True,
-                          timeout=timeout)
+def swarm(*args, timeout=CI_WALL_SECONDS + 60, cwd=None):
+    return subprocess.run([os.path.abspath(AGENTPAY), "sim", "swarm"] + list(args),
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def events_hash(stdout):
@@ -60,7 +60,10 @@ class SwarmCliTest(unittest.TestCase):
         print("\n" + out.stdout.strip() + "\n  (%.1f s wall)" % took)
 
     def test_the_same_seeds_give_the_same_events_hash(self):
-        first = swarm("--seeds", "40", "--seed-start", "5000")
+        with tempfile.TemporaryDirectory() as workdir:
+            first = swarm("--seeds", "40", "--seed-start", "5000", cwd=workdir)
+            # The gateway's database lives on the simulated disk: nothing is left where it ran.
+            self.assertEqual(os.listdir(workdir), [])
         again = swarm("--seeds", "40", "--seed-start", "5000")
         other = swarm("--seeds", "40", "--seed-start", "6000")
         for out in (first, again, other):
