@@ -4,6 +4,7 @@
 #include <poll.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 
 #include "core/check.h"
@@ -18,6 +19,12 @@ bool Unavailable(std::string_view sqlstate) {
   std::string_view cls = sqlstate.substr(0, 2);
   return cls == "08" || cls == "53" || cls == "57" || cls == "58" || cls == "40";
 }
+
+// How long a connection waiting for an answer polls its socket before it sleeps in poll(2). A
+// round trip to a server on the same machine or network takes tens of microseconds; a thread that
+// sleeps for it must then be woken, which on a virtual machine with idle CPUs costs as much again
+// (bench/README.md, postgres_vs_sqlite). Bounded: a slow answer costs at most this much CPU.
+constexpr auto kAnswerSpin = std::chrono::microseconds(150);
 
 std::string Trimmed(const char* message) {
   std::string text = message ? message : "";
@@ -219,6 +226,7 @@ Result<std::optional<Rows>> Connection::Collect() {
   }
   std::vector<Queued> queued = std::move(queued_);
   queued_.clear();
+  AwaitAnswer();
   Status first_failure;
   std::optional<Rows> last_rows;
   for (Queued& entry : queued) {
@@ -254,6 +262,15 @@ Result<std::optional<Rows>> Connection::Collect() {
   if (!healthy() && first_failure.ok()) first_failure = Failure(nullptr, "PostgreSQL");
   if (!first_failure.ok()) return first_failure;
   return last_rows;
+}
+
+void Connection::AwaitAnswer() {
+  const auto until = std::chrono::steady_clock::now() + kAnswerSpin;
+  // PQconsumeInput reads what has arrived without blocking (libpq's socket is non-blocking); a
+  // failure is left to the PQgetResult that follows, which reports it.
+  while (PQisBusy(conn_) == 1 && PQconsumeInput(conn_) == 1) {
+    if (std::chrono::steady_clock::now() >= until) return;
+  }
 }
 
 bool Connection::LooksAlive() {

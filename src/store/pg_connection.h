@@ -99,6 +99,8 @@ class Connection {
   // Pipeline mode: sends a Sync and reads every queued result; returns the rows of the last one
   // when it is a query that wants them.
   Result<std::optional<Rows>> Collect();
+  // Polls for the first answer of a sent pipeline for a short while before libpq sleeps for it.
+  void AwaitAnswer();
   struct Queued {
     enum class Kind { kPrepare, kDeferred, kQuery } kind;
     std::string sql;  // kPrepare: the statement whose name is kept once this succeeds
