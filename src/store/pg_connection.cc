@@ -25,6 +25,10 @@ bool Unavailable(std::string_view sqlstate) {
 // sleeps for it must then be woken, which on a virtual machine with idle CPUs costs as much again
 // (bench/README.md, postgres_vs_sqlite). Bounded: a slow answer costs at most this much CPU.
 constexpr auto kAnswerSpin = std::chrono::microseconds(150);
+// After an answer that took longer than kAnswerSpin, this many round trips sleep at once: against
+// a server whose answers take longer (across a network, or busy), polling would only burn CPU, and
+// a spin now and then finds out whether answers are quick again.
+constexpr int kSleepsAfterSlowAnswer = 7;
 
 std::string Trimmed(const char* message) {
   std::string text = message ? message : "";
@@ -265,11 +269,18 @@ Result<std::optional<Rows>> Connection::Collect() {
 }
 
 void Connection::AwaitAnswer() {
+  if (sleeps_before_spin_ > 0) {
+    --sleeps_before_spin_;
+    return;
+  }
   const auto until = std::chrono::steady_clock::now() + kAnswerSpin;
   // PQconsumeInput reads what has arrived without blocking (libpq's socket is non-blocking); a
   // failure is left to the PQgetResult that follows, which reports it.
   while (PQisBusy(conn_) == 1 && PQconsumeInput(conn_) == 1) {
-    if (std::chrono::steady_clock::now() >= until) return;
+    if (std::chrono::steady_clock::now() >= until) {
+      sleeps_before_spin_ = kSleepsAfterSlowAnswer;
+      return;
+    }
   }
 }
 

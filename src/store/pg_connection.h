@@ -99,7 +99,8 @@ class Connection {
   // Pipeline mode: sends a Sync and reads every queued result; returns the rows of the last one
   // when it is a query that wants them.
   Result<std::optional<Rows>> Collect();
-  // Polls for the first answer of a sent pipeline for a short while before libpq sleeps for it.
+  // Polls for the first answer of a sent pipeline for a short while before libpq sleeps for it,
+  // unless recent answers were too slow for that to pay.
   void AwaitAnswer();
   struct Queued {
     enum class Kind { kPrepare, kDeferred, kQuery } kind;
@@ -117,6 +118,7 @@ class Connection {
   };
   std::unordered_map<std::string, std::string, SqlHash, std::equal_to<>> prepared_;  // sql → name
   uint64_t next_statement_ = 0;
+  int sleeps_before_spin_ = 0;  // AwaitAnswer: round trips left that do not poll first
 };
 
 }  // namespace agentpay::pg
