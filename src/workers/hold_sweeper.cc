@@ -10,13 +10,8 @@ namespace {
 
 // Releases one operation's expired hold if it is still expired inside the decision's transaction
 // (a retry may have captured or resumed it since the listing).
-Status ReleaseOne(Transaction& tx, const std::string& operation_id, Clock& clock, Random& random,
+Status ReleaseOne(Transaction& tx, const Operation& op, int64_t now, Random& random,
                   SweepReport& report) {
-  const int64_t now = clock.NowMs();
-  auto found = tx.FindOperation(operation_id);
-  if (!found.ok()) return found.status();
-  if (!found->has_value()) return Status::Ok();
-  const Operation& op = **found;
   auto expiry = ExpireHold(op, now);
   if (!expiry) return Status::Ok();
   auto account = WalletAccountOf(op.principal);
@@ -52,13 +47,8 @@ Status ReleaseOne(Transaction& tx, const std::string& operation_id, Clock& clock
 
 // X19: closes one unpaid operation if, inside the decision's transaction, it still waits for a
 // retry no attempt holds and its authorization can no longer settle.
-Status CloseOne(Transaction& tx, const std::string& operation_id, Clock& clock, Random& random,
+Status CloseOne(Transaction& tx, const Operation& op, int64_t now, Random& random,
                 SweepReport& report) {
-  const int64_t now = clock.NowMs();
-  auto found = tx.FindOperation(operation_id);
-  if (!found.ok()) return found.status();
-  if (!found->has_value()) return Status::Ok();
-  const Operation& op = **found;
   auto payment = tx.FindX402Payment(op.id);
   if (!payment.ok()) return payment.status();
   if (!payment->has_value()) {
@@ -89,15 +79,20 @@ Status CloseOne(Transaction& tx, const std::string& operation_id, Clock& clock, 
   return Status::Ok();
 }
 
-// Each operation's decision in its own transaction; the reports added up.
-using DecideOne = Status (*)(Transaction&, const std::string&, Clock&, Random&, SweepReport&);
+// Each operation's decision in its own transaction, on the operation as that transaction reads it
+// (one gone since the listing is skipped); the reports added up.
+using DecideOne = Status (*)(Transaction&, const Operation&, int64_t, Random&, SweepReport&);
 Status DecideEach(Store& store, const std::vector<Operation>& ops, DecideOne decide, Clock& clock,
                   Random& random, SweepReport& report) {
-  for (const Operation& op : ops) {
+  for (const Operation& listed : ops) {
     SweepReport one;
     Status status = store.Write([&](Transaction& tx) {
       one = SweepReport{};
-      return decide(tx, op.id, clock, random, one);
+      const int64_t now = clock.NowMs();
+      auto found = tx.FindOperation(listed.id);
+      if (!found.ok()) return found.status();
+      if (!found->has_value()) return Status::Ok();
+      return decide(tx, **found, now, random, one);
     });
     if (!status.ok()) return status;
     report.released += one.released;

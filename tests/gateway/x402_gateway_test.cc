@@ -229,11 +229,30 @@ class X402GatewayTest : public ::testing::Test {
     return decoded.ok() ? nlohmann::json::parse(*decoded, nullptr, false) : nlohmann::json();
   }
 
-  ReconcileReport Reconcile(SettlementCounter* counter = nullptr) {
+  // `count` payments under keys prefix-0, prefix-1, … answered 202 (automine off), and their
+  // transactions' hashes; a payment answered otherwise is a failure and has no hash here.
+  std::vector<chain::Hash32> PayUnmined(int count, const std::string& prefix) {
+    std::vector<chain::Hash32> hashes;
+    for (int i = 0; i < count; ++i) {
+      HttpResponse unknown = Pay(Sign().header, prefix + "-" + std::to_string(i));
+      EXPECT_EQ(unknown.status, 202) << unknown.body;
+      if (unknown.status != 202) continue;
+      hashes.push_back(*chain::ParseHash32(OperationJson(unknown)["tx_hash"].get<std::string>()));
+    }
+    return hashes;
+  }
+
+  // The reconciler's settings that follow the settler's.
+  ReconcilerConfig ReconcilerConfigOfTest() const {
     ReconcilerConfig config;
     config.receipt_timeout_ms = config_.receipt_timeout_ms;
     config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
-    auto report = ReconcileSettlements(*store_, *settler_, clock_, random_, config, counter);
+    return config;
+  }
+
+  ReconcileReport Reconcile(SettlementCounter* counter = nullptr) {
+    auto report = ReconcileSettlements(*store_, *settler_, clock_, random_,
+                                       ReconcilerConfigOfTest(), counter);
     EXPECT_TRUE(report.ok()) << report.status().ToString();
     return report.ok() ? *report : ReconcileReport{};
   }
@@ -482,15 +501,9 @@ TEST_F(X402GatewayTest, DroppedTransactionIsRebroadcastThenVoidAfterExpiry) {
 // backoff would look at it again; then they settle, each once.
 TEST_F(X402GatewayTest, SeveralDroppedTransactionsAreResentInNonceOrderByOneGapCheck) {
   ASSERT_TRUE(devnet_->SetAutomine(false).ok());
-  std::vector<chain::Hash32> hashes;
-  for (int i = 0; i < 3; ++i) {
-    HttpResponse unknown = Pay(Sign().header, "gap-" + std::to_string(i));
-    ASSERT_EQ(unknown.status, 202) << unknown.body;
-    hashes.push_back(*chain::ParseHash32(OperationJson(unknown)["tx_hash"].get<std::string>()));
-  }
-  ReconcilerConfig config;
-  config.receipt_timeout_ms = config_.receipt_timeout_ms;
-  config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
+  const std::vector<chain::Hash32> hashes = PayUnmined(3, "gap");
+  ASSERT_EQ(hashes.size(), 3u);
+  ReconcilerConfig config = ReconcilerConfigOfTest();
   config.rpc_per_second = 1000;
   Reconciler reconciler(*store_, *settler_, clock_, random_, config);
   ASSERT_EQ(reconciler.RunPass()->examined, 3);  // each looked at: pending; again in 1 s
@@ -515,18 +528,12 @@ TEST_F(X402GatewayTest, SeveralDroppedTransactionsAreResentInNonceOrderByOneGapC
 // the nonce it holds, since its pending count stops short of what the store took.
 TEST_F(X402GatewayTest, TransactionsLostBehindAPendingOneAreResentByTheGapCheck) {
   ASSERT_TRUE(devnet_->SetAutomine(false).ok());
-  std::vector<chain::Hash32> hashes;
-  for (int i = 0; i < 4; ++i) {
-    HttpResponse unknown = Pay(Sign().header, "behind-" + std::to_string(i));
-    ASSERT_EQ(unknown.status, 202) << unknown.body;
-    hashes.push_back(*chain::ParseHash32(OperationJson(unknown)["tx_hash"].get<std::string>()));
-  }
+  const std::vector<chain::Hash32> hashes = PayUnmined(4, "behind");
+  ASSERT_EQ(hashes.size(), 4u);
   ASSERT_TRUE(*devnet_->DropTransaction(hashes[1]));
   ASSERT_TRUE(*devnet_->DropTransaction(hashes[2]));
   ASSERT_LT(*devnet_->PendingNonce(settler_->relayer()), 4u);  // the node's count stops at the gap
-  ReconcilerConfig config;
-  config.receipt_timeout_ms = config_.receipt_timeout_ms;
-  config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
+  ReconcilerConfig config = ReconcilerConfigOfTest();
   auto pass = ReconcileSettlements(*store_, *settler_, clock_, random_, config);
   ASSERT_TRUE(pass.ok());
   EXPECT_EQ(pass->gaps_filled, 2);
@@ -543,15 +550,9 @@ TEST_F(X402GatewayTest, TransactionsLostBehindAPendingOneAreResentByTheGapCheck)
 // resends what the node lost behind it, long before each operation's backoff is over.
 TEST_F(X402GatewayTest, ThePacedGapCheckWalksPastAHeldNonceOnceMiningStalls) {
   ASSERT_TRUE(devnet_->SetAutomine(false).ok());
-  std::vector<chain::Hash32> hashes;
-  for (int i = 0; i < 3; ++i) {
-    HttpResponse unknown = Pay(Sign().header, "stall-" + std::to_string(i));
-    ASSERT_EQ(unknown.status, 202) << unknown.body;
-    hashes.push_back(*chain::ParseHash32(OperationJson(unknown)["tx_hash"].get<std::string>()));
-  }
-  ReconcilerConfig config;
-  config.receipt_timeout_ms = config_.receipt_timeout_ms;
-  config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
+  const std::vector<chain::Hash32> hashes = PayUnmined(3, "stall");
+  ASSERT_EQ(hashes.size(), 3u);
+  ReconcilerConfig config = ReconcilerConfigOfTest();
   config.rpc_per_second = 1000;
   config.backoff.initial_delay_ms = 60'000;  // after their first look, the operations wait
   Reconciler reconciler(*store_, *settler_, clock_, random_, config);
@@ -1125,9 +1126,7 @@ TEST_F(X402GatewayTest, PacedReconcilerPagesOldestFirstWithinItsRpcBudget) {
     ids.emplace_back(*unknown.Header("AgentPay-Operation-Id"));
     clock_.Advance(10);  // ids carry their creation time: one per 10 ms, oldest first
   }
-  ReconcilerConfig config;
-  config.receipt_timeout_ms = config_.receipt_timeout_ms;
-  config.expiry_buffer_seconds = config_.expiry_buffer_seconds;
+  ReconcilerConfig config = ReconcilerConfigOfTest();
   config.batch = 2;  // pages of two: the listing must page to see them all
   config.rpc_per_second = 1000;
   {
