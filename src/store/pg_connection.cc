@@ -6,6 +6,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
+#include <iterator>
+#include <utility>
 
 #include "core/check.h"
 
@@ -29,6 +31,9 @@ constexpr auto kAnswerSpin = std::chrono::microseconds(150);
 // a server whose answers take longer (across a network, or busy), polling would only burn CPU, and
 // a spin now and then finds out whether answers are quick again.
 constexpr int kSleepsAfterSlowAnswer = 7;
+// The SQLSTATE agentpay_expect_changed (schema.cc, migration 11) fails a statement with when it
+// changed another number of rows than expected.
+constexpr std::string_view kExpectChangedState = "AP001";
 
 std::string Trimmed(const char* message) {
   std::string text = message ? message : "";
@@ -146,7 +151,7 @@ Result<std::string> Connection::PreparedName(std::string_view sql) {
     if (PQsendPrepare(conn_, name.c_str(), std::string(sql).c_str(), 0, nullptr) != 1) {
       return Failure(nullptr, "PostgreSQL");
     }
-    queued_.push_back({Queued::Kind::kPrepare, std::string(sql), name, std::nullopt, ""});
+    queued_.push_back({Queued::Kind::kPrepare, std::string(sql), name, std::nullopt, "", {}});
     return name;
   }
   PGresult* prepared = PQprepare(conn_, name.c_str(), std::string(sql).c_str(), 0, nullptr);
@@ -177,7 +182,7 @@ Status Connection::SendPrepared(const std::string& name, const Params& params) {
   return Status::Ok();
 }
 
-Result<Rows> Connection::Query(std::string_view sql, const Params& params) {
+Result<Rows> Connection::Query(std::string_view sql, Params params) {
   auto name = PreparedName(sql);
   if (!name.ok()) return name.status();
   if (!pipeline_) {
@@ -194,27 +199,37 @@ Result<Rows> Connection::Query(std::string_view sql, const Params& params) {
     return Rows(result);
   }
   if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
-  queued_.push_back({Queued::Kind::kQuery, "", *name, std::nullopt, ""});
+  queued_.push_back({Queued::Kind::kQuery, "", *name, std::nullopt, "", std::move(params)});
   auto rows = Collect();
   if (!rows.ok()) return rows.status();
   AGENTPAY_CHECK(rows->has_value());
   return std::move(**rows);
 }
 
-Status Connection::Defer(std::string_view sql, const Params& params,
-                         std::optional<int64_t> expect_changed, std::string not_found) {
+Status Connection::Defer(std::string_view sql, Params params, std::optional<int64_t> expect_changed,
+                         std::string not_found) {
   if (!pipeline_) {
-    auto rows = Query(sql, params);
+    auto rows = Query(sql, std::move(params));
     if (!rows.ok()) return rows.status();
     if (expect_changed && rows->changed() != *expect_changed) {
       return Status::Error(ErrorCode::kStoreNotFound, std::move(not_found));
     }
     return Status::Ok();
   }
+  std::string checked;
+  if (expect_changed) {
+    // The server fails the statement itself when the count differs (agentpay_expect_changed,
+    // schema.cc), so that nothing queued after it runs, as after any failure.
+    checked = "WITH changed AS (" + std::string(sql) +
+              " RETURNING 1) SELECT agentpay_expect_changed(count(*), " +
+              std::to_string(*expect_changed) + ") FROM changed";
+    sql = checked;
+  }
   auto name = PreparedName(sql);
   if (!name.ok()) return name.status();
   if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
-  queued_.push_back({Queued::Kind::kDeferred, "", *name, expect_changed, std::move(not_found)});
+  queued_.push_back({Queued::Kind::kDeferred, "", *name, expect_changed, std::move(not_found),
+                     std::move(params)});
   return Status::Ok();
 }
 
@@ -223,34 +238,72 @@ Status Connection::Sync() {
   return Collect().status();
 }
 
+Status Connection::HoldOver(std::string_view end, std::vector<std::string> undo,
+                            std::function<void(const Status&)> on_failure) {
+  AGENTPAY_CHECK(pipeline_);
+  if (held_ > 0) {
+    // The unit before is still unconfirmed: one at a time.
+    if (Status confirmed = Sync(); !confirmed.ok()) return confirmed;
+  }
+  if (Status ended = Defer(end); !ended.ok()) return ended;
+  held_ = queued_.size();
+  held_undo_ = std::move(undo);
+  held_on_failure_ = std::move(on_failure);
+  return Status::Ok();
+}
+
+Status Connection::ResendAfterHeldOverFailure(std::vector<Queued> after) {
+  for (const std::string& sql : held_undo_) {
+    if (Status s = Defer(sql); !s.ok()) return s;
+  }
+  held_undo_.clear();
+  for (Queued& entry : after) {
+    if (entry.kind == Queued::Kind::kPrepare) {
+      // Skipped with the rest: the server does not have it yet.
+      if (PQsendPrepare(conn_, entry.name.c_str(), entry.sql.c_str(), 0, nullptr) != 1) {
+        return Failure(nullptr, "PostgreSQL");
+      }
+    } else if (Status sent = SendPrepared(entry.name, entry.params); !sent.ok()) {
+      return sent;
+    }
+    queued_.push_back(std::move(entry));
+  }
+  return Status::Ok();
+}
+
 Result<std::optional<Rows>> Connection::Collect() {
+  const size_t held = std::exchange(held_, 0);
   if (PQpipelineSync(conn_) != 1) {
     queued_.clear();
-    return Failure(nullptr, "PostgreSQL");
+    Status failure = Failure(nullptr, "PostgreSQL");
+    if (held > 0) std::exchange(held_on_failure_, nullptr)(failure);
+    return failure;
   }
   std::vector<Queued> queued = std::move(queued_);
   queued_.clear();
   AwaitAnswer();
   Status first_failure;
+  size_t failed_at = queued.size();
   std::optional<Rows> last_rows;
-  for (Queued& entry : queued) {
+  for (size_t i = 0; i < queued.size(); ++i) {
+    Queued& entry = queued[i];
     PGresult* result = PQgetResult(conn_);
     while (PGresult* extra = result ? PQgetResult(conn_) : nullptr) PQclear(extra);  // up to null
     const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
     const bool ok = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
     if (!ok && first_failure.ok()) {
-      first_failure = status == PGRES_PIPELINE_ABORTED
-                          ? Status::Error(ErrorCode::kStoreError, "PostgreSQL: pipeline aborted")
-                          : Failure(result, "PostgreSQL");
-    }
-    if (ok && entry.kind == Queued::Kind::kPrepare) prepared_.emplace(entry.sql, entry.name);
-    if (ok && entry.kind == Queued::Kind::kDeferred && entry.expect_changed && first_failure.ok()) {
-      Rows rows(result);
-      result = nullptr;
-      if (rows.changed() != *entry.expect_changed) {
+      failed_at = i;
+      const char* state = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+      if (status == PGRES_PIPELINE_ABORTED) {
+        first_failure = Status::Error(ErrorCode::kStoreError, "PostgreSQL: pipeline aborted");
+      } else if (entry.expect_changed && state != nullptr &&
+                 std::string_view(state) == kExpectChangedState) {
         first_failure = Status::Error(ErrorCode::kStoreNotFound, entry.not_found);
+      } else {
+        first_failure = Failure(result, "PostgreSQL");
       }
     }
+    if (ok && entry.kind == Queued::Kind::kPrepare) prepared_.emplace(entry.sql, entry.name);
     if (ok && entry.kind == Queued::Kind::kQuery && result != nullptr) {
       last_rows.emplace(result);
       result = nullptr;
@@ -264,6 +317,27 @@ Result<std::optional<Rows>> Connection::Collect() {
     if (sync) break;
   }
   if (!healthy() && first_failure.ok()) first_failure = Failure(nullptr, "PostgreSQL");
+  if (held > 0) {
+    auto on_failure = std::exchange(held_on_failure_, nullptr);
+    if (!healthy()) {
+      // Nothing is known of the unit held over, nor of anything after it.
+      held_undo_.clear();
+      on_failure(first_failure);
+      return first_failure;
+    }
+    if (failed_at < held) {
+      // The unit held over failed, and the server skipped all that followed it: undo it, and
+      // give what came after it the round trip it was meant to have.
+      on_failure(first_failure);
+      std::vector<Queued> after(std::make_move_iterator(queued.begin() + held),
+                                std::make_move_iterator(queued.end()));
+      if (Status resent = ResendAfterHeldOverFailure(std::move(after)); !resent.ok()) {
+        return resent;
+      }
+      return Collect();
+    }
+    held_undo_.clear();
+  }
   if (!first_failure.ok()) return first_failure;
   return last_rows;
 }

@@ -7,6 +7,7 @@
 #include <libpq-fe.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,15 +65,32 @@ class Connection {
   // Runs `sql` (one statement) prepared once per connection, with `params`, and waits for its rows.
   // In pipeline mode everything deferred before it goes to the server in the same round trip, and
   // the first failure among those is returned instead of the rows.
-  Result<Rows> Query(std::string_view sql, const Params& params = {});
+  Result<Rows> Query(std::string_view sql, Params params = {});
   // A statement whose rows nobody reads. Outside pipeline mode it runs at once and its outcome is
   // returned. In pipeline mode it is only queued, and Ok returned: it goes with the next Query or
   // Sync, whose status is then its failure, or, when it changed a number of rows other than
   // `expect_changed`, store_not_found with `not_found` as the message.
-  Status Defer(std::string_view sql, const Params& params = {},
+  //
+  // In pipeline mode a failed `expect_changed` is raised by the server itself (the statement is
+  // wrapped to fail when the count differs), so that it aborts what follows it as any failure does:
+  // HoldOver relies on that.
+  Status Defer(std::string_view sql, Params params = {},
                std::optional<int64_t> expect_changed = std::nullopt, std::string not_found = "");
   // Sends what is deferred and waits for it: the first failure among it, or Ok.
   Status Sync();
+  // Pipeline mode, for a caller that runs units of work one after another inside one transaction
+  // (the store's writer: decisions, each in its own savepoint). Ends the current unit (everything
+  // queued since the last round trip) with `end`, deferred, and without waiting: the unit goes to
+  // the server with the next round trip, the next unit's first Query or a Sync. If one of its
+  // statements fails there, the server has skipped everything after it: `undo` is run, what was
+  // queued after the unit is sent again, and `on_failure` is called with the unit's failure
+  // before that round trip returns, whose caller sees only the fate of its own statements. One
+  // unit is held over at a time: a second confirms the first with a round trip first, and that
+  // round trip's failure, one of the current unit's own, is returned.
+  Status HoldOver(std::string_view end, std::vector<std::string> undo,
+                  std::function<void(const Status&)> on_failure);
+  // A unit is held over and not yet confirmed.
+  bool holding_over() const { return held_ > 0; }
   // Runs SQL text without parameters (several statements allowed, as BEGIN; SELECT …). Not in
   // pipeline mode.
   Status Run(const std::string& sql);
@@ -89,6 +107,14 @@ class Connection {
   PGTransactionStatusType transaction_status() const { return PQtransactionStatus(conn_); }
 
  private:
+  struct Queued {
+    enum class Kind { kPrepare, kDeferred, kQuery } kind;
+    std::string sql;  // kPrepare: the statement whose name is kept once this succeeds
+    std::string name;
+    std::optional<int64_t> expect_changed;
+    std::string not_found;
+    Params params;  // kDeferred, kQuery: sent again when a held-over unit before it failed
+  };
   explicit Connection(PGconn* conn) : conn_(conn) {}
   // The Status of a failed result (null: the connection failed before a result).
   Status Failure(const PGresult* result, std::string_view context) const;
@@ -96,19 +122,14 @@ class Connection {
   // queued; the name is kept only once the server has taken it).
   Result<std::string> PreparedName(std::string_view sql);
   Status SendPrepared(const std::string& name, const Params& params);
+  // The unit held over failed (see HoldOver): runs its undo, sends what followed it again.
+  Status ResendAfterHeldOverFailure(std::vector<Queued> after);
   // Pipeline mode: sends a Sync and reads every queued result; returns the rows of the last one
   // when it is a query that wants them.
   Result<std::optional<Rows>> Collect();
   // Polls for the first answer of a sent pipeline for a short while before libpq sleeps for it,
   // unless recent answers were too slow for that to pay.
   void AwaitAnswer();
-  struct Queued {
-    enum class Kind { kPrepare, kDeferred, kQuery } kind;
-    std::string sql;  // kPrepare: the statement whose name is kept once this succeeds
-    std::string name;
-    std::optional<int64_t> expect_changed;
-    std::string not_found;
-  };
   PGconn* conn_;
   bool pipeline_ = false;
   std::vector<Queued> queued_;  // pipeline mode: sent, results not yet read, in order
@@ -119,6 +140,10 @@ class Connection {
   std::unordered_map<std::string, std::string, SqlHash, std::equal_to<>> prepared_;  // sql → name
   uint64_t next_statement_ = 0;
   int sleeps_before_spin_ = 0;  // AwaitAnswer: round trips left that do not poll first
+  // HoldOver: how many of queued_ (its first) are the unit held over, its undo and its callback.
+  size_t held_ = 0;
+  std::vector<std::string> held_undo_;
+  std::function<void(const Status&)> held_on_failure_;
 };
 
 }  // namespace agentpay::pg

@@ -325,51 +325,63 @@ class PostgresStore final : public Store {
 
   // Runs each decision in its own savepoint: a decision that fails (a domain rollback, a
   // constraint, a deferred write that failed) is undone alone, and the transaction goes on with
-  // the next. Each decision ends with a Sync that carries its deferred writes and, when it
-  // succeeded, its RELEASE: a failed write aborts the rest of that pipeline, RELEASE included,
-  // and the decision is rolled back to its savepoint instead.
-  BatchRun RunDecisions(std::vector<std::unique_ptr<QueuedDecision>>& batch) {
-    BatchRun run;
+  // the next. A decision that succeeded is held over (pg_connection.h, HoldOver): its deferred
+  // writes and its RELEASE go to the server with the next decision's first statement that needs
+  // an answer, or with the COMMIT, so that a decision costs one round trip where it reads one
+  // thing. Should one of them fail there, the connection undoes it and this marks it failed.
+  // `run` outlives the batch's COMMIT, which may still find a held-over decision failed.
+  void RunDecisions(std::vector<std::unique_ptr<QueuedDecision>>& batch, BatchRun& run) {
     run.results.reserve(batch.size());
-    PostgresTransaction tx(*writer_);
+    PostgresTransaction tx(*writer_, &balances_);
     for (auto& job : batch) {
       // Sent with the decision's first statement.
       if (Status s = writer_->Defer("SAVEPOINT decision"); !s.ok()) {
         run.broken = s;
-        return run;
+        return;
       }
       Status status = RunDecision(job->fn, tx);
+      const size_t index = run.results.size();
       if (status.ok()) {
-        Status released = writer_->Defer("RELEASE SAVEPOINT decision");
-        if (released.ok()) released = writer_->Sync();
-        status = released;
+        status = writer_->HoldOver("RELEASE SAVEPOINT decision",
+                                   {"ROLLBACK TO SAVEPOINT decision", "RELEASE SAVEPOINT decision"},
+                                   [this, &run, index](const Status& failure) {
+                                     run.results[index] = failure;
+                                     ++run.rolled_back;
+                                     balances_.Clear();
+                                   });
       } else {
         (void)writer_->Sync();  // its deferred writes, whatever became of them: it is undone
       }
       if (!status.ok()) {
         ++run.rolled_back;
+        balances_.Clear();  // it may have moved money the savepoint takes back
         Status undone = writer_->Defer("ROLLBACK TO SAVEPOINT decision");
         if (undone.ok()) undone = writer_->Defer("RELEASE SAVEPOINT decision");
         if (undone.ok()) undone = writer_->Sync();
         if (!undone.ok()) {
           run.broken = Status::Error(ErrorCode::kStoreUnavailable,
                                      "a decision could not be rolled back: " + undone.message());
-          return run;
+          return;
         }
       }
       run.results.push_back(std::move(status));
     }
-    return run;
   }
 
-  // BEGIN, then the writers' lock (see the top of this file).
+  // BEGIN, the writers' lock (see the top of this file), then the batch's number: one past this
+  // writer's last batch when no other gateway's batch ran since, and the cache of balances holds.
   Status Begin() {
     static const std::string kLock = LockSql("pg_advisory_xact_lock", kWriterLock);
-    auto begin = [&] {
+    auto begin = [&]() -> Status {
       Status begun = writer_->Defer("BEGIN");
       if (begun.ok()) begun = writer_->Defer(kLock);
-      if (begun.ok()) begun = writer_->Sync();
-      return begun;
+      if (!begun.ok()) return begun;
+      auto number = writer_->Query("SELECT nextval('writer_batches')");
+      if (!number.ok()) return number.status();
+      const int64_t batch = number->Int(0, 0);
+      if (batch != last_batch_ + 1) balances_.Clear();
+      last_batch_ = batch;
+      return Status::Ok();
     };
     Status begun = EnsureWriter();
     if (begun.ok()) begun = begin();
@@ -385,6 +397,7 @@ class PostgresStore final : public Store {
   // Ends the writer's transaction without committing; a connection where that fails is dropped
   // (the server rolls back whatever it held).
   void RollBack() {
+    balances_.Clear();
     if (!writer_) return;
     Status rolled_back = writer_->Defer("ROLLBACK");
     if (rolled_back.ok()) rolled_back = writer_->Sync();
@@ -400,7 +413,8 @@ class PostgresStore final : public Store {
       for (auto& job : batch) job->done(begun);
       return;
     }
-    BatchRun run = RunDecisions(batch);
+    BatchRun run;
+    RunDecisions(batch, run);
     Status committed = run.broken;
     if (committed.ok()) committed = writer_->Defer("COMMIT");
     if (committed.ok()) committed = writer_->Sync();
@@ -469,7 +483,9 @@ class PostgresStore final : public Store {
 
   const std::string url_;
   const StoreOptions options_;
-  std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone
+  std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone, as are the two below
+  BalanceCache balances_;
+  int64_t last_batch_ = -1;  // the number of this writer's last batch (Begin)
   std::chrono::steady_clock::time_point next_connect_{};
   std::string last_connect_error_;
   bool unreachable_ = false;  // the last connection attempt failed

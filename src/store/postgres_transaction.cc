@@ -448,35 +448,70 @@ Result<std::optional<DepositRecord>> PostgresTransaction::FindDeposit(std::strin
   });
 }
 
+const Balances* BalanceCache::Find(std::string_view account_id) const {
+  auto found = accounts_.find(account_id);
+  return found == accounts_.end() ? nullptr : &found->second;
+}
+
+void BalanceCache::Put(std::string_view account_id, const Balances& balances) {
+  if (auto found = accounts_.find(account_id); found != accounts_.end()) {
+    found->second = balances;
+    return;
+  }
+  if (accounts_.size() >= kMaxAccounts) accounts_.clear();
+  accounts_.emplace(std::string(account_id), balances);
+}
+
+Result<std::optional<Balances>> PostgresTransaction::ReadBalances(std::string_view account_id) {
+  if (balances_ != nullptr) {
+    // The decision held over may have moved this account's money, and may yet fail and be undone
+    // (which clears the cache): only once it is confirmed does the cache say what the row holds.
+    if (conn_.holding_over()) {
+      if (Status confirmed = conn_.Sync(); !confirmed.ok()) return confirmed;
+    }
+    if (const Balances* cached = balances_->Find(account_id)) return std::optional(*cached);
+  }
+  // No FOR UPDATE: the writers' lock (postgres_store.cc) already makes this decision the only
+  // writer until it commits, and a row lock taken in one savepoint of a transaction on a row
+  // that an earlier savepoint updated costs PostgreSQL a multixact each time.
+  AGENTPAY_ROWS(read, conn_.Query("SELECT deposited, captured, held FROM accounts WHERE id = $1",
+                                  pg::Params().Add(account_id)));
+  if (read.empty()) return std::optional<Balances>();
+  Balances balances{read.Int(0, 0), read.Int(0, 1), read.Int(0, 2)};
+  if (balances_ != nullptr) balances_->Put(account_id, balances);
+  return std::optional(balances);
+}
+
 Result<MoveOutcome> PostgresTransaction::Move(std::string_view account_id, MoveKind kind,
                                               int64_t amount, std::string_view operation_id,
                                               int64_t at_ms) {
-  Balances balances;
-  {
-    // No FOR UPDATE: the writers' lock (postgres_store.cc) already makes this decision the only
-    // writer until it commits, and a row lock taken in one savepoint of a transaction on a row
-    // that an earlier savepoint updated costs PostgreSQL a multixact each time.
-    AGENTPAY_ROWS(read, conn_.Query("SELECT deposited, captured, held FROM accounts WHERE id = $1",
-                                    pg::Params().Add(account_id)));
-    if (read.empty()) {
-      return Status::Error(ErrorCode::kStoreNotFound, "no account " + std::string(account_id));
-    }
-    balances = Balances{read.Int(0, 0), read.Int(0, 1), read.Int(0, 2)};
+  auto read = ReadBalances(account_id);
+  if (!read.ok()) return read.status();
+  if (!read->has_value()) {
+    return Status::Error(ErrorCode::kStoreNotFound, "no account " + std::string(account_id));
   }
+  const Balances before = **read;
+  Balances balances = before;
   MoveOutcome outcome = ApplyMove(&balances, kind, amount);
   if (outcome != MoveOutcome::kOk) return outcome;
-  // Read above, under the writers' lock: the writes need no answer before the decision's end.
+  // A compare-and-set against the balances the move was computed from: read above under the
+  // writers' lock, or kept by the writer's cache, which a stale entry must not turn into money.
   if (Status updated =
-          conn_.Defer("UPDATE accounts SET deposited = $2, captured = $3, held = $4 WHERE id = $1",
+          conn_.Defer("UPDATE accounts SET deposited = $2, captured = $3, held = $4 "
+                      "WHERE id = $1 AND deposited = $5 AND captured = $6 AND held = $7",
                       pg::Params()
                           .Add(account_id)
                           .Add(balances.deposited)
                           .Add(balances.captured)
-                          .Add(balances.held),
-                      1, "no account " + std::string(account_id));
+                          .Add(balances.held)
+                          .Add(before.deposited)
+                          .Add(before.captured)
+                          .Add(before.held),
+                      1, "account " + std::string(account_id) + " changed under the writer");
       !updated.ok()) {
     return updated;
   }
+  if (balances_ != nullptr) balances_->Put(account_id, balances);
   Posting posting = PostingFor(kind);
   pg::Params params;
   if (operation_id.empty()) {
@@ -491,7 +526,7 @@ Result<MoveOutcome> PostgresTransaction::Move(std::string_view account_id, MoveK
       .Add(at_ms);
   if (Status posted = conn_.Defer("INSERT INTO ledger_entries (operation_id, kind, debit, credit, "
                                   "amount, at_ms) VALUES ($1, $2, $3, $4, $5, $6)",
-                                  params);
+                                  std::move(params));
       !posted.ok()) {
     return posted;
   }

@@ -11,17 +11,43 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "core/wallet.h"
 #include "store/pg_connection.h"
 #include "store/store.h"
 
 namespace agentpay {
 
+// The balances of the accounts the writer's decisions moved money on, kept from one decision and
+// one batch to the next, so that a decision that holds or captures on an account the writer knows
+// costs no round trip to read it. True only while nobody else changes those rows: the writer
+// clears it when another gateway's batch ran since its own last one, when a decision is undone and
+// when a batch fails (postgres_store.cc). And since every write of balances is a compare-and-set
+// against the balances it was computed from, a stale entry fails its decision (store_not_found,
+// and the cache is cleared) instead of writing wrong money. Bounded: full, it starts again empty.
+class BalanceCache {
+ public:
+  static constexpr size_t kMaxAccounts = 100000;
+  const Balances* Find(std::string_view account_id) const;
+  void Put(std::string_view account_id, const Balances& balances);
+  void Clear() { accounts_.clear(); }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
+  };
+  std::unordered_map<std::string, Balances, Hash, std::equal_to<>> accounts_;
+};
+
 class PostgresTransaction final : public Transaction {
  public:
-  // Precondition: `conn` has a transaction open for as long as this is used.
-  explicit PostgresTransaction(pg::Connection& conn) : conn_(conn) {}
+  // Precondition: `conn` has a transaction open for as long as this is used. `balances`: the
+  // writer's cache (Move reads and keeps balances through it), or null.
+  explicit PostgresTransaction(pg::Connection& conn, BalanceCache* balances = nullptr)
+      : conn_(conn), balances_(balances) {}
 
   Result<bool> InsertKey(const KeyRecord& record) override;
   Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
@@ -82,7 +108,11 @@ class PostgresTransaction final : public Transaction {
                                                           int limit) override;
 
  private:
+  // An account's balances: from the cache when it has them (after the decision held over before
+  // this one is confirmed), else read.
+  Result<std::optional<Balances>> ReadBalances(std::string_view account_id);
   pg::Connection& conn_;
+  BalanceCache* balances_;
 };
 
 }  // namespace agentpay

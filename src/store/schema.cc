@@ -351,6 +351,26 @@ CREATE INDEX operations_unpaid_retry ON operations (id)
 CREATE INDEX operations_unpaid_retry ON operations (id)
   WHERE settlement = 'none' AND fulfillment = 'pending_retry';
 )sql"},
+      {11, "the PostgreSQL writers' batch counter and checked row counts",
+       R"sql(
+-- Nothing: SQLite has one writer, whose statements report their row counts as they run.
+)sql",
+       R"sql(
+-- Every writers' batch takes the next value under the writers' lock: a gateway whose batch number
+-- is not one past its previous one knows another gateway wrote in between (postgres_store.cc).
+CREATE SEQUENCE writer_batches;
+-- Fails a pipelined write that changed another number of rows than it must, so that the server
+-- skips what was sent after it (pg_connection.cc, Defer).
+CREATE FUNCTION agentpay_expect_changed(changed BIGINT, expected BIGINT) RETURNS BIGINT
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF changed <> expected THEN
+    RAISE EXCEPTION 'changed % rows, expected %', changed, expected USING ERRCODE = 'AP001';
+  END IF;
+  RETURN changed;
+END
+$$;
+)sql"},
   };
   return kMigrations;
 }

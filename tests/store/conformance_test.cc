@@ -703,6 +703,82 @@ TEST_P(StoreConformance, AFailedWriteFailsItsDecisionAlone) {
               }).ok());
 }
 
+// The same when the failing write is a decision's last statement, in a batch of decisions moving
+// money on one account: PostgreSQL's writer sends such a decision's writes with the next
+// decision's first statement or with the commit (pg_connection.h, HoldOver), and must then undo
+// it alone, money and all, and tell the next decision the balances it left.
+TEST_P(StoreConformance, AFailedLastWriteFailsItsDecisionAloneWithItsMoney) {
+  AddAccount("acct_l", 1000);
+  constexpr int kDecisions = 40;
+  std::vector<Status> outcomes(kDecisions);
+  std::atomic<int> done{0};
+  // Queued from one thread at once: most of them share a batch.
+  for (int i = 0; i < kDecisions; ++i) {
+    store_->WriteAsync(
+        [i](Transaction& tx) -> Status {
+          const std::string op = "op_l" + std::to_string(i);
+          auto moved = tx.Move("acct_l", MoveKind::kHold, 10, op, 5);
+          if (!moved.ok()) return moved.status();
+          if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "refused");
+          if (Status s = tx.AppendEvent({op, 5, "t", "hold", ""}); !s.ok()) return s;
+          if (i % 3 == 0) return tx.UpdateOperation(SampleOperation("op_missing_" + op));
+          return Status::Ok();
+        },
+        [&, i](Status status) {
+          outcomes[i] = std::move(status);
+          ++done;
+        });
+  }
+  while (done.load() < kDecisions) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int held = 0;
+  for (int i = 0; i < kDecisions; ++i) {
+    if (i % 3 == 0) {
+      EXPECT_EQ(outcomes[i].error(), ErrorCode::kStoreNotFound) << i << outcomes[i].ToString();
+    } else {
+      EXPECT_TRUE(outcomes[i].ok()) << i << outcomes[i].ToString();
+      held += 10;
+    }
+  }
+  EXPECT_EQ(BalancesOf("acct_l"), (Balances{1000, 0, held}));
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                for (int i = 0; i < kDecisions; ++i) {
+                  const std::string op = "op_l" + std::to_string(i);
+                  EXPECT_EQ(tx.ListEvents(op)->size(), i % 3 == 0 ? 0u : 1u) << i;
+                  EXPECT_EQ(tx.ListPostings(op)->size(), i % 3 == 0 ? 0u : 1u) << i;
+                }
+                return Status::Ok();
+              }).ok());
+  // The next decision starts from the balances the database holds.
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                auto moved = tx.Move("acct_l", MoveKind::kCapture, 10, "op_l1", 6);
+                if (!moved.ok()) return moved.status();
+                EXPECT_EQ(*moved, MoveOutcome::kOk);
+                return Status::Ok();
+              }).ok());
+  EXPECT_EQ(BalancesOf("acct_l"), (Balances{1000, 10, held - 10}));
+}
+
+// Two stores on one database (two gateways) moving money on the same account in turn: each
+// decision starts from what the other committed, whatever either keeps between its decisions.
+TEST_P(StoreConformance, TwoStoresMovingMoneyOnOneAccountInTurnKeepTheSums) {
+  AddAccount("acct_t", 1000);
+  auto other = OpenStore(url_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  for (int i = 0; i < 30; ++i) {
+    Store& store = i % 2 == 0 ? *store_ : **other;
+    Status status = store.Write([&](Transaction& tx) -> Status {
+      auto moved = tx.Move("acct_t", i % 3 == 2 ? MoveKind::kCapture : MoveKind::kHold, 5,
+                           "op_t" + std::to_string(i), 7);
+      if (!moved.ok()) return moved.status();
+      return *moved == MoveOutcome::kOk ? Status::Ok()
+                                        : Status::Error(ErrorCode::kStoreError, "refused");
+    });
+    EXPECT_TRUE(status.ok()) << i << " " << status.ToString();
+  }
+  // 20 holds of 5, 10 captures of 5 out of them.
+  EXPECT_EQ(BalancesOf("acct_t"), (Balances{1000, 50, 50}));
+}
+
 TEST_P(StoreConformance, FailedDecisionRollsBackOnlyItself) {
   AddAccount("acct_r", 100);
   std::vector<std::thread> threads;
