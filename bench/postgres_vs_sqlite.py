@@ -140,15 +140,18 @@ def scenario(name, args, workdir, seller, db, gateways, accounts):
                 time.sleep(0.05)
         result = run_wrk("http://127.0.0.1:%d/bench" % target, [a.api_key for a in accts],
                          args.duration, args.connections)
-        # Money: once nothing is held, the accounts' captures are the gateways' 2xx answers x price.
+        # Money: once nothing is held and the gateways answer nothing more (requests wrk left in
+        # flight finish after it stops: one not begun yet holds nothing either), the accounts'
+        # captures are the gateways' 2xx answers x price.
         deadline = time.monotonic() + 30
         while True:
+            answered = sum(paid_2xx(gw) for gw in gws)
             views = [gws[0].account(a) for a in accts]
-            if all(v["held"] == 0 for v in views) or time.monotonic() > deadline:
+            settled = all(v["held"] == 0 for v in views)
+            if (settled and answered == sum(paid_2xx(gw) for gw in gws)) or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         captured = sum(v["captured"] for v in views)
-        answered = sum(paid_2xx(gw) for gw in gws)
         problems = []
         if any(v["held"] for v in views):
             problems.append("money still held: %r" % [v["held"] for v in views if v["held"]])
