@@ -341,20 +341,24 @@ class PostgresStore final : public Store {
       }
       Status status = RunDecision(job->fn, tx);
       const size_t index = run.results.size();
+      BalanceCache::Journal journal = balances_.EndDecision();
       if (status.ok()) {
         status = writer_->HoldOver("RELEASE SAVEPOINT decision",
                                    {"ROLLBACK TO SAVEPOINT decision", "RELEASE SAVEPOINT decision"},
                                    [this, &run, index](const Status& failure) {
                                      run.results[index] = failure;
                                      ++run.rolled_back;
-                                     balances_.Clear();
+                                     balances_.Undo(std::exchange(held_journal_, {}));
                                    });
+        // The decision before (if one was held over) is settled either way now.
+        held_journal_.clear();
+        if (status.ok()) held_journal_ = std::move(journal);
       } else {
         (void)writer_->Sync();  // its deferred writes, whatever became of them: it is undone
       }
       if (!status.ok()) {
         ++run.rolled_back;
-        balances_.Clear();  // it may have moved money the savepoint takes back
+        balances_.Undo(std::move(journal));  // its moves go with its savepoint
         Status undone = writer_->Defer("ROLLBACK TO SAVEPOINT decision");
         if (undone.ok()) undone = writer_->Defer("RELEASE SAVEPOINT decision");
         if (undone.ok()) undone = writer_->Sync();
@@ -398,6 +402,7 @@ class PostgresStore final : public Store {
   // (the server rolls back whatever it held).
   void RollBack() {
     balances_.Clear();
+    held_journal_.clear();
     if (!writer_) return;
     Status rolled_back = writer_->Defer("ROLLBACK");
     if (rolled_back.ok()) rolled_back = writer_->Sync();
@@ -416,8 +421,16 @@ class PostgresStore final : public Store {
     BatchRun run;
     RunDecisions(batch, run);
     Status committed = run.broken;
+    if (committed.ok() && balances_.HasUnwritten()) {
+      // The balances the batch moved, once the last decision is confirmed (undone, it takes its
+      // moves back), are written with the COMMIT.
+      committed = writer_->Sync();
+      if (committed.ok()) committed = WriteBalances(*writer_, balances_);
+      (void)balances_.EndDecision();
+    }
     if (committed.ok()) committed = writer_->Defer("COMMIT");
     if (committed.ok()) committed = writer_->Sync();
+    held_journal_.clear();  // the last decision is settled, one way or the other
     if (!committed.ok()) {
       // Lost with the connection, or failed: nothing of the batch may be reported as done. (A
       // COMMIT whose answer was lost may still have committed: the decisions then stand in the
@@ -483,8 +496,9 @@ class PostgresStore final : public Store {
 
   const std::string url_;
   const StoreOptions options_;
-  std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone, as are the two below
+  std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone, as are the three below
   BalanceCache balances_;
+  BalanceCache::Journal held_journal_;  // the journal of the decision held over
   int64_t last_batch_ = -1;  // the number of this writer's last batch (Begin)
   std::chrono::steady_clock::time_point next_connect_{};
   std::string last_connect_error_;

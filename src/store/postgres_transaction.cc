@@ -2,6 +2,8 @@
 // records.h, as SQLite's are; only the dialect differs ($n parameters, FOR UPDATE, RETURNING).
 #include "store/postgres_transaction.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "store/ledger.h"
 #include "store/records.h"
@@ -366,6 +368,7 @@ Result<bool> PostgresTransaction::InsertAccount(const AccountRecord& account) {
 }
 
 Result<std::optional<AccountRecord>> PostgresTransaction::FindAccount(std::string_view id) {
+  if (Status written = WriteKeptBalances(); !written.ok()) return written;
   static const std::string kSql =
       std::string("SELECT ") + kAccountColumns + " FROM accounts WHERE id = $1";
   AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(id)));
@@ -374,6 +377,7 @@ Result<std::optional<AccountRecord>> PostgresTransaction::FindAccount(std::strin
 
 Result<std::optional<AccountRecord>> PostgresTransaction::FindAccountByKeyHash(
     std::string_view hash) {
+  if (Status written = WriteKeptBalances(); !written.ok()) return written;
   static const std::string kSql = std::string("SELECT ") + kAccountColumns +
                                   " FROM accounts WHERE id = (SELECT account_id FROM api_keys "
                                   "WHERE key_hash = $1 AND revoked_ms IS NULL)";
@@ -382,6 +386,7 @@ Result<std::optional<AccountRecord>> PostgresTransaction::FindAccountByKeyHash(
 }
 
 Result<std::vector<AccountRecord>> PostgresTransaction::ListAccounts() {
+  if (Status written = WriteKeptBalances(); !written.ok()) return written;
   static const std::string kSql =
       std::string("SELECT ") + kAccountColumns + " FROM accounts ORDER BY id";
   AGENTPAY_ROWS(rows, conn_.Query(kSql));
@@ -390,6 +395,7 @@ Result<std::vector<AccountRecord>> PostgresTransaction::ListAccounts() {
 
 Result<std::vector<AccountRecord>> PostgresTransaction::ListAccountsPage(std::string_view after_id,
                                                                          int limit) {
+  if (Status written = WriteKeptBalances(); !written.ok()) return written;
   AGENTPAY_CHECK(limit > 0);
   static const std::string kSql = std::string("SELECT ") + kAccountColumns +
                                   " FROM accounts WHERE id > $1 ORDER BY id LIMIT $2";
@@ -448,38 +454,119 @@ Result<std::optional<DepositRecord>> PostgresTransaction::FindDeposit(std::strin
   });
 }
 
-const Balances* BalanceCache::Find(std::string_view account_id) const {
+const BalanceCache::Entry* BalanceCache::Find(std::string_view account_id) const {
   auto found = accounts_.find(account_id);
   return found == accounts_.end() ? nullptr : &found->second;
 }
 
-void BalanceCache::Put(std::string_view account_id, const Balances& balances) {
-  if (auto found = accounts_.find(account_id); found != accounts_.end()) {
-    found->second = balances;
-    return;
+void BalanceCache::Note(const std::string& account_id, const Entry* entry) {
+  if (entry != nullptr && !(entry->current == entry->stored)) {
+    unwritten_.insert(account_id);
+  } else {
+    unwritten_.erase(account_id);
   }
-  if (accounts_.size() >= kMaxAccounts) accounts_.clear();
-  accounts_.emplace(std::string(account_id), balances);
 }
 
-Result<std::optional<Balances>> PostgresTransaction::ReadBalances(std::string_view account_id) {
+void BalanceCache::Set(std::string_view account_id, const Entry& entry) {
+  auto found = accounts_.find(account_id);
+  const bool journaled = std::any_of(journal_.begin(), journal_.end(),
+                                     [&](const auto& noted) { return noted.first == account_id; });
+  if (!journaled) {
+    journal_.emplace_back(std::string(account_id),
+                          found == accounts_.end() ? std::nullopt : std::optional(found->second));
+  }
+  if (found == accounts_.end()) {
+    if (accounts_.size() >= kMaxAccounts) {
+      // Forgets what has nothing to write; an entry this decision journaled may go too (Undo
+      // then puts back what it was, or nothing).
+      std::erase_if(accounts_,
+                    [](const auto& kept) { return kept.second.current == kept.second.stored; });
+    }
+    found = accounts_.emplace(std::string(account_id), entry).first;
+  } else {
+    found->second = entry;
+  }
+  Note(found->first, &found->second);
+}
+
+std::vector<std::pair<std::string, BalanceCache::Entry>> BalanceCache::Unwritten() const {
+  std::vector<std::pair<std::string, Entry>> unwritten;
+  unwritten.reserve(unwritten_.size());
+  for (const std::string& id : unwritten_) unwritten.emplace_back(id, accounts_.find(id)->second);
+  return unwritten;
+}
+
+void BalanceCache::Undo(Journal journal) {
+  for (auto noted = journal.rbegin(); noted != journal.rend(); ++noted) {
+    if (noted->second) {
+      accounts_.insert_or_assign(noted->first, *noted->second);
+      Note(noted->first, &*noted->second);
+    } else {
+      accounts_.erase(noted->first);
+      Note(noted->first, nullptr);
+    }
+  }
+}
+
+void BalanceCache::Clear() {
+  accounts_.clear();
+  unwritten_.clear();
+  journal_.clear();
+}
+
+Status WriteBalances(pg::Connection& conn, BalanceCache& cache) {
+  for (auto& [account_id, entry] : cache.Unwritten()) {
+    // A compare-and-set against what the row held when it was read or last written: a row
+    // changed any other way fails it (and the rest of the transaction with it).
+    if (Status written =
+            conn.Defer("UPDATE accounts SET deposited = $2, captured = $3, held = $4 "
+                       "WHERE id = $1 AND deposited = $5 AND captured = $6 AND held = $7",
+                       pg::Params()
+                           .Add(account_id)
+                           .Add(entry.current.deposited)
+                           .Add(entry.current.captured)
+                           .Add(entry.current.held)
+                           .Add(entry.stored.deposited)
+                           .Add(entry.stored.captured)
+                           .Add(entry.stored.held),
+                       1, "account " + account_id + " changed under the writer");
+        !written.ok()) {
+      return written;
+    }
+    cache.Set(account_id, {entry.current, entry.current});
+  }
+  return Status::Ok();
+}
+
+Status PostgresTransaction::WriteKeptBalances() {
+  if (balances_ == nullptr) return Status::Ok();
+  // The decision held over may yet be undone, moves and all: confirmed first.
+  if (conn_.holding_over()) {
+    if (Status confirmed = conn_.Sync(); !confirmed.ok()) return confirmed;
+  }
+  return WriteBalances(conn_, *balances_);
+}
+
+Result<std::optional<BalanceCache::Entry>> PostgresTransaction::ReadBalances(
+    std::string_view account_id) {
   if (balances_ != nullptr) {
     // The decision held over may have moved this account's money, and may yet fail and be undone
-    // (which clears the cache): only once it is confirmed does the cache say what the row holds.
+    // (which takes its moves back): only once it is confirmed does the cache say what holds.
     if (conn_.holding_over()) {
       if (Status confirmed = conn_.Sync(); !confirmed.ok()) return confirmed;
     }
-    if (const Balances* cached = balances_->Find(account_id)) return std::optional(*cached);
+    if (const BalanceCache::Entry* kept = balances_->Find(account_id)) return std::optional(*kept);
   }
   // No FOR UPDATE: the writers' lock (postgres_store.cc) already makes this decision the only
   // writer until it commits, and a row lock taken in one savepoint of a transaction on a row
   // that an earlier savepoint updated costs PostgreSQL a multixact each time.
   AGENTPAY_ROWS(read, conn_.Query("SELECT deposited, captured, held FROM accounts WHERE id = $1",
                                   pg::Params().Add(account_id)));
-  if (read.empty()) return std::optional<Balances>();
+  if (read.empty()) return std::optional<BalanceCache::Entry>();
   Balances balances{read.Int(0, 0), read.Int(0, 1), read.Int(0, 2)};
-  if (balances_ != nullptr) balances_->Put(account_id, balances);
-  return std::optional(balances);
+  BalanceCache::Entry entry{balances, balances};
+  if (balances_ != nullptr) balances_->Set(account_id, entry);
+  return std::optional(entry);
 }
 
 Result<MoveOutcome> PostgresTransaction::Move(std::string_view account_id, MoveKind kind,
@@ -490,28 +577,23 @@ Result<MoveOutcome> PostgresTransaction::Move(std::string_view account_id, MoveK
   if (!read->has_value()) {
     return Status::Error(ErrorCode::kStoreNotFound, "no account " + std::string(account_id));
   }
-  const Balances before = **read;
-  Balances balances = before;
-  MoveOutcome outcome = ApplyMove(&balances, kind, amount);
+  BalanceCache::Entry entry = **read;
+  MoveOutcome outcome = ApplyMove(&entry.current, kind, amount);
   if (outcome != MoveOutcome::kOk) return outcome;
-  // A compare-and-set against the balances the move was computed from: read above under the
-  // writers' lock, or kept by the writer's cache, which a stale entry must not turn into money.
-  if (Status updated =
-          conn_.Defer("UPDATE accounts SET deposited = $2, captured = $3, held = $4 "
-                      "WHERE id = $1 AND deposited = $5 AND captured = $6 AND held = $7",
-                      pg::Params()
-                          .Add(account_id)
-                          .Add(balances.deposited)
-                          .Add(balances.captured)
-                          .Add(balances.held)
-                          .Add(before.deposited)
-                          .Add(before.captured)
-                          .Add(before.held),
-                      1, "account " + std::string(account_id) + " changed under the writer");
-      !updated.ok()) {
-    return updated;
+  if (balances_ != nullptr) {
+    // The row is written with the batch (WriteBalances).
+    balances_->Set(account_id, entry);
+  } else if (Status written = conn_.Defer(
+                 "UPDATE accounts SET deposited = $2, captured = $3, held = $4 WHERE id = $1",
+                 pg::Params()
+                     .Add(account_id)
+                     .Add(entry.current.deposited)
+                     .Add(entry.current.captured)
+                     .Add(entry.current.held),
+                 1, "no account " + std::string(account_id));
+             !written.ok()) {
+    return written;
   }
-  if (balances_ != nullptr) balances_->Put(account_id, balances);
   Posting posting = PostingFor(kind);
   pg::Params params;
   if (operation_id.empty()) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/wallet.h"
@@ -21,31 +23,59 @@
 namespace agentpay {
 
 // The balances of the accounts the writer's decisions moved money on, kept from one decision and
-// one batch to the next, so that a decision that holds or captures on an account the writer knows
-// costs no round trip to read it. True only while nobody else changes those rows: the writer
-// clears it when another gateway's batch ran since its own last one, when a decision is undone and
-// when a batch fails (postgres_store.cc). And since every write of balances is a compare-and-set
-// against the balances it was computed from, a stale entry fails its decision (store_not_found,
-// and the cache is cleared) instead of writing wrong money. Bounded: full, it starts again empty.
+// one batch to the next, so that a hold or a capture on an account the writer knows costs neither
+// a read nor a write of its row: a move changes `current` and posts to the ledger, and the row is
+// written once, with the batch's COMMIT (or before anything in the batch reads accounts), by a
+// compare-and-set against `stored`, the balances the row held. True only while nobody else changes
+// those rows: the writer clears it when another gateway's batch ran since its own last one and
+// when a batch fails (postgres_store.cc), and a stale entry fails a compare-and-set, and so its
+// batch, instead of writing wrong money. Every change a decision makes is journaled, so that a
+// decision that is undone takes its moves back with it. Bounded: full, it forgets the accounts
+// that have nothing to write.
 class BalanceCache {
  public:
   static constexpr size_t kMaxAccounts = 100000;
-  const Balances* Find(std::string_view account_id) const;
-  void Put(std::string_view account_id, const Balances& balances);
-  void Clear() { accounts_.clear(); }
+  struct Entry {
+    Balances stored;   // what the accounts row holds, as this transaction has written it
+    Balances current;  // with the moves not written to the row yet
+  };
+  // What entries were before a decision changed them (nullopt: absent), oldest first.
+  using Journal = std::vector<std::pair<std::string, std::optional<Entry>>>;
+
+  const Entry* Find(std::string_view account_id) const;
+  // Sets an entry, journaled for the running decision.
+  void Set(std::string_view account_id, const Entry& entry);
+  // The accounts whose row is behind their moves.
+  std::vector<std::pair<std::string, Entry>> Unwritten() const;
+  bool HasUnwritten() const { return !unwritten_.empty(); }
+  // The running decision ended: its journal, for Undo should it fail after all.
+  Journal EndDecision() { return std::exchange(journal_, {}); }
+  // Puts back what `journal` says the entries were.
+  void Undo(Journal journal);
+  // Forgets everything: only where nothing is unwritten, or the transaction is rolled back.
+  void Clear();
 
  private:
   struct Hash {
     using is_transparent = void;
     size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
   };
-  std::unordered_map<std::string, Balances, Hash, std::equal_to<>> accounts_;
+  // Keeps `unwritten_` in step with the entry of `account_id` (null: none).
+  void Note(const std::string& account_id, const Entry* entry);
+  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> accounts_;
+  std::unordered_set<std::string, Hash, std::equal_to<>> unwritten_;  // current != stored
+  Journal journal_;
 };
+
+// Writes the balances `cache` has not written yet, deferred on `conn` (compare-and-set against
+// what the row held), journaled as the running decision's.
+Status WriteBalances(pg::Connection& conn, BalanceCache& cache);
 
 class PostgresTransaction final : public Transaction {
  public:
   // Precondition: `conn` has a transaction open for as long as this is used. `balances`: the
-  // writer's cache (Move reads and keeps balances through it), or null.
+  // writer's cache (Move reads and keeps balances through it, reads of accounts write it first),
+  // or null.
   explicit PostgresTransaction(pg::Connection& conn, BalanceCache* balances = nullptr)
       : conn_(conn), balances_(balances) {}
 
@@ -109,8 +139,10 @@ class PostgresTransaction final : public Transaction {
 
  private:
   // An account's balances: from the cache when it has them (after the decision held over before
-  // this one is confirmed), else read.
-  Result<std::optional<Balances>> ReadBalances(std::string_view account_id);
+  // this one is confirmed), else read and kept.
+  Result<std::optional<BalanceCache::Entry>> ReadBalances(std::string_view account_id);
+  // Before a statement reads accounts rows: the cache's unwritten balances go first.
+  Status WriteKeptBalances();
   pg::Connection& conn_;
   BalanceCache* balances_;
 };

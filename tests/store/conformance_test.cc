@@ -758,6 +758,41 @@ TEST_P(StoreConformance, AFailedLastWriteFailsItsDecisionAloneWithItsMoney) {
   EXPECT_EQ(BalancesOf("acct_l"), (Balances{1000, 10, held - 10}));
 }
 
+// A decision reads the balances its own moves and the earlier decisions of its commit left, and
+// so does the audit run inside a decision, however a backend writes its accounts rows.
+TEST_P(StoreConformance, ADecisionReadsTheBalancesItsMovesLeft) {
+  AddAccount("acct_s", 1000);
+  std::atomic<int> done{0};
+  std::vector<Status> outcomes(12);
+  for (int i = 0; i < 12; ++i) {
+    store_->WriteAsync(
+        [i](Transaction& tx) -> Status {
+          auto moved = tx.Move("acct_s", MoveKind::kHold, 10, "op_s" + std::to_string(i), 5);
+          if (!moved.ok()) return moved.status();
+          if (i % 4 != 3) return Status::Ok();
+          // Every fourth reads the account after its move, and takes the audit.
+          auto account = tx.FindAccount("acct_s");
+          if (!account.ok()) return account.status();
+          EXPECT_EQ((*account)->balances, (Balances{1000, 0, 10 * (i + 1)})) << i;
+          auto audit = tx.Audit();
+          if (!audit.ok()) return audit.status();
+          for (const AccountAudit& books : audit->accounts) {
+            if (books.account_id != "acct_s") continue;
+            EXPECT_EQ(books.stored, books.from_ledger) << i;
+            EXPECT_EQ(books.stored, (Balances{1000, 0, 10 * (i + 1)})) << i;
+          }
+          return Status::Ok();
+        },
+        [&, i](Status status) {
+          outcomes[i] = std::move(status);
+          ++done;
+        });
+  }
+  while (done.load() < 12) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 12; ++i) EXPECT_TRUE(outcomes[i].ok()) << i << outcomes[i].ToString();
+  EXPECT_EQ(BalancesOf("acct_s"), (Balances{1000, 0, 120}));
+}
+
 // Two stores on one database (two gateways) moving money on the same account in turn: each
 // decision starts from what the other committed, whatever either keeps between its decisions.
 TEST_P(StoreConformance, TwoStoresMovingMoneyOnOneAccountInTurnKeepTheSums) {
