@@ -38,6 +38,9 @@ constexpr int kMigrationLock = 2;
 // lock held by a stuck gateway never stalls a decision (or the writer) without bound.
 constexpr int kStatementTimeoutMs = 10000;
 constexpr int kConnectTimeoutS = 5;
+// What takes back a decision whose savepoint is the innermost, and ends that savepoint.
+constexpr const char* kUndoDecision[] = {"ROLLBACK TO SAVEPOINT decision",
+                                         "RELEASE SAVEPOINT decision"};
 // After a failed connection attempt the writer fails batches at once for this long, instead of
 // waiting connect_timeout again for every batch while the server is away.
 constexpr auto kReconnectPause = std::chrono::milliseconds(500);
@@ -343,13 +346,13 @@ class PostgresStore final : public Store {
       const size_t index = run.results.size();
       BalanceCache::Journal journal = balances_.EndDecision();
       if (status.ok()) {
-        status = writer_->HoldOver("RELEASE SAVEPOINT decision",
-                                   {"ROLLBACK TO SAVEPOINT decision", "RELEASE SAVEPOINT decision"},
-                                   [this, &run, index](const Status& failure) {
-                                     run.results[index] = failure;
-                                     ++run.rolled_back;
-                                     balances_.Undo(std::exchange(held_journal_, {}));
-                                   });
+        status =
+            writer_->HoldOver("RELEASE SAVEPOINT decision", {kUndoDecision[0], kUndoDecision[1]},
+                              [this, &run, index](const Status& failure) {
+                                run.results[index] = failure;
+                                ++run.rolled_back;
+                                balances_.Undo(std::exchange(held_journal_, {}));
+                              });
         // The decision before (if one was held over) is settled either way now.
         held_journal_.clear();
         if (status.ok()) held_journal_ = std::move(journal);
@@ -359,8 +362,8 @@ class PostgresStore final : public Store {
       if (!status.ok()) {
         ++run.rolled_back;
         balances_.Undo(std::move(journal));  // its moves go with its savepoint
-        Status undone = writer_->Defer("ROLLBACK TO SAVEPOINT decision");
-        if (undone.ok()) undone = writer_->Defer("RELEASE SAVEPOINT decision");
+        Status undone = writer_->Defer(kUndoDecision[0]);
+        if (undone.ok()) undone = writer_->Defer(kUndoDecision[1]);
         if (undone.ok()) undone = writer_->Sync();
         if (!undone.ok()) {
           run.broken = Status::Error(ErrorCode::kStoreUnavailable,

@@ -581,18 +581,11 @@ Result<MoveOutcome> PostgresTransaction::Move(std::string_view account_id, MoveK
   MoveOutcome outcome = ApplyMove(&entry.current, kind, amount);
   if (outcome != MoveOutcome::kOk) return outcome;
   if (balances_ != nullptr) {
-    // The row is written with the batch (WriteBalances).
-    balances_->Set(account_id, entry);
-  } else if (Status written = conn_.Defer(
-                 "UPDATE accounts SET deposited = $2, captured = $3, held = $4 WHERE id = $1",
-                 pg::Params()
-                     .Add(account_id)
-                     .Add(entry.current.deposited)
-                     .Add(entry.current.captured)
-                     .Add(entry.current.held),
-                 1, "no account " + std::string(account_id));
-             !written.ok()) {
-    return written;
+    balances_->Set(account_id, entry);  // the row is written with the batch (WriteBalances)
+  } else {
+    BalanceCache once;
+    once.Set(account_id, entry);
+    if (Status written = WriteBalances(conn_, once); !written.ok()) return written;
   }
   Posting posting = PostingFor(kind);
   pg::Params params;
