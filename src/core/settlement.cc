@@ -127,6 +127,11 @@ Reconciliation Reconcile(Settlement current, const SettlementRecord& record,
       break;
   }
   if (seen.tx_known) {
+    if (!seen.nonce_used && expired) {
+      return VoidOrWait(current,
+                        "our transaction is pending but the authorization expired unused, so no "
+                        "block can execute it any more");
+    }
     return Decided(ReconcileAction::kWait, current, "our transaction is pending");
   }
   if (seen.nonce_used) {

@@ -88,6 +88,7 @@ struct Reconciliation {
 //   reverted / success w/o Transfer| -        | yes        | -            | kMarkFailed  (1)
 //   reverted / success w/o Transfer| -        | no         | expired      | kMarkVoid    (2)
 //   reverted / success w/o Transfer| -        | no         | not expired  | kWait        (3)
+//   none                           | yes      | no         | expired      | kMarkVoid    (2, 7)
 //   none                           | yes      | -          | -            | kWait        (pending)
 //   none                           | no       | yes        | -            | kMarkFailed  (1)
 //   none                           | no       | no         | < vb         | kRebroadcast (4)
@@ -109,6 +110,10 @@ struct Reconciliation {
 // (6) A reorganisation shallower than N can still remove the block: settled (and a paid body
 //     released) only once it is N deep. If the block goes, the later looks find our transaction
 //     pending again (wait) or gone (re-broadcast the same bytes), and it settles again.
+// (7) Still pending once expired: any block that includes it now executes it after validBefore,
+//     where it can only revert, and the nonce is confirmed unused, so it is void like one that is
+//     gone. Waiting for it to leave the pool could last for ever: a node may hold it, and the
+//     relayer-nonce gap repair sends it again to use up its relayer nonce.
 // Precondition: current is kSubmitted or kUnknown; expiry_buffer_s >= 0; confirmations >= 1.
 Reconciliation Reconcile(Settlement current, const SettlementRecord& record,
                          const ChainObservation& seen, int64_t expiry_buffer_s,

@@ -482,8 +482,7 @@ Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record,
   if (seen.receipt == ReceiptView::kNone) {
     auto known = NodeKnows(record);
     if (!known.ok()) return known.status();
-    seen.tx_known = *known;
-    if (seen.tx_known) return seen;  // pending: Reconcile waits whatever the time
+    seen.tx_known = *known;  // pending: still void once expired, so the time is read
   } else {
     seen.tx_known = true;  // mined
     seen.confirmations = 1;

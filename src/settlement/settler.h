@@ -144,7 +144,7 @@ class Settler {
   // else is asked); then authorizationState; when that says used
   // and the receipt was missing, the receipt once more (so that "used" was read before "missing");
   // then, with no receipt, the transaction; and the latest block's time only when the nonce is
-  // unused and no pending transaction makes the time moot. Unread fields keep their defaults.
+  // unused (a pending transaction too is void once expired). Unread fields keep their defaults.
   // `receipt`: what LookForReceipt just said, when the caller has asked (then it is not asked
   // again).
   Result<ChainObservation> Observe(const X402PaymentRecord& record,

@@ -106,16 +106,36 @@ TEST(SettlementReconcile, MinedWithoutTransferAndNonceUnusedWaitsForExpiryThenVo
   }
 }
 
+// A pending transaction waits, whatever the time when its nonce is used (it reverts, then the
+// receipt decides) and until the expiry when it is unused.
 TEST(SettlementReconcile, PendingTransactionWaits) {
   for (Settlement current : {Settlement::kSubmitted, Settlement::kUnknown}) {
     for (bool nonce_used : {false, true}) {
-      for (int64_t t : {kValidBefore - 1, kValidBefore, kValidBefore + kBuffer}) {
+      for (int64_t t : {kValidBefore - 1, kValidBefore, kValidBefore + kBuffer - 1,
+                        kValidBefore + kBuffer, kValidBefore + kBuffer + 1000}) {
+        if (!nonce_used && t >= kValidBefore + kBuffer) continue;  // row (7), below
         Reconciliation r = ReconcileNow(current, Seen(ReceiptView::kNone, true, nonce_used, t));
         EXPECT_EQ(r.action, ReconcileAction::kWait);
         EXPECT_EQ(r.next_settlement, current);
         EXPECT_EQ(r.reason, "our transaction is pending");
       }
     }
+  }
+}
+
+// Row (7): still pending once expired, the nonce unused: no block can execute it any more, so it
+// is void (from unknown; submitted waits for the receipt deadline first), with nothing re-sent.
+TEST(SettlementReconcile, PendingPastExpiryWithTheNonceUnusedIsVoid) {
+  for (int64_t t : {kValidBefore + kBuffer, kValidBefore + kBuffer + 1000}) {
+    Reconciliation r = ReconcileNow(Settlement::kUnknown, Seen(ReceiptView::kNone, true, false, t));
+    EXPECT_EQ(r.action, ReconcileAction::kMarkVoid) << t;
+    EXPECT_EQ(r.next_settlement, Settlement::kVoid);
+    EXPECT_NE(r.reason.find("pending but the authorization expired unused"), std::string::npos);
+    EXPECT_TRUE(r.rebroadcast_raw_tx_hex.empty());
+    Reconciliation s =
+        ReconcileNow(Settlement::kSubmitted, Seen(ReceiptView::kNone, true, false, t));
+    EXPECT_EQ(s.action, ReconcileAction::kWait) << t;
+    EXPECT_EQ(s.next_settlement, Settlement::kSubmitted);
   }
 }
 

@@ -474,17 +474,20 @@ TEST_F(X402GatewayTest, DroppedTransactionIsRebroadcastThenVoidAfterExpiry) {
   clock_.Advance(5'000);
   ASSERT_TRUE(devnet_->Mine().ok());
   // Expired past the buffer, and lost again: the gap check sends the bytes once more, or every
-  // later settlement would queue behind the gap; the look finds them pending and waits.
-  ReconcileReport resent = Reconcile();
-  EXPECT_EQ(resent.gaps_filled, 1);
-  EXPECT_EQ(resent.voided, 0);
-  EXPECT_EQ(Reconcile().gaps_filled, 0);  // pending at that nonce now: nothing to do
-  // Mined, the filler reverts: an expired authorization cannot move money any more. Void.
-  ASSERT_TRUE(devnet_->Mine().ok());
-  EXPECT_EQ(devnet_->RevertReason(hash), "FiatTokenV2: authorization is expired");
+  // later settlement would queue behind the gap; the look finds them pending, but no block can
+  // execute them any more and the nonce is unused: void, in the same pass.
   ReconcileReport voided = Reconcile();
+  EXPECT_EQ(voided.gaps_filled, 1);
   EXPECT_EQ(voided.voided, 1);
   EXPECT_EQ(voided.errors, 0);
+  EXPECT_EQ(OperationJson(first)["settlement"], "void");
+  ReconcileReport after = Reconcile();  // pending at that nonce now, and resolved: nothing to do
+  EXPECT_EQ(after.gaps_filled, 0);
+  EXPECT_EQ(after.examined, 0);
+  // Mined, the filler reverts: an expired authorization cannot move money any more.
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(devnet_->RevertReason(hash), "FiatTokenV2: authorization is expired");
+  EXPECT_EQ(Reconcile().voided, 0);
   EXPECT_EQ(OperationJson(first)["settlement"], "void");
   EXPECT_FALSE(NonceUsed(payment.nonce));
   EXPECT_EQ(Transfers(), 0);
@@ -864,11 +867,13 @@ TEST_F(X402GatewayTest, SettleAfterVoidAfterTheUpstreamAnsweredRaisesAnAlert) {
   ASSERT_TRUE(*devnet_->DropTransaction(hash));
   clock_.Advance(40'000);  // past validBefore and the buffer
   ASSERT_TRUE(devnet_->Mine().ok());
-  EXPECT_EQ(Reconcile().gaps_filled, 1);  // the expired bytes fill the relayer's nonce
+  ReconcileReport voided = Reconcile();
+  EXPECT_EQ(voided.gaps_filled, 1);  // the expired bytes fill the relayer's nonce
+  EXPECT_EQ(voided.voided, 1);       // pending, but expired and unused
+  EXPECT_EQ(OperationJson(first)["settlement"], "void");
   ASSERT_TRUE(devnet_->Mine().ok());
   EXPECT_EQ(devnet_->RevertReason(hash), "FiatTokenV2: authorization is expired");
-  EXPECT_EQ(Reconcile().voided, 1);
-  EXPECT_EQ(OperationJson(first)["settlement"], "void");
+  EXPECT_EQ(Reconcile().voided, 0);
   HttpRequest request;
   request.method = "GET";
   request.target = "/admin/v1/alerts";
