@@ -335,11 +335,13 @@ Result<bool> ApplyReorganised(Store& store, const X402PaymentRecord& watched,
 }
 
 // The watch for reorganisations (reconciler.h): the settlements seen in the last reorg_watch_ms,
-// grouped by block, newest first. A block whose hash is still the canonical one vouches for every
-// older block (a reorganisation changes the hash of every block after it), so a quiet chain costs
-// one call; each block that changed gets a look at each of its payments.
+// grouped by block, newest first. A block the node calls canonical vouches for the lower ones
+// found canonical since it was first listed (core/reorg_watch.h), so a quiet chain costs one call
+// a pass and a new settlement one more; each block that changed gets a look at each of its
+// payments.
 Status WatchSettlements(Store& store, Settler& settler, int64_t now, const ReconcilerConfig& config,
-                        const std::function<bool(int64_t calls)>& more, ReconcileReport& report) {
+                        const std::function<bool(int64_t calls)>& more, CanonicalBlocks& blocks,
+                        ReconcileReport& report) {
   if (config.reorg_watch_ms <= 0) return Status::Ok();
   std::vector<X402PaymentRecord> recent;
   Status read = store.Read([&](Transaction& tx) {
@@ -349,9 +351,7 @@ Status WatchSettlements(Store& store, Settler& settler, int64_t now, const Recon
     return Status::Ok();
   });
   if (!read.ok()) return read;
-  // A block found canonical vouches for the lower ones; others at its own height (a payment
-  // settled again there after a reorganisation) are still looked at.
-  int64_t vouched_below = -1;
+  blocks.BeginPass();
   for (size_t begin = 0; begin < recent.size();) {
     const X402PaymentRecord& first = recent[begin];
     size_t end = begin;
@@ -359,11 +359,16 @@ Status WatchSettlements(Store& store, Settler& settler, int64_t now, const Recon
            recent[end].settled_block_hash == first.settled_block_hash) {
       ++end;
     }
-    if (first.settled_block < 0 || first.settled_block < vouched_below || !more(1)) break;
+    if (first.settled_block < 0) break;
+    if (blocks.Vouched(first.settled_block, first.settled_block_hash, now)) {
+      begin = end;
+      continue;
+    }
+    if (!more(1)) break;
     auto canonical = settler.chain().BlockHash(static_cast<uint64_t>(first.settled_block));
     if (!canonical.ok()) return canonical.status();
     if (*canonical && chain::Hex(**canonical) == first.settled_block_hash) {
-      vouched_below = first.settled_block;
+      blocks.FoundCanonical(first.settled_block, first.settled_block_hash, now);
       begin = end;
       continue;
     }
@@ -448,10 +453,11 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
 // backlog would otherwise spend the RPC budget on operations only the gap keeps unresolved).
 void CheckGap(Store& store, Settler& settler, int64_t now, const ReconcilerConfig& config,
               const std::function<bool(int64_t calls)>& more, std::optional<uint64_t>* last_mined,
-              ReconcileReport& report) {
+              CanonicalBlocks& blocks, ReconcileReport& report) {
   // The watch first: a block that went away is seen as gone before the gap check sends its
   // transaction again (then the operation goes back to unknown, X17, and settles again, X7).
-  if (Status watched = WatchSettlements(store, settler, now, config, more, report); !watched.ok()) {
+  if (Status watched = WatchSettlements(store, settler, now, config, more, blocks, report);
+      !watched.ok()) {
     ++report.errors;
     report.decisions.push_back({"", "reorg_watch_error", watched.message()});
   }
@@ -506,8 +512,9 @@ Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clo
   AGENTPAY_CHECK(config.batch > 0 && config.expiry_buffer_seconds >= 0);
   ReconcileReport report;
   const int64_t now = clock.NowMs();
+  CanonicalBlocks blocks(kMaxWatchedSettlements);  // one pass: every block is asked about
   CheckGap(
-      store, settler, now, config, [](int64_t) { return true; }, nullptr, report);
+      store, settler, now, config, [](int64_t) { return true; }, nullptr, blocks, report);
   std::string cursor;
   for (;;) {
     auto page = ListPage(store, cursor, now, config);
@@ -530,7 +537,8 @@ Reconciler::Reconciler(Store& store, Settler& settler, Clock& clock, Random& ran
       random_(random),
       config_(config),
       metrics_(metrics),
-      schedule_(config.backoff, config.max_scheduled) {
+      schedule_(config.backoff, config.max_scheduled),
+      canonical_blocks_(kMaxWatchedSettlements) {
   AGENTPAY_CHECK(config_.batch > 0 && config_.expiry_buffer_seconds >= 0);
   AGENTPAY_CHECK(config_.max_pages_per_pass > 0);
   AGENTPAY_CHECK(config_.rpc_per_second == 0 ||
@@ -549,7 +557,7 @@ Result<ReconcileReport> Reconciler::RunPass() {
   // calls leave the budget to the looks.
   if (now - last_gap_check_ms_ >= kGapCheckIntervalMs && take(kRpcCallsPerGapCheck)) {
     last_gap_check_ms_ = now;
-    CheckGap(store_, settler_, now, config_, take, &last_mined_nonce_, report);
+    CheckGap(store_, settler_, now, config_, take, &last_mined_nonce_, canonical_blocks_, report);
   }
   const std::string start = cursor_;
   bool wrapped = start.empty();

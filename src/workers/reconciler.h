@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/reconcile_schedule.h"
+#include "core/reorg_watch.h"
 #include "core/result.h"
 #include "core/world.h"
 #include "settlement/events.h"
@@ -105,9 +106,9 @@ struct ReconcileReport {
 // before it is sent. Only one transaction at that nonce can be mined, so the authorization still
 // settles once. With the gap check, the watch for reorganisations: the settlements of the last
 // reorg_watch_ms whose block is no longer canonical (one BlockHash call for the newest block when
-// nothing changed) and whose receipt is gone go back to unknown (core/settlement.h X17), and the
-// same bytes settle them again; if they never can, the paid answer having gone out, X18 and an
-// alert.
+// nothing changed, core/reorg_watch.h) and whose receipt is gone go back to unknown
+// (core/settlement.h X17), and the same bytes settle them again; if they never can, the paid answer
+// having gone out, X18 and an alert.
 Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,
                                              Random& random, const ReconcilerConfig& config,
                                              SettlementCounter* metrics = nullptr);
@@ -134,6 +135,7 @@ class Reconciler {
   std::string cursor_;  // the last operation id the previous pass got to
   int64_t last_gap_check_ms_ = INT64_MIN / 2;
   std::optional<uint64_t> last_mined_nonce_;  // the relayer's, at the last gap check
+  CanonicalBlocks canonical_blocks_;          // the watch for reorganisations' memory
 };
 
 }  // namespace agentpay

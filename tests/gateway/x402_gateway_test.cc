@@ -499,6 +499,52 @@ TEST_F(X402GatewayTest, DroppedTransactionIsRebroadcastThenVoidAfterExpiry) {
   EXPECT_EQ(Transfers(), 1);
 }
 
+// The watch for reorganisations, paced: a settlement recorded after a reorganisation (in a block
+// of the new branch) must not vouch for one recorded before it in a block the reorganisation
+// removed. Block A is asked about again, found replaced, and its payment recorded where it was
+// mined again.
+TEST_F(X402GatewayTest, TheReorgWatchAsksAboutABlockRecordedBeforeAReorganisation) {
+  ReconcilerConfig config = ReconcilerConfigOfTest();
+  config.rpc_per_second = 1000;
+  Reconciler reconciler(*store_, *settler_, clock_, random_, config);
+  HttpResponse first = Pay(Sign(kPrice, 0x01, "USD Coin").header, "reorg-a");
+  ASSERT_EQ(first.status, 200) << first.body;
+  const std::string a_id(*first.Header("AgentPay-Operation-Id"));
+  auto payment_of = [&](const std::string& id) {
+    X402PaymentRecord record;
+    EXPECT_TRUE(store_
+                    ->Read([&](Transaction& tx) {
+                      auto found = tx.FindX402Payment(id);
+                      if (!found.ok()) return found.status();
+                      if (found->has_value()) record = **found;
+                      return Status::Ok();
+                    })
+                    .ok());
+    return record;
+  };
+  const X402PaymentRecord before = payment_of(a_id);
+  ASSERT_GE(before.settled_block, 0);
+  ASSERT_TRUE(reconciler.RunPass().ok());  // the watch finds A's block canonical
+  // A's block goes; its transaction is mined again in a new block. Then B settles after it.
+  clock_.Advance(2000);  // mined again later: another block hash
+  ASSERT_TRUE(devnet_->Reorg(1).ok());
+  HttpResponse second = Pay(Sign().header, "reorg-b");
+  ASSERT_EQ(second.status, 200) << second.body;
+  ASSERT_GT(payment_of(std::string(*second.Header("AgentPay-Operation-Id"))).settled_block,
+            before.settled_block);
+  clock_.Advance(kGapCheckIntervalMs);
+  ASSERT_TRUE(reconciler.RunPass().ok());
+  const X402PaymentRecord after = payment_of(a_id);
+  EXPECT_NE(after.settled_block_hash, before.settled_block_hash)
+      << "block " << before.settled_block << " was vouched for by B's, listed after the reorg";
+  auto canonical = devnet_->BlockHash(static_cast<uint64_t>(after.settled_block));
+  ASSERT_TRUE(canonical.ok() && canonical->has_value());
+  EXPECT_EQ(after.settled_block_hash, chain::Hex(**canonical));
+  EXPECT_EQ(OperationJson(first)["settlement"], "settled");
+  EXPECT_EQ(Transfers(), 2);
+  ExpectTokenBooksBalance();
+}
+
 // Issue 14 item 6: several of the relayer's transactions lost by the node while later ones wait
 // (a nonce gap) come back in one gap check, in nonce order, long before each operation's own
 // backoff would look at it again; then they settle, each once.
