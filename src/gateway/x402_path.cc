@@ -69,7 +69,10 @@ struct X402Path::Payment {
   std::optional<UpstreamOutcome> upstream_2xx;  // settle=after: the answer the settlement awaits
   int64_t upstream_started_ms = 0;              // Timers::MonotonicMs
   int64_t receipt_deadline_ms = 0;              // Timers::MonotonicMs
-  int64_t poll_delay_ms = 0;
+  int64_t sent_ms = 0;                          // Timers::MonotonicMs of the broadcast
+  int empty_looks = 0;                          // looks that found no receipt
+  int64_t last_empty_look_ms = -1;              // ms after the send; -1: none yet
+  int64_t poll_delay_ms = 0;                    // the last delay scheduled
 };
 
 namespace {
@@ -80,8 +83,6 @@ using x402::Failure;
 // authorization: the chain is asked about this one, then the decision. One round to spare.
 constexpr int kMaxBeginRounds = 4;
 constexpr size_t kMaxQueuedChainCalls = 4096;
-constexpr int64_t kFirstPollDelayMs = 20;
-constexpr int64_t kMaxPollDelayMs = 250;
 
 // Failures refused before any key lookup: the signer is unproven (nothing about an existing key
 // may be revealed), or the payment cannot be a retry of a stored one (a validBefore past the cap
@@ -669,25 +670,38 @@ void X402Path::Settle(PaymentPtr p) {
           // Unknown, not failed: the node may have it anyway. The reconciler re-sends the bytes.
           ctx_.metrics.CountSettlement(SettlementEvent::kBroadcastError);
         }
-        p->receipt_deadline_ms = ctx_.timers.MonotonicMs() + ctx_.config.receipt_timeout_ms;
-        p->poll_delay_ms = kFirstPollDelayMs;
-        PollReceipt(p);
+        p->sent_ms = ctx_.timers.MonotonicMs();
+        p->receipt_deadline_ms = p->sent_ms + ctx_.config.receipt_timeout_ms;
+        int64_t first_look;
+        {
+          std::lock_guard lock(polls_mutex_);
+          first_look = polls_.FirstLookMs();
+        }
+        SchedulePoll(p, std::min(first_look, ctx_.config.receipt_timeout_ms));
       },
       // Not even broadcast: unknown all the same, and the reconciler sends the stored bytes.
       [this, p] { OnReceiptDecided(p, std::nullopt); });
 }
 
 // One look at the receipt (on the chain pool, one RPC call); then decided, or the next look after a
-// pause that doubles up to 250 ms, until the deadline. A full observation (Settler::Observe) only
-// when the receipt is there, or at the deadline: it tells a failed settlement (the nonce spent by
-// another transaction) from one still pending, and counts the confirmations of one that paid us
-// (fewer than --confirmations: the looks go on until the deadline).
+// pause learned from the receipts seen before (core/receipt_polls.h), until the deadline. A full
+// observation (Settler::Observe) only when the receipt is there, or at the deadline: it tells a
+// failed settlement (the nonce spent by another transaction) from one still pending, and counts the
+// confirmations of one that paid us (fewer than --confirmations: the looks go on until the
+// deadline).
 void X402Path::PollReceipt(PaymentPtr p) {
   const int64_t now = ctx_.timers.MonotonicMs();
   const bool last = now >= p->receipt_deadline_ms;
   auto receipt = settler_.LookForReceipt(p->payment);
   const bool mined = receipt.ok() && receipt->view != ReceiptView::kNone;
   const bool paid_us = mined && receipt->view == ReceiptView::kSuccessWithTransfer;
+  if (mined) {
+    std::lock_guard lock(polls_mutex_);
+    polls_.Found(p->last_empty_look_ms, now - p->sent_ms);
+  } else if (receipt.ok()) {
+    ++p->empty_looks;
+    p->last_empty_look_ms = now - p->sent_ms;
+  }
   if (receipt.ok() && (mined || last)) {
     auto seen = settler_.Observe(p->payment, *receipt);
     if (seen.ok()) {
@@ -706,19 +720,24 @@ void X402Path::PollReceipt(PaymentPtr p) {
     if (mined && !paid_us) return OnReceiptDecided(std::move(p), std::nullopt);
   }
   if (last) return OnReceiptDecided(std::move(p), std::nullopt);
-  const int64_t delay = std::min(p->poll_delay_ms, p->receipt_deadline_ms - now);
-  p->poll_delay_ms = std::min(p->poll_delay_ms * 2, kMaxPollDelayMs);
-  SchedulePoll(std::move(p), delay);
+  int64_t gap;
+  {
+    std::lock_guard lock(polls_mutex_);
+    gap = polls_.NextGapMs(std::max(p->empty_looks, 1));
+  }
+  SchedulePoll(std::move(p), std::min(gap, p->receipt_deadline_ms - now));
 }
 
 void X402Path::SchedulePoll(PaymentPtr p, int64_t delay_ms) {
+  p->poll_delay_ms = delay_ms;
   ctx_.timers.After(delay_ms, [this, p] {
     OnChain([this, p] { PollReceipt(p); },
             [this, p] {
               // The pool is full: this look is skipped; the next one, or the deadline, decides.
               const int64_t now = ctx_.timers.MonotonicMs();
               if (now >= p->receipt_deadline_ms) return OnReceiptDecided(p, std::nullopt);
-              SchedulePoll(p, std::min(p->poll_delay_ms, p->receipt_deadline_ms - now));
+              SchedulePoll(p, std::min(std::max(p->poll_delay_ms, ReceiptPolls::kMinGapMs),
+                                       p->receipt_deadline_ms - now));
             });
   });
 }

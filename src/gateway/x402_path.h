@@ -13,10 +13,12 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "core/operation.h"
 #include "core/payer_proof.h"
+#include "core/receipt_polls.h"
 #include "gateway/context.h"
 #include "gateway/x402_offer.h"
 #include "http/server.h"
@@ -83,6 +85,9 @@ class X402Path {
   const X402Offers& offers_;
   std::unique_ptr<WorkerPool> own_pool_;  // when no executor was injected
   Executor& chain_calls_;
+  // When to look for a receipt, learned from the receipts seen (core/receipt_polls.h).
+  std::mutex polls_mutex_;
+  ReceiptPolls polls_;  // under polls_mutex_
 };
 
 }  // namespace agentpay
