@@ -111,5 +111,41 @@ class RpcCallsTest(ProxiedX402TestCase):
         self.assertTrue({"eth_estimateGas", "eth_call transferWithAuthorization"} & set(names), names)
         self.assertNotIn("eth_sendRawTransaction", names)
 
+class SlowChainRpcCallsTest(ProxiedX402TestCase):
+    """A chain that mines a block a second, as hosted L2 nodes do (Base: two): the receipt is not
+    there at once, and the looks for it follow the chain's rhythm (core/receipt_polls.h) instead of
+    a fixed schedule, which cost 7.5 looks a payment here. After a warm-up, at most 3 looks a
+    payment (about 2 expected). The calls the gateway makes once a second whatever the load (the
+    watch for reorganisations, fees, the relayer-nonce gap check) are counted apart: with one
+    payment a second they would count against each payment."""
+
+    block_time = 1
+
+    def test_receipt_looks_follow_the_block_time(self):
+        gw, chain = self.gw, self.chain
+        _, _, required, _ = gw.challenge("/report")
+        accepted, resource = required["accepts"][0], required.get("resource")
+        warm_up, measured = 5, 10
+        signed = chain.sign([{"key": BUYER, "message": auth_message(chain, value=int(accepted["amount"]))}
+                             for _ in range(warm_up + measured)])
+        headers = [b64json(v2_payload(accepted, s, resource)) for s in signed]
+        for i, header in enumerate(headers[:warm_up]):
+            self.assertPaidResponse(gw.pay("/report", v2=header, key="warm-%d" % i))
+        t0 = time.monotonic()
+        for i, header in enumerate(headers[warm_up:]):
+            self.assertPaidResponse(gw.pay("/report", v2=header, key="slow-%d" % i))
+        seconds = time.monotonic() - t0
+        by_name = collections.Counter(call_name(m, p) for _, m, p in self.proxy.since(t0))
+        looks = by_name["eth_getTransactionReceipt"] / measured
+        print("\n    1 s blocks: %d payments in %.1f s, %.2f receipt looks a payment; all calls: %s"
+              % (measured, seconds, looks, ", ".join("%s %d" % kv for kv in sorted(by_name.items()))),
+              file=sys.stderr)
+        self.assertGreater(seconds, measured * 0.3, "the chain did not make the payments wait: the test is void")
+        self.assertLessEqual(looks, 3.0, by_name)
+        self.assertEqual(by_name["eth_sendRawTransaction"], measured, by_name)
+        self.assertEqual(by_name["eth_call transferWithAuthorization"] + by_name["eth_estimateGas"], measured,
+                         by_name)
+
+
 if __name__ == "__main__":
     X.main(sys.argv)

@@ -107,8 +107,8 @@ class Chain:
     """One Anvil + TestUSDC, buyers funded. `direct` records the transfers the tests make themselves
     (not through the gateway) as (from, to, value), so the money check can account for them."""
 
-    def __init__(self, automine=True, token_name=TOKEN_NAME):
-        self.node = A.Anvil(chain_id=CHAIN_ID, automine=automine).start()
+    def __init__(self, automine=True, token_name=TOKEN_NAME, block_time=None):
+        self.node = A.Anvil(chain_id=CHAIN_ID, automine=automine, block_time=block_time).start()
         _chains.add(self)
         self.rpc = self.node.rpc
         self.token = A.deploy_test_usdc(self.rpc, token_name, TOKEN_VERSION)
@@ -587,6 +587,7 @@ class X402TestCase(unittest.TestCase):
     """One Anvil, seller and gateway per class; the money check after every test."""
 
     automine = True
+    block_time = None  # seconds between blocks (interval mining: automine off)
     gateway_args = ()
     routes = DEFAULT_ROUTES
     quiesce_timeout = 15.0
@@ -600,7 +601,7 @@ class X402TestCase(unittest.TestCase):
         cls.gw = None
         cls.gateways = []
         try:
-            cls.chain = Chain(automine=cls.automine)
+            cls.chain = Chain(automine=cls.automine, block_time=cls.block_time)
             cls.seller = harness.Seller(cls.workdir)
             cls.seller.start()
             cls.gw = cls.start_gateway()
