@@ -32,7 +32,6 @@ windows and SIGSTOPs, so that every settlement gets the second block --confirmat
 
 import os
 import random
-import signal
 import threading
 import time
 
@@ -314,25 +313,13 @@ class AnvilFaults:
         # Nor a transaction: Anvil 1.7.1 mining a transaction while anvil_reorg runs has been seen to
         # lose a block below its head (eth_getBlockByNumber null) and keep its logs, a state no real
         # node shows. The gateway is paused for the reorg; what it already sent lands first.
-        gw = self.world.gw
-        paused = gw.alive()
-        if paused:
-            try:
-                os.kill(gw.popen.pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                paused = False
         try:
-            time.sleep(0.05 if paused else 0)
-            if chain.rpc.block_number() != head:
-                self.world.tally.add("Anvil reorgs skipped (no settlement in the latest block)")
-                return
-            chain.rpc.reorg(1)
+            with self.world.gw.frozen():
+                if chain.rpc.block_number() != head:
+                    self.world.tally.add("Anvil reorgs skipped (no settlement in the latest block)")
+                    return
+                chain.rpc.reorg(1)
         finally:
-            if paused:
-                try:
-                    os.kill(gw.popen.pid, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
             self.world.ticking.set()
         self.world.tally.add("Anvil reorgs of a block with a settlement")
         h = mined[0]

@@ -17,7 +17,6 @@ import base64
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -717,13 +716,8 @@ class VoidSettlementTest(X402TestCase):
 
     def freeze_gateway(self, fn):
         """Run fn() with the gateway stopped (SIGSTOP), so it cannot re-broadcast in between."""
-        pid = self.gw.popen.pid
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(0.05)  # let an RPC request it already sent reach Anvil
+        with self.gw.frozen():
             return fn()
-        finally:
-            os.kill(pid, signal.SIGCONT)
 
     def void_a_payment(self, path, key):
         """Pay with automine off, drop the tx whenever it shows up and mine empty blocks until the

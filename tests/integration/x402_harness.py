@@ -18,6 +18,7 @@ Accounts (Anvil's default mnemonic): #0 deploys/mints and makes the tests' own t
 """
 
 import base64
+import contextlib
 import http.server
 import json
 import os
@@ -263,6 +264,28 @@ DEFAULT_ROUTES = (
 class X402Gateway(harness.ManagedProcess):
     """`agentpay serve` on the Anvil chain: [[route]] tables in a TOML --config, SQLite in workdir (or
     PostgreSQL with AGENTPAY_IT_DB=postgres: harness.fresh_store)."""
+
+    @contextlib.contextmanager
+    def frozen(self, settle_s=0.05):
+        """The gateway stopped (SIGSTOP) for the block, so that it sends nothing meanwhile; an RPC
+        request it already sent gets settle_s to reach Anvil first. A gateway already gone is left
+        alone."""
+        pid = self.popen.pid if self.alive() else None
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pid = None
+        try:
+            if pid is not None:
+                time.sleep(settle_s)
+            yield
+        finally:
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
 
     def __init__(self, workdir, chain, upstream_url, routes=DEFAULT_ROUTES, asset_name=TOKEN_NAME,
                  extra_args=(), name="gateway", chain_url=None, tls=None, db=None):
