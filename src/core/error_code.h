@@ -30,6 +30,8 @@ enum class ErrorCode : uint8_t {
   kStoreConflict,      // a generated id collided with an existing row
   kStoreTooNew,        // the schema is newer than this binary
   kStoreIncompatible,  // the schema is from a pre-release build
+  kStoreKeyTaken,      // a key reserved as new exists (Transaction::ReserveNewKey)
+  kStoreClaimLost,     // a claimed update found the claim taken (UpdateClaimedOperationOrFail)
   kInstanceTaken,      // another live process holds this instance id
   kRollback,           // not a failure: a decision asked for its writes to be rolled back
   // chain/: the JSON-RPC client (json_rpc.h tells them apart) and the chain.
@@ -101,6 +103,8 @@ constexpr std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kStoreConflict: return "store_conflict";
     case ErrorCode::kStoreTooNew: return "store_too_new";
     case ErrorCode::kStoreIncompatible: return "store_incompatible";
+    case ErrorCode::kStoreKeyTaken: return "store_key_taken";
+    case ErrorCode::kStoreClaimLost: return "store_claim_lost";
     case ErrorCode::kInstanceTaken: return "instance_taken";
     case ErrorCode::kRollback: return "rollback";
     case ErrorCode::kRpcUnreachable: return "rpc_unreachable";

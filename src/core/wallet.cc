@@ -1,6 +1,8 @@
 // Pure wallet moves; see wallet.h.
 #include "core/wallet.h"
 
+#include <limits>
+
 #include "core/check.h"
 #include "core/money.h"
 
@@ -60,6 +62,47 @@ MoveOutcome ApplyMove(Balances* balances, MoveKind kind, int64_t amount) {
   AGENTPAY_CHECK(next.Valid());
   *balances = next;
   return MoveOutcome::kOk;
+}
+
+namespace {
+
+// a + max(b, 0), saturating: a gain too large to count makes every move wait, never pass.
+int64_t AddGain(int64_t a, int64_t b) {
+  if (b <= 0) return a;
+  auto sum = AddAmounts(a, b);
+  return sum ? *sum : std::numeric_limits<int64_t>::max();
+}
+
+}  // namespace
+
+void UnconfirmedGains::Add(const Balances& change) {
+  int64_t available_change = 0;
+  if (__builtin_sub_overflow(change.deposited, change.captured, &available_change) ||
+      __builtin_sub_overflow(available_change, change.held, &available_change)) {
+    available_change = std::numeric_limits<int64_t>::max();  // too large to count: assume the worst
+  }
+  available = AddGain(available, available_change);
+  held = AddGain(held, change.held);
+  captured = AddGain(captured, change.captured);
+}
+
+bool MoveSucceedsWhateverIsUndone(const Balances& balances, const UnconfirmedGains& gains,
+                                  MoveKind kind, int64_t amount) {
+  if (amount <= 0) return false;
+  switch (kind) {
+    case MoveKind::kDeposit: {
+      Balances after = balances;
+      return ApplyMove(&after, kind, amount) == MoveOutcome::kOk;
+    }
+    case MoveKind::kHold:
+      return amount <= balances.available() - gains.available;
+    case MoveKind::kCapture:
+    case MoveKind::kRelease:
+      return amount <= balances.held - gains.held;
+    case MoveKind::kRefund:
+      return amount <= balances.captured - gains.captured;
+  }
+  AGENTPAY_CHECK(false);
 }
 
 }  // namespace agentpay

@@ -60,4 +60,29 @@ struct PostingRecord {
 // unchanged. Precondition: balances->Valid().
 MoveOutcome ApplyMove(Balances* balances, MoveKind kind, int64_t amount);
 
+// Moves a store has made but the database has not confirmed yet (PostgreSQL's writer sends a
+// decision's writes without waiting for them) may each still be undone, and a move decided on
+// balances that include them must hold whichever of them are. What undoing some of them can take
+// away from each quantity a move checks: the sum of what they added to it.
+struct UnconfirmedGains {
+  int64_t available = 0;
+  int64_t held = 0;
+  int64_t captured = 0;
+  // Counts one unconfirmed decision's change to an account's balances (after minus before).
+  void Add(const Balances& change);
+};
+
+// Whether ApplyMove(kind, amount) succeeds on `balances` and on every balance left by undoing any
+// set of the unconfirmed moves behind `gains` (false: the move must wait for the database's
+// answer before it is decided). Precondition: balances.Valid(), and every such balance Valid().
+//
+//   kind      succeeds whatever is undone when
+//   deposit   it succeeds on `balances` (undoing only lowers what is deposited)
+//   hold      0 < amount <= available - gains.available
+//   capture,  0 < amount <= held - gains.held
+//   release
+//   refund    0 < amount <= captured - gains.captured
+bool MoveSucceedsWhateverIsUndone(const Balances& balances, const UnconfirmedGains& gains,
+                                  MoveKind kind, int64_t amount);
+
 }  // namespace agentpay

@@ -107,20 +107,33 @@ void WalletPath::Start(std::shared_ptr<PaidRequest> paid) {
                                : MismatchAnswer(*existing));
     }
   }
+  QueueBegin(std::move(paid), /*key_seen_absent=*/!record);
+}
+
+void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_seen_absent) {
   ctx_.store.WriteAsync(
-      [this, paid](Transaction& tx) -> Status {
-        auto begin = DecideBegin(tx, *paid);
+      [this, paid, key_seen_absent](Transaction& tx) -> Status {
+        paid->begin = {};
+        auto begin = DecideBegin(tx, *paid, key_seen_absent);
         if (!begin.ok()) return begin.status();
         paid->begin = std::move(*begin);
         // Nothing of a refused payment stays: the key and the operation go with the hold.
         return paid->begin.kind == BeginKind::kInsufficientFunds ? Rollback() : Status::Ok();
       },
-      [this, paid](Status status) { OnBegun(paid, std::move(status)); });
+      [this, paid, key_seen_absent](Status status) {
+        if (key_seen_absent && status.error() == ErrorCode::kStoreKeyTaken) {
+          // A concurrent request reserved the key after the read that found it absent: decided
+          // again, against the key as it is (attach, replay, mismatch).
+          return QueueBegin(paid, false);
+        }
+        OnBegun(paid, std::move(status));
+      });
 }
 
 void WalletPath::OnBegun(std::shared_ptr<PaidRequest> paid, Status status) {
   if (!status.ok() && !IsRollback(status)) return paid->respond(StoreProblem(status));
   const Begin& begin = paid->begin;
+  if (begin.new_key) ctx_.metrics.CountArrival(ArrivalOutcome::kNew);
   switch (begin.kind) {
     case BeginKind::kReplay:
       return paid->respond(StoredAnswer(begin.op, true));
@@ -143,17 +156,22 @@ void WalletPath::OnBegun(std::shared_ptr<PaidRequest> paid, Status status) {
   AGENTPAY_CHECK(false);
 }
 
-Result<WalletPath::Begin> WalletPath::DecideBegin(Transaction& tx, const PaidRequest& paid) {
+Result<WalletPath::Begin> WalletPath::DecideBegin(Transaction& tx, const PaidRequest& paid,
+                                                  bool key_seen_absent) {
   const std::string principal = paid.principal();
   const int64_t lease_ms = paid.route->timeout_ms + kLeaseMarginMs;
   const int64_t now = ctx_.clock.NowMs();
   const std::string op_id = NewOperationId(ctx_.random, now);
   KeyRecord reservation{principal, paid.key, op_id, paid.fingerprint, now};
+  if (key_seen_absent) {
+    // The usual case costs no wait on the database: a key taken meanwhile fails the decision
+    // with store_key_taken (QueueBegin decides again).
+    if (Status reserved = tx.ReserveNewKey(reservation); !reserved.ok()) return reserved;
+    return BeginNew(tx, paid, op_id, now, lease_ms);
+  }
   auto inserted = tx.InsertKey(reservation);
   if (!inserted.ok()) return inserted.status();
-  if (*inserted) {
-    ctx_.metrics.CountArrival(ArrivalOutcome::kNew);
-  } else {
+  if (!*inserted) {
     auto decided = DecideExistingKey(tx, paid, now, lease_ms);
     if (!decided.ok() || decided->has_value()) {
       if (!decided.ok()) return decided.status();
@@ -164,7 +182,17 @@ Result<WalletPath::Begin> WalletPath::DecideBegin(Transaction& tx, const PaidReq
     inserted = tx.InsertKey(reservation);
     if (!inserted.ok()) return inserted.status();
     AGENTPAY_CHECK(*inserted);
+    auto begun = BeginNew(tx, paid, op_id, now, lease_ms);
+    if (begun.ok()) begun->new_key = false;  // counted as the arrival it is (DecideExistingKey)
+    return begun;
   }
+  return BeginNew(tx, paid, op_id, now, lease_ms);
+}
+
+Result<WalletPath::Begin> WalletPath::BeginNew(Transaction& tx, const PaidRequest& paid,
+                                               const std::string& op_id, int64_t now,
+                                               int64_t lease_ms) {
+  const std::string principal = paid.principal();
   Operation op =
       NewWalletOperation({op_id, principal, paid.key, paid.fingerprint, paid.route->prefix,
                           paid.route->price, ctx_.config.hold_ttl_ms, lease_ms, ctx_.instance_id},
@@ -172,8 +200,8 @@ Result<WalletPath::Begin> WalletPath::DecideBegin(Transaction& tx, const PaidReq
   if (Status s = tx.InsertOperation(op); !s.ok()) return s;
   auto moved = tx.Move(paid.account_id, MoveKind::kHold, op.amount, op.id, now);
   if (!moved.ok()) return moved.status();
-  if (*moved != MoveOutcome::kOk) return Begin{BeginKind::kInsufficientFunds, {}};
-  return Begin{BeginKind::kProceed, std::move(op)};
+  if (*moved != MoveOutcome::kOk) return Begin{BeginKind::kInsufficientFunds, {}, true};
+  return Begin{BeginKind::kProceed, std::move(op), true};
 }
 
 Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transaction& tx,
@@ -246,8 +274,8 @@ void WalletPath::OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamO
       });
 }
 
-Result<std::optional<Completion>> WalletPath::DecideFinish(Transaction& tx, const PaidRequest& paid,
-                                                           const UpstreamOutcome& outcome) {
+Result<Completion> WalletPath::DecideFinish(Transaction& tx, const PaidRequest& paid,
+                                            const UpstreamOutcome& outcome) {
   const Operation& op = paid.begin.op;
   const int64_t now = ctx_.clock.NowMs();
   // While this attempt holds the claim (in progress, same attempt number) nobody else changes the
@@ -255,13 +283,19 @@ Result<std::optional<Completion>> WalletPath::DecideFinish(Transaction& tx, cons
   // finish it: the write is a compare-and-set, and a lost claim (a later attempt took over after
   // the lease ran out, or recovery) leaves everything as it is.
   Completion completion = CompleteWalletOperation(op, outcome, now, ctx_.config.retention_ms);
-  auto claimed = tx.UpdateClaimedOperation(completion.next, op.attempts);
-  if (!claimed.ok()) return claimed.status();
-  if (!*claimed) return std::optional<Completion>();
+  if (Status claimed = tx.UpdateClaimedOperationOrFail(completion.next, op.attempts);
+      !claimed.ok()) {
+    return claimed;
+  }
   if (completion.move) {
     auto moved = tx.Move(paid.account_id, *completion.move, op.amount, op.id, now);
     if (!moved.ok()) return moved.status();
-    AGENTPAY_CHECK(*moved == MoveOutcome::kOk);  // the hold is ours and covers the amount
+    // The hold is ours and covers the amount: a move refused here is a store that does not hold
+    // what the claim says, and nothing of it is written.
+    if (*moved != MoveOutcome::kOk) {
+      return Status::Error(ErrorCode::kStoreCorrupt,
+                           "operation " + op.id + ": its hold does not cover its amount");
+    }
   }
   if (completion.verdict == Verdict::kKeep) {
     std::string detail = outcome.kind == UpstreamKind::kResponded
@@ -277,13 +311,15 @@ Result<std::optional<Completion>> WalletPath::DecideFinish(Transaction& tx, cons
                             .Reason(UpstreamReasonCode(outcome))});
     if (!appended.ok()) return appended;
   }
-  return std::optional<Completion>(std::move(completion));  // postings tell the rest
+  return completion;  // postings tell the rest
 }
 
 HttpResponse WalletPath::FinishAnswer(const PaidRequest& paid, const UpstreamOutcome& outcome,
                                       const Status& status) {
   const Operation& op = paid.begin.op;
   const std::optional<Completion>& completion = paid.completion;
+  // A later attempt took the claim over (the lease ran out, or recovery): nothing was written.
+  if (status.error() == ErrorCode::kStoreClaimLost) return TakenOverAnswer(op);
   if (!status.ok()) {
     HttpResponse response = ProblemResponse(
         503, ProblemCode::kStoreUnavailable,
@@ -296,7 +332,7 @@ HttpResponse WalletPath::FinishAnswer(const PaidRequest& paid, const UpstreamOut
     response.SetHeader("Location", "/v1/operations/" + op.id);
     return WithOperation(std::move(response), op.id, false);
   }
-  if (!completion) return TakenOverAnswer(op);
+  AGENTPAY_CHECK(completion.has_value());  // set by the decision that succeeded
   ctx_.metrics.CountVerdict(completion->verdict);
   switch (completion->verdict) {
     case Verdict::kCapture:

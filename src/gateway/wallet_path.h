@@ -27,18 +27,26 @@ class WalletPath {
   struct Begin {
     BeginKind kind = BeginKind::kProceed;
     Operation op;  // the operation as committed (proceed) or as found (replay, attach)
+    bool new_key = false;  // the decision reserved the key for a new operation
   };
   struct PaidRequest;
 
   void Start(std::shared_ptr<PaidRequest> paid);
-  // The two decisions of a paid request, each run as one store transaction.
-  Result<Begin> DecideBegin(Transaction& tx, const PaidRequest& paid);
+  // Queues the begin decision; `key_seen_absent`: a read just found no such key (DecideBegin).
+  void QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_seen_absent);
+  // The two decisions of a paid request, each run as one store transaction. With
+  // `key_seen_absent` the key is reserved as new (Transaction::ReserveNewKey): a key taken
+  // meanwhile fails the decision with store_key_taken, and QueueBegin decides again without.
+  Result<Begin> DecideBegin(Transaction& tx, const PaidRequest& paid, bool key_seen_absent);
+  // The new operation of a reserved key: inserted, and its price held.
+  Result<Begin> BeginNew(Transaction& tx, const PaidRequest& paid, const std::string& op_id,
+                         int64_t now, int64_t lease_ms);
   // The existing key's operation decides; nullopt: it is past retention, start a new one.
   Result<std::optional<Begin>> DecideExistingKey(Transaction& tx, const PaidRequest& paid,
                                                  int64_t now, int64_t lease_ms);
-  // The attempt's completion; nullopt when it lost its claim (nothing written).
-  Result<std::optional<Completion>> DecideFinish(Transaction& tx, const PaidRequest& paid,
-                                                 const UpstreamOutcome& outcome);
+  // The attempt's completion; store_claim_lost when it lost its claim (nothing written).
+  Result<Completion> DecideFinish(Transaction& tx, const PaidRequest& paid,
+                                  const UpstreamOutcome& outcome);
   void OnBegun(std::shared_ptr<PaidRequest> paid, Status status);
   void OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamOutcome outcome);
   HttpResponse FinishAnswer(const PaidRequest& paid, const UpstreamOutcome& outcome,

@@ -66,6 +66,32 @@ Params& Params::AddBytes(std::string_view value) {
   return *this;
 }
 
+Params& Params::AddArray(const std::vector<std::string>& values) {
+  // An array literal: every element quoted, its quotes and backslashes escaped.
+  std::string literal = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) literal += ',';
+    literal += '"';
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') literal += '\\';
+      literal += c;
+    }
+    literal += '"';
+  }
+  literal += '}';
+  return Add(literal);
+}
+
+Params& Params::AddArray(const std::vector<int64_t>& values) {
+  std::string literal = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) literal += ',';
+    literal += std::to_string(values[i]);
+  }
+  literal += '}';
+  return Add(literal);
+}
+
 Params& Params::AddNull() {
   values_.emplace_back();
   null_.push_back(true);
@@ -151,7 +177,7 @@ Result<std::string> Connection::PreparedName(std::string_view sql) {
     if (PQsendPrepare(conn_, name.c_str(), std::string(sql).c_str(), 0, nullptr) != 1) {
       return Failure(nullptr, "PostgreSQL");
     }
-    queued_.push_back({Queued::Kind::kPrepare, std::string(sql), name, std::nullopt, "", {}});
+    queued_.push_back({Queued::Kind::kPrepare, std::string(sql), name, std::nullopt, {}});
     return name;
   }
   PGresult* prepared = PQprepare(conn_, name.c_str(), std::string(sql).c_str(), 0, nullptr);
@@ -199,37 +225,33 @@ Result<Rows> Connection::Query(std::string_view sql, Params params) {
     return Rows(result);
   }
   if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
-  queued_.push_back({Queued::Kind::kQuery, "", *name, std::nullopt, "", std::move(params)});
+  queued_.push_back({Queued::Kind::kQuery, "", *name, std::nullopt, std::move(params)});
   auto rows = Collect();
   if (!rows.ok()) return rows.status();
   AGENTPAY_CHECK(rows->has_value());
   return std::move(**rows);
 }
 
-Status Connection::Defer(std::string_view sql, Params params, std::optional<int64_t> expect_changed,
-                         std::string not_found) {
+Status Connection::Defer(std::string_view sql, Params params, std::optional<Expect> expect) {
   if (!pipeline_) {
     auto rows = Query(sql, std::move(params));
     if (!rows.ok()) return rows.status();
-    if (expect_changed && rows->changed() != *expect_changed) {
-      return Status::Error(ErrorCode::kStoreNotFound, std::move(not_found));
-    }
+    if (expect && rows->changed() != expect->rows) return expect->otherwise;
     return Status::Ok();
   }
   std::string checked;
-  if (expect_changed) {
+  if (expect) {
     // The server fails the statement itself when the count differs (agentpay_expect_changed,
     // schema.cc), so that nothing queued after it runs, as after any failure.
     checked = "WITH changed AS (" + std::string(sql) +
               " RETURNING 1) SELECT agentpay_expect_changed(count(*), " +
-              std::to_string(*expect_changed) + ") FROM changed";
+              std::to_string(expect->rows) + ") FROM changed";
     sql = checked;
   }
   auto name = PreparedName(sql);
   if (!name.ok()) return name.status();
   if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
-  queued_.push_back({Queued::Kind::kDeferred, "", *name, expect_changed, std::move(not_found),
-                     std::move(params)});
+  queued_.push_back({Queued::Kind::kDeferred, "", *name, std::move(expect), std::move(params)});
   return Status::Ok();
 }
 
@@ -241,22 +263,27 @@ Status Connection::Sync() {
 Status Connection::HoldOver(std::string_view end, std::vector<std::string> undo,
                             std::function<void(const Status&)> on_failure) {
   AGENTPAY_CHECK(pipeline_);
-  if (held_ > 0) {
-    // The unit before is still unconfirmed: one at a time.
-    if (Status confirmed = Sync(); !confirmed.ok()) return confirmed;
-  }
+  AGENTPAY_CHECK(held_.size() < kMaxHeldUnits);
   if (Status ended = Defer(end); !ended.ok()) return ended;
-  held_ = queued_.size();
-  held_undo_ = std::move(undo);
-  held_on_failure_ = std::move(on_failure);
+  held_.push_back({queued_.size(), std::move(undo), std::move(on_failure)});
   return Status::Ok();
 }
 
-Status Connection::ResendAfterHeldOverFailure(std::vector<Queued> after) {
-  for (const std::string& sql : held_undo_) {
+Status Connection::ResendAfterHeldOverFailure(std::vector<HeldUnit> held, size_t failed,
+                                              std::vector<Queued> after) {
+  // The undo first, in a round trip of its own: a failure there is nobody's but the connection's.
+  for (const std::string& sql : held[failed].undo) {
     if (Status s = Defer(sql); !s.ok()) return s;
   }
-  held_undo_.clear();
+  if (Status undone = Collect().status(); !undone.ok()) {
+    for (size_t unit = failed + 1; unit < held.size(); ++unit) held[unit].on_failure(undone);
+    return undone;
+  }
+  const size_t skipped_from = held[failed].end;
+  for (size_t unit = failed + 1; unit < held.size(); ++unit) {
+    held_.push_back({held[unit].end - skipped_from, std::move(held[unit].undo),
+                     std::move(held[unit].on_failure)});
+  }
   for (Queued& entry : after) {
     if (entry.kind == Queued::Kind::kPrepare) {
       // Skipped with the rest: the server does not have it yet.
@@ -272,11 +299,15 @@ Status Connection::ResendAfterHeldOverFailure(std::vector<Queued> after) {
 }
 
 Result<std::optional<Rows>> Connection::Collect() {
-  const size_t held = std::exchange(held_, 0);
+  std::vector<HeldUnit> held = std::exchange(held_, {});
+  // Nothing is known of the held-over units from `from` on: each is told so.
+  auto fail_held = [&held](size_t from, const Status& failure) {
+    for (size_t unit = from; unit < held.size(); ++unit) held[unit].on_failure(failure);
+  };
   if (PQpipelineSync(conn_) != 1) {
     queued_.clear();
     Status failure = Failure(nullptr, "PostgreSQL");
-    if (held > 0) std::exchange(held_on_failure_, nullptr)(failure);
+    fail_held(0, failure);
     return failure;
   }
   std::vector<Queued> queued = std::move(queued_);
@@ -296,9 +327,9 @@ Result<std::optional<Rows>> Connection::Collect() {
       const char* state = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
       if (status == PGRES_PIPELINE_ABORTED) {
         first_failure = Status::Error(ErrorCode::kStoreError, "PostgreSQL: pipeline aborted");
-      } else if (entry.expect_changed && state != nullptr &&
+      } else if (entry.expect && state != nullptr &&
                  std::string_view(state) == kExpectChangedState) {
-        first_failure = Status::Error(ErrorCode::kStoreNotFound, entry.not_found);
+        first_failure = entry.expect->otherwise;
       } else {
         first_failure = Failure(result, "PostgreSQL");
       }
@@ -317,26 +348,30 @@ Result<std::optional<Rows>> Connection::Collect() {
     if (sync) break;
   }
   if (!healthy() && first_failure.ok()) first_failure = Failure(nullptr, "PostgreSQL");
-  if (held > 0) {
-    auto on_failure = std::exchange(held_on_failure_, nullptr);
+  if (!held.empty()) {
     if (!healthy()) {
-      // Nothing is known of the unit held over, nor of anything after it.
-      held_undo_.clear();
-      on_failure(first_failure);
+      fail_held(0, first_failure);
       return first_failure;
     }
-    if (failed_at < held) {
-      // The unit held over failed, and the server skipped all that followed it: undo it, and
-      // give what came after it the round trip it was meant to have.
-      on_failure(first_failure);
-      std::vector<Queued> after(std::make_move_iterator(queued.begin() + held),
+    // The held-over unit the failure is in, if any: those before it are confirmed.
+    size_t failed = 0;
+    while (failed < held.size() && held[failed].end <= failed_at) ++failed;
+    if (failed < held.size()) {
+      // It failed, and the server skipped all that followed it: undo it, and give what came
+      // after it the round trip it was meant to have.
+      held[failed].on_failure(first_failure);
+      std::vector<Queued> after(std::make_move_iterator(queued.begin() + held[failed].end),
                                 std::make_move_iterator(queued.end()));
-      if (Status resent = ResendAfterHeldOverFailure(std::move(after)); !resent.ok()) {
+      if (Status resent = ResendAfterHeldOverFailure(std::move(held), failed, std::move(after));
+          !resent.ok()) {
+        // The units after it are not held over any more: tell them.
+        auto lost = std::exchange(held_, {});
+        for (HeldUnit& unit : lost) unit.on_failure(resent);
+        queued_.clear();
         return resent;
       }
       return Collect();
     }
-    held_undo_.clear();
   }
   if (!first_failure.ok()) return first_failure;
   return last_rows;

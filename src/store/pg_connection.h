@@ -26,6 +26,9 @@ class Params {
   Params& Add(std::string_view value);
   Params& Add(const std::optional<int64_t>& value);
   Params& AddBytes(std::string_view value);  // a bytea parameter, sent in binary
+  // Array parameters (text[], bigint[] in the SQL), for one statement over many rows (unnest).
+  Params& AddArray(const std::vector<std::string>& values);
+  Params& AddArray(const std::vector<int64_t>& values);
   Params& AddNull();
 
  private:
@@ -66,31 +69,44 @@ class Connection {
   // In pipeline mode everything deferred before it goes to the server in the same round trip, and
   // the first failure among those is returned instead of the rows.
   Result<Rows> Query(std::string_view sql, Params params = {});
+  // What a deferred write must change: exactly `rows` rows, or the statement fails with
+  // `otherwise`.
+  struct Expect {
+    int64_t rows;
+    Status otherwise;
+  };
   // A statement whose rows nobody reads. Outside pipeline mode it runs at once and its outcome is
   // returned. In pipeline mode it is only queued, and Ok returned: it goes with the next Query or
-  // Sync, whose status is then its failure, or, when it changed a number of rows other than
-  // `expect_changed`, store_not_found with `not_found` as the message.
+  // Sync, whose status is then its failure, or, when it changed another number of rows than
+  // `expect` says, expect->otherwise.
   //
-  // In pipeline mode a failed `expect_changed` is raised by the server itself (the statement is
-  // wrapped to fail when the count differs), so that it aborts what follows it as any failure does:
-  // HoldOver relies on that.
-  Status Defer(std::string_view sql, Params params = {},
-               std::optional<int64_t> expect_changed = std::nullopt, std::string not_found = "");
+  // In pipeline mode a failed `expect` is raised by the server itself (the statement is wrapped to
+  // fail when the count differs), so that it aborts what follows it as any failure does: HoldOver
+  // relies on that.
+  Status Defer(std::string_view sql, Params params = {}, std::optional<Expect> expect = {});
   // Sends what is deferred and waits for it: the first failure among it, or Ok.
   Status Sync();
   // Pipeline mode, for a caller that runs units of work one after another inside one transaction
   // (the store's writer: decisions, each in its own savepoint). Ends the current unit (everything
-  // queued since the last round trip) with `end`, deferred, and without waiting: the unit goes to
-  // the server with the next round trip, the next unit's first Query or a Sync. If one of its
-  // statements fails there, the server has skipped everything after it: `undo` is run, what was
-  // queued after the unit is sent again, and `on_failure` is called with the unit's failure
-  // before that round trip returns, whose caller sees only the fate of its own statements. One
-  // unit is held over at a time: a second confirms the first with a round trip first, and that
-  // round trip's failure, one of the current unit's own, is returned.
+  // queued since the unit before it) with `end`, deferred, and without waiting: the unit is held
+  // over, and goes to the server with the next round trip (a later unit's first Query, or a
+  // Sync). Up to kMaxHeldUnits units are held over at once; the caller confirms them (Sync) before
+  // holding over one more.
+  //
+  // When a held-over unit fails there, the server has skipped everything after it: the connection
+  // calls its `on_failure` with its failure, undoes it (`undo`, a round trip of its own), sends
+  // again everything that followed it (the later held-over units stay held over), and goes on
+  // with the round trip, whose caller sees only the fate of its own statements. A held-over unit
+  // must therefore be valid whether or not any unit before it is undone (the store's writer sees
+  // to that for the money it moves: BalanceCache).
+  static constexpr size_t kMaxHeldUnits = 64;
   Status HoldOver(std::string_view end, std::vector<std::string> undo,
                   std::function<void(const Status&)> on_failure);
-  // A unit is held over and not yet confirmed.
-  bool holding_over() const { return held_ > 0; }
+  // Units are held over and not yet confirmed.
+  bool holding_over() const { return !held_.empty(); }
+  size_t held_units() const { return held_.size(); }
+  // Statements were sent whose answers were not read yet.
+  bool pending() const { return !queued_.empty(); }
   // Runs SQL text without parameters (several statements allowed, as BEGIN; SELECT …). Not in
   // pipeline mode.
   Status Run(const std::string& sql);
@@ -111,9 +127,15 @@ class Connection {
     enum class Kind { kPrepare, kDeferred, kQuery } kind;
     std::string sql;  // kPrepare: the statement whose name is kept once this succeeds
     std::string name;
-    std::optional<int64_t> expect_changed;
-    std::string not_found;
+    std::optional<Expect> expect;
     Params params;  // kDeferred, kQuery: sent again when a held-over unit before it failed
+  };
+  // A unit held over (HoldOver): where it ends in queued_ (one past its `end` statement), its
+  // undo and its callback.
+  struct HeldUnit {
+    size_t end;
+    std::vector<std::string> undo;
+    std::function<void(const Status&)> on_failure;
   };
   explicit Connection(PGconn* conn) : conn_(conn) {}
   // The Status of a failed result (null: the connection failed before a result).
@@ -122,8 +144,11 @@ class Connection {
   // queued; the name is kept only once the server has taken it).
   Result<std::string> PreparedName(std::string_view sql);
   Status SendPrepared(const std::string& name, const Params& params);
-  // The unit held over failed (see HoldOver): runs its undo, sends what followed it again.
-  Status ResendAfterHeldOverFailure(std::vector<Queued> after);
+  // Held-over unit `failed` of `held` failed (see HoldOver), and the server skipped `after`, all
+  // that was queued after it: undoes it, and sends `after` again with the units after it still
+  // held over.
+  Status ResendAfterHeldOverFailure(std::vector<HeldUnit> held, size_t failed,
+                                    std::vector<Queued> after);
   // Pipeline mode: sends a Sync and reads every queued result; returns the rows of the last one
   // when it is a query that wants them.
   Result<std::optional<Rows>> Collect();
@@ -140,10 +165,7 @@ class Connection {
   std::unordered_map<std::string, std::string, SqlHash, std::equal_to<>> prepared_;  // sql → name
   uint64_t next_statement_ = 0;
   int sleeps_before_spin_ = 0;  // AwaitAnswer: round trips left that do not poll first
-  // HoldOver: how many of queued_ (its first) are the unit held over, its undo and its callback.
-  size_t held_ = 0;
-  std::vector<std::string> held_undo_;
-  std::function<void(const Status&)> held_on_failure_;
+  std::vector<HeldUnit> held_;  // oldest first; their statements are the first of queued_
 };
 
 }  // namespace agentpay::pg

@@ -329,14 +329,23 @@ class PostgresStore final : public Store {
   // Runs each decision in its own savepoint: a decision that fails (a domain rollback, a
   // constraint, a deferred write that failed) is undone alone, and the transaction goes on with
   // the next. A decision that succeeded is held over (pg_connection.h, HoldOver): its deferred
-  // writes and its RELEASE go to the server with the next decision's first statement that needs
-  // an answer, or with the COMMIT, so that a decision costs one round trip where it reads one
-  // thing. Should one of them fail there, the connection undoes it and this marks it failed.
-  // `run` outlives the batch's COMMIT, which may still find a held-over decision failed.
+  // writes and its RELEASE go to the server with the next statement that needs an answer (a later
+  // decision's read, a move that must wait, or the COMMIT), so that decisions that only write cost
+  // no round trip of their own. Should one of them fail there, the connection undoes it, the
+  // cache takes its moves back, and this marks it failed. `run` outlives the batch's COMMIT,
+  // which may still find a held-over decision failed.
   void RunDecisions(std::vector<std::unique_ptr<QueuedDecision>>& batch, BatchRun& run) {
     run.results.reserve(batch.size());
     PostgresTransaction tx(*writer_, &balances_);
     for (auto& job : batch) {
+      if (writer_->held_units() == pg::Connection::kMaxHeldUnits) {
+        // As many as the connection holds over: confirmed first (failures are undone there).
+        if (Status confirmed = writer_->Sync(); !confirmed.ok()) {
+          run.broken = confirmed;
+          return;
+        }
+      }
+      if (!writer_->holding_over()) balances_.ConfirmHeld();
       // Sent with the decision's first statement.
       if (Status s = writer_->Defer("SAVEPOINT decision"); !s.ok()) {
         run.broken = s;
@@ -346,22 +355,21 @@ class PostgresStore final : public Store {
       const size_t index = run.results.size();
       BalanceCache::Journal journal = balances_.EndDecision();
       if (status.ok()) {
+        const uint64_t held = balances_.Hold(std::move(journal));
         status =
             writer_->HoldOver("RELEASE SAVEPOINT decision", {kUndoDecision[0], kUndoDecision[1]},
-                              [this, &run, index](const Status& failure) {
+                              [this, &run, index, held](const Status& failure) {
                                 run.results[index] = failure;
                                 ++run.rolled_back;
-                                balances_.Undo(std::exchange(held_journal_, {}));
+                                balances_.UndoHeld(held);
                               });
-        // The decision before (if one was held over) is settled either way now.
-        held_journal_.clear();
-        if (status.ok()) held_journal_ = std::move(journal);
+        if (!status.ok()) balances_.UndoHeld(held);  // not held over: its moves go back now
       } else {
         (void)writer_->Sync();  // its deferred writes, whatever became of them: it is undone
+        balances_.Undo(journal);  // its moves go with its savepoint
       }
       if (!status.ok()) {
         ++run.rolled_back;
-        balances_.Undo(std::move(journal));  // its moves go with its savepoint
         Status undone = writer_->Defer(kUndoDecision[0]);
         if (undone.ok()) undone = writer_->Defer(kUndoDecision[1]);
         if (undone.ok()) undone = writer_->Sync();
@@ -405,7 +413,6 @@ class PostgresStore final : public Store {
   // (the server rolls back whatever it held).
   void RollBack() {
     balances_.Clear();
-    held_journal_.clear();
     if (!writer_) return;
     Status rolled_back = writer_->Defer("ROLLBACK");
     if (rolled_back.ok()) rolled_back = writer_->Sync();
@@ -424,16 +431,17 @@ class PostgresStore final : public Store {
     BatchRun run;
     RunDecisions(batch, run);
     Status committed = run.broken;
-    if (committed.ok() && balances_.HasUnwritten()) {
-      // The balances the batch moved, once the last decision is confirmed (undone, it takes its
-      // moves back), are written with the COMMIT.
+    if (committed.ok() && (balances_.HasUnwritten() || balances_.MovesHeld())) {
+      // The balances the batch moved, once the last decisions are confirmed (undone, one takes
+      // its moves back, which may leave an account to write that had none), are written with the
+      // COMMIT.
       committed = writer_->Sync();
       if (committed.ok()) committed = WriteBalances(*writer_, balances_);
       (void)balances_.EndDecision();
     }
     if (committed.ok()) committed = writer_->Defer("COMMIT");
     if (committed.ok()) committed = writer_->Sync();
-    held_journal_.clear();  // the last decision is settled, one way or the other
+    balances_.ConfirmHeld();  // the last decisions are settled, one way or the other
     if (!committed.ok()) {
       // Lost with the connection, or failed: nothing of the batch may be reported as done. (A
       // COMMIT whose answer was lost may still have committed: the decisions then stand in the
@@ -501,7 +509,6 @@ class PostgresStore final : public Store {
   const StoreOptions options_;
   std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone, as are the three below
   BalanceCache balances_;
-  BalanceCache::Journal held_journal_;  // the journal of the decision held over
   int64_t last_batch_ = -1;  // the number of this writer's last batch (Begin)
   std::chrono::steady_clock::time_point next_connect_{};
   std::string last_connect_error_;

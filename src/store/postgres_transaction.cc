@@ -80,6 +80,14 @@ constexpr char kOperationAssignments[] =
     "response_content_type = $14, response_body = $15, retained_until_ms = $16, "
     "created_ms = $17, updated_ms = $18, claimed_by = $19";
 
+// The compare-and-set of a claimed attempt: in progress, with the claim's attempt number.
+const std::string& UpdateClaimedSql() {
+  static const std::string kSql = std::string("UPDATE operations SET ") + kOperationAssignments +
+                                  " WHERE id = $1 AND fulfillment = 'in_progress' AND "
+                                  "attempts = $20";
+  return kSql;
+}
+
 }  // namespace
 
 // Every Result<Rows> below is checked with this: on error, the enclosing function returns it.
@@ -99,6 +107,20 @@ Result<bool> PostgresTransaction::InsertKey(const KeyRecord& record) {
                                       .Add(record.fingerprint)
                                       .Add(record.created_ms)));
   return rows.changed() == 1;
+}
+
+Status PostgresTransaction::ReserveNewKey(const KeyRecord& record) {
+  return conn_.Defer(
+      "INSERT INTO idempotency_keys (principal, key, operation_id, fingerprint, created_ms) "
+      "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+      pg::Params()
+          .Add(record.principal)
+          .Add(record.key)
+          .Add(record.operation_id)
+          .Add(record.fingerprint)
+          .Add(record.created_ms),
+      pg::Connection::Expect{
+          1, Status::Error(ErrorCode::kStoreKeyTaken, "the idempotency key exists already")});
 }
 
 Result<std::optional<KeyRecord>> PostgresTransaction::FindKey(std::string_view principal,
@@ -142,19 +164,30 @@ Status PostgresTransaction::UpdateOperation(const Operation& op) {
       std::string("UPDATE operations SET ") + kOperationAssignments + " WHERE id = $1";
   pg::Params params;
   WriteOperation(params, op);
-  return conn_.Defer(kSql, params, 1, "no operation " + op.id);
+  return conn_.Defer(
+      kSql, params,
+      pg::Connection::Expect{1, Status::Error(ErrorCode::kStoreNotFound, "no operation " + op.id)});
 }
 
 Result<bool> PostgresTransaction::UpdateClaimedOperation(const Operation& op,
                                                          int32_t expected_attempts) {
-  static const std::string kSql = std::string("UPDATE operations SET ") + kOperationAssignments +
-                                  " WHERE id = $1 AND fulfillment = 'in_progress' AND "
-                                  "attempts = $20";
   pg::Params params;
   WriteOperation(params, op);
   params.Add(static_cast<int64_t>(expected_attempts));
-  AGENTPAY_ROWS(rows, conn_.Query(kSql, params));
+  AGENTPAY_ROWS(rows, conn_.Query(UpdateClaimedSql(), params));
   return rows.changed() == 1;
+}
+
+Status PostgresTransaction::UpdateClaimedOperationOrFail(const Operation& op,
+                                                         int32_t expected_attempts) {
+  pg::Params params;
+  WriteOperation(params, op);
+  params.Add(static_cast<int64_t>(expected_attempts));
+  return conn_.Defer(
+      UpdateClaimedSql(), params,
+      pg::Connection::Expect{
+          1, Status::Error(ErrorCode::kStoreClaimLost,
+                           "operation " + op.id + " is no longer claimed by this attempt")});
 }
 
 Result<std::optional<Operation>> PostgresTransaction::FindOperation(std::string_view id) {
@@ -239,7 +272,9 @@ Status PostgresTransaction::UpdateX402Payment(const X402PaymentRecord& r) {
       "UPDATE x402_payments SET tx_hash = $2, raw_tx = $3, relayer = $4, relayer_nonce = $5, "
       "submitted_ms = $6, broadcasts = $7, replaced_raw_txs = $8, settled_block = $9, "
       "settled_block_hash = $10, settled_ms = $11 WHERE operation_id = $1",
-      params, 1, "no x402 payment for operation " + r.operation_id);
+      params,
+      pg::Connection::Expect{1, Status::Error(ErrorCode::kStoreNotFound,
+                                              "no x402 payment for operation " + r.operation_id)});
 }
 
 Result<std::optional<X402PaymentRecord>> PostgresTransaction::FindX402PaymentByRelayerNonce(
@@ -467,20 +502,45 @@ void BalanceCache::Note(const std::string& account_id, const Entry* entry) {
   }
 }
 
+namespace {
+
+Balances Minus(const Balances& a, const Balances& b) {
+  return {a.deposited - b.deposited, a.captured - b.captured, a.held - b.held};
+}
+
+}  // namespace
+
+std::unordered_set<std::string_view> BalanceCache::Journaled() const {
+  std::unordered_set<std::string_view> named;
+  for (const auto& noted : journal_) named.insert(noted.first);
+  for (const auto& [id, journal] : held_) {
+    for (const auto& noted : journal) named.insert(noted.first);
+  }
+  return named;
+}
+
 void BalanceCache::Set(std::string_view account_id, const Entry& entry) {
   auto found = accounts_.find(account_id);
-  const bool journaled = std::any_of(journal_.begin(), journal_.end(),
-                                     [&](const auto& noted) { return noted.first == account_id; });
-  if (!journaled) {
-    journal_.emplace_back(std::string(account_id),
-                          found == accounts_.end() ? std::nullopt : std::optional(found->second));
+  // A new entry is what the row holds, read: nothing moved yet.
+  const Balances change =
+      found == accounts_.end() ? Balances{} : Minus(entry.current, found->second.current);
+  if (!(change == Balances{})) {
+    auto noted = std::find_if(journal_.begin(), journal_.end(),
+                              [&](const auto& noted) { return noted.first == account_id; });
+    if (noted == journal_.end()) {
+      journal_.emplace_back(std::string(account_id), change);
+    } else {
+      noted->second = {noted->second.deposited + change.deposited,
+                       noted->second.captured + change.captured, noted->second.held + change.held};
+    }
   }
   if (found == accounts_.end()) {
     if (accounts_.size() >= kMaxAccounts) {
-      // Forgets what has nothing to write; an entry this decision journaled may go too (Undo
-      // then puts back what it was, or nothing).
-      std::erase_if(accounts_,
-                    [](const auto& kept) { return kept.second.current == kept.second.stored; });
+      // Forgets what has nothing to write and no journal names (undoing needs the entry).
+      const auto journaled = Journaled();
+      std::erase_if(accounts_, [&](const auto& kept) {
+        return kept.second.current == kept.second.stored && !journaled.contains(kept.first);
+      });
     }
     found = accounts_.emplace(std::string(account_id), entry).first;
   } else {
@@ -496,43 +556,85 @@ std::vector<std::pair<std::string, BalanceCache::Entry>> BalanceCache::Unwritten
   return unwritten;
 }
 
-void BalanceCache::Undo(Journal journal) {
-  for (auto noted = journal.rbegin(); noted != journal.rend(); ++noted) {
-    if (noted->second) {
-      accounts_.insert_or_assign(noted->first, *noted->second);
-      Note(noted->first, &*noted->second);
-    } else {
-      accounts_.erase(noted->first);
-      Note(noted->first, nullptr);
+void BalanceCache::Undo(const Journal& journal) {
+  for (const auto& [account_id, change] : journal) {
+    auto found = accounts_.find(account_id);
+    // Gone only with Clear, which forgot the moves too.
+    if (found == accounts_.end()) continue;
+    found->second.current = Minus(found->second.current, change);
+    Note(found->first, &found->second);
+  }
+}
+
+uint64_t BalanceCache::Hold(Journal journal) {
+  held_.emplace_back(next_held_, std::move(journal));
+  return next_held_++;
+}
+
+void BalanceCache::UndoHeld(uint64_t id) {
+  auto found =
+      std::find_if(held_.begin(), held_.end(), [&](const auto& held) { return held.first == id; });
+  if (found == held_.end()) return;  // confirmed or cleared already
+  Journal journal = std::move(found->second);
+  held_.erase(found);
+  Undo(journal);
+}
+
+UnconfirmedGains BalanceCache::GainsAtRisk(std::string_view account_id) const {
+  UnconfirmedGains gains;
+  for (const auto& [id, journal] : held_) {
+    for (const auto& [noted, change] : journal) {
+      if (noted == account_id) gains.Add(change);
     }
   }
+  return gains;
 }
 
 void BalanceCache::Clear() {
   accounts_.clear();
   unwritten_.clear();
   journal_.clear();
+  held_.clear();
 }
 
 Status WriteBalances(pg::Connection& conn, BalanceCache& cache) {
-  for (auto& [account_id, entry] : cache.Unwritten()) {
-    // A compare-and-set against what the row held when it was read or last written: a row
-    // changed any other way fails it (and the rest of the transaction with it).
-    if (Status written =
-            conn.Defer("UPDATE accounts SET deposited = $2, captured = $3, held = $4 "
-                       "WHERE id = $1 AND deposited = $5 AND captured = $6 AND held = $7",
-                       pg::Params()
-                           .Add(account_id)
-                           .Add(entry.current.deposited)
-                           .Add(entry.current.captured)
-                           .Add(entry.current.held)
-                           .Add(entry.stored.deposited)
-                           .Add(entry.stored.captured)
-                           .Add(entry.stored.held),
-                       1, "account " + account_id + " changed under the writer");
-        !written.ok()) {
-      return written;
-    }
+  auto unwritten = cache.Unwritten();
+  if (unwritten.empty()) return Status::Ok();
+  // One statement for all of them (a statement's start costs the server more than a row): each
+  // row a compare-and-set against what it held when it was read or last written, so that a row
+  // changed any other way fails the statement (and the rest of the transaction with it).
+  std::vector<std::string> ids;
+  std::vector<int64_t> deposited, captured, held, was_deposited, was_captured, was_held;
+  for (const auto& [account_id, entry] : unwritten) {
+    ids.push_back(account_id);
+    deposited.push_back(entry.current.deposited);
+    captured.push_back(entry.current.captured);
+    held.push_back(entry.current.held);
+    was_deposited.push_back(entry.stored.deposited);
+    was_captured.push_back(entry.stored.captured);
+    was_held.push_back(entry.stored.held);
+  }
+  if (Status written = conn.Defer(
+          "UPDATE accounts AS a SET deposited = v.deposited, captured = v.captured, held = v.held "
+          "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], "
+          "$6::bigint[], $7::bigint[]) AS v(id, deposited, captured, held, was_deposited, "
+          "was_captured, was_held) WHERE a.id = v.id AND a.deposited = v.was_deposited AND "
+          "a.captured = v.was_captured AND a.held = v.was_held",
+          pg::Params()
+              .AddArray(ids)
+              .AddArray(deposited)
+              .AddArray(captured)
+              .AddArray(held)
+              .AddArray(was_deposited)
+              .AddArray(was_captured)
+              .AddArray(was_held),
+          pg::Connection::Expect{static_cast<int64_t>(ids.size()),
+                                 Status::Error(ErrorCode::kStoreNotFound,
+                                               "an account's balances changed under the writer")});
+      !written.ok()) {
+    return written;
+  }
+  for (const auto& [account_id, entry] : unwritten) {
     cache.Set(account_id, {entry.current, entry.current});
   }
   return Status::Ok();
@@ -540,21 +642,22 @@ Status WriteBalances(pg::Connection& conn, BalanceCache& cache) {
 
 Status PostgresTransaction::WriteKeptBalances() {
   if (balances_ == nullptr) return Status::Ok();
-  // The decision held over may yet be undone, moves and all: confirmed first.
+  // The decisions held over may yet be undone, moves and all: confirmed first.
+  if (Status confirmed = ConfirmHeld(); !confirmed.ok()) return confirmed;
+  return WriteBalances(conn_, *balances_);
+}
+
+Status PostgresTransaction::ConfirmHeld() {
   if (conn_.holding_over()) {
     if (Status confirmed = conn_.Sync(); !confirmed.ok()) return confirmed;
   }
-  return WriteBalances(conn_, *balances_);
+  if (balances_ != nullptr) balances_->ConfirmHeld();
+  return Status::Ok();
 }
 
 Result<std::optional<BalanceCache::Entry>> PostgresTransaction::ReadBalances(
     std::string_view account_id) {
   if (balances_ != nullptr) {
-    // The decision held over may have moved this account's money, and may yet fail and be undone
-    // (which takes its moves back): only once it is confirmed does the cache say what holds.
-    if (conn_.holding_over()) {
-      if (Status confirmed = conn_.Sync(); !confirmed.ok()) return confirmed;
-    }
     if (const BalanceCache::Entry* kept = balances_->Find(account_id)) return std::optional(*kept);
   }
   // No FOR UPDATE: the writers' lock (postgres_store.cc) already makes this decision the only
@@ -578,6 +681,24 @@ Result<MoveOutcome> PostgresTransaction::Move(std::string_view account_id, MoveK
     return Status::Error(ErrorCode::kStoreNotFound, "no account " + std::string(account_id));
   }
   BalanceCache::Entry entry = **read;
+  if (balances_ != nullptr && conn_.pending()) {
+    // The cache's balances include the moves of decisions held over, and those may yet be undone;
+    // and this decision's own writes may yet fail. A move that succeeds whatever is undone is
+    // decided now (the common case: the account holds more than the moves in flight); any other,
+    // refusals included, once the database has answered for everything sent.
+    if (!conn_.holding_over()) balances_->ConfirmHeld();
+    if (!MoveSucceedsWhateverIsUndone(entry.current, balances_->GainsAtRisk(account_id), kind,
+                                      amount)) {
+      if (Status confirmed = conn_.Sync(); !confirmed.ok()) return confirmed;
+      balances_->ConfirmHeld();
+      read = ReadBalances(account_id);  // the cache, after any undo
+      if (!read.ok()) return read.status();
+      if (!read->has_value()) {
+        return Status::Error(ErrorCode::kStoreNotFound, "no account " + std::string(account_id));
+      }
+      entry = **read;
+    }
+  }
   MoveOutcome outcome = ApplyMove(&entry.current, kind, amount);
   if (outcome != MoveOutcome::kOk) return outcome;
   if (balances_ != nullptr) {

@@ -7,7 +7,9 @@
 // status and the same rollback as if it had been reported at once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,9 +31,16 @@ namespace agentpay {
 // compare-and-set against `stored`, the balances the row held. True only while nobody else changes
 // those rows: the writer clears it when another gateway's batch ran since its own last one and
 // when a batch fails (postgres_store.cc), and a stale entry fails a compare-and-set, and so its
-// batch, instead of writing wrong money. Every change a decision makes is journaled, so that a
-// decision that is undone takes its moves back with it. Bounded: full, it forgets the accounts
-// that have nothing to write.
+// batch, instead of writing wrong money. What each decision changes is journaled, as amounts, so
+// that a decision that is undone takes its own moves back, and only those, whatever decisions
+// after it moved on the same accounts. Bounded: full, it forgets the accounts that have nothing to
+// write and that no decision still open or unconfirmed moved.
+//
+// The writer holds decisions over (pg_connection.h, HoldOver): their writes are sent, and moves
+// after them decided, before the database has confirmed them. Their journals stay here until it
+// has (ConfirmHeld), and a held-over decision that fails is undone from here (UndoHeld);
+// GainsAtRisk says what undoing them could take from an account, for the moves decided meanwhile
+// (MoveSucceedsWhateverIsUndone, core/wallet.h).
 class BalanceCache {
  public:
   static constexpr size_t kMaxAccounts = 100000;
@@ -39,19 +48,32 @@ class BalanceCache {
     Balances stored;   // what the accounts row holds, as this transaction has written it
     Balances current;  // with the moves not written to the row yet
   };
-  // What entries were before a decision changed them (nullopt: absent), oldest first.
-  using Journal = std::vector<std::pair<std::string, std::optional<Entry>>>;
+  // What one decision changed, per account: `current` after it minus before it.
+  using Journal = std::vector<std::pair<std::string, Balances>>;
 
   const Entry* Find(std::string_view account_id) const;
-  // Sets an entry, journaled for the running decision.
+  // Sets an entry; its change to `current` is journaled for the running decision.
   void Set(std::string_view account_id, const Entry& entry);
   // The accounts whose row is behind their moves.
   std::vector<std::pair<std::string, Entry>> Unwritten() const;
   bool HasUnwritten() const { return !unwritten_.empty(); }
-  // The running decision ended: its journal, for Undo should it fail after all.
+  // The running decision ended: its journal, for Undo or Hold.
   Journal EndDecision() { return std::exchange(journal_, {}); }
-  // Puts back what `journal` says the entries were.
-  void Undo(Journal journal);
+  // Takes back what `journal` changed.
+  void Undo(const Journal& journal);
+  // Keeps the journal of a decision held over until it is confirmed; the id names it to UndoHeld.
+  uint64_t Hold(Journal journal);
+  // The held-over decision `id` failed: its changes are taken back.
+  void UndoHeld(uint64_t id);
+  // Every held-over decision is confirmed (or was undone).
+  void ConfirmHeld() { held_.clear(); }
+  // A held-over decision moved money.
+  bool MovesHeld() const {
+    return std::any_of(held_.begin(), held_.end(),
+                       [](const auto& held) { return !held.second.empty(); });
+  }
+  // What undoing any of the held-over decisions could take from `account_id`'s balances.
+  UnconfirmedGains GainsAtRisk(std::string_view account_id) const;
   // Forgets everything: only where nothing is unwritten, or the transaction is rolled back.
   void Clear();
 
@@ -62,9 +84,13 @@ class BalanceCache {
   };
   // Keeps `unwritten_` in step with the entry of `account_id` (null: none).
   void Note(const std::string& account_id, const Entry* entry);
+  // The accounts a journal still names: the running decision's, or a held-over one's.
+  std::unordered_set<std::string_view> Journaled() const;
   std::unordered_map<std::string, Entry, Hash, std::equal_to<>> accounts_;
   std::unordered_set<std::string, Hash, std::equal_to<>> unwritten_;  // current != stored
   Journal journal_;
+  std::deque<std::pair<uint64_t, Journal>> held_;  // oldest first
+  uint64_t next_held_ = 0;
 };
 
 // Writes the balances `cache` has not written yet, deferred on `conn` (compare-and-set against
@@ -80,6 +106,7 @@ class PostgresTransaction final : public Transaction {
       : conn_(conn), balances_(balances) {}
 
   Result<bool> InsertKey(const KeyRecord& record) override;
+  Status ReserveNewKey(const KeyRecord& record) override;
   Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
                                            std::string_view key) override;
   Status DeleteKey(std::string_view principal, std::string_view key) override;
@@ -87,6 +114,7 @@ class PostgresTransaction final : public Transaction {
   Status InsertOperation(const Operation& op) override;
   Status UpdateOperation(const Operation& op) override;
   Result<bool> UpdateClaimedOperation(const Operation& op, int32_t expected_attempts) override;
+  Status UpdateClaimedOperationOrFail(const Operation& op, int32_t expected_attempts) override;
   Result<std::optional<Operation>> FindOperation(std::string_view id) override;
   Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) override;
   Result<std::vector<Operation>> ListSettlingOperations(std::string_view after_id,
@@ -138,11 +166,12 @@ class PostgresTransaction final : public Transaction {
                                                           int limit) override;
 
  private:
-  // An account's balances: from the cache when it has them (after the decision held over before
-  // this one is confirmed), else read and kept.
+  // An account's balances: from the cache when it has them, else read and kept.
   Result<std::optional<BalanceCache::Entry>> ReadBalances(std::string_view account_id);
   // Before a statement reads accounts rows: the cache's unwritten balances go first.
   Status WriteKeptBalances();
+  // Waits for the database's answer to the decisions held over (undoing any that failed).
+  Status ConfirmHeld();
   pg::Connection& conn_;
   BalanceCache* balances_;
 };

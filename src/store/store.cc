@@ -90,4 +90,23 @@ std::string FirstApiKeyId(std::string_view key_hash) {
 Status Rollback() { return Status::Error(ErrorCode::kRollback, "decision rolled back"); }
 bool IsRollback(const Status& status) { return status.error() == ErrorCode::kRollback; }
 
+Status Transaction::ReserveNewKey(const KeyRecord& record) {
+  auto inserted = InsertKey(record);
+  if (!inserted.ok()) return inserted.status();
+  if (!*inserted) {
+    return Status::Error(ErrorCode::kStoreKeyTaken, "the idempotency key exists already");
+  }
+  return Status::Ok();
+}
+
+Status Transaction::UpdateClaimedOperationOrFail(const Operation& op, int32_t expected_attempts) {
+  auto updated = UpdateClaimedOperation(op, expected_attempts);
+  if (!updated.ok()) return updated.status();
+  if (!*updated) {
+    return Status::Error(ErrorCode::kStoreClaimLost,
+                         "operation " + op.id + " is no longer claimed by this attempt");
+  }
+  return Status::Ok();
+}
+
 }  // namespace agentpay

@@ -114,9 +114,11 @@ struct PruneOutcome {
 };
 
 // Everything one decision may read or write. Implementations run inside one database transaction.
-// A write's error may be reported by the write itself or by a later call of the same decision (the
-// PostgreSQL writer sends writes without waiting for them): a decision returns every error it
-// gets, and is then rolled back as a whole, so the outcome is the same either way.
+// A write's error may be reported by the write itself, by a later call of the same decision, or
+// only after the decision returned (the PostgreSQL writer sends writes without waiting for them):
+// a decision returns every error it gets, and is then rolled back as a whole; one whose write
+// fails after it returned is rolled back as a whole too, and its WriteDone gets that error. The
+// outcome is the same either way.
 class Transaction {
  public:
   virtual ~Transaction() = default;
@@ -124,6 +126,10 @@ class Transaction {
   // Idempotency keys. InsertKey returns false (and changes nothing) when (principal, key) exists:
   // the reservation is atomic through the primary key, never check-then-insert.
   virtual Result<bool> InsertKey(const KeyRecord& record) = 0;
+  // InsertKey for a key the caller has just seen absent (the usual case), without waiting for the
+  // answer: a key that exists fails the decision with store_key_taken, possibly only after it
+  // returned (see above); the caller then decides again with InsertKey.
+  virtual Status ReserveNewKey(const KeyRecord& record);
   virtual Result<std::optional<KeyRecord>> FindKey(std::string_view principal,
                                                    std::string_view key) = 0;
   virtual Status DeleteKey(std::string_view principal, std::string_view key) = 0;
@@ -138,6 +144,9 @@ class Transaction {
   // Compare-and-set: writes `op` only if the stored operation is still in progress with attempt
   // `expected_attempts` (the caller's claim); returns whether it did.
   virtual Result<bool> UpdateClaimedOperation(const Operation& op, int32_t expected_attempts) = 0;
+  // The same without waiting for the answer: a lost claim fails the decision with
+  // store_claim_lost, possibly only after it returned (see above).
+  virtual Status UpdateClaimedOperationOrFail(const Operation& op, int32_t expected_attempts);
   virtual Result<std::optional<Operation>> FindOperation(std::string_view id) = 0;
   virtual Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) = 0;
   // x402 operations whose settlement is submitted or unknown with an id after `after_id` (""

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "store/ledger.h"
@@ -148,6 +149,23 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
     EXPECT_EQ(balances + audit.revenue_total, -audit.external_total);
   }
 
+  // Queues `count` decisions at once from this thread (decision i runs `decide(tx, i)`), as
+  // concurrent requests queue them, so that most share a batch; returns their outcomes.
+  std::vector<Status> WriteAtOnce(int count,
+                                  const std::function<Status(Transaction&, int)>& decide) {
+    std::vector<Status> outcomes(count);
+    std::atomic<int> done{0};
+    for (int i = 0; i < count; ++i) {
+      store_->WriteAsync([&decide, i](Transaction& tx) { return decide(tx, i); },
+                         [&outcomes, &done, i](Status status) {
+                           outcomes[i] = std::move(status);
+                           ++done;
+                         });
+    }
+    while (done.load() < count) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return outcomes;
+  }
+
   static Operation SampleOperation(const std::string& id) {
     Operation op =
         NewWalletOperation({id, "account:a", "key-" + id, "fp", "/r", 7, 1000, 500, "gw_t"}, 10);
@@ -256,6 +274,131 @@ TEST_P(StoreConformance, ClaimedUpdateIsACompareAndSet) {
     EXPECT_EQ(**tx.FindOperation("op_claim"), done);
     return Status::Ok();
   }).ok());
+}
+
+// The two writes that answer by failing the decision instead of returning whether they wrote:
+// a key reserved as new that exists, and a claimed update whose claim is gone. Each fails its
+// decision with its own code, whatever the decision wrote before it, and changes nothing.
+TEST_P(StoreConformance, ReservedKeysAndClaimedUpdatesFailTheirDecisionWhenTheyCannotWrite) {
+  AddAccount("acct_f", 100);
+  Operation op = SampleOperation("op_f");
+  KeyRecord key{"account:a", "kf", "op_f", "fp", 5};
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                if (Status s = tx.ReserveNewKey(key); !s.ok()) return s;
+                return tx.InsertOperation(op);
+              }).ok());
+  KeyRecord again = key;
+  again.operation_id = "op_f2";
+  Status taken = Write([&](Transaction& tx) -> Status {
+    auto moved = tx.Move("acct_f", MoveKind::kHold, 7, "op_f2", 6);
+    if (!moved.ok()) return moved.status();
+    if (Status s = tx.AppendEvent({"op_f2", 6, "t", "hold", ""}); !s.ok()) return s;
+    return tx.ReserveNewKey(again);
+  });
+  EXPECT_EQ(taken.error(), ErrorCode::kStoreKeyTaken) << taken.ToString();
+
+  Operation done = op;
+  done.fulfillment = Fulfillment::kSucceeded;
+  Status lost = Write([&](Transaction& tx) -> Status {
+    if (Status s = tx.AppendEvent({"op_f", 7, "t", "lost", ""}); !s.ok()) return s;
+    if (Status s = tx.UpdateClaimedOperationOrFail(done, 2); !s.ok()) return s;  // not our claim
+    auto moved = tx.Move("acct_f", MoveKind::kHold, 7, "op_f", 7);
+    return moved.ok() ? Status::Ok() : moved.status();
+  });
+  EXPECT_EQ(lost.error(), ErrorCode::kStoreClaimLost) << lost.ToString();
+  EXPECT_TRUE(
+      Write([&](Transaction& tx) { return tx.UpdateClaimedOperationOrFail(done, 1); }).ok());
+  EXPECT_EQ(
+      Write([&](Transaction& tx) { return tx.UpdateClaimedOperationOrFail(done, 1); }).error(),
+      ErrorCode::kStoreClaimLost);  // no longer in progress
+
+  EXPECT_EQ(BalancesOf("acct_f"), (Balances{100, 0, 0}));
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                EXPECT_EQ((*tx.FindKey("account:a", "kf"))->operation_id, "op_f");
+                EXPECT_TRUE(tx.ListEvents("op_f2")->empty());
+                EXPECT_TRUE(tx.ListPostings("op_f2")->empty());
+                EXPECT_TRUE(tx.ListEvents("op_f")->empty());
+                EXPECT_EQ(**tx.FindOperation("op_f"), done);
+                return Status::Ok();
+              }).ok());
+}
+
+// Many decisions queued at once, as concurrent requests queue them: every third reserves a key
+// another already holds. Each of those fails alone, with its hold and its event; every other
+// decision stands, money and all, whichever of them shared a commit (PostgreSQL's writer sends
+// decisions without waiting for each, and must undo a failed one among those after it).
+TEST_P(StoreConformance, KeysReservedAtOnceFailAloneAndTakeOnlyTheirOwnMoney) {
+  AddAccount("acct_k", 10000);
+  ASSERT_TRUE(Write([&](Transaction& tx) {
+                return tx.ReserveNewKey({"account:a", "held", "op_first", "fp", 5});
+              }).ok());
+  constexpr int kDecisions = 90;
+  std::vector<Status> outcomes = WriteAtOnce(kDecisions, [](Transaction& tx, int i) -> Status {
+    const std::string op = "op_k" + std::to_string(i);
+    const std::string key = i % 3 == 1 ? "held" : "k" + std::to_string(i);
+    if (Status s = tx.ReserveNewKey({"account:a", key, op, "fp", 5}); !s.ok()) return s;
+    auto moved = tx.Move("acct_k", MoveKind::kHold, 10, op, 5);
+    if (!moved.ok()) return moved.status();
+    if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "refused");
+    return tx.AppendEvent({op, 5, "t", "hold", ""});
+  });
+  int held = 0;
+  for (int i = 0; i < kDecisions; ++i) {
+    if (i % 3 == 1) {
+      EXPECT_EQ(outcomes[i].error(), ErrorCode::kStoreKeyTaken) << i << outcomes[i].ToString();
+    } else {
+      EXPECT_TRUE(outcomes[i].ok()) << i << outcomes[i].ToString();
+      held += 10;
+    }
+  }
+  EXPECT_EQ(BalancesOf("acct_k"), (Balances{10000, 0, held}));
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                for (int i = 0; i < kDecisions; ++i) {
+                  const std::string op = "op_k" + std::to_string(i);
+                  const size_t expected = i % 3 == 1 ? 0u : 1u;
+                  EXPECT_EQ(tx.ListEvents(op)->size(), expected) << i;
+                  EXPECT_EQ(tx.ListPostings(op)->size(), expected) << i;
+                }
+                EXPECT_EQ((*tx.FindKey("account:a", "held"))->operation_id, "op_first");
+                return Status::Ok();
+              }).ok());
+}
+
+// A hold that only an earlier decision's release makes possible is decided on what that release
+// became: when the release fails after its decision returned (its last write finds no row), the
+// hold is refused, never granted on money that was not released. Queued at once, so that a
+// writer that sends decisions without waiting has both in flight.
+TEST_P(StoreConformance, AHoldNeverSpendsMoneyAnUndoneReleaseGaveBack) {
+  AddAccount("acct_u", 100);
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                auto moved = tx.Move("acct_u", MoveKind::kHold, 100, "op_u0", 5);
+                if (!moved.ok()) return moved.status();
+                return *moved == MoveOutcome::kOk ? Status::Ok()
+                                                  : Status::Error(ErrorCode::kStoreError, "no");
+              }).ok());
+  for (int round = 0; round < 5; ++round) {
+    std::vector<MoveOutcome> holds(3, MoveOutcome::kOk);
+    std::vector<Status> outcomes = WriteAtOnce(3, [&](Transaction& tx, int i) -> Status {
+      if (i == 0) {
+        // Releases op_u0's 100, then fails on a write that finds no row.
+        auto moved = tx.Move("acct_u", MoveKind::kRelease, 100, "op_u0", 6);
+        if (!moved.ok()) return moved.status();
+        if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "no");
+        return tx.UpdateOperation(SampleOperation("op_missing_u"));
+      }
+      // Holds of 60, which only the release would leave room for.
+      auto moved = tx.Move("acct_u", MoveKind::kHold, 60, "op_u" + std::to_string(i), 6);
+      if (!moved.ok()) return moved.status();
+      holds[i] = *moved;
+      return *moved == MoveOutcome::kOk ? Status::Ok() : Rollback();
+    });
+    EXPECT_EQ(outcomes[0].error(), ErrorCode::kStoreNotFound) << round << outcomes[0].ToString();
+    for (int i = 1; i < 3; ++i) {
+      EXPECT_TRUE(IsRollback(outcomes[i])) << round << " " << i << outcomes[i].ToString();
+      EXPECT_EQ(holds[i], MoveOutcome::kInsufficientFunds) << round << " " << i;
+    }
+    EXPECT_EQ(BalancesOf("acct_u"), (Balances{100, 0, 100})) << round;
+  }
 }
 
 TEST_P(StoreConformance, ListOperationsFilters) {
@@ -711,26 +854,15 @@ TEST_P(StoreConformance, AFailedWriteFailsItsDecisionAlone) {
 TEST_P(StoreConformance, AFailedLastWriteFailsItsDecisionAloneWithItsMoney) {
   AddAccount("acct_l", 1000);
   constexpr int kDecisions = 40;
-  std::vector<Status> outcomes(kDecisions);
-  std::atomic<int> done{0};
-  // Queued from one thread at once: most of them share a batch.
-  for (int i = 0; i < kDecisions; ++i) {
-    store_->WriteAsync(
-        [i](Transaction& tx) -> Status {
-          const std::string op = "op_l" + std::to_string(i);
-          auto moved = tx.Move("acct_l", MoveKind::kHold, 10, op, 5);
-          if (!moved.ok()) return moved.status();
-          if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "refused");
-          if (Status s = tx.AppendEvent({op, 5, "t", "hold", ""}); !s.ok()) return s;
-          if (i % 3 == 0) return tx.UpdateOperation(SampleOperation("op_missing_" + op));
-          return Status::Ok();
-        },
-        [&, i](Status status) {
-          outcomes[i] = std::move(status);
-          ++done;
-        });
-  }
-  while (done.load() < kDecisions) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<Status> outcomes = WriteAtOnce(kDecisions, [](Transaction& tx, int i) -> Status {
+    const std::string op = "op_l" + std::to_string(i);
+    auto moved = tx.Move("acct_l", MoveKind::kHold, 10, op, 5);
+    if (!moved.ok()) return moved.status();
+    if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "refused");
+    if (Status s = tx.AppendEvent({op, 5, "t", "hold", ""}); !s.ok()) return s;
+    if (i % 3 == 0) return tx.UpdateOperation(SampleOperation("op_missing_" + op));
+    return Status::Ok();
+  });
   int held = 0;
   for (int i = 0; i < kDecisions; ++i) {
     if (i % 3 == 0) {
@@ -763,33 +895,23 @@ TEST_P(StoreConformance, AFailedLastWriteFailsItsDecisionAloneWithItsMoney) {
 // so does the audit run inside a decision, however a backend writes its accounts rows.
 TEST_P(StoreConformance, ADecisionReadsTheBalancesItsMovesLeft) {
   AddAccount("acct_s", 1000);
-  std::atomic<int> done{0};
-  std::vector<Status> outcomes(12);
-  for (int i = 0; i < 12; ++i) {
-    store_->WriteAsync(
-        [i](Transaction& tx) -> Status {
-          auto moved = tx.Move("acct_s", MoveKind::kHold, 10, "op_s" + std::to_string(i), 5);
-          if (!moved.ok()) return moved.status();
-          if (i % 4 != 3) return Status::Ok();
-          // Every fourth reads the account after its move, and takes the audit.
-          auto account = tx.FindAccount("acct_s");
-          if (!account.ok()) return account.status();
-          EXPECT_EQ((*account)->balances, (Balances{1000, 0, 10 * (i + 1)})) << i;
-          auto audit = tx.Audit();
-          if (!audit.ok()) return audit.status();
-          for (const AccountAudit& books : audit->accounts) {
-            if (books.account_id != "acct_s") continue;
-            EXPECT_EQ(books.stored, books.from_ledger) << i;
-            EXPECT_EQ(books.stored, (Balances{1000, 0, 10 * (i + 1)})) << i;
-          }
-          return Status::Ok();
-        },
-        [&, i](Status status) {
-          outcomes[i] = std::move(status);
-          ++done;
-        });
-  }
-  while (done.load() < 12) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<Status> outcomes = WriteAtOnce(12, [](Transaction& tx, int i) -> Status {
+    auto moved = tx.Move("acct_s", MoveKind::kHold, 10, "op_s" + std::to_string(i), 5);
+    if (!moved.ok()) return moved.status();
+    if (i % 4 != 3) return Status::Ok();
+    // Every fourth reads the account after its move, and takes the audit.
+    auto account = tx.FindAccount("acct_s");
+    if (!account.ok()) return account.status();
+    EXPECT_EQ((*account)->balances, (Balances{1000, 0, 10 * (i + 1)})) << i;
+    auto audit = tx.Audit();
+    if (!audit.ok()) return audit.status();
+    for (const AccountAudit& books : audit->accounts) {
+      if (books.account_id != "acct_s") continue;
+      EXPECT_EQ(books.stored, books.from_ledger) << i;
+      EXPECT_EQ(books.stored, (Balances{1000, 0, 10 * (i + 1)})) << i;
+    }
+    return Status::Ok();
+  });
   for (int i = 0; i < 12; ++i) EXPECT_TRUE(outcomes[i].ok()) << i << outcomes[i].ToString();
   EXPECT_EQ(BalancesOf("acct_s"), (Balances{1000, 0, 120}));
 }
