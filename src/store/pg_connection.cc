@@ -271,11 +271,14 @@ Status Connection::HoldOver(std::string_view end, std::vector<std::string> undo,
 
 Status Connection::ResendAfterHeldOverFailure(std::vector<HeldUnit> held, size_t failed,
                                               std::vector<Queued> after) {
-  // The undo first, in a round trip of its own: a failure there is nobody's but the connection's.
+  // The undo first, in a round trip of its own: a failure there is nobody's but the connection's,
+  // and leaves nothing known of the units after it.
+  Status undone;
   for (const std::string& sql : held[failed].undo) {
-    if (Status s = Defer(sql); !s.ok()) return s;
+    if (undone = Defer(sql); !undone.ok()) break;
   }
-  if (Status undone = Collect().status(); !undone.ok()) {
+  if (undone.ok()) undone = Collect().status();
+  if (!undone.ok()) {
     for (size_t unit = failed + 1; unit < held.size(); ++unit) held[unit].on_failure(undone);
     return undone;
   }

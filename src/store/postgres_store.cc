@@ -431,7 +431,7 @@ class PostgresStore final : public Store {
     BatchRun run;
     RunDecisions(batch, run);
     Status committed = run.broken;
-    if (committed.ok() && (balances_.HasUnwritten() || balances_.MovesHeld())) {
+    if (committed.ok() && (balances_.HasUnwritten() || balances_.ChangesHeld())) {
       // The balances the batch moved, once the last decisions are confirmed (undone, one takes
       // its moves back, which may leave an account to write that had none), are written with the
       // COMMIT.

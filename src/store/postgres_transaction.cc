@@ -398,6 +398,7 @@ Result<bool> PostgresTransaction::InsertAccount(const AccountRecord& account) {
   WriteAccount(params, account);
   AGENTPAY_ROWS(rows, conn_.Query(kSql, params));
   if (rows.changed() != 1) return false;
+  if (balances_ != nullptr) balances_->NoteInserted(account.id);
   if (Status keyed = InsertFirstApiKey(*this, account); !keyed.ok()) return keyed;
   return true;
 }
@@ -508,30 +509,38 @@ Balances Minus(const Balances& a, const Balances& b) {
   return {a.deposited - b.deposited, a.captured - b.captured, a.held - b.held};
 }
 
+Balances Plus(const Balances& a, const Balances& b) {
+  return {a.deposited + b.deposited, a.captured + b.captured, a.held + b.held};
+}
+
 }  // namespace
 
 std::unordered_set<std::string_view> BalanceCache::Journaled() const {
   std::unordered_set<std::string_view> named;
-  for (const auto& noted : journal_) named.insert(noted.first);
+  for (const Change& change : journal_) named.insert(change.account_id);
   for (const auto& [id, journal] : held_) {
-    for (const auto& noted : journal) named.insert(noted.first);
+    for (const Change& change : journal) named.insert(change.account_id);
   }
   return named;
 }
 
+BalanceCache::Change& BalanceCache::Journaled(std::string_view account_id) {
+  auto noted = std::find_if(journal_.begin(), journal_.end(),
+                            [&](const Change& change) { return change.account_id == account_id; });
+  if (noted != journal_.end()) return *noted;
+  return journal_.emplace_back(Change{std::string(account_id), {}, {}, false});
+}
+
 void BalanceCache::Set(std::string_view account_id, const Entry& entry) {
   auto found = accounts_.find(account_id);
-  // A new entry is what the row holds, read: nothing moved yet.
-  const Balances change =
-      found == accounts_.end() ? Balances{} : Minus(entry.current, found->second.current);
-  if (!(change == Balances{})) {
-    auto noted = std::find_if(journal_.begin(), journal_.end(),
-                              [&](const auto& noted) { return noted.first == account_id; });
-    if (noted == journal_.end()) {
-      journal_.emplace_back(std::string(account_id), change);
-    } else {
-      noted->second = {noted->second.deposited + change.deposited,
-                       noted->second.captured + change.captured, noted->second.held + change.held};
+  if (found != accounts_.end()) {
+    // A new entry is what the row holds, read: nothing changed yet.
+    const Balances current = Minus(entry.current, found->second.current);
+    const Balances stored = Minus(entry.stored, found->second.stored);
+    if (!(current == Balances{}) || !(stored == Balances{})) {
+      Change& change = Journaled(account_id);
+      change.current = Plus(change.current, current);
+      change.stored = Plus(change.stored, stored);
     }
   }
   if (found == accounts_.end()) {
@@ -549,6 +558,18 @@ void BalanceCache::Set(std::string_view account_id, const Entry& entry) {
   Note(found->first, &found->second);
 }
 
+void BalanceCache::NoteInserted(std::string_view account_id) {
+  Journaled(account_id).inserted = true;
+}
+
+bool BalanceCache::InsertedByHeld(std::string_view account_id) const {
+  return std::any_of(held_.begin(), held_.end(), [&](const auto& held) {
+    return std::any_of(held.second.begin(), held.second.end(), [&](const Change& change) {
+      return change.inserted && change.account_id == account_id;
+    });
+  });
+}
+
 std::vector<std::pair<std::string, BalanceCache::Entry>> BalanceCache::Unwritten() const {
   std::vector<std::pair<std::string, Entry>> unwritten;
   unwritten.reserve(unwritten_.size());
@@ -557,11 +578,19 @@ std::vector<std::pair<std::string, BalanceCache::Entry>> BalanceCache::Unwritten
 }
 
 void BalanceCache::Undo(const Journal& journal) {
-  for (const auto& [account_id, change] : journal) {
-    auto found = accounts_.find(account_id);
+  for (const Change& change : journal) {
+    auto found = accounts_.find(change.account_id);
     // Gone only with Clear, which forgot the moves too.
     if (found == accounts_.end()) continue;
-    found->second.current = Minus(found->second.current, change);
+    if (change.inserted) {
+      // The row goes with the decision (no decision after it moved money on the account: Move
+      // waits for the decision that inserted it, InsertedByHeld).
+      accounts_.erase(found);
+      Note(change.account_id, nullptr);
+      continue;
+    }
+    found->second.current = Minus(found->second.current, change.current);
+    found->second.stored = Minus(found->second.stored, change.stored);
     Note(found->first, &found->second);
   }
 }
@@ -583,8 +612,8 @@ void BalanceCache::UndoHeld(uint64_t id) {
 UnconfirmedGains BalanceCache::GainsAtRisk(std::string_view account_id) const {
   UnconfirmedGains gains;
   for (const auto& [id, journal] : held_) {
-    for (const auto& [noted, change] : journal) {
-      if (noted == account_id) gains.Add(change);
+    for (const Change& change : journal) {
+      if (change.account_id == account_id) gains.Add(change.current);
     }
   }
   return gains;
@@ -687,7 +716,8 @@ Result<MoveOutcome> PostgresTransaction::Move(std::string_view account_id, MoveK
     // decided now (the common case: the account holds more than the moves in flight); any other,
     // refusals included, once the database has answered for everything sent.
     if (!conn_.holding_over()) balances_->ConfirmHeld();
-    if (!MoveSucceedsWhateverIsUndone(entry.current, balances_->GainsAtRisk(account_id), kind,
+    if (balances_->InsertedByHeld(account_id) ||
+        !MoveSucceedsWhateverIsUndone(entry.current, balances_->GainsAtRisk(account_id), kind,
                                       amount)) {
       if (Status confirmed = conn_.Sync(); !confirmed.ok()) return confirmed;
       balances_->ConfirmHeld();

@@ -48,12 +48,23 @@ class BalanceCache {
     Balances stored;   // what the accounts row holds, as this transaction has written it
     Balances current;  // with the moves not written to the row yet
   };
-  // What one decision changed, per account: `current` after it minus before it.
-  using Journal = std::vector<std::pair<std::string, Balances>>;
+  // What one decision changed on one account: `current` and `stored` after it minus before it,
+  // and whether it inserted the account (undone, the entry goes: the row is gone too).
+  struct Change {
+    std::string account_id;
+    Balances current;
+    Balances stored;
+    bool inserted = false;
+  };
+  using Journal = std::vector<Change>;
 
   const Entry* Find(std::string_view account_id) const;
-  // Sets an entry; its change to `current` is journaled for the running decision.
+  // Sets an entry; its changes are journaled for the running decision.
   void Set(std::string_view account_id, const Entry& entry);
+  // The running decision inserted the account's row.
+  void NoteInserted(std::string_view account_id);
+  // A held-over decision inserted the account's row: it may not exist once that one is settled.
+  bool InsertedByHeld(std::string_view account_id) const;
   // The accounts whose row is behind their moves.
   std::vector<std::pair<std::string, Entry>> Unwritten() const;
   bool HasUnwritten() const { return !unwritten_.empty(); }
@@ -67,8 +78,8 @@ class BalanceCache {
   void UndoHeld(uint64_t id);
   // Every held-over decision is confirmed (or was undone).
   void ConfirmHeld() { held_.clear(); }
-  // A held-over decision moved money.
-  bool MovesHeld() const {
+  // A held-over decision changed what is kept.
+  bool ChangesHeld() const {
     return std::any_of(held_.begin(), held_.end(),
                        [](const auto& held) { return !held.second.empty(); });
   }
@@ -84,6 +95,8 @@ class BalanceCache {
   };
   // Keeps `unwritten_` in step with the entry of `account_id` (null: none).
   void Note(const std::string& account_id, const Entry* entry);
+  // The running decision's change to `account_id`, added to its journal if new.
+  Change& Journaled(std::string_view account_id);
   // The accounts a journal still names: the running decision's, or a held-over one's.
   std::unordered_set<std::string_view> Journaled() const;
   std::unordered_map<std::string, Entry, Hash, std::equal_to<>> accounts_;

@@ -401,6 +401,59 @@ TEST_P(StoreConformance, AHoldNeverSpendsMoneyAnUndoneReleaseGaveBack) {
   }
 }
 
+// A decision that reads accounts rows (which makes a writer that keeps balances write them first)
+// and is then rolled back leaves the rows as they were, and the moves of the decisions before it
+// still to be written: the books stay whole. Queued at once, so that both share a batch.
+TEST_P(StoreConformance, ARolledBackReadOfAccountsKeepsTheMovesBeforeIt) {
+  AddAccount("acct_w", 1000);
+  for (int round = 0; round < 5; ++round) {
+    std::vector<Status> outcomes = WriteAtOnce(2, [&](Transaction& tx, int i) -> Status {
+      if (i == 0) {
+        auto moved = tx.Move("acct_w", MoveKind::kHold, 10, "op_w" + std::to_string(round), 5);
+        if (!moved.ok()) return moved.status();
+        return *moved == MoveOutcome::kOk ? Status::Ok()
+                                          : Status::Error(ErrorCode::kStoreError, "refused");
+      }
+      auto account = tx.FindAccount("acct_w");
+      if (!account.ok()) return account.status();
+      return Rollback();
+    });
+    EXPECT_TRUE(outcomes[0].ok()) << round << outcomes[0].ToString();
+    EXPECT_TRUE(IsRollback(outcomes[1])) << round << outcomes[1].ToString();
+    EXPECT_EQ(BalancesOf("acct_w"), (Balances{1000, 0, 10 * (round + 1)})) << round;
+  }
+}
+
+// A decision that inserts an account and is undone after it returned takes the account with it:
+// a deposit on that account decided meanwhile finds no account, and no money moves on one that
+// does not exist (TearDown audits the books).
+TEST_P(StoreConformance, AMoveOnAnAccountWhoseInsertIsUndoneFindsNoAccount) {
+  for (int round = 0; round < 3; ++round) {
+    const std::string id = "acct_gone" + std::to_string(round);
+    std::vector<Status> outcomes = WriteAtOnce(2, [&](Transaction& tx, int i) -> Status {
+      if (i == 0) {
+        auto inserted = tx.InsertAccount({id, "n-" + id, "hash-" + id, {}, 1});
+        if (!inserted.ok()) return inserted.status();
+        auto moved = tx.Move(id, MoveKind::kDeposit, 50, "", 1);
+        if (!moved.ok()) return moved.status();
+        // Fails once the decision is confirmed: a write that finds no row.
+        return tx.UpdateOperation(SampleOperation("op_missing_" + id));
+      }
+      // A deposit: it succeeds whatever the decision before it becomes, but not on no account.
+      auto moved = tx.Move(id, MoveKind::kDeposit, 10, "", 2);
+      if (!moved.ok()) return moved.status();
+      return *moved == MoveOutcome::kOk ? Status::Ok()
+                                        : Status::Error(ErrorCode::kStoreError, "refused");
+    });
+    EXPECT_EQ(outcomes[0].error(), ErrorCode::kStoreNotFound) << round << outcomes[0].ToString();
+    EXPECT_EQ(outcomes[1].error(), ErrorCode::kStoreNotFound) << round << outcomes[1].ToString();
+    ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                  EXPECT_FALSE(tx.FindAccount(id)->has_value()) << round;
+                  return Status::Ok();
+                }).ok());
+  }
+}
+
 TEST_P(StoreConformance, ListOperationsFilters) {
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
     for (int i = 0; i < 5; ++i) {
