@@ -131,18 +131,25 @@ class SlowChainRpcCallsTest(ProxiedX402TestCase):
         headers = [b64json(v2_payload(accepted, s, resource)) for s in signed]
         for i, header in enumerate(headers[:warm_up]):
             self.assertPaidResponse(gw.pay("/report", v2=header, key="warm-%d" % i))
+        transfers = len(chain.transfers(from_=BUYER.address))
         t0 = time.monotonic()
         for i, header in enumerate(headers[warm_up:]):
             self.assertPaidResponse(gw.pay("/report", v2=header, key="slow-%d" % i))
         seconds = time.monotonic() - t0
-        by_name = collections.Counter(call_name(m, p) for _, m, p in self.proxy.since(t0))
+        calls = self.proxy.since(t0)
+        by_name = collections.Counter(call_name(m, p) for _, m, p in calls)
+        # One transaction a payment; the reconciler's relayer-nonce gap check may send one of them
+        # again (the same bytes) while it waits in the node's pool for the next block.
+        sent = {p[0] for _, m, p in calls if m == "eth_sendRawTransaction"}
         looks = by_name["eth_getTransactionReceipt"] / measured
         print("\n    1 s blocks: %d payments in %.1f s, %.2f receipt looks a payment; all calls: %s"
               % (measured, seconds, looks, ", ".join("%s %d" % kv for kv in sorted(by_name.items()))),
               file=sys.stderr)
         self.assertGreater(seconds, measured * 0.3, "the chain did not make the payments wait: the test is void")
         self.assertLessEqual(looks, 3.0, by_name)
-        self.assertEqual(by_name["eth_sendRawTransaction"], measured, by_name)
+        self.assertEqual(len(sent), measured, by_name)
+        self.assertEqual(len(chain.transfers(from_=BUYER.address)) - transfers, measured,
+                         "each payment settled once")
         self.assertEqual(by_name["eth_call transferWithAuthorization"] + by_name["eth_estimateGas"], measured,
                          by_name)
 
