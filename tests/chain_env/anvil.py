@@ -24,8 +24,8 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -408,9 +408,10 @@ class Rpc:
 
 # --------------------------------------------------------------------------- Anvil process
 def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port reserved against other test processes and outgoing connections (tests/testports.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import testports
+    return testports.reserve(host)
 
 
 def anvil_binary() -> str:

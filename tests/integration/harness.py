@@ -25,7 +25,9 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import invariants  # noqa: E402  (tests/fault/invariants.py: the one store invariant checker)
+import testports  # noqa: E402  (tests/testports.py: ports no other test process takes)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_BINARY = os.path.join(REPO_ROOT, "build", "agentpay")
@@ -137,10 +139,9 @@ def write_secret(path, content):
 
 
 def free_port():
-    """A port that was free a moment ago (bind port 0, read it, close)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a server this test starts: free now and reserved against other test processes and
+    outgoing connections (tests/testports.py)."""
+    return testports.reserve()
 
 
 def wait_port(port, timeout):

@@ -12,7 +12,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,12 +30,6 @@ CHAIN_ENV = os.path.join(HERE, "..", "chain_env")
 CLIENT = os.path.join(CHAIN_ENV, "x402_client.mjs")
 DEMO_PRICE = 10000
 DEMO_FUNDING = 10_000_000
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Demo(harness.DemoServer):
@@ -438,7 +431,7 @@ class AdminCliTest(unittest.TestCase):
         self.assertEqual(status, 401)
 
     def test_unreachable_gateway_is_named(self):
-        port = free_port()
+        port = harness.free_port()
         done = self.cli("create-account", "x", url="http://127.0.0.1:%d" % port)
         self.assertEqual(done.returncode, 1)
         self.assertIn("agentpay admin: cannot reach http://127.0.0.1:%d/admin/v1/accounts: connection refused"

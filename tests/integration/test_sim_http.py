@@ -5,7 +5,6 @@
 usage: test_sim_http.py [--agentpay PATH] [unittest args]"""
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -14,16 +13,13 @@ import unittest
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (free_port)
+
 AGENTPAY = os.path.join(os.path.dirname(__file__), "..", "..", "build", "agentpay")
 WORKED_CASE_1 = {"fault": "none", "service_ms": "8000", "timeout_ms": "1000", "max_attempts": "3",
                  "initial_delay_ms": "1000", "dedup": "on", "retry_key": "stable",
                  "retention_ms": "86400000"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(args):
@@ -83,7 +79,7 @@ class SimHttpTest(unittest.TestCase):
         self.assertEqual((status, problem["code"]), (414, "limit_exceeded"))
 
     def test_sim_serve(self):
-        port = free_port()
+        port = harness.free_port()
         proc = start(["sim", "--serve", "--listen", "127.0.0.1:%d" % port])
         try:
             self.check_endpoint(port)
@@ -98,7 +94,7 @@ class SimHttpTest(unittest.TestCase):
             fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write("t0ken\n")
-            port = free_port()
+            port = harness.free_port()
             proc = start(["serve", "--listen", "127.0.0.1:%d" % port, "--admin-listen", "off",
                           "--db", "sqlite:%s/a.db" % tmp,
                           "--upstream", "http://127.0.0.1:9", "--price", "1", "--admin-token-file", token])
