@@ -60,3 +60,7 @@ def reserve(host="127.0.0.1"):
             return port
         fcntl.lockf(_lock_fd, fcntl.LOCK_UN, 1, port)
     raise RuntimeError("no free port in %d..%d for tests" % (low, high - 1))
+
+
+if __name__ == "__main__":
+    print(reserve())  # for a shell script: free now, no longer reserved once this exits

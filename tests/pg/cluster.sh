@@ -72,7 +72,9 @@ case $action in
       exit 1
     }
     rm -f -- "$data/pwfile"
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    # Below the kernel's ephemeral range (tests/testports.py): while the server is down for a
+    # restart, a reconnecting client's own source port could otherwise take its port.
+    port=$(python3 "$(dirname "${BASH_SOURCE[0]}")/../testports.py")
     # Sockets stay in the data directory; max_connections leaves room for several gateways, their
     # readers and the tests' own connections. Checkpoints every 30 s or 64 MB of WAL: a restart
     # as a crash replays the WAL written since the last one, and with the defaults (5 min, 1 GB)
