@@ -75,6 +75,7 @@ def phase(mode, seconds, keys, addresses, workdir):
     chain = BenchChain(addresses)
     seller = gateway = None
     try:
+        first_block = chain.node.rpc.block_number()
         if mode == "gateway":
             seller = harness.Seller(workdir)
             seller.start()
@@ -84,10 +85,15 @@ def phase(mode, seconds, keys, addresses, workdir):
             result = load(mode, seconds, keys, chain, url=gateway.url("/report"))
         else:
             result = load(mode, seconds, keys, chain)
+        blocks = chain.node.rpc.block_number() - first_block
         settled = len(X.A.transfer_logs(chain.node.rpc, chain.token, to=X.PAY_TO.address))
         if settled != result["settled"]:
             raise RuntimeError("%s counted %d payments, the chain shows %d Transfers to payTo"
                                % (mode, result["settled"], settled))
+        # Anvil mines a block as soon as a transaction is ready; how many transactions share a
+        # block differs between the phases, and each block costs Anvil time of its own (see
+        # bench/README.md).
+        result["blocks_per_payment"] = blocks / settled if settled else 0.0
         return result
     finally:
         if gateway:
@@ -115,8 +121,9 @@ def main():
             for mode in ("viem", "raw", "gateway") if r % 2 == 0 else ("gateway", "raw", "viem"):
                 result = phase(mode, args.seconds, keys, addresses, workdir)
                 rates[mode].append(result["per_second"])
-                print("round %d %-8s %6.1f payments/s (%d settled, %d errors%s)" % (
-                    r + 1, mode, result["per_second"], result["settled"], result["errors"],
+                print("round %d %-8s %6.1f payments/s (%d settled, %.2f blocks each, %d errors%s)" % (
+                    r + 1, mode, result["per_second"], result["settled"],
+                    result["blocks_per_payment"], result["errors"],
                     ", first: " + result["first_error"] if result["first_error"] else ""), flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
