@@ -13,7 +13,8 @@ import random
 import socket
 import tempfile
 
-_LOCK_FILE = os.path.join(tempfile.gettempdir(), "agentpay-test-ports.lock")
+# One per user: a file another user created may not be writable here.
+_LOCK_FILE = os.path.join(tempfile.gettempdir(), "agentpay-test-ports-%d.lock" % os.getuid())
 _SPAN = 12000  # how many ports below the ephemeral range are ours to choose from
 _lock_fd = None
 _taken = set()  # ports this process already holds

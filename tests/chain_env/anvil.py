@@ -409,7 +409,9 @@ class Rpc:
 # --------------------------------------------------------------------------- Anvil process
 def _free_port(host: str = "127.0.0.1") -> int:
     """A port reserved against other test processes and outgoing connections (tests/testports.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    tests_dir = str(Path(__file__).resolve().parent.parent)
+    if tests_dir not in sys.path:
+        sys.path.insert(0, tests_dir)
     import testports
     return testports.reserve(host)
 
