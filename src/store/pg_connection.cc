@@ -177,7 +177,7 @@ Result<std::string> Connection::PreparedName(std::string_view sql) {
     if (PQsendPrepare(conn_, name.c_str(), std::string(sql).c_str(), 0, nullptr) != 1) {
       return Failure(nullptr, "PostgreSQL");
     }
-    queued_.push_back({Queued::Kind::kPrepare, std::string(sql), name, std::nullopt, {}});
+    queued_.push_back({Queued::Kind::kPrepare, std::string(sql), name, std::nullopt, {}, tail_});
     return name;
   }
   PGresult* prepared = PQprepare(conn_, name.c_str(), std::string(sql).c_str(), 0, nullptr);
@@ -225,8 +225,8 @@ Result<Rows> Connection::Query(std::string_view sql, Params params) {
     return Rows(result);
   }
   if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
-  queued_.push_back({Queued::Kind::kQuery, "", *name, std::nullopt, std::move(params)});
-  auto rows = Collect();
+  queued_.push_back({Queued::Kind::kQuery, "", *name, std::nullopt, std::move(params), tail_});
+  auto rows = RoundTrip();
   if (!rows.ok()) return rows.status();
   AGENTPAY_CHECK(rows->has_value());
   return std::move(**rows);
@@ -251,19 +251,33 @@ Status Connection::Defer(std::string_view sql, Params params, std::optional<Expe
   auto name = PreparedName(sql);
   if (!name.ok()) return name.status();
   if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
-  queued_.push_back({Queued::Kind::kDeferred, "", *name, std::move(expect), std::move(params)});
+  queued_.push_back(
+      {Queued::Kind::kDeferred, "", *name, std::move(expect), std::move(params), tail_});
   return Status::Ok();
 }
 
 Status Connection::Sync() {
   if (!pipeline_ || queued_.empty()) return Status::Ok();
-  return Collect().status();
+  return RoundTrip().status();
+}
+
+void Connection::StartTail() {
+  AGENTPAY_CHECK(pipeline_);
+  tail_ = true;
+}
+
+Result<std::optional<Rows>> Connection::RoundTrip() {
+  tail_dropped_ = false;
+  auto rows = Collect();
+  tail_ = false;
+  return rows;
 }
 
 Status Connection::HoldOver(std::string_view end, std::vector<std::string> undo,
                             std::function<void(const Status&)> on_failure) {
   AGENTPAY_CHECK(pipeline_);
   AGENTPAY_CHECK(held_.size() < kMaxHeldUnits);
+  AGENTPAY_CHECK(!tail_);
   if (Status ended = Defer(end); !ended.ok()) return ended;
   held_.push_back({queued_.size(), std::move(undo), std::move(on_failure)});
   return Status::Ok();
@@ -288,6 +302,11 @@ Status Connection::ResendAfterHeldOverFailure(std::vector<HeldUnit> held, size_t
                      std::move(held[unit].on_failure)});
   }
   for (Queued& entry : after) {
+    if (entry.tail) {
+      // Written from what the failed unit left: the caller writes it again (StartTail).
+      tail_dropped_ = true;
+      continue;
+    }
     if (entry.kind == Queued::Kind::kPrepare) {
       // Skipped with the rest: the server does not have it yet.
       if (PQsendPrepare(conn_, entry.name.c_str(), entry.sql.c_str(), 0, nullptr) != 1) {

@@ -102,6 +102,13 @@ class Connection {
   static constexpr size_t kMaxHeldUnits = 64;
   Status HoldOver(std::string_view end, std::vector<std::string> undo,
                   std::function<void(const Status&)> on_failure);
+  // Pipeline mode: the statements deferred from now until the end of the next round trip (Sync or
+  // Query) are the tail of the transaction, written from what the held-over units left (the
+  // store's writer: the balances, then COMMIT). Should a held-over unit fail in that round trip,
+  // the tail is dropped instead of sent again, and tail_dropped() says so until the next round
+  // trip: the caller writes it again from what is left. No unit is held over within a tail.
+  void StartTail();
+  bool tail_dropped() const { return tail_dropped_; }
   // Units are held over and not yet confirmed.
   bool holding_over() const { return !held_.empty(); }
   size_t held_units() const { return held_.size(); }
@@ -129,6 +136,7 @@ class Connection {
     std::string name;
     std::optional<Expect> expect;
     Params params;  // kDeferred, kQuery: sent again when a held-over unit before it failed
+    bool tail = false;  // deferred after StartTail: dropped, not sent again, after such a failure
   };
   // A unit held over (HoldOver): where it ends in queued_ (one past its `end` statement), its
   // undo and its callback.
@@ -152,6 +160,8 @@ class Connection {
   // Pipeline mode: sends a Sync and reads every queued result; returns the rows of the last one
   // when it is a query that wants them.
   Result<std::optional<Rows>> Collect();
+  // Collect for Query and Sync: a round trip of the caller's (see StartTail).
+  Result<std::optional<Rows>> RoundTrip();
   // Polls for the first answer of a sent pipeline for a short while before libpq sleeps for it,
   // unless recent answers were too slow for that to pay.
   void AwaitAnswer();
@@ -166,6 +176,8 @@ class Connection {
   uint64_t next_statement_ = 0;
   int sleeps_before_spin_ = 0;  // AwaitAnswer: round trips left that do not poll first
   std::vector<HeldUnit> held_;  // oldest first; their statements are the first of queued_
+  bool tail_ = false;           // StartTail until the round trip ends
+  bool tail_dropped_ = false;
 };
 
 }  // namespace agentpay::pg

@@ -20,6 +20,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/check.h"
 #include "store/backends.h"
 #include "store/pg_connection.h"
 #include "store/postgres_transaction.h"
@@ -419,6 +420,23 @@ class PostgresStore final : public Store {
     if (!rolled_back.ok() || writer_->transaction_status() != PQTRANS_IDLE) writer_.reset();
   }
 
+  // The balances the batch moved and the COMMIT go in one round trip with the last decisions held
+  // over. Should one of those fail there, its moves go back, the connection drops the balances
+  // written with them and the COMMIT (pg::Connection::StartTail), and both go once more, written
+  // from what is left (no decision is held over then: at most twice).
+  Status WriteAndCommit() {
+    for (int round = 0;; ++round) {
+      AGENTPAY_CHECK(round < 2);
+      writer_->StartTail();
+      Status committed = WriteBalances(*writer_, balances_);
+      const BalanceCache::Journal written = balances_.EndDecision();
+      if (committed.ok()) committed = writer_->Defer("COMMIT");
+      if (committed.ok()) committed = writer_->Sync();
+      if (!committed.ok() || !writer_->tail_dropped()) return committed;
+      balances_.Undo(written);  // not written after all
+    }
+  }
+
   void CommitBatch(std::vector<std::unique_ptr<QueuedDecision>>& batch) {
     Status begun = Begin();
     if (!begun.ok()) {
@@ -431,16 +449,7 @@ class PostgresStore final : public Store {
     BatchRun run;
     RunDecisions(batch, run);
     Status committed = run.broken;
-    if (committed.ok() && (balances_.HasUnwritten() || balances_.ChangesHeld())) {
-      // The balances the batch moved, once the last decisions are confirmed (undone, one takes
-      // its moves back, which may leave an account to write that had none), are written with the
-      // COMMIT.
-      committed = writer_->Sync();
-      if (committed.ok()) committed = WriteBalances(*writer_, balances_);
-      (void)balances_.EndDecision();
-    }
-    if (committed.ok()) committed = writer_->Defer("COMMIT");
-    if (committed.ok()) committed = writer_->Sync();
+    if (committed.ok()) committed = WriteAndCommit();
     balances_.ConfirmHeld();  // the last decisions are settled, one way or the other
     if (!committed.ok()) {
       // Lost with the connection, or failed: nothing of the batch may be reported as done. (A

@@ -901,47 +901,55 @@ TEST_P(StoreConformance, AFailedWriteFailsItsDecisionAlone) {
 }
 
 // The same when the failing write is a decision's last statement, in a batch of decisions moving
-// money on one account: PostgreSQL's writer sends such a decision's writes with the next
-// decision's first statement or with the commit (pg_connection.h, HoldOver), and must then undo
-// it alone, money and all, and tell the next decision the balances it left.
+// money on one account, then on twelve: PostgreSQL's writer sends such a decision's writes with the
+// next decision's first statement or with the balances and the commit (pg_connection.h, HoldOver,
+// StartTail; a row per statement up to eight accounts, one statement for more), and must then undo
+// it alone, money and all, write the balances it left, and tell the next decision those.
 TEST_P(StoreConformance, AFailedLastWriteFailsItsDecisionAloneWithItsMoney) {
-  AddAccount("acct_l", 1000);
-  constexpr int kDecisions = 40;
-  std::vector<Status> outcomes = WriteAtOnce(kDecisions, [](Transaction& tx, int i) -> Status {
-    const std::string op = "op_l" + std::to_string(i);
-    auto moved = tx.Move("acct_l", MoveKind::kHold, 10, op, 5);
-    if (!moved.ok()) return moved.status();
-    if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "refused");
-    if (Status s = tx.AppendEvent({op, 5, "t", "hold", ""}); !s.ok()) return s;
-    if (i % 3 == 0) return tx.UpdateOperation(SampleOperation("op_missing_" + op));
-    return Status::Ok();
-  });
-  int held = 0;
-  for (int i = 0; i < kDecisions; ++i) {
-    if (i % 3 == 0) {
-      EXPECT_EQ(outcomes[i].error(), ErrorCode::kStoreNotFound) << i << outcomes[i].ToString();
-    } else {
-      EXPECT_TRUE(outcomes[i].ok()) << i << outcomes[i].ToString();
-      held += 10;
+  for (const int accounts : {1, 12}) {
+    SCOPED_TRACE(std::to_string(accounts) + " accounts");
+    const std::string prefix = "acct_l" + std::to_string(accounts) + "_";
+    auto account_of = [&](int i) { return prefix + std::to_string(i % accounts); };
+    for (int a = 0; a < accounts; ++a) AddAccount(account_of(a), 1000);
+    constexpr int kDecisions = 40;  // the last one fails: with the commit, if they share one
+    std::vector<Status> outcomes = WriteAtOnce(kDecisions, [&](Transaction& tx, int i) -> Status {
+      const std::string op = prefix + "op" + std::to_string(i);
+      auto moved = tx.Move(account_of(i), MoveKind::kHold, 10, op, 5);
+      if (!moved.ok()) return moved.status();
+      if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "refused");
+      if (Status s = tx.AppendEvent({op, 5, "t", "hold", ""}); !s.ok()) return s;
+      if (i % 3 == 0) return tx.UpdateOperation(SampleOperation("op_missing_" + op));
+      return Status::Ok();
+    });
+    std::vector<int64_t> held(accounts, 0);
+    for (int i = 0; i < kDecisions; ++i) {
+      if (i % 3 == 0) {
+        EXPECT_EQ(outcomes[i].error(), ErrorCode::kStoreNotFound) << i << outcomes[i].ToString();
+      } else {
+        EXPECT_TRUE(outcomes[i].ok()) << i << outcomes[i].ToString();
+        held[i % accounts] += 10;
+      }
     }
+    for (int a = 0; a < accounts; ++a) {
+      EXPECT_EQ(BalancesOf(account_of(a)), (Balances{1000, 0, held[a]})) << account_of(a);
+    }
+    ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                  for (int i = 0; i < kDecisions; ++i) {
+                    const std::string op = prefix + "op" + std::to_string(i);
+                    EXPECT_EQ(tx.ListEvents(op)->size(), i % 3 == 0 ? 0u : 1u) << i;
+                    EXPECT_EQ(tx.ListPostings(op)->size(), i % 3 == 0 ? 0u : 1u) << i;
+                  }
+                  return Status::Ok();
+                }).ok());
+    // The next decision starts from the balances the database holds.
+    ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                  auto moved = tx.Move(account_of(1), MoveKind::kCapture, 10, prefix + "op1", 6);
+                  if (!moved.ok()) return moved.status();
+                  EXPECT_EQ(*moved, MoveOutcome::kOk);
+                  return Status::Ok();
+                }).ok());
+    EXPECT_EQ(BalancesOf(account_of(1)), (Balances{1000, 10, held[1 % accounts] - 10}));
   }
-  EXPECT_EQ(BalancesOf("acct_l"), (Balances{1000, 0, held}));
-  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
-                for (int i = 0; i < kDecisions; ++i) {
-                  const std::string op = "op_l" + std::to_string(i);
-                  EXPECT_EQ(tx.ListEvents(op)->size(), i % 3 == 0 ? 0u : 1u) << i;
-                  EXPECT_EQ(tx.ListPostings(op)->size(), i % 3 == 0 ? 0u : 1u) << i;
-                }
-                return Status::Ok();
-              }).ok());
-  // The next decision starts from the balances the database holds.
-  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
-                auto moved = tx.Move("acct_l", MoveKind::kCapture, 10, "op_l1", 6);
-                if (!moved.ok()) return moved.status();
-                EXPECT_EQ(*moved, MoveOutcome::kOk);
-                return Status::Ok();
-              }).ok());
-  EXPECT_EQ(BalancesOf("acct_l"), (Balances{1000, 10, held - 10}));
 }
 
 // A decision reads the balances its own moves and the earlier decisions of its commit left, and
