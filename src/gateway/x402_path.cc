@@ -226,6 +226,26 @@ void X402Path::Arrive(PaymentPtr p) {
     return Reply(p, RetryLater(ProblemCode::kLimitExceeded,
                                "the key changed hands too often; retry with the same key"));
   }
+  if (!p->inputs) {
+    // The usual first look at a new payment finds neither its key nor its authorization stored:
+    // it needs the chain's preflight and changes nothing, which a read tells without a decision
+    // of the writer's. The decision after the preflight reads all of it again.
+    std::optional<Begin::Kind> seen;
+    Status read = ctx_.store.ReadUnsynced([&](Transaction& tx) -> Status {
+      auto record = tx.FindKey(p->principal, p->key);
+      if (!record.ok()) return record.status();
+      if (record->has_value()) return Status::Ok();
+      auto without = WithoutPreflight(tx, *p);
+      if (!without.ok()) return without.status();
+      seen = without->kind;
+      return Status::Ok();
+    });
+    if (!read.ok()) return Reply(p, StoreProblem(read));
+    if (seen == Begin::kNeedsPreflight) {
+      p->begin_kind = Begin::kNeedsPreflight;
+      return OnArrived(std::move(p), Status::Ok());
+    }
+  }
   ctx_.store.WriteAsync(
       [this, p](Transaction& tx) -> Status {
         auto begin = DecideX402Arrival(tx, *p);
@@ -446,18 +466,28 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
     }
   }
   if (!x.inputs) {
-    // An authorization this gateway already holds (one read off the chain, re-sent under a new
-    // key) is refused from the store: a flood of them costs no call to the RPC node.
-    auto taken = tx.FindX402PaymentByAuthorization(x.presented.authorization.from,
-                                                   x.presented.authorization.nonce_hex);
-    if (!taken.ok()) return taken.status();
-    begin.kind = taken->has_value() ? Begin::kAuthorizationTaken : Begin::kNeedsPreflight;
+    auto without = WithoutPreflight(tx, x);
+    if (!without.ok()) return without.status();
+    begin.kind = without->kind;
     return begin;
   }
   if (record->has_value()) {
     if (Status s = tx.DeleteKey(x.principal, x.key); !s.ok()) return s;
   }
   return DecideNew(tx, x, now);
+}
+
+// A payment whose key names no operation, before the chain's preflight: an authorization this
+// gateway already holds (one read off the chain, re-sent under a new key) is refused from the
+// store, so that a flood of them costs no call to the RPC node; any other needs the preflight.
+// Reads only.
+Result<X402Path::Begin> X402Path::WithoutPreflight(Transaction& tx, const Payment& x) {
+  auto taken = tx.FindX402PaymentByAuthorization(x.presented.authorization.from,
+                                                 x.presented.authorization.nonce_hex);
+  if (!taken.ok()) return taken.status();
+  Begin begin;
+  begin.kind = taken->has_value() ? Begin::kAuthorizationTaken : Begin::kNeedsPreflight;
+  return begin;
 }
 
 // X1 / X2: the key, the operation and the authorization (signed into the relayer's transaction

@@ -55,6 +55,7 @@ class X402Path {
   static HttpResponse PublicAuthorizationAnswer();
   Result<Begin> DecideX402Arrival(Transaction& tx, const Payment& p) const;
   Result<Begin> DecideNew(Transaction& tx, const Payment& p, int64_t now) const;
+  static Result<Begin> WithoutPreflight(Transaction& tx, const Payment& p);
   void RunAttempt(PaymentPtr p);
   void CallUpstream(PaymentPtr p);
   void OnUpstreamAnswered(PaymentPtr p, UpstreamOutcome outcome);
