@@ -44,7 +44,7 @@ chain::U256 Bump(const chain::U256& fee) {
 }
 
 ReplacementDecision ReplacementFees(const chain::FeeData& old_fees, const FeeDecision& market,
-                                    const FeeCaps& caps) {
+                                    const FeeCaps& caps, Stuck stuck) {
   ReplacementDecision decision;
   const chain::U256& old_max = old_fees.max_fee_per_gas;
   const chain::U256& old_tip = old_fees.max_priority_fee_per_gas;
@@ -53,7 +53,8 @@ ReplacementDecision ReplacementFees(const chain::FeeData& old_fees, const FeeDec
     return decision;
   }
   const chain::FeeData& now = market.fees;
-  if (old_max >= now.max_fee_per_gas && old_tip >= now.max_priority_fee_per_gas) {  // (2)
+  const bool at_market = old_max >= now.max_fee_per_gas && old_tip >= now.max_priority_fee_per_gas;
+  if (at_market && stuck == Stuck::kUnmined) {  // (2)
     decision.at_market = true;
     decision.reason = "pending at the market's fees (max fee " + old_max.ToDecimal() +
                       " wei, tip " + old_tip.ToDecimal() + "): not replaced";
@@ -80,11 +81,15 @@ ReplacementDecision ReplacementFees(const chain::FeeData& old_fees, const FeeDec
   }
   fees.max_priority_fee_per_gas = std::min(fees.max_priority_fee_per_gas, fees.max_fee_per_gas);
   decision.replace = true;
-  decision.reason = "stuck at max fee " + old_max.ToDecimal() + " wei, tip " + old_tip.ToDecimal() +
-                    ", under the market's " + now.max_fee_per_gas.ToDecimal() + " and " +
-                    now.max_priority_fee_per_gas.ToDecimal() + ": replaced at max fee " +
-                    fees.max_fee_per_gas.ToDecimal() + ", tip " +
-                    fees.max_priority_fee_per_gas.ToDecimal();
+  decision.reason =
+      (stuck == Stuck::kHeldAtNextNonce
+           ? "held by the node at the relayer's next nonce without being mined"
+           : "stuck") +
+      std::string(" at max fee ") + old_max.ToDecimal() + " wei, tip " + old_tip.ToDecimal() +
+      (at_market ? std::string(", at the market's ") : std::string(", under the market's ")) +
+      now.max_fee_per_gas.ToDecimal() + " and " + now.max_priority_fee_per_gas.ToDecimal() +
+      ": replaced at max fee " + fees.max_fee_per_gas.ToDecimal() + ", tip " +
+      fees.max_priority_fee_per_gas.ToDecimal();
   return decision;
 }
 

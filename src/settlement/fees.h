@@ -38,22 +38,29 @@ FeeDecision ApplyFeeCaps(const chain::FeeData& node, const FeeCaps& caps);
 // nonce and calldata at a higher fee, never by a second authorization. Nodes take a replacement
 // only when its max fee and its tip are both well above those it replaces (geth: 10%, others
 // 12.5%): each is raised to at least Bump(old) = old + ceil(old / 8), and at least 1 wei more.
-// `market` is what ApplyFeeCaps makes of the node's fees now.
+// `market` is what ApplyFeeCaps makes of the node's fees now. `stuck` is why it is up for
+// replacement: unmined for --replace-after-ms, or held by the node at the relayer's next nonce
+// without being counted pending (Stuck::kHeldAtNextNonce: the reconciler's gap check saw the
+// relayer's mined nonce stop there; such a node never mines it as it is, whatever its fees, but
+// takes a replacement as it takes any new transaction).
 //
 //   market               | the old transaction's fees         | decision
 //   ---------------------|------------------------------------|----------------------------------
 //   too high (cap)       | -                                  | (1) wait: nothing under the cap
 //                        |                                    |     could be mined either
-//   under the cap        | max fee and tip >= the market's    | (2) wait: it is not stuck on price
+//   under the cap        | max fee and tip >= the market's,   | (2) wait: it is not stuck on price
+//                        | stuck kUnmined                     |
 //   under the cap        | Bump(max fee) > --max-fee-per-gas, | (3) wait: the cap forbids a
 //                        | or Bump(tip) > the tip cap         |     replacement the node would take
-//   under the cap        | otherwise                          | (4) replace: max fee = max(market,
+//   under the cap        | otherwise (kHeldAtNextNonce at the | (4) replace: max fee = max(market,
+//                        | market's fees included)            |
 //                        |                                    |     Bump(old)), tip likewise, each
 //                        |                                    |     within its cap, tip <= max fee
 //
 // (2) A transaction priced at the market and still unmined waits on something else (the nonce
 // before it: the reconciler's gap check). (3) The operator's cap is never exceeded; the
 // transaction waits for the base fee to come down to it, and the reason says so.
+enum class Stuck { kUnmined, kHeldAtNextNonce };
 struct ReplacementDecision {
   bool replace = false;
   bool at_market = false;  // (2): not stuck on price (nothing for an operator to see)
@@ -62,6 +69,6 @@ struct ReplacementDecision {
 };
 chain::U256 Bump(const chain::U256& fee);
 ReplacementDecision ReplacementFees(const chain::FeeData& old_fees, const FeeDecision& market,
-                                    const FeeCaps& caps);
+                                    const FeeCaps& caps, Stuck stuck = Stuck::kUnmined);
 
 }  // namespace agentpay

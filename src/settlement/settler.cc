@@ -390,7 +390,8 @@ Result<bool> Settler::NodeKnows(const X402PaymentRecord& record) {
   return false;
 }
 
-Result<Settler::Replacement> Settler::Replace(const X402PaymentRecord& record, int64_t now_ms) {
+Result<Settler::Replacement> Settler::Replace(const X402PaymentRecord& record, int64_t now_ms,
+                                              Stuck stuck) {
   AGENTPAY_CHECK(record.submitted());
   auto raw = chain::ParseHex(record.raw_tx_hex);
   if (!raw.ok()) return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction is not hex");
@@ -413,7 +414,7 @@ Result<Settler::Replacement> Settler::Replace(const X402PaymentRecord& record, i
   old_fees.max_fee_per_gas = old->max_fee_per_gas;
   old_fees.max_priority_fee_per_gas = old->max_priority_fee_per_gas;
   replacement.decision =
-      ReplacementFees(old_fees, ApplyFeeCaps(*fees, config_.fee_caps), config_.fee_caps);
+      ReplacementFees(old_fees, ApplyFeeCaps(*fees, config_.fee_caps), config_.fee_caps, stuck);
   if (!replacement.decision.replace) return replacement;
   auto authorization = AuthorizationOf(record);
   if (!authorization.ok()) return authorization.status();

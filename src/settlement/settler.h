@@ -127,9 +127,9 @@ class Settler {
   // Whether the node knows the record's transaction, or one it replaced (pending or mined).
   Result<bool> NodeKnows(const X402PaymentRecord& record);
 
-  // A transaction the node holds unmined: what settlement/fees.h's ReplacementFees says of it at
-  // today's fees (the cached ones), and for row (4) the record signed anew with the same relayer
-  // nonce, calldata and gas limit at the higher fee, the old transaction appended to
+  // A transaction the node holds unmined (`stuck`: why): what settlement/fees.h's ReplacementFees
+  // says of it at today's fees (the cached ones), and for row (4) the record signed anew with the
+  // same relayer nonce, calldata and gas limit at the higher fee, the old transaction appended to
   // replaced_raw_txs (at most kMaxReplacements), submitted_ms = now_ms, one more broadcast.
   // Store it, then Broadcast it. Errors: transport errors reading the fees, store_corrupt.
   static constexpr size_t kMaxReplacements = 16;
@@ -137,7 +137,8 @@ class Settler {
     ReplacementDecision decision;
     std::optional<X402PaymentRecord> record;  // decision.replace only
   };
-  Result<Replacement> Replace(const X402PaymentRecord& record, int64_t now_ms);
+  Result<Replacement> Replace(const X402PaymentRecord& record, int64_t now_ms,
+                              Stuck stuck = Stuck::kUnmined);
   // One look for core's Reconcile, in at most four calls, each field read only where Reconcile's
   // table reads it, in the order core/settlement.h requires: the receipt first (a matching
   // Transfer settles it, with the head when more than one confirmation is required, and nothing

@@ -15,9 +15,18 @@ struct Candidate {
   X402PaymentRecord payment;
 };
 
-// One page of settling operations after `cursor`, with their payments. `eligible` is false for
-// the ones no reconciler may touch yet: an attempt still waiting on its receipt owns the operation
-// until its lease runs out, and a `submitted` one is left alone until its receipt deadline.
+// Whether a reconciler may touch a settling operation now: an attempt still waiting on its receipt
+// owns the operation until its lease runs out, and a `submitted` one is left alone until its
+// receipt deadline.
+bool Eligible(const Operation& op, const X402PaymentRecord& payment, int64_t now,
+              const ReconcilerConfig& config) {
+  const bool claimed = op.fulfillment == Fulfillment::kInProgress && op.lease_expires_ms > now;
+  const bool before_deadline = op.settlement == Settlement::kSubmitted &&
+                               now < payment.submitted_ms + config.receipt_timeout_ms;
+  return !claimed && !before_deadline;
+}
+
+// One page of settling operations after `cursor`, with their payments (`eligible`: see Eligible).
 struct Listed {
   Candidate candidate;
   bool eligible = true;
@@ -37,11 +46,8 @@ Result<std::vector<Listed>> ListPage(Store& store, const std::string& cursor, in
         return Status::Error(ErrorCode::kStoreCorrupt,
                              "settling operation without a transaction " + op.id);
       }
-      const bool claimed =
-          op.fulfillment == Fulfillment::kInProgress && op.lease_expires_ms > now;
-      const bool before_deadline = op.settlement == Settlement::kSubmitted &&
-                                   now < (*payment)->submitted_ms + config.receipt_timeout_ms;
-      page.push_back({{std::move(op), std::move(**payment)}, !claimed && !before_deadline});
+      const bool eligible = Eligible(op, **payment, now, config);
+      page.push_back({{std::move(op), std::move(**payment)}, eligible});
     }
     return Status::Ok();
   });
@@ -222,6 +228,10 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
 struct GapFill {
   int resent = 0;
   int noops = 0;
+  // The operation whose transaction the node holds at the relayer's next nonce without counting it
+  // pending, while that nonce stays unmined: the node will not mine it as it is (the caller has it
+  // replaced, Stuck::kHeldAtNextNonce).
+  std::optional<std::string> held_at_next_nonce;
 };
 Result<GapFill> FillRelayerGap(Store& store, Settler& settler, int64_t now,
                                const std::function<bool(int64_t calls)>& more,
@@ -276,6 +286,13 @@ Result<GapFill> FillRelayerGap(Store& store, Settler& settler, int64_t now,
         auto read_pending = settler.chain().PendingNonce(settler.relayer());
         if (!read_pending.ok()) return read_pending.status();
         pending = *read_pending;
+      }
+      if (nonce == first && *pending <= static_cast<uint64_t>(nonce)) {
+        // Held, yet not counted pending at the very nonce the chain waits for: the node keeps it
+        // aside (Anvil's pool, which queued it behind a nonce since mined, never promotes it) and
+        // sending the same bytes again changes nothing. Everything after it waits on it.
+        filled.held_at_next_nonce = stuck->operation_id;
+        break;
       }
       if (*pending >= static_cast<uint64_t>(taken)) break;  // it holds ours after it too
       continue;
@@ -395,7 +412,8 @@ Status WatchSettlements(Store& store, Settler& settler, int64_t now, const Recon
 // Looks at one operation and applies the decision; adds to `report`. Returns whether the
 // operation is resolved (or moved on without us), so that nothing more is owed to it.
 bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
-            const ReconcilerConfig& config, const Candidate& candidate, ReconcileReport& report) {
+            const ReconcilerConfig& config, const Candidate& candidate, ReconcileReport& report,
+            Stuck stuck = Stuck::kUnmined) {
   ++report.examined;
   auto seen = settler.Observe(candidate.payment);
   if (!seen.ok()) {
@@ -405,13 +423,14 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
   }
   // Unmined since it was signed replace_after_ms ago, pending or dropped by the node (which may
   // evict what pays less than the base fee), its authorization unused: replace it if its fee is
-  // why.
+  // why. Held at the relayer's next nonce without being mined (the gap check): replace it now.
   std::optional<Settler::Replacement> replacement;
   const int64_t now = clock.NowMs();
   if (seen->receipt == ReceiptView::kNone && !seen->nonce_used &&
-      now - candidate.payment.submitted_ms >= config.replace_after_ms &&
+      (stuck == Stuck::kHeldAtNextNonce ||
+       now - candidate.payment.submitted_ms >= config.replace_after_ms) &&
       now / 1000 < candidate.payment.authorization.valid_before_s) {
-    auto replaced = settler.Replace(candidate.payment, now);
+    auto replaced = settler.Replace(candidate.payment, now, stuck);
     if (!replaced.ok()) {
       ++report.errors;
       report.decisions.push_back({candidate.op.id, "chain_error", replaced.status().message()});
@@ -448,12 +467,24 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
   return applied->resolved;
 }
 
+// The chain calls one look at this payment may make (reconciler.h): the replaced transactions'
+// receipts and presence, and the fees when it is old enough to be replaced.
+int64_t CallsPerLook(const X402PaymentRecord& payment, int64_t now, const ReconcilerConfig& config,
+                     Stuck stuck = Stuck::kUnmined) {
+  const int64_t replaced = static_cast<int64_t>(payment.replaced_raw_txs.size());
+  const bool may_replace =
+      stuck == Stuck::kHeldAtNextNonce || now - payment.submitted_ms >= config.replace_after_ms;
+  return kRpcCallsPerLook + kRpcCallsPerReplaced * replaced + (may_replace ? 1 : 0);
+}
+
 // The reorganisation watch and the relayer's nonce gap, first in a pass: a gap holds back every
 // transaction after it, so filling it comes before looking at them one by one (the looks of a
 // backlog would otherwise spend the RPC budget on operations only the gap keeps unresolved).
-void CheckGap(Store& store, Settler& settler, int64_t now, const ReconcilerConfig& config,
-              const std::function<bool(int64_t calls)>& more, std::optional<uint64_t>* last_mined,
-              CanonicalBlocks& blocks, ReconcileReport& report) {
+void CheckGap(Store& store, Settler& settler, Clock& clock, Random& random,
+              const ReconcilerConfig& config, const std::function<bool(int64_t calls)>& more,
+              std::optional<uint64_t>* last_mined, CanonicalBlocks& blocks,
+              ReconcileReport& report) {
+  const int64_t now = clock.NowMs();
   // The watch first: a block that went away is seen as gone before the gap check sends its
   // transaction again (then the operation goes back to unknown, X17, and settles again, X7).
   if (Status watched = WatchSettlements(store, settler, now, config, more, blocks, report);
@@ -465,10 +496,41 @@ void CheckGap(Store& store, Settler& settler, int64_t now, const ReconcilerConfi
   if (!filled.ok()) {
     ++report.errors;
     report.decisions.push_back({"", "gap_error", filled.status().message()});
-  } else {
-    report.gaps_filled += filled->resent;
-    report.gap_noops += filled->noops;
+    return;
   }
+  report.gaps_filled += filled->resent;
+  report.gap_noops += filled->noops;
+  if (!filled->held_at_next_nonce) return;
+  // The transaction everything after it waits on: looked at now (replaced at once, within the
+  // fee caps), once no attempt owns its operation.
+  std::optional<Candidate> held;
+  Status read = store.Read([&](Transaction& tx) -> Status {
+    held.reset();
+    auto op = tx.FindOperation(*filled->held_at_next_nonce);
+    if (!op.ok()) return op.status();
+    auto payment = tx.FindX402Payment(*filled->held_at_next_nonce);
+    if (!payment.ok()) return payment.status();
+    if (op->has_value() && payment->has_value() && (*payment)->submitted()) {
+      held = Candidate{std::move(**op), std::move(**payment)};
+    }
+    return Status::Ok();
+  });
+  if (!read.ok()) {
+    ++report.errors;
+    report.decisions.push_back({*filled->held_at_next_nonce, "store_error", read.message()});
+    return;
+  }
+  const bool settling = held && (held->op.settlement == Settlement::kSubmitted ||
+                                 held->op.settlement == Settlement::kUnknown);
+  if (!settling || !Eligible(held->op, held->payment, now, config) ||
+      now - held->payment.submitted_ms < kHeldReplaceAfterMs) {
+    return;
+  }
+  if (!more(CallsPerLook(held->payment, now, config, Stuck::kHeldAtNextNonce) +
+            kRpcCallsPerBroadcast)) {
+    return;
+  }
+  LookAt(store, settler, clock, random, config, *held, report, Stuck::kHeldAtNextNonce);
 }
 
 void CountPass(SettlementCounter* metrics, const ReconcileReport& report) {
@@ -484,15 +546,6 @@ void CountPass(SettlementCounter* metrics, const ReconcileReport& report) {
     metrics->CountSettlement(SettlementEvent::kVoid, report.voided);
     metrics->CountSettlement(SettlementEvent::kReconciledFailed, report.failed);
   }
-}
-
-// The chain calls one look at this payment may make (reconciler.h): the replaced transactions'
-// receipts and presence, and the fees when it is old enough to be replaced.
-int64_t CallsPerLook(const X402PaymentRecord& payment, int64_t now,
-                     const ReconcilerConfig& config) {
-  const int64_t replaced = static_cast<int64_t>(payment.replaced_raw_txs.size());
-  const bool may_replace = now - payment.submitted_ms >= config.replace_after_ms;
-  return kRpcCallsPerLook + kRpcCallsPerReplaced * replaced + (may_replace ? 1 : 0);
 }
 
 // When a look at an unresolved operation can first answer differently for its expiry: the
@@ -514,7 +567,7 @@ Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clo
   const int64_t now = clock.NowMs();
   CanonicalBlocks blocks(kMaxWatchedSettlements);  // one pass: every block is asked about
   CheckGap(
-      store, settler, now, config, [](int64_t) { return true; }, nullptr, blocks, report);
+      store, settler, clock, random, config, [](int64_t) { return true; }, nullptr, blocks, report);
   std::string cursor;
   for (;;) {
     auto page = ListPage(store, cursor, now, config);
@@ -557,7 +610,8 @@ Result<ReconcileReport> Reconciler::RunPass() {
   // calls leave the budget to the looks.
   if (now - last_gap_check_ms_ >= kGapCheckIntervalMs && take(kRpcCallsPerGapCheck)) {
     last_gap_check_ms_ = now;
-    CheckGap(store_, settler_, now, config_, take, &last_mined_nonce_, canonical_blocks_, report);
+    CheckGap(store_, settler_, clock_, random_, config_, take, &last_mined_nonce_,
+             canonical_blocks_, report);
   }
   const std::string start = cursor_;
   bool wrapped = start.empty();

@@ -64,6 +64,11 @@ inline constexpr int kMaxGapFillsPerPass = 16;
 inline constexpr int kMaxGapStepsPerPass = 64;
 // The paced reconciler checks the relayer's nonce gap at most this often.
 inline constexpr int64_t kGapCheckIntervalMs = 1000;
+// A transaction the node holds at the relayer's next nonce without counting it pending is replaced
+// once it was sent at least this long ago (and again no sooner after its replacement): a node whose
+// pending count leaves out its pool (some hosted ones answer `pending` as `latest`) then costs at
+// most one fee bump per this interval while the transaction waits for its block.
+inline constexpr int64_t kHeldReplaceAfterMs = 5000;
 
 struct ReconcileReport {
   // What the pass did to each operation it changed or could not judge (bounded by the batch).
@@ -101,14 +106,16 @@ struct ReconcileReport {
 // authorization exactly once or reverts as expired. A nonce below the store's next one that the
 // store has no transaction for (another sender of the relayer's key, whose transaction the node
 // dropped) gets a no-op transaction, so that ours behind it can be mined. A transaction the node
-// has held unmined for replace_after_ms is replaced when settlement/fees.h says so: re-signed at
-// the same relayer nonce with the same calldata and a higher fee, stored (with the old hash kept)
-// before it is sent. Only one transaction at that nonce can be mined, so the authorization still
-// settles once. With the gap check, the watch for reorganisations: the settlements of the last
-// reorg_watch_ms whose block is no longer canonical (one BlockHash call for the newest block when
-// nothing changed, core/reorg_watch.h) and whose receipt is gone go back to unknown
-// (core/settlement.h X17), and the same bytes settle them again; if they never can, the paid answer
-// having gone out, X18 and an alert.
+// has held unmined for replace_after_ms is replaced when settlement/fees.h says so, and one the
+// node holds at the relayer's first unmined nonce without counting it pending (while that nonce
+// stays unmined from one gap check to the next) is replaced at once (Stuck::kHeldAtNextNonce):
+// re-signed at the same relayer nonce with the same calldata and a higher fee, stored (with the old
+// hash kept) before it is sent. Only one transaction at that nonce can be mined, so the
+// authorization still settles once. With the gap check, the watch for reorganisations: the
+// settlements of the last reorg_watch_ms whose block is no longer canonical (one BlockHash call for
+// the newest block when nothing changed, core/reorg_watch.h) and whose receipt is gone go back to
+// unknown (core/settlement.h X17), and the same bytes settle them again; if they never can, the
+// paid answer having gone out, X18 and an alert.
 Result<ReconcileReport> ReconcileSettlements(Store& store, Settler& settler, Clock& clock,
                                              Random& random, const ReconcilerConfig& config,
                                              SettlementCounter* metrics = nullptr);

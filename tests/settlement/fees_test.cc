@@ -84,6 +84,28 @@ TEST(ReplacementFees, ATransactionAtTheMarketsFeesIsNotReplaced) {  // (2)
   EXPECT_NE(d.reason.find("at the market's fees"), std::string::npos) << d.reason;
 }
 
+TEST(ReplacementFees, ATransactionHeldAtTheNextNonceIsReplacedEvenAtTheMarketsFees) {  // (2)→(4)
+  // The node holds it at the relayer's next nonce and will not mine it: a bump, whatever the
+  // market.
+  ReplacementDecision d =
+      ReplacementFees(Signed(207, 7), ApplyFeeCaps(Node(100, 7), {}), {}, Stuck::kHeldAtNextNonce);
+  ASSERT_TRUE(d.replace);
+  EXPECT_FALSE(d.at_market);
+  EXPECT_EQ(d.fees.max_fee_per_gas, Bump(U256(207)));
+  EXPECT_EQ(d.fees.max_priority_fee_per_gas, Bump(U256(7)));
+  EXPECT_NE(d.reason.find("held by the node at the relayer's next nonce"), std::string::npos)
+      << d.reason;
+  // Still never above the cap (3), nor while the base fee is above it (1).
+  const FeeCaps caps{U256(220), U256(0)};
+  d = ReplacementFees(Signed(207, 7), ApplyFeeCaps(Node(100, 7), caps), caps,
+                      Stuck::kHeldAtNextNonce);
+  EXPECT_FALSE(d.replace);
+  EXPECT_NE(d.reason.find("exceeds --max-fee-per-gas"), std::string::npos) << d.reason;
+  d = ReplacementFees(Signed(207, 7), ApplyFeeCaps(Node(300, 7), caps), caps,
+                      Stuck::kHeldAtNextNonce);
+  EXPECT_FALSE(d.replace);
+}
+
 TEST(ReplacementFees, TheCapNeverGivesWayToAReplacement) {  // (3)
   // The market wants 207; the old max fee 95 bumped is 107, above the cap of 100.
   const FeeCaps caps{U256(100), U256(0)};
