@@ -261,6 +261,45 @@ Status Connection::Sync() {
   return RoundTrip().status();
 }
 
+void Connection::UseImplicitTransactions() {
+  AGENTPAY_CHECK(pipeline_ && held_.empty() && queued_.empty());
+  implicit_ = true;
+}
+
+Status Connection::EndImplicitTransaction() {
+  AGENTPAY_CHECK(implicit_);
+  if (!open_ && queued_.empty()) return Status::Ok();
+  DrainUnawaited();  // one Sync's worth at a time
+  open_ = false;
+  if (PQpipelineSync(conn_) != 1) {
+    queued_.clear();
+    return Failure(nullptr, "PostgreSQL");
+  }
+  unawaited_ = std::exchange(queued_, {});
+  sync_unawaited_ = true;
+  return Status::Ok();
+}
+
+void Connection::DrainUnawaited() {
+  if (!sync_unawaited_) return;
+  sync_unawaited_ = false;
+  for (const Queued& entry : unawaited_) {
+    PGresult* result = PQgetResult(conn_);
+    while (PGresult* extra = result ? PQgetResult(conn_) : nullptr) PQclear(extra);  // up to null
+    if (result != nullptr && entry.kind == Queued::Kind::kPrepare &&
+        PQresultStatus(result) == PGRES_COMMAND_OK) {
+      prepared_.emplace(entry.sql, entry.name);
+    }
+    if (result) PQclear(result);
+  }
+  unawaited_.clear();
+  for (PGresult* result = PQgetResult(conn_); result != nullptr; result = PQgetResult(conn_)) {
+    const bool sync = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
+    PQclear(result);
+    if (sync) break;
+  }
+}
+
 void Connection::StartTail() {
   AGENTPAY_CHECK(pipeline_);
   tail_ = true;
@@ -275,7 +314,7 @@ Result<std::optional<Rows>> Connection::RoundTrip() {
 
 Status Connection::HoldOver(std::string_view end, std::vector<std::string> undo,
                             std::function<void(const Status&)> on_failure) {
-  AGENTPAY_CHECK(pipeline_);
+  AGENTPAY_CHECK(pipeline_ && !implicit_);
   AGENTPAY_CHECK(held_.size() < kMaxHeldUnits);
   AGENTPAY_CHECK(!tail_);
   if (Status ended = Defer(end); !ended.ok()) return ended;
@@ -321,12 +360,17 @@ Status Connection::ResendAfterHeldOverFailure(std::vector<HeldUnit> held, size_t
 }
 
 Result<std::optional<Rows>> Connection::Collect() {
+  DrainUnawaited();  // their answers come first
   std::vector<HeldUnit> held = std::exchange(held_, {});
   // Nothing is known of the held-over units from `from` on: each is told so.
   auto fail_held = [&held](size_t from, const Status& failure) {
     for (size_t unit = from; unit < held.size(); ++unit) held[unit].on_failure(failure);
   };
-  if (PQpipelineSync(conn_) != 1) {
+  // In an implicit transaction the answers are asked for without ending it (no Sync).
+  const bool sent = implicit_ ? PQsendFlushRequest(conn_) == 1 && PQflush(conn_) == 0
+                              : PQpipelineSync(conn_) == 1;
+  if (implicit_) open_ = true;
+  if (!sent) {
     queued_.clear();
     Status failure = Failure(nullptr, "PostgreSQL");
     fail_held(0, failure);
@@ -364,7 +408,8 @@ Result<std::optional<Rows>> Connection::Collect() {
     if (result) PQclear(result);
   }
   // The Sync's own result ends the pipeline.
-  for (PGresult* result = PQgetResult(conn_); result != nullptr; result = PQgetResult(conn_)) {
+  for (PGresult* result = implicit_ ? nullptr : PQgetResult(conn_); result != nullptr;
+       result = PQgetResult(conn_)) {
     const bool sync = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
     PQclear(result);
     if (sync) break;
@@ -417,7 +462,9 @@ void Connection::AwaitAnswer() {
 
 bool Connection::LooksAlive() {
   if (!healthy()) return false;
-  if (!queued_.empty()) return true;  // results still to read: not idle
+  if (!queued_.empty() || open_) return true;  // results still to read: not idle
+  DrainUnawaited();                            // answers we know of come first
+  if (!healthy()) return false;
   pollfd socket{PQsocket(conn_), POLLIN, 0};
   if (::poll(&socket, 1, 0) <= 0) return true;  // nothing arrived
   // Something arrived unasked: a notice, or the end of the session (an error, then EOF).

@@ -114,6 +114,21 @@ class Connection {
   size_t held_units() const { return held_.size(); }
   // Statements were sent whose answers were not read yet.
   bool pending() const { return !queued_.empty(); }
+  // Pipeline mode, for a read-only connection whose session defaults are the transaction it wants
+  // (the store's readers: repeatable read, read only): from now on a round trip asks the server
+  // to flush its answers (PQsendFlushRequest) instead of ending the pipeline with a Sync, so every
+  // statement until EndImplicitTransaction() runs in one implicit transaction and one snapshot,
+  // without a BEGIN or a COMMIT of its own. No unit is held over on such a connection.
+  void UseImplicitTransactions();
+  // Ends the implicit transaction the statements since the last end opened (a Sync) without
+  // waiting for it: the reads were answered already, and a read-only transaction's end changes
+  // nothing for them. Its answer is read, and dropped, before the next round trip's, or by
+  // LooksAlive. Only a lost connection shows in what follows.
+  Status EndImplicitTransaction();
+  // Statements ran since the last EndImplicitTransaction (a transaction is open).
+  bool in_implicit_transaction() const { return implicit_ && (open_ || !queued_.empty()); }
+  // EndImplicitTransaction sent a Sync whose answer was not read yet (and nothing since).
+  bool ending() const { return sync_unawaited_ && queued_.empty() && !open_; }
   // Runs SQL text without parameters (several statements allowed, as BEGIN; SELECT …). Not in
   // pipeline mode.
   Status Run(const std::string& sql);
@@ -157,9 +172,11 @@ class Connection {
   // held over.
   Status ResendAfterHeldOverFailure(std::vector<HeldUnit> held, size_t failed,
                                     std::vector<Queued> after);
-  // Pipeline mode: sends a Sync and reads every queued result; returns the rows of the last one
-  // when it is a query that wants them.
+  // Pipeline mode: sends a Sync (a flush request in an implicit transaction) and reads every
+  // queued result; returns the rows of the last one when it is a query that wants them.
   Result<std::optional<Rows>> Collect();
+  // Reads, and drops, the answers EndImplicitTransaction left (a prepared name still kept).
+  void DrainUnawaited();
   // Collect for Query and Sync: a round trip of the caller's (see StartTail).
   Result<std::optional<Rows>> RoundTrip();
   // Polls for the first answer of a sent pipeline for a short while before libpq sleeps for it,
@@ -168,6 +185,10 @@ class Connection {
   PGconn* conn_;
   bool pipeline_ = false;
   std::vector<Queued> queued_;  // pipeline mode: sent, results not yet read, in order
+  bool implicit_ = false;       // UseImplicitTransactions
+  bool open_ = false;           // implicit_: statements answered since the last Sync
+  bool sync_unawaited_ = false;    // EndImplicitTransaction's Sync, its answer not yet read
+  std::vector<Queued> unawaited_;  // sent before that Sync, their answers not yet read
   struct SqlHash {
     using is_transparent = void;
     size_t operator()(std::string_view sql) const { return std::hash<std::string_view>{}(sql); }

@@ -57,6 +57,14 @@ const std::string& SessionSetup() {
   return kSql;
 }
 
+// What a reader connection's implicit transactions are (PostgresStore::ReadUnsynced).
+const std::string& ReaderSetup() {
+  static const std::string kSql =
+      "SET default_transaction_isolation = 'repeatable read'; "
+      "SET default_transaction_read_only = on;";
+  return kSql;
+}
+
 Result<std::unique_ptr<pg::Connection>> Connect(const std::string& url) {
   auto conn = pg::Connection::Open(url, kConnectTimeoutS);
   if (!conn.ok()) return conn.status();
@@ -158,27 +166,23 @@ class PostgresStore final : public Store {
   Status Read(const TransactionFn& fn) override { return ReadUnsynced(fn); }
   void AwaitDurable() override {}
 
-  // Readers pipeline too: BEGIN goes out with the first read, COMMIT is one more round trip.
+  // A read is one implicit transaction on a reader connection (repeatable read, read only: the
+  // session's defaults, ReaderSetup): its statements share one snapshot, with no BEGIN and no
+  // COMMIT of their own, and its end goes out unawaited (pg::Connection::UseImplicitTransactions).
   Status ReadUnsynced(const TransactionFn& fn) override {
-    for (int attempt = 0;; ++attempt) {
-      auto conn = AcquireReader();
-      if (!conn.ok()) return conn.status();
-      Status status = (*conn)->Defer("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-      if (!status.ok() && !(*conn)->healthy() && attempt == 0) {
-        // A pooled connection the server dropped (AcquireReader missed it): once more.
-        ReleaseReader(std::move(*conn));
-        continue;
-      }
-      if (status.ok()) {
-        PostgresTransaction tx(**conn);
-        status = RunDecision(fn, tx);
-        Status ended = (*conn)->Defer("COMMIT");
-        if (ended.ok()) ended = (*conn)->Sync();
-        if (!ended.ok() && status.ok()) status = ended;
-      }
-      ReleaseReader(std::move(*conn));
-      return status;
+    auto conn = AcquireReader();
+    if (!conn.ok()) return conn.status();
+    PostgresTransaction tx(**conn);
+    Status status = RunDecision(fn, tx);
+    // A statement deferred and never answered (a write, which the read-only transaction refuses)
+    // is answered before the read is: its failure is the read's.
+    if (Status deferred = (*conn)->Sync(); !deferred.ok() && status.ok()) status = deferred;
+    // A read that asked nothing (the health probe) still asks: it says whether the server answers.
+    if (status.ok() && !(*conn)->in_implicit_transaction()) {
+      status = (*conn)->Query("SELECT 1").status();
     }
+    ReleaseReader(std::move(*conn));
+    return status;
   }
 
   StoreStats Stats() override {
@@ -492,7 +496,10 @@ class PostgresStore final : public Store {
     }
     auto conn = Connect(url_);
     if (conn.ok()) {
-      if (Status piped = (*conn)->EnterPipelineMode(); !piped.ok()) conn = piped;
+      Status ready = (*conn)->Run(ReaderSetup());
+      if (ready.ok()) ready = (*conn)->EnterPipelineMode();
+      if (ready.ok()) (*conn)->UseImplicitTransactions();
+      if (!ready.ok()) conn = ready;
     }
     if (!conn.ok()) {
       std::lock_guard lock(reader_mutex_);
@@ -502,10 +509,13 @@ class PostgresStore final : public Store {
     return conn;
   }
 
-  // Keeps a healthy connection outside any transaction for the next reader; closes any other.
+  // Ends the reader's implicit transaction (unawaited), and keeps a healthy connection for the
+  // next reader; closes any other.
   void ReleaseReader(std::unique_ptr<pg::Connection> conn) {
+    const bool ended = conn->EndImplicitTransaction().ok();
     std::lock_guard lock(reader_mutex_);
-    if (conn->healthy() && conn->transaction_status() == PQTRANS_IDLE) {
+    if (ended && conn->healthy() &&
+        (conn->transaction_status() == PQTRANS_IDLE || conn->ending())) {
       readers_.push_back(std::move(conn));
     } else {
       conn.reset();

@@ -424,6 +424,40 @@ TEST_P(StoreConformance, ARolledBackReadOfAccountsKeepsTheMovesBeforeIt) {
   }
 }
 
+// A read sees one snapshot from its first statement to its end, whatever commits meanwhile: a
+// deposit committed between two of its reads shows in neither, and in the next read.
+TEST_P(StoreConformance, AReadSeesOneSnapshotWhateverCommitsMeanwhile) {
+  AddAccount("acct_s", 100);
+  AddAccount("acct_t", 5);
+  for (int round = 0; round < 3; ++round) {
+    Balances first, second, other;
+    ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                  auto account = tx.FindAccount("acct_s");
+                  if (!account.ok()) return account.status();
+                  first = (*account)->balances;
+                  Status deposited = Write([&](Transaction& w) -> Status {
+                    for (const char* id : {"acct_s", "acct_t"}) {
+                      auto moved = w.Move(id, MoveKind::kDeposit, 50, "", 2);
+                      if (!moved.ok()) return moved.status();
+                    }
+                    return Status::Ok();
+                  });
+                  if (!deposited.ok()) return deposited;
+                  auto again = tx.FindAccount("acct_s");
+                  if (!again.ok()) return again.status();
+                  second = (*again)->balances;
+                  auto t = tx.FindAccount("acct_t");
+                  if (!t.ok()) return t.status();
+                  other = (*t)->balances;
+                  return Status::Ok();
+                }).ok());
+    EXPECT_EQ(first.deposited, 100 + 50 * round) << round;
+    EXPECT_EQ(second, first) << round;
+    EXPECT_EQ(other.deposited, 5 + 50 * round) << round;
+    EXPECT_EQ(BalancesOf("acct_s").deposited, 150 + 50 * round) << round;
+  }
+}
+
 // A decision that inserts an account and is undone after it returned takes the account with it:
 // a deposit on that account decided meanwhile finds no account, and no money moves on one that
 // does not exist (TearDown audits the books).
