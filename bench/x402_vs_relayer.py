@@ -87,9 +87,12 @@ def phase(mode, seconds, keys, addresses, workdir):
             result = load(mode, seconds, keys, chain)
         blocks = chain.node.rpc.block_number() - first_block
         settled = len(X.A.transfer_logs(chain.node.rpc, chain.token, to=X.PAY_TO.address))
-        if settled != result["settled"]:
-            raise RuntimeError("%s counted %d payments, the chain shows %d Transfers to payTo"
-                               % (mode, result["settled"], settled))
+        # Every payment counted is on chain; a payment counted as an error (the gateway's 202, a
+        # relayer's receipt timeout) may still have settled after its answer, never more of them.
+        if not result["settled"] <= settled <= result["settled"] + result["errors"]:
+            raise RuntimeError("%s counted %d payments and %d errors, the chain shows %d Transfers "
+                               "to payTo" % (mode, result["settled"], result["errors"], settled))
+        result["settled_late"] = settled - result["settled"]
         # Anvil mines a block as soon as a transaction is ready; how many transactions share a
         # block differs between the phases, and each block costs Anvil time of its own (see
         # bench/README.md).
@@ -121,9 +124,11 @@ def main():
             for mode in ("viem", "raw", "gateway") if r % 2 == 0 else ("gateway", "raw", "viem"):
                 result = phase(mode, args.seconds, keys, addresses, workdir)
                 rates[mode].append(result["per_second"])
-                print("round %d %-8s %6.1f payments/s (%d settled, %.2f blocks each, %d errors%s)" % (
+                late = result["settled_late"]
+                print("round %d %-8s %6.1f payments/s (%d settled, %.2f blocks each, %d errors%s%s)" % (
                     r + 1, mode, result["per_second"], result["settled"],
                     result["blocks_per_payment"], result["errors"],
+                    " of which %d settled after their answer" % late if late else "",
                     ", first: " + result["first_error"] if result["first_error"] else ""), flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
