@@ -53,8 +53,7 @@ FeeDecision ApplyFeeCaps(const chain::FeeData& node, const FeeCaps& caps);
 //   under the cap        | Bump(max fee) > --max-fee-per-gas, | (3) wait: the cap forbids a
 //                        | or Bump(tip) > the tip cap         |     replacement the node would take
 //   under the cap        | otherwise (kHeldAtNextNonce at the | (4) replace: max fee = max(market,
-//                        | market's fees included)            |
-//                        |                                    |     Bump(old)), tip likewise, each
+//                        | market's fees included)            |     Bump(old)), tip likewise, each
 //                        |                                    |     within its cap, tip <= max fee
 //
 // (2) A transaction priced at the market and still unmined waits on something else (the nonce
