@@ -533,10 +533,10 @@ class Anvil:
                 os.unlink(self._tmp_log)
             except OSError:
                 pass
+            self._tmp_log = None
         if self._home:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None
-            self._tmp_log = None
 
     def pause(self) -> None:
         """SIGSTOP: the RPC hangs (connections accepted by the kernel, never answered)."""
