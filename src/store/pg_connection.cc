@@ -213,9 +213,7 @@ Result<Rows> Connection::Query(std::string_view sql, Params params) {
   if (!name.ok()) return name.status();
   if (!pipeline_) {
     if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
-    PGresult* result = PQgetResult(conn_);
-    // Exactly one result, then null: drain whatever else there is.
-    while (PGresult* extra = result ? PQgetResult(conn_) : nullptr) PQclear(extra);
+    PGresult* result = NextResult();
     const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
       Status failure = Failure(result, "PostgreSQL");
@@ -284,8 +282,7 @@ void Connection::DrainUnawaited() {
   if (!sync_unawaited_) return;
   sync_unawaited_ = false;
   for (const Queued& entry : unawaited_) {
-    PGresult* result = PQgetResult(conn_);
-    while (PGresult* extra = result ? PQgetResult(conn_) : nullptr) PQclear(extra);  // up to null
+    PGresult* result = NextResult();
     if (result != nullptr && entry.kind == Queued::Kind::kPrepare &&
         PQresultStatus(result) == PGRES_COMMAND_OK) {
       prepared_.emplace(entry.sql, entry.name);
@@ -293,6 +290,16 @@ void Connection::DrainUnawaited() {
     if (result) PQclear(result);
   }
   unawaited_.clear();
+  SkipToSync();
+}
+
+PGresult* Connection::NextResult() {
+  PGresult* result = PQgetResult(conn_);
+  while (PGresult* extra = result ? PQgetResult(conn_) : nullptr) PQclear(extra);  // up to null
+  return result;
+}
+
+void Connection::SkipToSync() {
   for (PGresult* result = PQgetResult(conn_); result != nullptr; result = PQgetResult(conn_)) {
     const bool sync = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
     PQclear(result);
@@ -384,8 +391,7 @@ Result<std::optional<Rows>> Connection::Collect() {
   std::optional<Rows> last_rows;
   for (size_t i = 0; i < queued.size(); ++i) {
     Queued& entry = queued[i];
-    PGresult* result = PQgetResult(conn_);
-    while (PGresult* extra = result ? PQgetResult(conn_) : nullptr) PQclear(extra);  // up to null
+    PGresult* result = NextResult();
     const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
     const bool ok = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
     if (!ok && first_failure.ok()) {
@@ -407,13 +413,7 @@ Result<std::optional<Rows>> Connection::Collect() {
     }
     if (result) PQclear(result);
   }
-  // The Sync's own result ends the pipeline.
-  for (PGresult* result = implicit_ ? nullptr : PQgetResult(conn_); result != nullptr;
-       result = PQgetResult(conn_)) {
-    const bool sync = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
-    PQclear(result);
-    if (sync) break;
-  }
+  if (!implicit_) SkipToSync();  // the Sync's own result ends the pipeline
   if (!healthy() && first_failure.ok()) first_failure = Failure(nullptr, "PostgreSQL");
   if (!held.empty()) {
     if (!healthy()) {

@@ -177,6 +177,11 @@ class Connection {
   Result<std::optional<Rows>> Collect();
   // Reads, and drops, the answers EndImplicitTransaction left (a prepared name still kept).
   void DrainUnawaited();
+  // The next statement's result (null if none came: a lost connection), read on past the null
+  // that ends it. The caller owns it.
+  PGresult* NextResult();
+  // Reads, and drops, everything up to and including the next Sync's own result.
+  void SkipToSync();
   // Collect for Query and Sync: a round trip of the caller's (see StartTail).
   Result<std::optional<Rows>> RoundTrip();
   // Polls for the first answer of a sent pipeline for a short while before libpq sleeps for it,
