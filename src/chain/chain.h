@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -90,6 +91,15 @@ class Chain {
   // Broadcasts a signed transaction and returns its hash (keccak256 of raw). When the node
   // already has exactly this transaction the result is the error kTxAlreadyKnown.
   virtual Result<Hash32> SendRawTransaction(const Bytes& raw) = 0;
+  // SendRawTransaction of each, in order, one outcome each. A node reached over the network gets
+  // them together where it can (RpcChain: one JSON-RPC batch), so that they arrive in this order
+  // and at once; this default sends them one by one.
+  virtual std::vector<Result<Hash32>> SendRawTransactions(std::span<const Bytes> raws) {
+    std::vector<Result<Hash32>> sent;
+    sent.reserve(raws.size());
+    for (const Bytes& raw : raws) sent.push_back(SendRawTransaction(raw));
+    return sent;
+  }
   // nullopt while the transaction is not mined (pending, dropped or unknown).
   virtual Result<std::optional<Receipt>> GetReceipt(const Hash32& transaction_hash) = 0;
   // nullopt when the node does not know the transaction (never seen, or dropped from its pool).

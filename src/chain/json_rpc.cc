@@ -106,28 +106,27 @@ Status ErrorObjectStatus(const json& error, std::string_view method, RpcErrorDet
   return Status::Error(ErrorCode::kRpcError, text);
 }
 
-Result<json> ParseEnvelope(const ClientResponse& response, uint64_t id, std::string_view method,
-                           RpcErrorDetail* detail) {
+// The error member of an answer, if it has one: the node's answer (rpc_error, `detail` filled),
+// also in a non-200 answer (some servers send reverts with 500), unless it is a rate limit: -32005,
+// or any error object in a 429.
+std::optional<Status> ErrorMember(const json& envelope, std::string_view method, int http_status,
+                                  RpcErrorDetail* detail) {
+  auto error = envelope.find("error");
+  if (error == envelope.end() || error->is_null()) return std::nullopt;
+  RpcErrorDetail object;
+  Status status = ErrorObjectStatus(*error, method, &object);
+  if (status.error() == ErrorCode::kRpcError &&
+      (object.code == kRpcLimitExceededCode || http_status == 429)) {
+    return Status::Error(ErrorCode::kRpcUnavailable, status.message());
+  }
+  if (detail != nullptr) *detail = std::move(object);
+  return status;
+}
+
+// Not served now (a rate limit, or a server or proxy error without a JSON-RPC answer), or not an
+// answer at all; nullopt for HTTP 200.
+std::optional<Status> HttpStatusError(const ClientResponse& response, std::string_view method) {
   const std::string where = std::string(method) + ": ";
-  if (!JsonNestingWithin(response.body, kMaxRpcJsonDepth)) {
-    return Status::Error(ErrorCode::kRpcMalformed, where + "answer nests too deeply");
-  }
-  json envelope = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
-  const bool parsed = !envelope.is_discarded() && envelope.is_object();
-  auto error = parsed ? envelope.find("error") : envelope.end();
-  if (parsed && error != envelope.end() && !error->is_null()) {
-    // The node's answer, also in a non-200 answer (some servers send reverts with 500), unless it
-    // is a rate limit: -32005, or any error object in a 429.
-    RpcErrorDetail object;
-    Status status = ErrorObjectStatus(*error, method, &object);
-    if (status.error() == ErrorCode::kRpcError &&
-        (object.code == kRpcLimitExceededCode || response.status == 429)) {
-      return Status::Error(ErrorCode::kRpcUnavailable, status.message());
-    }
-    if (detail != nullptr) *detail = std::move(object);
-    return status;
-  }
-  // Not served now: a rate limit, or a server (or proxy) error without a JSON-RPC answer.
   if (response.status == 429 || response.status >= 500) {
     return Status::Error(ErrorCode::kRpcUnavailable,
                          where + "HTTP " + std::to_string(response.status) +
@@ -138,9 +137,12 @@ Result<json> ParseEnvelope(const ClientResponse& response, uint64_t id, std::str
                                                        std::to_string(response.status) + ": " +
                                                        Cut(response.body, kMaxRpcMessageBytes));
   }
-  if (!parsed) {
-    return Status::Error(ErrorCode::kRpcMalformed, where + "answer is not a JSON object");
-  }
+  return std::nullopt;
+}
+
+// The result member of a JSON-RPC 2.0 answer (an object without an error) to call `id`.
+Result<json> ResultMember(json& envelope, uint64_t id, std::string_view method) {
+  const std::string where = std::string(method) + ": ";
   auto version = envelope.find("jsonrpc");
   auto answer_id = envelope.find("id");
   auto result = envelope.find("result");
@@ -155,6 +157,75 @@ Result<json> ParseEnvelope(const ClientResponse& response, uint64_t id, std::str
     return Status::Error(ErrorCode::kRpcMalformed, where + "answer has neither result nor error");
   }
   return std::move(*result);
+}
+
+// The body as JSON, within the nesting limit; a discarded value when it is not JSON.
+Result<json> ParseBody(const ClientResponse& response, std::string_view method) {
+  if (!JsonNestingWithin(response.body, kMaxRpcJsonDepth)) {
+    return Status::Error(ErrorCode::kRpcMalformed,
+                         std::string(method) + ": answer nests too deeply");
+  }
+  return json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+}
+
+Result<json> ParseEnvelope(const ClientResponse& response, uint64_t id, std::string_view method,
+                           RpcErrorDetail* detail) {
+  Result<json> envelope = ParseBody(response, method);
+  if (!envelope.ok()) return envelope.status();
+  const bool parsed = !envelope->is_discarded() && envelope->is_object();
+  if (parsed) {
+    if (auto error = ErrorMember(*envelope, method, response.status, detail)) return *error;
+  }
+  if (auto error = HttpStatusError(response, method)) return *error;
+  if (!parsed) {
+    return Status::Error(ErrorCode::kRpcMalformed,
+                         std::string(method) + ": answer is not a JSON object");
+  }
+  return ResultMember(*envelope, id, method);
+}
+
+// The answers of a batch whose first call has id `first_id` (the others follow in order).
+Result<std::vector<RpcAnswer>> ParseBatch(const ClientResponse& response, uint64_t first_id,
+                                          std::span<const RpcCall> calls) {
+  constexpr std::string_view kWhere = "batch";
+  Result<json> body = ParseBody(response, kWhere);
+  if (!body.ok()) return body.status();
+  // One error object for the whole batch: a node that takes no batches, or a rate limit.
+  if (!body->is_discarded() && body->is_object()) {
+    if (auto error = ErrorMember(*body, kWhere, response.status, nullptr)) return *error;
+  }
+  if (auto error = HttpStatusError(response, kWhere)) return *error;
+  if (body->is_discarded() || !body->is_array()) {
+    return Status::Error(ErrorCode::kRpcMalformed, "batch: answer is not a JSON array");
+  }
+  // Each answer to one of our calls, once; anything else makes the whole answer unusable.
+  std::vector<json*> by_call(calls.size(), nullptr);
+  for (json& envelope : *body) {
+    auto id = envelope.is_object() ? envelope.find("id") : envelope.end();
+    if (id == envelope.end() || !id->is_number_unsigned() || id->get<uint64_t>() < first_id ||
+        id->get<uint64_t>() - first_id >= calls.size() ||
+        by_call[id->get<uint64_t>() - first_id] != nullptr) {
+      return Status::Error(ErrorCode::kRpcMalformed,
+                           "batch: an answer's id does not match one call of the request");
+    }
+    by_call[id->get<uint64_t>() - first_id] = &envelope;
+  }
+  std::vector<RpcAnswer> answers;
+  answers.reserve(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    RpcAnswer answer{Status::Error(ErrorCode::kRpcMalformed,
+                                   calls[i].method + ": the batch's answer has nothing for it"),
+                     {}};
+    if (json* envelope = by_call[i]; envelope != nullptr) {
+      if (auto error = ErrorMember(*envelope, calls[i].method, 200, &answer.error_detail)) {
+        answer.result = *error;
+      } else {
+        answer.result = ResultMember(*envelope, first_id + i, calls[i].method);
+      }
+    }
+    answers.push_back(std::move(answer));
+  }
+  return answers;
 }
 
 }  // namespace
@@ -182,6 +253,28 @@ JsonRpcClient::JsonRpcClient(Endpoint endpoint, int64_t timeout_ms, uint64_t max
   AGENTPAY_CHECK(timeout_ms > 0);
 }
 
+Result<ClientResponse> JsonRpcClient::Post(std::string body, std::string_view what) {
+  ClientRequest request;
+  request.method = "POST";
+  request.target = endpoint_.base_path.empty() ? "/" : endpoint_.base_path;
+  request.headers = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
+  request.body = std::move(body);
+  ClientOptions options;
+  options.timeout_ms = timeout_ms_;
+  options.max_response_bytes = max_response_bytes_;
+  options.trust = trust_;
+  ClientResponse response = SendHttp(endpoint_, request, options);
+  if (response.error != ClientError::kNone) return TransportError(response, what);
+  // Boost.Beast 1.74 skips body_limit when the header and the body arrive in one read (its eager
+  // parse overwrites the error), so the limit is checked here again.
+  if (response.body.size() > max_response_bytes_) {
+    return Status::Error(ErrorCode::kRpcMalformed, std::string(what) + ": answer larger than " +
+                                                       std::to_string(max_response_bytes_) +
+                                                       " bytes");
+  }
+  return response;
+}
+
 Result<json> JsonRpcClient::Call(std::string_view method, json params,
                                  RpcErrorDetail* error_detail) {
   AGENTPAY_CHECK(params.is_array());
@@ -190,25 +283,27 @@ Result<json> JsonRpcClient::Call(std::string_view method, json params,
                    {"id", id},
                    {"method", std::string(method)},
                    {"params", std::move(params)}};
-  ClientRequest request;
-  request.method = "POST";
-  request.target = endpoint_.base_path.empty() ? "/" : endpoint_.base_path;
-  request.headers = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
-  request.body = envelope.dump(-1, ' ', false, json::error_handler_t::replace);
-  ClientOptions options;
-  options.timeout_ms = timeout_ms_;
-  options.max_response_bytes = max_response_bytes_;
-  options.trust = trust_;
-  ClientResponse response = SendHttp(endpoint_, request, options);
-  if (response.error != ClientError::kNone) return TransportError(response, method);
-  // Boost.Beast 1.74 skips body_limit when the header and the body arrive in one read (its eager
-  // parse overwrites the error), so the limit is checked here again.
-  if (response.body.size() > max_response_bytes_) {
-    return Status::Error(ErrorCode::kRpcMalformed, std::string(method) + ": answer larger than " +
-                                                       std::to_string(max_response_bytes_) +
-                                                       " bytes");
+  Result<ClientResponse> response =
+      Post(envelope.dump(-1, ' ', false, json::error_handler_t::replace), method);
+  if (!response.ok()) return response.status();
+  return ParseEnvelope(*response, id, method, error_detail);
+}
+
+Result<std::vector<RpcAnswer>> JsonRpcClient::CallBatch(std::span<const RpcCall> calls) {
+  AGENTPAY_CHECK(!calls.empty() && calls.size() <= kMaxRpcBatchCalls);
+  const uint64_t first_id = next_id_.fetch_add(calls.size(), std::memory_order_relaxed);
+  json batch = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    AGENTPAY_CHECK(calls[i].params.is_array());
+    batch.push_back({{"jsonrpc", "2.0"},
+                     {"id", first_id + i},
+                     {"method", calls[i].method},
+                     {"params", calls[i].params}});
   }
-  return ParseEnvelope(response, id, method, error_detail);
+  Result<ClientResponse> response =
+      Post(batch.dump(-1, ' ', false, json::error_handler_t::replace), "batch");
+  if (!response.ok()) return response.status();
+  return ParseBatch(*response, first_id, calls);
 }
 
 }  // namespace agentpay::chain

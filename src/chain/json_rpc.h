@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chain/bytes.h"
 #include "core/result.h"
@@ -58,6 +59,24 @@ struct RpcErrorDetail {
 // Decodes Solidity's Error(string) revert data (selector 0x08c379a0); nullopt for anything else.
 std::optional<std::string> DecodeRevertReason(std::span<const uint8_t> data);
 
+// One call of a batch (JsonRpcClient::CallBatch). Precondition: params is an array.
+struct RpcCall {
+  std::string method;
+  nlohmann::json params;
+};
+
+// One call's answer within a batch: its result, or its failure as Call would report it (rpc_error
+// with `error_detail` filled; rpc_malformed when the node's answer has nothing for it, or
+// something unusable; rpc_unavailable for a rate limit).
+struct RpcAnswer {
+  Result<nlohmann::json> result;
+  RpcErrorDetail error_detail;
+};
+
+// Calls past this many in one batch are the caller's to split: providers cap batches (some at 10),
+// and refuse a larger one whole.
+inline constexpr size_t kMaxRpcBatchCalls = 10;
+
 // Thread-safe: calls from several threads may overlap (SendHttp keeps per-thread connections).
 class JsonRpcClient {
  public:
@@ -76,10 +95,23 @@ class JsonRpcClient {
   Result<nlohmann::json> Call(std::string_view method, nlohmann::json params,
                               RpcErrorDetail* error_detail = nullptr);
 
+  // Sends `calls` as one JSON-RPC batch (a JSON array: one HTTP request, one round trip) and
+  // returns their answers in the order of `calls`, matched by id whatever order the node answered
+  // in. The error, for the whole batch: a transport failure (as Call's: rpc_timeout means the node
+  // may have acted on any of the calls), an HTTP 429 or 5xx (rpc_unavailable), an answer that is
+  // not an array of JSON-RPC 2.0 answers to these ids (rpc_malformed), or a single error object in
+  // place of the array: a node that does not take batches (rpc_error) or is rate limiting
+  // (rpc_unavailable); such a node acted on none of them. Precondition: 1 to kMaxRpcBatchCalls
+  // calls.
+  Result<std::vector<RpcAnswer>> CallBatch(std::span<const RpcCall> calls);
+
   const Endpoint& endpoint() const { return endpoint_; }
   int64_t timeout_ms() const { return timeout_ms_; }
 
  private:
+  // POSTs `body`; the transport failures of `what` (a method's name, or "batch") as rpc_* codes.
+  Result<ClientResponse> Post(std::string body, std::string_view what);
+
   Endpoint endpoint_;
   int64_t timeout_ms_;
   uint64_t max_response_bytes_;

@@ -292,9 +292,14 @@ Result<std::optional<U256>> RpcChain::NativeBalance(const Address& account) {
 }
 
 Result<Hash32> RpcChain::SendRawTransaction(const Bytes& raw) {
-  const Hash32 expected = Keccak256(raw);
   RpcErrorDetail detail;
   Result<json> answer = client_.Call("eth_sendRawTransaction", json::array({Hex(raw)}), &detail);
+  return SentAs(raw, std::move(answer), detail);
+}
+
+Result<Hash32> RpcChain::SentAs(const Bytes& raw, Result<json> answer,
+                                const RpcErrorDetail& detail) {
+  const Hash32 expected = Keccak256(raw);
   if (!answer.ok()) {
     if (answer.status().error() != ErrorCode::kRpcError) return answer.status();
     return RefusedSend(expected, detail, answer.status());
@@ -306,6 +311,38 @@ Result<Hash32> RpcChain::SendRawTransaction(const Bytes& raw) {
                      "node reports hash " + Hex(*hash) + " for transaction " + Hex(expected));
   }
   return hash;
+}
+
+std::vector<Result<Hash32>> RpcChain::SendRawTransactions(std::span<const Bytes> raws) {
+  std::vector<Result<Hash32>> sent;
+  sent.reserve(raws.size());
+  for (size_t at = 0; at < raws.size(); at += kMaxRpcBatchCalls) {
+    std::span<const Bytes> part = raws.subspan(at, std::min(kMaxRpcBatchCalls, raws.size() - at));
+    if (part.size() == 1 || batches_refused_.load(std::memory_order_relaxed)) {
+      for (const Bytes& raw : part) sent.push_back(SendRawTransaction(raw));
+      continue;
+    }
+    std::vector<RpcCall> calls;
+    calls.reserve(part.size());
+    for (const Bytes& raw : part)
+      calls.push_back({"eth_sendRawTransaction", json::array({Hex(raw)})});
+    Result<std::vector<RpcAnswer>> answers = client_.CallBatch(calls);
+    if (!answers.ok() && answers.status().error() == ErrorCode::kRpcError) {
+      // The node answered the batch with one error: it takes no batches, and sent none of them.
+      batches_refused_.store(true, std::memory_order_relaxed);
+      for (const Bytes& raw : part) sent.push_back(SendRawTransaction(raw));
+      continue;
+    }
+    for (size_t i = 0; i < part.size(); ++i) {
+      if (!answers.ok()) {
+        sent.push_back(answers.status());
+      } else {
+        RpcAnswer& answer = (*answers)[i];
+        sent.push_back(SentAs(part[i], std::move(answer.result), answer.error_detail));
+      }
+    }
+  }
+  return sent;
 }
 
 Result<Hash32> RpcChain::RefusedSend(const Hash32& hash, const RpcErrorDetail& detail,

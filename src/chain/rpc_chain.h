@@ -2,6 +2,7 @@
 // quantity and hex string in an answer is parsed strictly; anything off-shape is rpc_malformed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 
@@ -41,6 +42,10 @@ class RpcChain final : public Chain {
   // "already known"/"already imported" → kTxAlreadyKnown. "nonce too low" → kTxAlreadyKnown when
   // the node knows this transaction's hash, else the node's rpc_error.
   Result<Hash32> SendRawTransaction(const Bytes& raw) override;
+  // Up to kMaxRpcBatchCalls at a time in one JSON-RPC batch, each answer read as
+  // SendRawTransaction reads it. A node that refuses batches (one error object for the whole) gets
+  // them one by one, then and from then on.
+  std::vector<Result<Hash32>> SendRawTransactions(std::span<const Bytes> raws) override;
   Result<std::optional<Receipt>> GetReceipt(const Hash32& transaction_hash) override;
   Result<std::optional<TxInfo>> GetTransaction(const Hash32& transaction_hash) override;
   Result<uint64_t> BlockNumber() override;
@@ -59,7 +64,12 @@ class RpcChain final : public Chain {
   Result<Hash32> RefusedSend(const Hash32& hash, const RpcErrorDetail& detail,
                              const Status& refusal);
 
+  // The answer to eth_sendRawTransaction of `raw` (SendRawTransaction's rules).
+  Result<Hash32> SentAs(const Bytes& raw, Result<nlohmann::json> answer,
+                        const RpcErrorDetail& detail);
+
   RpcPool client_;
+  std::atomic<bool> batches_refused_{false};
 };
 
 }  // namespace agentpay::chain

@@ -98,18 +98,16 @@ std::vector<size_t> RpcPool::Order(std::string_view method) {
   return ready;
 }
 
-void RpcPool::Record(size_t i, std::string_view method, const Result<json>& result) {
+void RpcPool::Record(size_t i, const Status& outcome, std::optional<uint64_t> head) {
   const int64_t now = now_ms_();
   std::lock_guard lock(mutex_);
   Health& h = health_[i];
-  if (result.ok() || !MovesOn(result.status())) {
+  if (outcome.ok() || !MovesOn(outcome)) {
     h.rest_ms = 0;
     h.rest_until_ms = 0;
-    if (result.ok()) {
-      if (auto head = HeadOf(method, *result)) {
-        h.head = *head;
-        h.head_seen_ms = now;
-      }
+    if (head) {
+      h.head = *head;
+      h.head_seen_ms = now;
     }
     return;
   }
@@ -117,13 +115,18 @@ void RpcPool::Record(size_t i, std::string_view method, const Result<json>& resu
   h.rest_until_ms = now + h.rest_ms;
 }
 
-Result<json> RpcPool::Call(std::string_view method, json params, RpcErrorDetail* error_detail) {
+void RpcPool::Record(size_t i, std::string_view method, const Result<json>& result) {
+  Record(i, result.status(), result.ok() ? HeadOf(method, *result) : std::nullopt);
+}
+
+template <typename T>
+Result<T> RpcPool::FailOver(std::string_view method,
+                            const std::function<Result<T>(size_t)>& attempt) {
   // When every endpoint failed, the answer is the first failure that may have reached a node: a
   // call that may have been received must not be reported as never sent.
   std::optional<Status> failure;
   for (size_t i : Order(method)) {
-    Result<json> result = clients_[i]->Call(method, params, error_detail);
-    Record(i, method, result);
+    Result<T> result = attempt(i);
     if (result.ok() || !MovesOn(result.status())) return result;
     if (!failure || (failure->error() == ErrorCode::kRpcUnreachable &&
                      result.status().error() != ErrorCode::kRpcUnreachable)) {
@@ -131,6 +134,23 @@ Result<json> RpcPool::Call(std::string_view method, json params, RpcErrorDetail*
     }
   }
   return *failure;
+}
+
+Result<json> RpcPool::Call(std::string_view method, json params, RpcErrorDetail* error_detail) {
+  return FailOver<json>(method, [&](size_t i) {
+    Result<json> result = clients_[i]->Call(method, params, error_detail);
+    Record(i, method, result);
+    return result;
+  });
+}
+
+Result<std::vector<RpcAnswer>> RpcPool::CallBatch(std::span<const RpcCall> calls) {
+  AGENTPAY_CHECK(!calls.empty());
+  return FailOver<std::vector<RpcAnswer>>(calls[0].method, [&](size_t i) {
+    Result<std::vector<RpcAnswer>> answers = clients_[i]->CallBatch(calls);
+    Record(i, answers.status(), std::nullopt);
+    return answers;
+  });
 }
 
 Result<json> RpcPool::CallOn(size_t i, std::string_view method, json params) {

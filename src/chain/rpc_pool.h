@@ -23,6 +23,8 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -51,6 +53,10 @@ class RpcPool {
   // JsonRpcClient::Call over the pool, by the table above. Thread-safe.
   Result<nlohmann::json> Call(std::string_view method, nlohmann::json params,
                               RpcErrorDetail* error_detail = nullptr);
+  // JsonRpcClient::CallBatch over the pool: the whole batch moves to the next endpoint as a call
+  // would (every call the gateway batches is one it may send twice: eth_sendRawTransaction of the
+  // same bytes). An endpoint is ordered as for the first call's method. Thread-safe.
+  Result<std::vector<RpcAnswer>> CallBatch(std::span<const RpcCall> calls);
   // Endpoint i alone, no failover (the start-up check of every endpoint's chain id).
   Result<nlohmann::json> CallOn(size_t i, std::string_view method, nlohmann::json params);
 
@@ -67,7 +73,12 @@ class RpcPool {
   };
   // The order to try endpoints in for `method`, by the rules above.
   std::vector<size_t> Order(std::string_view method);
+  // Endpoint i's health after a call that ended with `outcome`, and the latest block it showed.
+  void Record(size_t i, const Status& outcome, std::optional<uint64_t> head);
   void Record(size_t i, std::string_view method, const Result<nlohmann::json>& result);
+  // `attempt(i)` on each endpoint in Order(method) until one answers, by the table above.
+  template <typename T>
+  Result<T> FailOver(std::string_view method, const std::function<Result<T>(size_t)>& attempt);
 
   std::vector<std::unique_ptr<JsonRpcClient>> clients_;
   std::function<int64_t()> now_ms_;

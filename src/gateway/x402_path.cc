@@ -83,6 +83,12 @@ using x402::Failure;
 // authorization: the chain is asked about this one, then the decision. One round to spare.
 constexpr int kMaxBeginRounds = 4;
 constexpr size_t kMaxQueuedChainCalls = 4096;
+// How long the first transaction signed waits for others to go to the node with it (Settle): a
+// payment waits at most this much longer for its receipt, where a block takes a second or more on
+// a public chain. On a node that mines on demand (Anvil) the transactions gathered share a block;
+// x402 payments through the gateway on Anvil, 16 clients: 223/s alone, 347/s gathered for 5 ms,
+// 364/s for 10 ms (bench/README.md).
+constexpr int64_t kBroadcastGatherMs = 10;
 
 // Failures refused before any key lookup: the signer is unproven (nothing about an existing key
 // may be revealed), or the payment cannot be a retry of a stored one (a validBefore past the cap
@@ -691,26 +697,84 @@ void X402Path::FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Comp
       });
 }
 
-// Broadcasts the stored transaction, then polls for its receipt up to the receipt timeout.
+// Broadcasts the stored transaction, then polls for its receipt up to the receipt timeout. The
+// transactions signed within kBroadcastGatherMs of each other go to the node together, in relayer
+// nonce order, in one request (Settler::Broadcast): a node keeps a transaction whose nonce comes
+// before it has seen the one below in a queue of its own, and one that arrives with those below it
+// is ready at once (and, where the node mines on demand, shares their block).
 void X402Path::Settle(PaymentPtr p) {
   AGENTPAY_CHECK(p->op.settlement == Settlement::kSubmitted);
+  bool first;
+  {
+    std::lock_guard lock(gathered_mutex_);
+    gathered_.push_back(std::move(p));
+    first = gathered_.size() == 1;
+  }
+  if (first) {
+    ctx_.timers.After(kBroadcastGatherMs, [this] {
+      {
+        std::lock_guard lock(gathered_mutex_);
+        gather_ended_ = true;
+        // The broadcast on its way sends these when it is done.
+        if (broadcasting_) return;
+        broadcasting_ = true;
+      }
+      BroadcastGathered();
+    });
+  }
+}
+
+// Precondition: broadcasting_ was set for this call.
+void X402Path::BroadcastGathered() {
+  std::vector<PaymentPtr> batch;
+  {
+    std::lock_guard lock(gathered_mutex_);
+    batch.swap(gathered_);
+    gather_ended_ = false;
+  }
+  std::stable_sort(batch.begin(), batch.end(), [](const PaymentPtr& a, const PaymentPtr& b) {
+    return a->payment.relayer_nonce < b->payment.relayer_nonce;
+  });
+  // The next broadcast, once this one is done: the payments gathered meanwhile whose wait for
+  // company is over.
+  auto next = [this] {
+    {
+      std::lock_guard lock(gathered_mutex_);
+      if (!gather_ended_) {
+        broadcasting_ = false;
+        return;
+      }
+    }
+    BroadcastGathered();
+  };
   OnChain(
-      [this, p] {
-        if (Status sent = settler_.Broadcast(p->payment); !sent.ok()) {
-          // Unknown, not failed: the node may have it anyway. The reconciler re-sends the bytes.
-          ctx_.metrics.CountSettlement(SettlementEvent::kBroadcastError);
-        }
-        p->sent_ms = ctx_.timers.MonotonicMs();
-        p->receipt_deadline_ms = p->sent_ms + ctx_.config.receipt_timeout_ms;
+      [this, batch, next] {
+        std::vector<const X402PaymentRecord*> records;
+        for (const PaymentPtr& p : batch) records.push_back(&p->payment);
+        std::vector<Status> sent = settler_.Broadcast(records);
         int64_t first_look;
         {
           std::lock_guard lock(polls_mutex_);
           first_look = polls_.FirstLookMs();
         }
-        SchedulePoll(p, std::min(first_look, ctx_.config.receipt_timeout_ms));
+        const int64_t now = ctx_.timers.MonotonicMs();
+        for (size_t i = 0; i < batch.size(); ++i) {
+          const PaymentPtr& p = batch[i];
+          if (!sent[i].ok()) {
+            // Unknown, not failed: the node may have it anyway. The reconciler re-sends the bytes.
+            ctx_.metrics.CountSettlement(SettlementEvent::kBroadcastError);
+          }
+          p->sent_ms = now;
+          p->receipt_deadline_ms = p->sent_ms + ctx_.config.receipt_timeout_ms;
+          SchedulePoll(p, std::min(first_look, ctx_.config.receipt_timeout_ms));
+        }
+        next();
       },
       // Not even broadcast: unknown all the same, and the reconciler sends the stored bytes.
-      [this, p] { OnReceiptDecided(p, std::nullopt); });
+      [this, batch, next] {
+        for (const PaymentPtr& p : batch) OnReceiptDecided(p, std::nullopt);
+        next();
+      });
 }
 
 // One look at the receipt (on the chain pool, one RPC call); then decided, or the next look after a

@@ -64,6 +64,8 @@ class X402Path {
   void FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Completion completion,
                   int64_t now);
   void Settle(PaymentPtr p);
+  // Broadcasts the payments gathered since the first of them (Settle), then polls for each receipt.
+  void BroadcastGathered();
   void PollReceipt(PaymentPtr p);
   void SchedulePoll(PaymentPtr p, int64_t delay_ms);
   void OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> decided);
@@ -86,6 +88,12 @@ class X402Path {
   const X402Offers& offers_;
   std::unique_ptr<WorkerPool> own_pool_;  // when no executor was injected
   Executor& chain_calls_;
+  // Payments waiting for their broadcast (Settle), in the order they came, and whether a
+  // broadcast is on its way to the node (one at a time: they arrive in the order sent).
+  std::mutex gathered_mutex_;
+  std::vector<PaymentPtr> gathered_;  // under gathered_mutex_
+  bool broadcasting_ = false;         // under gathered_mutex_
+  bool gather_ended_ = false;         // under gathered_mutex_: the wait for company is over
   // When to look for a receipt, learned from the receipts seen (core/receipt_polls.h).
   std::mutex polls_mutex_;
   ReceiptPolls polls_;  // under polls_mutex_

@@ -319,18 +319,40 @@ Result<X402PaymentRecord> Settler::Sign(X402PaymentRecord record, const TxInputs
 }
 
 Status Settler::Broadcast(const X402PaymentRecord& record) {
-  AGENTPAY_CHECK(record.submitted());
-  auto raw = chain::ParseHex(record.raw_tx_hex);
-  if (!raw.ok()) return Status::Error(ErrorCode::kStoreCorrupt, "stored transaction is not hex");
-  auto sent = chain_.SendRawTransaction(*raw);
-  if (sent.ok() || sent.status().error() == ErrorCode::kTxAlreadyKnown) return Status::Ok();
-  if (!IsTransportError(sent.status())) {
+  const X402PaymentRecord* one[] = {&record};
+  return std::move(Broadcast(one)[0]);
+}
+
+std::vector<Status> Settler::Broadcast(std::span<const X402PaymentRecord* const> records) {
+  std::vector<Status> outcomes(records.size());
+  std::vector<chain::Bytes> raws;
+  std::vector<size_t> sent;  // the index in `records` of each of `raws`
+  for (size_t i = 0; i < records.size(); ++i) {
+    AGENTPAY_CHECK(records[i]->submitted());
+    auto raw = chain::ParseHex(records[i]->raw_tx_hex);
+    if (!raw.ok()) {
+      outcomes[i] = Status::Error(ErrorCode::kStoreCorrupt, "stored transaction is not hex");
+      continue;
+    }
+    raws.push_back(std::move(*raw));
+    sent.push_back(i);
+  }
+  std::vector<Result<chain::Hash32>> answers = chain_.SendRawTransactions(raws);
+  AGENTPAY_CHECK(answers.size() == raws.size());
+  bool refused = false;
+  for (size_t k = 0; k < answers.size(); ++k) {
+    const Status& status = answers[k].status();
+    if (answers[k].ok() || status.error() == ErrorCode::kTxAlreadyKnown) continue;
+    outcomes[sent[k]] = status;
+    refused = refused || !IsTransportError(status);
+  }
+  if (refused) {
     // "nonce too low", "max fee per gas less than block base fee", ...: read both afresh.
     std::lock_guard lock(cache_mutex_);
     fees_ = {};
     pending_nonce_ = {};
   }
-  return sent.status();
+  return outcomes;
 }
 
 Result<ReceiptLook> Settler::LookForReceipt(const X402PaymentRecord& record) {

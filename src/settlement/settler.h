@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "chain/chain.h"
@@ -115,6 +116,9 @@ class Settler {
   // Sends the record's bytes. A node that already has them is success. A refusal also forgets the
   // cached fees and nonce (the node may have refused them).
   Status Broadcast(const X402PaymentRecord& record);
+  // Broadcast of each record, in the order given, together (chain::Chain::SendRawTransactions):
+  // one outcome each.
+  std::vector<Status> Broadcast(std::span<const X402PaymentRecord* const> records);
   // What the receipt of the record's transaction says (one call): the gateway's poll. A record
   // whose transaction replaced others asks for theirs too, newest first, until one has a receipt
   // (the same nonce: at most one of them is mined).

@@ -157,6 +157,126 @@ TEST(JsonRpcClientTest, HangUpAfterTheRequestIsMaybeReceived) {
   EXPECT_EQ(status.code(), kRpcTimeout) << status.ToString();
 }
 
+// The answer to one call of a batch, as ResultReply/ErrorReply would send it alone.
+json Envelope(const FakeReply& reply) { return json::parse(reply.body); }
+
+Result<std::vector<RpcAnswer>> Batch(FakeRpcServer::Handler handler, size_t calls = 3) {
+  FakeRpcServer server(std::move(handler));
+  JsonRpcClient client(server.endpoint(), kTimeoutMs);
+  std::vector<RpcCall> batch;
+  for (size_t i = 0; i < calls; ++i) batch.push_back({"eth_blockNumber", json::array({i})});
+  return client.CallBatch(batch);
+}
+
+TEST(JsonRpcClientTest, ABatchIsOneRequestWhoseAnswersMatchTheirCallsByIdInAnyOrder) {
+  json seen;
+  FakeRpcServer server([&](const json& request) {
+    seen = request;
+    // Answered last to first, the middle call refused with the node's error.
+    json answers = json::array();
+    for (auto it = request.rbegin(); it != request.rend(); ++it) {
+      answers.push_back((*it)["method"] == "eth_call"
+                            ? Envelope(ErrorReply(*it, {{"code", 3},
+                                                        {"message", "execution reverted"},
+                                                        {"data", std::string(kUsedRevertData)}}))
+                            : Envelope(ResultReply(*it, (*it)["params"][0])));
+    }
+    return FakeReply{200, answers.dump(), false};
+  });
+  JsonRpcClient client(server.endpoint(), kTimeoutMs);
+  const std::vector<RpcCall> calls = {{"eth_blockNumber", json::array({"a"})},
+                                      {"eth_call", json::array({"b"})},
+                                      {"eth_chainId", json::array({"c"})}};
+  Result<std::vector<RpcAnswer>> answers = client.CallBatch(calls);
+  ASSERT_TRUE(answers.ok()) << answers.status().ToString();
+  ASSERT_EQ(answers->size(), 3u);
+  EXPECT_EQ(*(*answers)[0].result, "a");
+  EXPECT_EQ((*answers)[1].result.status().code(), kRpcError);
+  EXPECT_EQ((*answers)[1].error_detail.code, 3);
+  EXPECT_EQ((*answers)[1].error_detail.revert_reason,
+            "FiatTokenV2: authorization is used or canceled");
+  EXPECT_EQ(*(*answers)[2].result, "c");
+  EXPECT_EQ(server.Methods(), std::vector<std::string>{"batch"});
+  ASSERT_TRUE(seen.is_array());
+  ASSERT_EQ(seen.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(seen[i]["jsonrpc"], "2.0");
+    EXPECT_EQ(seen[i]["method"], calls[i].method);
+    EXPECT_EQ(seen[i]["params"], calls[i].params);
+  }
+  EXPECT_NE(seen[0]["id"], seen[1]["id"]);
+}
+
+TEST(JsonRpcClientTest, ABatchAnswerIsUsedOnlyWhenEachAnswerIsForOneOfItsCalls) {
+  // Each call answered by `shape`, the result its own param.
+  auto answering = [](std::function<json(const json& request)> shape) {
+    return [shape](const json& request) { return FakeReply{200, shape(request).dump(), false}; };
+  };
+  auto each = [](const json& request) {
+    json answers = json::array();
+    for (const json& call : request) answers.push_back(Envelope(ResultReply(call, "0x1")));
+    return answers;
+  };
+  ASSERT_TRUE(Batch(answering(each)).ok());
+  // The whole answer unusable: an object, an answer to no call of ours, two to one call.
+  const std::vector<std::function<json(const json&)>> unusable = {
+      [&](const json& request) { return Envelope(ResultReply(request[0], "0x1")); },
+      [&](const json& request) {
+        json answers = each(request);
+        answers[1]["id"] = 999999;
+        return answers;
+      },
+      [&](const json& request) {
+        json answers = each(request);
+        answers[1]["id"] = answers[0]["id"];
+        return answers;
+      },
+      [&](const json& request) {
+        json answers = each(request);
+        answers.push_back("0x1");
+        return answers;
+      },
+  };
+  for (size_t i = 0; i < unusable.size(); ++i) {
+    EXPECT_EQ(Batch(answering(unusable[i])).status().code(), kRpcMalformed) << i;
+  }
+  // A call the answer leaves out, or answers with something that is not JSON-RPC: that call only.
+  auto partial = Batch(answering([&](const json& request) {
+    json answers = each(request);
+    answers.erase(answers.begin() + 1);
+    answers[1].erase("jsonrpc");
+    return answers;
+  }));
+  ASSERT_TRUE(partial.ok()) << partial.status().ToString();
+  EXPECT_TRUE((*partial)[0].result.ok());
+  EXPECT_EQ((*partial)[1].result.status().code(), kRpcMalformed);
+  EXPECT_EQ((*partial)[2].result.status().code(), kRpcMalformed);
+  // One error object for the whole batch: a node that takes none (its answer), or a rate limit.
+  auto refused = Batch([](const json&) {
+    return FakeReply{
+        200, R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no batches"}})",
+        false};
+  });
+  EXPECT_EQ(refused.status().code(), kRpcError);
+  auto limited = Batch([](const json&) {
+    return FakeReply{
+        200, R"({"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"slow down"}})", false};
+  });
+  EXPECT_EQ(limited.status().code(), kRpcUnavailable);
+  EXPECT_EQ(Batch([](const json&) {
+              return FakeReply{429, "too many", false};
+            })
+                .status()
+                .code(),
+            kRpcUnavailable);
+  EXPECT_EQ(Batch([](const json&) {
+              return FakeReply{200, "", true};
+            })
+                .status()
+                .code(),
+            kRpcTimeout);
+}
+
 // A node whose every method answers from a table; unknown methods are "method not found".
 FakeRpcServer::Handler Table(std::map<std::string, json> results) {
   return [results = std::move(results)](const json& request) {
@@ -242,6 +362,75 @@ TEST(RpcChainParsingTest, SendRecognisesAlreadyKnownAndRefusesAForeignHash) {
   EXPECT_EQ(
       RpcChain(foreign.endpoint(), kTimeoutMs).SendRawTransaction(Bytes{1, 2}).status().code(),
       kRpcMalformed);
+}
+
+// A node that takes eth_sendRawTransaction alone and, unless `batches` is false, in batches: each
+// transaction's hash is keccak256 of its bytes, as a node's would be.
+FakeRpcServer::Handler Sender(bool batches) {
+  auto one = [](const json& call) {
+    Result<Bytes> raw = ParseHex(call["params"][0].get<std::string>());
+    return ResultReply(call, Hex(Keccak256(*raw)));
+  };
+  return [one, batches](const json& request) {
+    if (!request.is_array()) return one(request);
+    if (!batches) {
+      return FakeReply{
+          200, R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch"}})", false};
+    }
+    json answers = json::array();
+    for (const json& call : request) answers.push_back(Envelope(one(call)));
+    return FakeReply{200, answers.dump(), false};
+  };
+}
+
+TEST(RpcChainParsingTest, TransactionsSentTogetherGoInBatchesOfAtMostTheCap) {
+  FakeRpcServer server(Sender(true));
+  RpcChain chain(server.endpoint(), kTimeoutMs);
+  std::vector<Bytes> raws;
+  for (uint8_t i = 0; i < kMaxRpcBatchCalls + 2; ++i) raws.push_back(Bytes{0x02, i});
+  std::vector<Result<Hash32>> sent = chain.SendRawTransactions(raws);
+  ASSERT_EQ(sent.size(), raws.size());
+  for (size_t i = 0; i < raws.size(); ++i) {
+    ASSERT_TRUE(sent[i].ok()) << i << sent[i].status().ToString();
+    EXPECT_EQ(*sent[i], Keccak256(raws[i]));
+  }
+  EXPECT_EQ(server.Methods(), (std::vector<std::string>{"batch", "batch"}));
+  // One transaction alone is a plain call.
+  ASSERT_TRUE(chain.SendRawTransactions(std::span(raws).first(1))[0].ok());
+  EXPECT_EQ(server.Methods().back(), "eth_sendRawTransaction");
+}
+
+TEST(RpcChainParsingTest, ANodeThatRefusesBatchesGetsTheTransactionsOneByOneFromThenOn) {
+  FakeRpcServer server(Sender(false));
+  RpcChain chain(server.endpoint(), kTimeoutMs);
+  const std::vector<Bytes> raws = {Bytes{0x02, 1}, Bytes{0x02, 2}};
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Result<Hash32>> sent = chain.SendRawTransactions(raws);
+    ASSERT_EQ(sent.size(), 2u);
+    EXPECT_TRUE(sent[0].ok() && sent[1].ok()) << round;
+  }
+  EXPECT_EQ(server.Methods(),
+            (std::vector<std::string>{"batch", "eth_sendRawTransaction", "eth_sendRawTransaction",
+                                      "eth_sendRawTransaction", "eth_sendRawTransaction"}));
+}
+
+TEST(RpcChainParsingTest, EachTransactionOfABatchIsReadAsItWouldBeAlone) {
+  // The first already known, the second refused, the third answered with another's hash.
+  FakeRpcServer server([](const json& request) {
+    if (!request.is_array()) return ResultReply(request, nullptr);  // eth_getTransactionByHash
+    json answers = json::array(
+        {Envelope(ErrorReply(request[0], {{"code", -32000}, {"message", "already known"}})),
+         Envelope(ErrorReply(request[1], {{"code", -32000}, {"message", "nonce too low"}})),
+         Envelope(ResultReply(request[2], Hex(Keccak256("other"))))});
+    return FakeReply{200, answers.dump(), false};
+  });
+  RpcChain chain(server.endpoint(), kTimeoutMs);
+  std::vector<Result<Hash32>> sent =
+      chain.SendRawTransactions(std::vector<Bytes>{Bytes{1}, Bytes{2}, Bytes{3}});
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[0].status().code(), kTxAlreadyKnown);
+  EXPECT_EQ(sent[1].status().code(), kRpcError);
+  EXPECT_EQ(sent[2].status().code(), kRpcMalformed);
 }
 
 }  // namespace

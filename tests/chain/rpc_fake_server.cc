@@ -99,7 +99,7 @@ void FakeRpcServer::ServeConnection(int fd) {
     nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      methods_.push_back(request.value("method", ""));
+      methods_.push_back(request.is_array() ? "batch" : request.value("method", ""));
     }
     FakeReply reply = handler_(request);
     if (reply.hang_up) return;

@@ -34,7 +34,8 @@ class FakeRpcServer {
   FakeRpcServer& operator=(const FakeRpcServer&) = delete;
 
   Endpoint endpoint() const { return Endpoint{"127.0.0.1", port_, ""}; }
-  std::vector<std::string> Methods() const;  // methods received so far, in order
+  // Methods received so far, in order ("batch" for a batch, which the handler gets whole).
+  std::vector<std::string> Methods() const;
 
  private:
   void Serve();

@@ -91,6 +91,36 @@ TEST_F(RpcPoolTest, FailuresThatSayNothingAboutTheChainMoveOnAndRest) {
   }
 }
 
+TEST_F(RpcPoolTest, ABatchMovesOnWholeAsACallWouldAndANodesRefusalDoesNot) {
+  auto each = [](const json& request) {
+    json answers = json::array();
+    for (const json& call : request) answers.push_back(json::parse(ResultReply(call, "0x8").body));
+    return FakeReply{200, answers.dump(), false};
+  };
+  const std::vector<RpcCall> calls = {{"eth_sendRawTransaction", json::array({"0x01"})},
+                                      {"eth_sendRawTransaction", json::array({"0x02"})}};
+  FakeRpcServer busy([](const json&) { return FakeReply{503, "busy", false}; });
+  FakeRpcServer second(each);
+  RpcPool pool = Pool({busy.endpoint(), second.endpoint()});
+  auto answers = pool.CallBatch(calls);
+  ASSERT_TRUE(answers.ok()) << answers.status().ToString();
+  EXPECT_EQ(*(*answers)[1].result, "0x8");
+  EXPECT_EQ(busy.Methods(), std::vector<std::string>{"batch"});
+  EXPECT_EQ(second.Methods(), std::vector<std::string>{"batch"});
+  // The first rests, as after a call.
+  ASSERT_TRUE(pool.CallBatch(calls).ok());
+  EXPECT_EQ(busy.Methods().size(), 1u);
+  // A node's own answer to the batch (it takes none) is an answer: no other node is asked.
+  FakeRpcServer refuses([](const json&) {
+    return FakeReply{200, R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no"}})",
+                     false};
+  });
+  FakeRpcServer other(each);
+  RpcPool refusing = Pool({refuses.endpoint(), other.endpoint()});
+  EXPECT_EQ(refusing.CallBatch(calls).status().code(), kRpcError);
+  EXPECT_TRUE(other.Methods().empty());
+}
+
 TEST_F(RpcPoolTest, AnEndpointThatRecoversIsPreferredAgain) {
   std::atomic<bool> up{false};
   FakeRpcServer first([&](const json& r) {

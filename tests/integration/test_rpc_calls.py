@@ -18,6 +18,7 @@ Run:  python3 tests/integration/test_rpc_calls.py --agentpay build/agentpay
 import collections
 import os
 import sys
+import threading
 import time
 import unittest
 
@@ -33,6 +34,28 @@ AUTHORIZATION_STATE = "0xe94a0102"
 BALANCE_OF = "0x70a08231"
 # The simulation of the transfer itself: eth_call between two gas estimates (at most one a minute).
 TRANSFER_WITH_AUTHORIZATION = "0xe3ee160e"
+
+
+def rlp_item(data, at):
+    """The bytes of the RLP string at `at`, and where the next item starts."""
+    first = data[at]
+    if first < 0x80:
+        return data[at:at + 1], at + 1
+    if first <= 0xb7:
+        return data[at + 1:at + 1 + first - 0x80], at + 1 + first - 0x80
+    width = first - 0xb7
+    length = int.from_bytes(data[at + 1:at + 1 + width], "big")
+    return data[at + 1 + width:at + 1 + width + length], at + 1 + width + length
+
+
+def nonce_of(raw_hex):
+    """The nonce of a signed EIP-1559 transaction: 0x02 || rlp([chainId, nonce, ...])."""
+    data = bytes.fromhex(raw_hex[2:])
+    assert data[0] == 2, "not an EIP-1559 transaction"
+    at = 2 + (data[1] - 0xf7 if data[1] > 0xf7 else 0)  # past the list's header
+    _, at = rlp_item(data, at)  # the chain id
+    nonce, _ = rlp_item(data, at)
+    return int.from_bytes(nonce, "big")
 
 
 def call_name(method, params):
@@ -110,6 +133,45 @@ class RpcCallsTest(ProxiedX402TestCase):
         names = [call_name(m, p) for _, m, p in self.proxy.since(t0)]
         self.assertTrue({"eth_estimateGas", "eth_call transferWithAuthorization"} & set(names), names)
         self.assertNotIn("eth_sendRawTransaction", names)
+
+class GatheredBroadcastsTest(ProxiedX402TestCase):
+    def test_transactions_signed_together_reach_the_node_together_in_nonce_order(self):
+        """Payments arriving at once: the transactions signed within a few milliseconds of each
+        other go to the node in one JSON-RPC batch, in relayer nonce order (a node queues a
+        transaction whose nonce is past one it has not seen, and mines on demand only what is
+        ready). Each batch's nonces ascend; at least one batch carried more than one."""
+        gw, chain = self.gw, self.chain
+        _, _, required, _ = gw.challenge("/report")
+        accepted, resource = required["accepts"][0], required.get("resource")
+        count = 16
+        signed = chain.sign([{"key": BUYER, "message": auth_message(chain, value=int(accepted["amount"]))}
+                             for _ in range(count)])
+        headers = [b64json(v2_payload(accepted, s, resource)) for s in signed]
+        answers = [None] * count
+        start = threading.Barrier(count)
+
+        def pay(i):
+            start.wait()
+            answers[i] = gw.pay("/report", v2=headers[i], key="together-%d" % i)
+
+        t0 = time.monotonic()
+        workers = [threading.Thread(target=pay, args=(i,)) for i in range(count)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        for answer in answers:
+            self.assertPaidResponse(answer)
+        sends = [[nonce_of(params[0]) for method, params in calls if method == "eth_sendRawTransaction"]
+                 for calls in self.proxy.requests_since(t0)]
+        sends = [nonces for nonces in sends if nonces]
+        print("\n    %d payments at once: their transactions went to the node in %d requests: %s"
+              % (count, len(sends), sends), file=sys.stderr)
+        for nonces in sends:
+            self.assertEqual(nonces, sorted(set(nonces)), "a batch in nonce order, each once")
+        self.assertEqual(len({n for nonces in sends for n in nonces}), count, "one transaction each")
+        self.assertGreater(max(len(nonces) for nonces in sends), 1, "no two went to the node together")
+
 
 class SlowChainRpcCallsTest(ProxiedX402TestCase):
     """A chain that mines a block a second, as hosted L2 nodes do (Base: two): the receipt is not

@@ -539,11 +539,14 @@ def money_violations(chain, gateways):
 
 class CountingProxy:
     """A JSON-RPC proxy on a free port that forwards to `upstream` and records (monotonic time,
-    method, params) of every call (batches counted per call). pause() makes it a hung node."""
+    method, params) of every call (batches counted per call), and in `requests` (monotonic time,
+    [(method, params), ...]) the calls of each HTTP request, a batch's together. pause() makes it a
+    hung node."""
 
     def __init__(self, upstream):
         self.upstream = upstream
         self.calls = []
+        self.requests = []
         self.lock = threading.Lock()
         self.flowing = threading.Event()  # cleared by pause(): calls hang until resume()
         self.flowing.set()
@@ -568,6 +571,7 @@ class CountingProxy:
                     with proxy.lock:
                         for item in items:
                             proxy.calls.append((now, item.get("method"), item.get("params")))
+                        proxy.requests.append((now, [(item.get("method"), item.get("params")) for item in items]))
                 except ValueError:
                     pass
                 req = urllib.request.Request(proxy.upstream, data=body,
@@ -599,6 +603,10 @@ class CountingProxy:
     def since(self, t0):
         with self.lock:
             return [c for c in self.calls if c[0] >= t0]
+
+    def requests_since(self, t0):
+        with self.lock:
+            return [calls for at, calls in self.requests if at >= t0]
 
     def stop(self):
         self.resume()
