@@ -327,8 +327,11 @@ std::vector<Result<Hash32>> RpcChain::SendRawTransactions(std::span<const Bytes>
     for (const Bytes& raw : part)
       calls.push_back({"eth_sendRawTransaction", json::array({Hex(raw)})});
     Result<std::vector<RpcAnswer>> answers = client_.CallBatch(calls);
-    if (!answers.ok() && answers.status().error() == ErrorCode::kRpcError) {
-      // The node answered the batch with one error: it takes no batches, and sent none of them.
+    if (!answers.ok() && (answers.status().error() == ErrorCode::kRpcError ||
+                          answers.status().error() == ErrorCode::kRpcMalformed)) {
+      // The node answered the batch with one error (it takes no batches: it sent none of them),
+      // or with something that is no batch's answer: one by one, now and from then on. Sending a
+      // transaction again is safe (the same bytes: "already known").
       batches_refused_.store(true, std::memory_order_relaxed);
       for (const Bytes& raw : part) sent.push_back(SendRawTransaction(raw));
       continue;

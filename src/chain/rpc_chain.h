@@ -43,8 +43,9 @@ class RpcChain final : public Chain {
   // the node knows this transaction's hash, else the node's rpc_error.
   Result<Hash32> SendRawTransaction(const Bytes& raw) override;
   // Up to kMaxRpcBatchCalls at a time in one JSON-RPC batch, each answer read as
-  // SendRawTransaction reads it. A node that refuses batches (one error object for the whole) gets
-  // them one by one, then and from then on.
+  // SendRawTransaction reads it. A node that refuses batches (one error object for the whole) or
+  // answers one with something unusable (rpc_malformed) gets them one by one, then and from then
+  // on.
   std::vector<Result<Hash32>> SendRawTransactions(std::span<const Bytes> raws) override;
   Result<std::optional<Receipt>> GetReceipt(const Hash32& transaction_hash) override;
   Result<std::optional<TxInfo>> GetTransaction(const Hash32& transaction_hash) override;

@@ -699,9 +699,9 @@ void X402Path::FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Comp
 
 // Broadcasts the stored transaction, then polls for its receipt up to the receipt timeout. The
 // transactions signed within kBroadcastGatherMs of each other go to the node together, in relayer
-// nonce order, in one request (Settler::Broadcast): a node keeps a transaction whose nonce comes
-// before it has seen the one below in a queue of its own, and one that arrives with those below it
-// is ready at once (and, where the node mines on demand, shares their block).
+// nonce order, in one request (Settler::Broadcast): a node holds a transaction whose nonce is past
+// one it has not seen yet in a queue of its own, while one that arrives after those below it is
+// ready at once (and, where the node mines on demand, shares their block).
 void X402Path::Settle(PaymentPtr p) {
   AGENTPAY_CHECK(p->op.settlement == Settlement::kSubmitted);
   bool first;

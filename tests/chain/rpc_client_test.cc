@@ -401,17 +401,25 @@ TEST(RpcChainParsingTest, TransactionsSentTogetherGoInBatchesOfAtMostTheCap) {
 }
 
 TEST(RpcChainParsingTest, ANodeThatRefusesBatchesGetsTheTransactionsOneByOneFromThenOn) {
-  FakeRpcServer server(Sender(false));
-  RpcChain chain(server.endpoint(), kTimeoutMs);
-  const std::vector<Bytes> raws = {Bytes{0x02, 1}, Bytes{0x02, 2}};
-  for (int round = 0; round < 2; ++round) {
-    std::vector<Result<Hash32>> sent = chain.SendRawTransactions(raws);
-    ASSERT_EQ(sent.size(), 2u);
-    EXPECT_TRUE(sent[0].ok() && sent[1].ok()) << round;
+  // Refused with one error object, or answered with something that is no batch's answer.
+  for (bool refuses : {true, false}) {
+    SCOPED_TRACE(refuses ? "refuses" : "garbles");
+    FakeRpcServer::Handler sender = Sender(!refuses);
+    FakeRpcServer server([&](const json& request) {
+      if (!refuses && request.is_array()) return FakeReply{200, R"({"jsonrpc":"2.0"})", false};
+      return sender(request);
+    });
+    RpcChain chain(server.endpoint(), kTimeoutMs);
+    const std::vector<Bytes> raws = {Bytes{0x02, 1}, Bytes{0x02, 2}};
+    for (int round = 0; round < 2; ++round) {
+      std::vector<Result<Hash32>> sent = chain.SendRawTransactions(raws);
+      ASSERT_EQ(sent.size(), 2u);
+      EXPECT_TRUE(sent[0].ok() && sent[1].ok()) << round;
+    }
+    EXPECT_EQ(server.Methods(),
+              (std::vector<std::string>{"batch", "eth_sendRawTransaction", "eth_sendRawTransaction",
+                                        "eth_sendRawTransaction", "eth_sendRawTransaction"}));
   }
-  EXPECT_EQ(server.Methods(),
-            (std::vector<std::string>{"batch", "eth_sendRawTransaction", "eth_sendRawTransaction",
-                                      "eth_sendRawTransaction", "eth_sendRawTransaction"}));
 }
 
 TEST(RpcChainParsingTest, EachTransactionOfABatchIsReadAsItWouldBeAlone) {
