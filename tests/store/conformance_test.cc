@@ -93,6 +93,13 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
 
   void TearDown() override {
     if (store_) ExpectConserved();
+    store_.reset();
+    // A SQLite test's files go with it (ctest runs each test in a process of its own, each with a
+    // directory of its own); PostgreSQL's databases go with the test cluster.
+    if (url_.starts_with("sqlite:")) {
+      std::error_code ignored;
+      std::filesystem::remove_all(std::filesystem::path(url_.substr(7)).parent_path(), ignored);
+    }
   }
 
   Status Write(const TransactionFn& fn) { return store_->Write(fn); }

@@ -47,6 +47,12 @@ class SqliteGroupCommit : public ::testing::Test {
     PlantPoison();
   }
 
+  void TearDown() override {
+    store_.reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(std::filesystem::path(path_).parent_path(), ignored);
+  }
+
   // An account named "poison" cannot be inserted: the trigger rolls the transaction back.
   void PlantPoison() {
     sqlite3* db = nullptr;
@@ -259,6 +265,8 @@ TEST(SqliteMigration, ExistingAccountsKeepTheirKeyAsARevocableRow) {
     EXPECT_FALSE(tx.FindAccountByKeyHash("hash-old")->has_value());
     return Status::Ok();
   }).ok());
+  store->reset();
+  std::filesystem::remove_all(dir);
 }
 
 // SQLite's connections hold a read lock on the -shm file's "DMS" byte (offset 128 in the unix VFS)
