@@ -73,8 +73,8 @@ struct RpcAnswer {
   RpcErrorDetail error_detail;
 };
 
-// Calls past this many in one batch are the caller's to split: providers cap batches (some at 10),
-// and refuse a larger one whole.
+// Calls past this many in one batch are the caller's to split: providers cap batches (one of them
+// at 20), and a larger batch may be refused whole.
 inline constexpr size_t kMaxRpcBatchCalls = 10;
 
 // Thread-safe: calls from several threads may overlap (SendHttp keeps per-thread connections).
