@@ -133,11 +133,8 @@ void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_presumed
       [this, paid, key_presumed_new](Status status) {
         if (key_presumed_new && status.error() == ErrorCode::kStoreKeyTaken) {
           // The key was there (a retry, or a concurrent request reserved it after the read that
-          // found it absent): looked at, then decided against the key as it is. The look is a
-          // read, which may wait: not on the store's thread, which runs this. With the pool full,
-          // decided without it.
-          if (ctx_.blocking.TrySubmit([this, paid] { LookThenBegin(paid, true); })) return;
-          return QueueBegin(paid, /*key_presumed_new=*/false);
+          // found it absent): looked at, then decided against the key as it is.
+          return LookThenBegin(paid, /*after_conflict=*/true);
         }
         OnBegun(paid, std::move(status));
       });
