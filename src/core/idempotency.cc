@@ -55,7 +55,7 @@ std::optional<TraceEvent> ArrivalEvent(const KeyRecord& record, const Operation&
 }
 
 Arrival DecideArrival(const KeyRecord* record, const Operation* op, std::string_view fingerprint,
-                      int64_t now_ms) {
+                      int64_t now_ms, ClaimView claim) {
   if (record == nullptr) return {ArrivalOutcome::kNew, false};
   AGENTPAY_CHECK(op != nullptr && op->id == record->operation_id);
   if (op->retained_until_ms && now_ms >= *op->retained_until_ms) {
@@ -64,7 +64,8 @@ Arrival DecideArrival(const KeyRecord* record, const Operation* op, std::string_
   }
   if (record->fingerprint != fingerprint) return {ArrivalOutcome::kMismatch, false};
   if (IsFinal(*op)) return {ArrivalOutcome::kReplay, false};
-  if (op->fulfillment == Fulfillment::kInProgress && op->lease_expires_ms > now_ms) {
+  if (op->fulfillment == Fulfillment::kInProgress && op->lease_expires_ms > now_ms &&
+      claim == ClaimView::kLease) {
     return {ArrivalOutcome::kAttach, false};
   }
   return {ArrivalOutcome::kResume, false};

@@ -46,9 +46,26 @@ struct Arrival {
   bool forget_existing = false;  // the record is past its retention and must be deleted first
 };
 
+// What the deciding process knows of an attempt in progress besides its lease.
+enum class ClaimView {
+  kLease,  // only the lease: until it expires the attempt may still be running somewhere
+  // The claim names this process, and this process's attempt of it has ended without recording
+  // its outcome (the database lost the answer to its decision, or could not record its
+  // completion): nobody runs it, whatever the lease says (WalletPath's attempts in hand).
+  kEndedHere,
+};
+
+// The decision on a repeated arrival:
+//   record absent                                   -> kNew
+//   past retention (whatever the request)           -> kNew, forget the record first
+//   another request (fingerprint differs)           -> kMismatch
+//   operation final                                 -> kReplay
+//   in progress, lease live, ClaimView::kLease      -> kAttach
+//   in progress, lease live, ClaimView::kEndedHere  -> kResume
+//   anything else (lease expired, kept, recovered)  -> kResume
 // Precondition: `op` is the record's operation when `record` is present.
 Arrival DecideArrival(const KeyRecord* record, const Operation* op, std::string_view fingerprint,
-                      int64_t now_ms);
+                      int64_t now_ms, ClaimView claim);
 
 // The trace event of a repeated arrival answered without a new attempt: a replay of the final
 // answer, an attach to the attempt in flight, or a refused mismatch (422). Nullopt for the other

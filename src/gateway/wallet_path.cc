@@ -24,6 +24,7 @@ struct WalletPath::PaidRequest {
   std::string key;
   std::string fingerprint;
   Begin begin;
+  bool attempt_in_hand = false;  // begin.op's attempt is in WalletPath::attempts_
   std::optional<Completion> completion;
   int64_t upstream_started_ms = 0;  // Timers::MonotonicMs
   std::string principal() const { return "account:" + account_id; }
@@ -88,7 +89,8 @@ void WalletPath::Start(std::shared_ptr<PaidRequest> paid) {
   });
   if (!read.ok()) return paid->respond(StoreProblem(read));
   if (record && existing) {
-    Arrival arrival = DecideArrival(&*record, &*existing, paid->fingerprint, now);
+    Arrival arrival =
+        DecideArrival(&*record, &*existing, paid->fingerprint, now, attempts_.ViewOf(*existing));
     if (arrival.outcome == ArrivalOutcome::kReplay ||
         arrival.outcome == ArrivalOutcome::kMismatch) {
       ctx_.metrics.CountArrival(arrival.outcome);
@@ -113,14 +115,20 @@ void WalletPath::Start(std::shared_ptr<PaidRequest> paid) {
 void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_seen_absent) {
   ctx_.store.WriteAsync(
       [this, paid, key_seen_absent](Transaction& tx) -> Status {
+        DropAttempt(*paid);  // of an earlier run of this decision
         paid->begin = {};
         auto begin = DecideBegin(tx, *paid, key_seen_absent);
         if (!begin.ok()) return begin.status();
         paid->begin = std::move(*begin);
+        // In hand before the claim commits: no decision sees the claim without it.
+        if (paid->begin.kind == BeginKind::kProceed) TakeAttempt(*paid);
         // Nothing of a refused payment stays: the key and the operation go with the hold.
         return paid->begin.kind == BeginKind::kInsufficientFunds ? Rollback() : Status::Ok();
       },
       [this, paid, key_seen_absent](Status status) {
+        // Not begun, whatever the decision did before its batch said so (a claim that committed
+        // anyway, its answer lost, is nobody's now: a retry here takes it over).
+        if (!status.ok()) DropAttempt(*paid);
         if (key_seen_absent && status.error() == ErrorCode::kStoreKeyTaken) {
           // A concurrent request reserved the key after the read that found it absent: decided
           // again, against the key as it is (attach, replay, mismatch).
@@ -217,7 +225,8 @@ Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transacti
     return Status::Error(ErrorCode::kStoreCorrupt,
                          "key without operation " + (*record)->operation_id);
   }
-  Arrival arrival = DecideArrival(&**record, &**op, paid.fingerprint, now);
+  const ClaimView claim = attempts_.ViewOf(**op);
+  Arrival arrival = DecideArrival(&**record, &**op, paid.fingerprint, now, claim);
   ctx_.metrics.CountArrival(arrival.outcome);
   if (Status s = RecordRepeatedArrival(tx, **record, **op, arrival.outcome, now); !s.ok()) return s;
   switch (arrival.outcome) {
@@ -247,7 +256,11 @@ Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transacti
   Status appended =
       tx.AppendEvent({resumption.next.id, now, "gateway", "retry_resumed",
                       "attempt " + std::to_string(resumption.next.attempts) +
-                          (resumption.needs_hold ? ", new hold placed" : ", hold reused"),
+                          (resumption.needs_hold ? ", new hold placed" : ", hold reused") +
+                          (claim == ClaimView::kEndedHere && (*op)->lease_expires_ms > now
+                               ? " (attempt " + std::to_string((*op)->attempts) +
+                                     " ended on this gateway without its outcome recorded)"
+                               : ""),
                       TraceFacts()
                           .Attempt(resumption.next.attempts)
                           .Amount(resumption.next.amount)
@@ -269,6 +282,8 @@ void WalletPath::OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamO
         return Status::Ok();
       },
       [this, paid, shared_outcome](Status status) {
+        // Recorded or not, this attempt is over: not recorded, a retry here takes it over.
+        DropAttempt(*paid);
         ctx_.attachments.Completed(paid->begin.op.id);
         paid->respond(FinishAnswer(*paid, *shared_outcome, status));
       });
@@ -351,6 +366,17 @@ HttpResponse WalletPath::FinishAnswer(const PaidRequest& paid, const UpstreamOut
     }
   }
   AGENTPAY_CHECK(false);
+}
+
+void WalletPath::TakeAttempt(PaidRequest& paid) {
+  attempts_.Take(paid.begin.op);
+  paid.attempt_in_hand = true;
+}
+
+void WalletPath::DropAttempt(PaidRequest& paid) {
+  if (!paid.attempt_in_hand) return;
+  attempts_.Drop(paid.begin.op);
+  paid.attempt_in_hand = false;
 }
 
 }  // namespace agentpay

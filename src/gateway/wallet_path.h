@@ -9,6 +9,7 @@
 
 #include "core/operation.h"
 #include "gateway/api_keys.h"
+#include "gateway/attempts_in_hand.h"
 #include "gateway/context.h"
 #include "http/server.h"
 
@@ -17,7 +18,7 @@ namespace agentpay {
 class WalletPath {
  public:
   WalletPath(const GatewayContext& context, ApiKeys& api_keys)
-      : ctx_(context), api_keys_(api_keys) {}
+      : ctx_(context), api_keys_(api_keys), attempts_(context.instance_id) {}
 
   // A request on `route` carrying `Authorization: Bearer <api key>`; answers through `respond`.
   void Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig& route, Respond respond);
@@ -51,9 +52,13 @@ class WalletPath {
   void OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamOutcome outcome);
   HttpResponse FinishAnswer(const PaidRequest& paid, const UpstreamOutcome& outcome,
                             const Status& status);
+  // The request's attempt, in hand from its begin decision until its last decision is answered.
+  void TakeAttempt(PaidRequest& paid);
+  void DropAttempt(PaidRequest& paid);
 
   GatewayContext ctx_;
   ApiKeys& api_keys_;
+  AttemptsInHand attempts_;
 };
 
 }  // namespace agentpay

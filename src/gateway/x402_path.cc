@@ -387,7 +387,9 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
       return Status::Error(ErrorCode::kStoreCorrupt,
                            "key without operation " + (*record)->operation_id);
     }
-    Arrival arrival = DecideArrival(&**record, &**op, x.fingerprint, now);
+    // An x402 attempt's claim is left to its lease: its settlement may still be on its way to the
+    // chain after the request that started it was answered.
+    Arrival arrival = DecideArrival(&**record, &**op, x.fingerprint, now, ClaimView::kLease);
     ctx_.metrics.CountArrival(arrival.outcome);
     begin.op = **op;
     if (arrival.outcome != ArrivalOutcome::kNew) {

@@ -28,24 +28,43 @@ TEST(Idempotency, KeyValidation) {
 }
 
 TEST(Idempotency, NoRecordIsNew) {
-  Arrival arrival = DecideArrival(nullptr, nullptr, "fp", 5);
+  Arrival arrival = DecideArrival(nullptr, nullptr, "fp", 5, ClaimView::kLease);
   EXPECT_EQ(arrival.outcome, ArrivalOutcome::kNew);
   EXPECT_FALSE(arrival.forget_existing);
 }
 
 TEST(Idempotency, InFlightWithLiveLeaseAttaches) {
   Fixture f;
-  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 2000).outcome, ArrivalOutcome::kAttach);
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 2000, ClaimView::kLease).outcome,
+            ArrivalOutcome::kAttach);
   // At the lease's expiry the attempt is presumed dead and the next request resumes.
-  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 16000).outcome, ArrivalOutcome::kResume);
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 16000, ClaimView::kLease).outcome,
+            ArrivalOutcome::kResume);
+}
+
+TEST(Idempotency, InFlightClaimEndedHereResumesBeforeItsLease) {
+  Fixture f;
+  // This process's attempt ended without recording its outcome: nobody runs it, so a retry takes
+  // it over now rather than attaching to it until the lease runs out.
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 2000, ClaimView::kEndedHere).outcome,
+            ArrivalOutcome::kResume);
+  // What it knows changes nothing else: another request is refused, a final answer replayed.
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "other", 2000, ClaimView::kEndedHere).outcome,
+            ArrivalOutcome::kMismatch);
+  f.op.fulfillment = Fulfillment::kSucceeded;
+  f.op.response = StoredResponse{200, "", ""};
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 2000, ClaimView::kEndedHere).outcome,
+            ArrivalOutcome::kReplay);
 }
 
 TEST(Idempotency, DifferentRequestIsAMismatchWhateverTheState) {
   Fixture f;
-  EXPECT_EQ(DecideArrival(&f.record, &f.op, "other", 2000).outcome, ArrivalOutcome::kMismatch);
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "other", 2000, ClaimView::kLease).outcome,
+            ArrivalOutcome::kMismatch);
   f.op.fulfillment = Fulfillment::kSucceeded;
   f.op.response = StoredResponse{200, "", ""};
-  EXPECT_EQ(DecideArrival(&f.record, &f.op, "other", 2000).outcome, ArrivalOutcome::kMismatch);
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "other", 2000, ClaimView::kLease).outcome,
+            ArrivalOutcome::kMismatch);
 }
 
 TEST(Idempotency, FinalReplaysUntilRetentionThenForgets) {
@@ -53,18 +72,21 @@ TEST(Idempotency, FinalReplaysUntilRetentionThenForgets) {
   f.op.fulfillment = Fulfillment::kRejected;
   f.op.response = StoredResponse{400, "", ""};
   f.op.retained_until_ms = RetainedUntil(3000, 500);
-  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 3499).outcome, ArrivalOutcome::kReplay);
-  Arrival late = DecideArrival(&f.record, &f.op, "fp", 3500);
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 3499, ClaimView::kLease).outcome,
+            ArrivalOutcome::kReplay);
+  Arrival late = DecideArrival(&f.record, &f.op, "fp", 3500, ClaimView::kLease);
   EXPECT_EQ(late.outcome, ArrivalOutcome::kNew);
   EXPECT_TRUE(late.forget_existing);
   // Forgotten means forgotten: a different request with the old key is new too, not a mismatch.
-  EXPECT_EQ(DecideArrival(&f.record, &f.op, "other", 3500).outcome, ArrivalOutcome::kNew);
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "other", 3500, ClaimView::kLease).outcome,
+            ArrivalOutcome::kNew);
 }
 
 TEST(Idempotency, KeptOperationResumes) {
   Fixture f;
   f.op.fulfillment = Fulfillment::kPendingRetry;
-  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 2000).outcome, ArrivalOutcome::kResume);
+  EXPECT_EQ(DecideArrival(&f.record, &f.op, "fp", 2000, ClaimView::kLease).outcome,
+            ArrivalOutcome::kResume);
 }
 
 TEST(Idempotency, RepeatedArrivalsBecomeTraceEventsUpToTheCap) {

@@ -525,6 +525,141 @@ TEST_F(GatewayTest, RecoveryTakesOverAnExpiredLeaseEvenOfALiveProcess) {
   EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, kPrice}));
 }
 
+// The fixture's store, with one decision going wrong as a database that goes away does it: its
+// answer lost after it committed (the connection dropped as the COMMIT landed), or refused without
+// running (nothing reachable). Everything else goes straight through.
+class FlakyStore final : public Store {
+ public:
+  enum class Fault { kAnswerLost, kRefused };
+  explicit FlakyStore(Store& inner) : inner_(inner) {}
+
+  // The decision after `skip` more decisions goes wrong as `fault` says.
+  void Next(int skip, Fault fault) {
+    std::lock_guard lock(mutex_);
+    countdown_ = skip;
+    fault_ = fault;
+  }
+
+  void WriteAsync(TransactionFn fn, WriteDone done) override {
+    std::optional<Fault> fault;
+    {
+      std::lock_guard lock(mutex_);
+      if (countdown_ >= 0 && countdown_-- == 0) fault = fault_;
+    }
+    const Status away = Status::Error(ErrorCode::kStoreUnavailable, "injected: database away");
+    if (!fault) return inner_.WriteAsync(std::move(fn), std::move(done));
+    if (*fault == Fault::kRefused) return done(away);
+    inner_.WriteAsync(std::move(fn), [done = std::move(done), away](Status status) {
+      done(status.ok() ? away : status);
+    });
+  }
+  Status Read(const TransactionFn& fn) override { return inner_.Read(fn); }
+  Status ReadUnsynced(const TransactionFn& fn) override { return inner_.ReadUnsynced(fn); }
+  void AwaitDurable() override { inner_.AwaitDurable(); }
+  StoreStats Stats() override { return inner_.Stats(); }
+  Status RegisterInstance(const std::string& id) override { return inner_.RegisterInstance(id); }
+  Status ReleaseInstance(const std::string& id) override { return inner_.ReleaseInstance(id); }
+  Result<bool> InstanceAlive(const std::string& id) override { return inner_.InstanceAlive(id); }
+
+ private:
+  Store& inner_;
+  std::mutex mutex_;
+  int countdown_ = -1;
+  Fault fault_ = Fault::kRefused;
+};
+
+class OutcomeNotRecordedTest : public GatewayTest {
+ protected:
+  void SetUp() override {
+    attach_wait_ms_ = 200;  // a duplicate attached to an attempt nobody runs is not kept long
+    GatewayTest::SetUp();
+    flaky_ = std::make_unique<FlakyStore>(*store_);
+    flaky_gateway_ =
+        std::make_unique<Gateway>(gateway_->config(), *flaky_, clock_, random_, timers_, upstream_);
+  }
+  void TearDown() override {
+    flaky_gateway_.reset();
+    flaky_.reset();
+    GatewayTest::TearDown();
+  }
+  std::unique_ptr<FlakyStore> flaky_;
+  std::unique_ptr<Gateway> flaky_gateway_;
+};
+
+// The upstream was called, its answer could not be recorded: 503, the hold stays, and the
+// operation is left in progress under a lease naming this gateway. The retry it receives takes the
+// operation over at once (it knows nobody runs it), before that lease: one capture, no new hold.
+TEST_F(OutcomeNotRecordedTest, ARetryOnTheSameGatewayTakesItOverWithoutWaitingForTheLease) {
+  auto [id, key] = Account(1000);
+  flaky_->Next(1, FlakyStore::Fault::kRefused);  // the begin decision goes through, the next not
+  HttpResponse first = Pay(key, "k1", "{}", flaky_gateway_.get());
+  ASSERT_EQ(first.status, 503) << first.body;
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, kPrice}));
+  Operation left = OperationOf(first);
+  EXPECT_EQ(left.fulfillment, Fulfillment::kInProgress);
+  ASSERT_GT(left.lease_expires_ms, clock_.NowMs());  // the lease still stands
+
+  HttpResponse retry = Pay(key, "k1", "{}", flaky_gateway_.get());
+  EXPECT_EQ(retry.status, 200) << retry.body;
+  EXPECT_EQ(retry.Header("Idempotent-Replayed"), "false");
+  EXPECT_EQ(retry.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
+  EXPECT_EQ(upstream_.calls(), 2);  // the upstream sees the operation's id again, as on any retry
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+  EXPECT_EQ(OperationOf(retry).attempts, 2);
+  bool told = false;
+  for (const TraceEvent& event : EventsOf(left.id)) {
+    told |= event.kind == "retry_resumed" &&
+            event.detail.find("attempt 1 ended on this gateway") != std::string::npos;
+  }
+  EXPECT_TRUE(told) << "the trace says why the attempt was taken over before its lease";
+}
+
+// The begin decision committed but its answer was lost: 503, nothing called. The retry here takes
+// the operation over at once; another gateway cannot know the attempt ended, and attaches (202)
+// until the lease runs out.
+TEST_F(OutcomeNotRecordedTest, ALostBeginAnswerFreesTheClaimHereOnly) {
+  auto [id, key] = Account(1000);
+  flaky_->Next(0, FlakyStore::Fault::kAnswerLost);
+  HttpResponse first = Pay(key, "k1", "{}", flaky_gateway_.get());
+  ASSERT_EQ(first.status, 503) << first.body;
+  EXPECT_EQ(upstream_.calls(), 0);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, kPrice}));  // it committed: the hold is there
+
+  HttpResponse elsewhere = Pay(key, "k1", "{}");  // the fixture's gateway: another process
+  EXPECT_EQ(elsewhere.status, 202) << elsewhere.body;
+  EXPECT_EQ(upstream_.calls(), 0);
+
+  HttpResponse here = Pay(key, "k1", "{}", flaky_gateway_.get());
+  EXPECT_EQ(here.status, 200) << here.body;
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+  EXPECT_EQ(Pay(key, "k1", "{}").Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(upstream_.calls(), 1);
+}
+
+// A decision refused before it ran leaves nothing: the retry is a new operation's first attempt.
+// And an attempt that is running is never taken over by a retry on its own gateway: it attaches.
+TEST_F(OutcomeNotRecordedTest, ARunningAttemptIsAttachedToNotTakenOver) {
+  auto [id, key] = Account(1000);
+  flaky_->Next(0, FlakyStore::Fault::kRefused);
+  EXPECT_EQ(Pay(key, "k1", "{}", flaky_gateway_.get()).status, 503);
+  EXPECT_EQ(upstream_.calls(), 0);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));
+
+  upstream_.Block();
+  ReleaseAtExit release_at_exit{upstream_};
+  auto running = std::async(std::launch::async,
+                            [&, k = key] { return Pay(k, "k1", "{}", flaky_gateway_.get()); });
+  upstream_.WaitBlocked(1);
+  HttpResponse duplicate = Pay(key, "k1", "{}", flaky_gateway_.get());
+  EXPECT_EQ(duplicate.status, 202) << duplicate.body;
+  upstream_.Release();
+  EXPECT_EQ(running.get().status, 200);
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+}
+
 TEST_F(GatewayTest, RequestValidation) {
   auto [id, key] = Account(1000);
   HttpRequest bare;
