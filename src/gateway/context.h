@@ -26,6 +26,7 @@ struct GatewayContext {
   Attachments& attachments;
   const std::string& instance_id;  // stamped on every claim an attempt takes
   RateLimiters& rate_limiters;     // per account and per payer (the client's is the gateway's)
+  Executor& blocking;  // work that may block (reads, admin, views) off I/O and store threads
 };
 
 }  // namespace agentpay

@@ -69,6 +69,15 @@ void WalletPath::Pay(std::shared_ptr<const HttpRequest> request, const RouteConf
 }
 
 void WalletPath::Start(std::shared_ptr<PaidRequest> paid) {
+  // Most requests carry a new key. Where a read is a round trip to the database server it costs
+  // the gateway's thread more than it spares the writer: the begin decision presumes the key new,
+  // and only a key found taken is looked at. (PostgreSQL, one gateway, one hot account: paid
+  // requests/s +10%, the gateway's CPU a request -30%; bench/README.md.)
+  if (ctx_.store.ReadsAreRemote()) return QueueBegin(std::move(paid), /*key_presumed_new=*/true);
+  LookThenBegin(std::move(paid), /*after_conflict=*/false);
+}
+
+void WalletPath::LookThenBegin(std::shared_ptr<PaidRequest> paid, bool after_conflict) {
   // Fast path: a final operation never changes, so replays and mismatches need no decision (the
   // trace's record of the key's first repeated arrivals is written after the answer, and only
   // while the write queue is short: it never crowds out a payment's decision).
@@ -109,15 +118,16 @@ void WalletPath::Start(std::shared_ptr<PaidRequest> paid) {
                                : MismatchAnswer(*existing));
     }
   }
-  QueueBegin(std::move(paid), /*key_seen_absent=*/!record);
+  // After a conflict the key is decided as it is, whatever this read saw: no second presumption.
+  QueueBegin(std::move(paid), /*key_presumed_new=*/!record && !after_conflict);
 }
 
-void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_seen_absent) {
+void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_presumed_new) {
   ctx_.store.WriteAsync(
-      [this, paid, key_seen_absent](Transaction& tx) -> Status {
+      [this, paid, key_presumed_new](Transaction& tx) -> Status {
         DropAttempt(*paid);  // of an earlier run of this decision
         paid->begin = {};
-        auto begin = DecideBegin(tx, *paid, key_seen_absent);
+        auto begin = DecideBegin(tx, *paid, key_presumed_new);
         if (!begin.ok()) return begin.status();
         paid->begin = std::move(*begin);
         // In hand before the claim commits: no decision sees the claim without it.
@@ -125,14 +135,17 @@ void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_seen_abs
         // Nothing of a refused payment stays: the key and the operation go with the hold.
         return paid->begin.kind == BeginKind::kInsufficientFunds ? Rollback() : Status::Ok();
       },
-      [this, paid, key_seen_absent](Status status) {
+      [this, paid, key_presumed_new](Status status) {
         // Not begun, whatever the decision did before its batch said so (a claim that committed
         // anyway, its answer lost, is nobody's now: a retry here takes it over).
         if (!status.ok()) DropAttempt(*paid);
-        if (key_seen_absent && status.error() == ErrorCode::kStoreKeyTaken) {
-          // A concurrent request reserved the key after the read that found it absent: decided
-          // again, against the key as it is (attach, replay, mismatch).
-          return QueueBegin(paid, false);
+        if (key_presumed_new && status.error() == ErrorCode::kStoreKeyTaken) {
+          // The key was there (a retry, or a concurrent request reserved it after the read that
+          // found it absent): looked at, then decided against the key as it is. The look is a
+          // read, which may wait: not on the store's thread, which runs this. With the pool full,
+          // decided without it.
+          if (ctx_.blocking.TrySubmit([this, paid] { LookThenBegin(paid, true); })) return;
+          return QueueBegin(paid, /*key_presumed_new=*/false);
         }
         OnBegun(paid, std::move(status));
       });
@@ -165,15 +178,15 @@ void WalletPath::OnBegun(std::shared_ptr<PaidRequest> paid, Status status) {
 }
 
 Result<WalletPath::Begin> WalletPath::DecideBegin(Transaction& tx, const PaidRequest& paid,
-                                                  bool key_seen_absent) {
+                                                  bool key_presumed_new) {
   const std::string principal = paid.principal();
   const int64_t lease_ms = paid.route->timeout_ms + kLeaseMarginMs;
   const int64_t now = ctx_.clock.NowMs();
   const std::string op_id = NewOperationId(ctx_.random, now);
   KeyRecord reservation{principal, paid.key, op_id, paid.fingerprint, now};
-  if (key_seen_absent) {
-    // The usual case costs no wait on the database: a key taken meanwhile fails the decision
-    // with store_key_taken (QueueBegin decides again).
+  if (key_presumed_new) {
+    // The usual case costs no wait on the database: a key taken fails the decision with
+    // store_key_taken (QueueBegin's callback looks at it, then decides again).
     if (Status reserved = tx.ReserveNewKey(reservation); !reserved.ok()) return reserved;
     return BeginNew(tx, paid, op_id, now, lease_ms);
   }

@@ -33,12 +33,16 @@ class WalletPath {
   struct PaidRequest;
 
   void Start(std::shared_ptr<PaidRequest> paid);
-  // Queues the begin decision; `key_seen_absent`: a read just found no such key (DecideBegin).
-  void QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_seen_absent);
+  // Reads the key: a replay or a mismatch is answered from the read, anything else goes on to the
+  // begin decision. `after_conflict`: a begin decision that presumed the key new found it taken.
+  void LookThenBegin(std::shared_ptr<PaidRequest> paid, bool after_conflict);
+  // Queues the begin decision; `key_presumed_new`: a read just found no such key, or reads are
+  // remote and the key was not looked at (DecideBegin).
+  void QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_presumed_new);
   // The two decisions of a paid request, each run as one store transaction. With
-  // `key_seen_absent` the key is reserved as new (Transaction::ReserveNewKey): a key taken
-  // meanwhile fails the decision with store_key_taken, and QueueBegin decides again without.
-  Result<Begin> DecideBegin(Transaction& tx, const PaidRequest& paid, bool key_seen_absent);
+  // `key_presumed_new` the key is reserved as new (Transaction::ReserveNewKey): a key taken
+  // fails the decision with store_key_taken, and the key is looked at (LookThenBegin).
+  Result<Begin> DecideBegin(Transaction& tx, const PaidRequest& paid, bool key_presumed_new);
   // The new operation of a reserved key: inserted, and its price held.
   Result<Begin> BeginNew(Transaction& tx, const PaidRequest& paid, const std::string& op_id,
                          int64_t now, int64_t lease_ms);

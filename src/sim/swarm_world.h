@@ -180,6 +180,7 @@ class SimStore final : public Store {
   Status ReadUnsynced(const TransactionFn& fn) override;
   void AwaitDurable() override;
   StoreStats Stats() override;
+  bool ReadsAreRemote() const override { return false; }
   Status RegisterInstance(const std::string& instance_id) override;
   Status ReleaseInstance(const std::string& instance_id) override;
   Result<bool> InstanceAlive(const std::string& instance_id) override;

@@ -185,6 +185,7 @@ class PostgresStore final : public Store {
     return status;
   }
 
+  bool ReadsAreRemote() const override { return true; }
   StoreStats Stats() override {
     std::lock_guard lock(mutex_);
     StoreStats stats = stats_;

@@ -141,6 +141,7 @@ class SqliteStore final : public Store {
     return status;
   }
 
+  bool ReadsAreRemote() const override { return false; }
   StoreStats Stats() override {
     std::lock_guard lock(mutex_);
     StoreStats stats = stats_;

@@ -308,6 +308,10 @@ class Store {
   // Waits until every commit made so far is durable.
   virtual void AwaitDurable() = 0;
   virtual StoreStats Stats() = 0;
+  // Whether a read is a round trip to a database server (PostgreSQL) rather than a look at a local
+  // file (SQLite). A caller that reads only to spare the writer a decision that usually goes ahead
+  // anyway skips such a read (WalletPath::Start).
+  virtual bool ReadsAreRemote() const = 0;
 
   // ---- Process liveness (issue 4: several gateway processes share one database) ----------------
   // Each gateway process registers an instance id at start and stamps it on the claims its attempts

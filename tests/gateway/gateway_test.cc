@@ -557,6 +557,10 @@ class FlakyStore final : public Store {
   Status ReadUnsynced(const TransactionFn& fn) override { return inner_.ReadUnsynced(fn); }
   void AwaitDurable() override { inner_.AwaitDurable(); }
   StoreStats Stats() override { return inner_.Stats(); }
+  // Remote reads: the wallet path presumes each key new and reads only a key found taken, as it
+  // does on PostgreSQL.
+  bool ReadsAreRemote() const override { return remote_reads_; }
+  void SetRemoteReads(bool remote) { remote_reads_ = remote; }
   Status RegisterInstance(const std::string& id) override { return inner_.RegisterInstance(id); }
   Status ReleaseInstance(const std::string& id) override { return inner_.ReleaseInstance(id); }
   Result<bool> InstanceAlive(const std::string& id) override { return inner_.InstanceAlive(id); }
@@ -566,14 +570,18 @@ class FlakyStore final : public Store {
   std::mutex mutex_;
   int countdown_ = -1;
   Fault fault_ = Fault::kRefused;
+  bool remote_reads_ = false;
 };
 
-class OutcomeNotRecordedTest : public GatewayTest {
+// Each test twice: reading the key before the begin decision (SQLite), and presuming it new
+// (PostgreSQL's way, played here on SQLite).
+class OutcomeNotRecordedTest : public GatewayTest, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
     attach_wait_ms_ = 200;  // a duplicate attached to an attempt nobody runs is not kept long
     GatewayTest::SetUp();
     flaky_ = std::make_unique<FlakyStore>(*store_);
+    flaky_->SetRemoteReads(GetParam());
     flaky_gateway_ =
         std::make_unique<Gateway>(gateway_->config(), *flaky_, clock_, random_, timers_, upstream_);
   }
@@ -589,7 +597,7 @@ class OutcomeNotRecordedTest : public GatewayTest {
 // The upstream was called, its answer could not be recorded: 503, the hold stays, and the
 // operation is left in progress under a lease naming this gateway. The retry it receives takes the
 // operation over at once (it knows nobody runs it), before that lease: one capture, no new hold.
-TEST_F(OutcomeNotRecordedTest, ARetryOnTheSameGatewayTakesItOverWithoutWaitingForTheLease) {
+TEST_P(OutcomeNotRecordedTest, ARetryOnTheSameGatewayTakesItOverWithoutWaitingForTheLease) {
   auto [id, key] = Account(1000);
   flaky_->Next(1, FlakyStore::Fault::kRefused);  // the begin decision goes through, the next not
   HttpResponse first = Pay(key, "k1", "{}", flaky_gateway_.get());
@@ -618,7 +626,7 @@ TEST_F(OutcomeNotRecordedTest, ARetryOnTheSameGatewayTakesItOverWithoutWaitingFo
 // The begin decision committed but its answer was lost: 503, nothing called. The retry here takes
 // the operation over at once; another gateway cannot know the attempt ended, and attaches (202)
 // until the lease runs out.
-TEST_F(OutcomeNotRecordedTest, ALostBeginAnswerFreesTheClaimHereOnly) {
+TEST_P(OutcomeNotRecordedTest, ALostBeginAnswerFreesTheClaimHereOnly) {
   auto [id, key] = Account(1000);
   flaky_->Next(0, FlakyStore::Fault::kAnswerLost);
   HttpResponse first = Pay(key, "k1", "{}", flaky_gateway_.get());
@@ -640,7 +648,7 @@ TEST_F(OutcomeNotRecordedTest, ALostBeginAnswerFreesTheClaimHereOnly) {
 
 // A decision refused before it ran leaves nothing: the retry is a new operation's first attempt.
 // And an attempt that is running is never taken over by a retry on its own gateway: it attaches.
-TEST_F(OutcomeNotRecordedTest, ARunningAttemptIsAttachedToNotTakenOver) {
+TEST_P(OutcomeNotRecordedTest, ARunningAttemptIsAttachedToNotTakenOver) {
   auto [id, key] = Account(1000);
   flaky_->Next(0, FlakyStore::Fault::kRefused);
   EXPECT_EQ(Pay(key, "k1", "{}", flaky_gateway_.get()).status, 503);
@@ -659,6 +667,8 @@ TEST_F(OutcomeNotRecordedTest, ARunningAttemptIsAttachedToNotTakenOver) {
   EXPECT_EQ(upstream_.calls(), 1);
   EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
 }
+
+INSTANTIATE_TEST_SUITE_P(KeyReadFirstOrPresumedNew, OutcomeNotRecordedTest, ::testing::Bool());
 
 TEST_F(GatewayTest, RequestValidation) {
   auto [id, key] = Account(1000);

@@ -178,7 +178,12 @@ class KillOneGatewayTest(ClusterTestCase):
                          "the hold of the dead gateway is reused and captured once")
         again = self.gws[2].pay(acct, "long-job", body=body, fault="slow:1500")
         self.assertEqual((again.status, again.replayed, again.body), (200, "true", done.body), again)
+        # A tampered retry, on yet another gateway: refused, nothing charged.
+        tampered = self.gws[1].pay(acct, "long-job", body=body + b" ")
+        self.assertEqual(tampered.status, 422, tampered)
+        self.assertEqual(tampered.json()["code"], "idempotency_key_mismatch", tampered)
         self.assertEqual(self.gws[1].account(acct)["captured"], 3 * PRICE)
+        self.assertEqual(self.gws[1].account(acct)["held"], 0)
 
 
 class SharedWorkersTest(ClusterTestCase):
