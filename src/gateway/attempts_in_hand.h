@@ -25,16 +25,21 @@ class AttemptsInHand {
  public:
   explicit AttemptsInHand(const std::string& instance_id) : instance_id_(instance_id) {}
 
-  // `op` as its claiming decision wrote it (its id and attempt number).
-  void Take(const Operation& op) {
+  // `op` as its claiming decision wrote it (its id and attempt number). Returns the token that
+  // drops it: the one decision that took it ends it, never another that took the same attempt
+  // after this one failed (on PostgreSQL a decision can fail after it ran, when its held-over
+  // writes reach the server, and a later decision of the batch may then resume the operation).
+  uint64_t Take(const Operation& op) {
     std::lock_guard lock(mutex_);
-    in_hand_[op.id] = op.attempts;
+    const uint64_t token = ++last_token_;
+    in_hand_[op.id] = {op.attempts, token};
+    return token;
   }
-  // Ends what Take started; an attempt no longer in hand (a later one took its place) is left.
-  void Drop(const Operation& op) {
+  // Ends what Take started; an attempt another decision has taken since is left.
+  void Drop(const std::string& operation_id, uint64_t token) {
     std::lock_guard lock(mutex_);
-    auto found = in_hand_.find(op.id);
-    if (found != in_hand_.end() && found->second == op.attempts) in_hand_.erase(found);
+    auto found = in_hand_.find(operation_id);
+    if (found != in_hand_.end() && found->second.token == token) in_hand_.erase(found);
   }
   // What this process knows of `op`'s claim (DecideArrival): kEndedHere when the claim names this
   // process and the attempt it names is not in hand.
@@ -44,8 +49,8 @@ class AttemptsInHand {
     }
     std::lock_guard lock(mutex_);
     auto found = in_hand_.find(op.id);
-    return found != in_hand_.end() && found->second == op.attempts ? ClaimView::kLease
-                                                                   : ClaimView::kEndedHere;
+    return found != in_hand_.end() && found->second.attempt == op.attempts ? ClaimView::kLease
+                                                                           : ClaimView::kEndedHere;
   }
   size_t size() const {
     std::lock_guard lock(mutex_);
@@ -53,9 +58,14 @@ class AttemptsInHand {
   }
 
  private:
+  struct InHand {
+    int32_t attempt = 0;
+    uint64_t token = 0;  // of the Take that put it here
+  };
   const std::string instance_id_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, int32_t> in_hand_;  // operation id -> attempt number
+  std::unordered_map<std::string, InHand> in_hand_;  // by operation id
+  uint64_t last_token_ = 0;
 };
 
 }  // namespace agentpay

@@ -24,7 +24,7 @@ struct WalletPath::PaidRequest {
   std::string key;
   std::string fingerprint;
   Begin begin;
-  bool attempt_in_hand = false;  // begin.op's attempt is in WalletPath::attempts_
+  uint64_t attempt_token = 0;  // begin.op's attempt is in WalletPath::attempts_ (0: not)
   std::optional<Completion> completion;
   int64_t upstream_started_ms = 0;  // Timers::MonotonicMs
   std::string principal() const { return "account:" + account_id; }
@@ -125,7 +125,7 @@ void WalletPath::LookThenBegin(std::shared_ptr<PaidRequest> paid, bool after_con
 void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_presumed_new) {
   ctx_.store.WriteAsync(
       [this, paid, key_presumed_new](Transaction& tx) -> Status {
-        DropAttempt(*paid);  // of an earlier run of this decision
+        DropAttempt(*paid);  // a decision runs once; should a store ever run it again, this goes
         paid->begin = {};
         auto begin = DecideBegin(tx, *paid, key_presumed_new);
         if (!begin.ok()) return begin.status();
@@ -382,14 +382,13 @@ HttpResponse WalletPath::FinishAnswer(const PaidRequest& paid, const UpstreamOut
 }
 
 void WalletPath::TakeAttempt(PaidRequest& paid) {
-  attempts_.Take(paid.begin.op);
-  paid.attempt_in_hand = true;
+  paid.attempt_token = attempts_.Take(paid.begin.op);
 }
 
 void WalletPath::DropAttempt(PaidRequest& paid) {
-  if (!paid.attempt_in_hand) return;
-  attempts_.Drop(paid.begin.op);
-  paid.attempt_in_hand = false;
+  if (paid.attempt_token == 0) return;
+  attempts_.Drop(paid.begin.op.id, paid.attempt_token);
+  paid.attempt_token = 0;
 }
 
 }  // namespace agentpay

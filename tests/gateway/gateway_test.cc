@@ -10,6 +10,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "gateway/attempts_in_hand.h"
 #include "gateway/hashing.h"
 #include "gateway_test_support.h"
 #include "http/timers.h"
@@ -669,6 +670,35 @@ TEST_P(OutcomeNotRecordedTest, ARunningAttemptIsAttachedToNotTakenOver) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KeyReadFirstOrPresumedNew, OutcomeNotRecordedTest, ::testing::Bool());
+
+TEST(AttemptsInHand, OnlyTheDecisionThatTookAnAttemptEndsIt) {
+  AttemptsInHand attempts("gw_here");
+  Operation op;
+  op.id = "op_1";
+  op.fulfillment = Fulfillment::kInProgress;
+  op.claimed_by = "gw_here";
+  op.attempts = 2;
+  EXPECT_EQ(attempts.ViewOf(op), ClaimView::kEndedHere);  // claimed here, nobody runs it
+  // Two decisions of one batch take the same attempt: the first failed after it ran (PostgreSQL
+  // finds a held-over write failed at the next statement), the second resumed it. The first's
+  // answer comes first and must not end the second's attempt.
+  const uint64_t failed = attempts.Take(op);
+  const uint64_t running = attempts.Take(op);
+  attempts.Drop(op.id, failed);
+  EXPECT_EQ(attempts.ViewOf(op), ClaimView::kLease);
+  Operation earlier = op;
+  earlier.attempts = 1;  // an attempt before the one in hand ended here
+  EXPECT_EQ(attempts.ViewOf(earlier), ClaimView::kEndedHere);
+  attempts.Drop(op.id, running);
+  EXPECT_EQ(attempts.ViewOf(op), ClaimView::kEndedHere);
+  EXPECT_EQ(attempts.size(), 0u);
+  // Only this process's claims, and only in progress, are known beyond their lease.
+  op.claimed_by = "gw_other";
+  EXPECT_EQ(attempts.ViewOf(op), ClaimView::kLease);
+  op.claimed_by = "gw_here";
+  op.fulfillment = Fulfillment::kPendingRetry;
+  EXPECT_EQ(attempts.ViewOf(op), ClaimView::kLease);
+}
 
 TEST_F(GatewayTest, RequestValidation) {
   auto [id, key] = Account(1000);
