@@ -125,7 +125,6 @@ void WalletPath::LookThenBegin(std::shared_ptr<PaidRequest> paid, bool after_con
 void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_presumed_new) {
   ctx_.store.WriteAsync(
       [this, paid, key_presumed_new](Transaction& tx) -> Status {
-        DropAttempt(*paid);  // a decision runs once; should a store ever run it again, this goes
         paid->begin = {};
         auto begin = DecideBegin(tx, *paid, key_presumed_new);
         if (!begin.ok()) return begin.status();
