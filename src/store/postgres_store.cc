@@ -289,9 +289,7 @@ class PostgresStore final : public Store {
   }
 
   void WriterLoop() {
-    for (auto batch = queue_.TakeBatch(); !batch.empty(); batch = queue_.TakeBatch()) {
-      CommitBatch(batch);
-    }
+    queue_.Serve([this](auto& batch) { CommitBatch(batch); });
   }
 
   // The writer's connection, reopened if the last one was lost; an error while the server is

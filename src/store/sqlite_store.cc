@@ -171,9 +171,7 @@ class SqliteStore final : public Store {
   // hand-offs on the way to its answer; with batches following the syncs there was little to
   // overlap.)
   void WriterLoop() {
-    for (auto batch = queue_.TakeBatch(); !batch.empty(); batch = queue_.TakeBatch()) {
-      CommitBatch(batch);
-    }
+    queue_.Serve([this](auto& batch) { CommitBatch(batch); });
   }
 
   // What RunDecisions did with a batch.

@@ -19,6 +19,15 @@ void WriteQueue::Push(TransactionFn fn, WriteDone done) {
   ready_.notify_one();
 }
 
+void WriteQueue::Serve(
+    const std::function<void(std::vector<std::unique_ptr<QueuedDecision>>&)>& commit) {
+  for (;;) {
+    auto batch = TakeBatch();
+    if (batch.empty()) return;
+    commit(batch);
+  }
+}
+
 std::vector<std::unique_ptr<QueuedDecision>> WriteQueue::TakeBatch() {
   std::vector<std::unique_ptr<QueuedDecision>> batch;
   std::unique_lock lock(mutex_);

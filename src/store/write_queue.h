@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -27,6 +28,11 @@ class WriteQueue {
   // Waits for queued decisions and takes up to max_batch of them, oldest first; empty once Stop()
   // was called and nothing is left.
   std::vector<std::unique_ptr<QueuedDecision>> TakeBatch();
+  // The writer's loop: takes batch after batch and gives each to `commit`, until Stop() and
+  // nothing is left. A batch is destroyed before the next wait: its closures hold what the
+  // decisions' callers hold (a request and its body, a connection), and an idle store must not
+  // keep the last batch's alive until the next decision comes.
+  void Serve(const std::function<void(std::vector<std::unique_ptr<QueuedDecision>>&)>& commit);
   void Stop();
   size_t depth();
 

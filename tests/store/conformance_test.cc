@@ -1127,6 +1127,25 @@ TEST_P(StoreConformance, EveryAcknowledgedWriteWaitedForASync) {
   EXPECT_GT(store_->Stats().durability_syncs, before + 5);
 }
 
+// A decision's closures are let go once its completion has run, without waiting for the next
+// decision: they hold what its caller holds (a request, its body, a connection), and an idle
+// writer kept the last batch's alive until more work came (found by security.body_memory).
+TEST_P(StoreConformance, AFinishedDecisionKeepsNothingOfItsCaller) {
+  auto held = std::make_shared<int>(0);
+  std::atomic<bool> done{false};
+  store_->WriteAsync([held](Transaction&) { return Status::Ok(); },
+                     [held, &done](Status status) {
+                       EXPECT_TRUE(status.ok());
+                       done = true;
+                     });
+  for (int i = 0; i < 5000 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(done);
+  for (int i = 0; i < 5000 && held.use_count() > 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(held.use_count(), 1) << "the writer still holds the decision's closures";
+}
+
 TEST_P(StoreConformance, DataSurvivesReopen) {
   AddAccount("acct_d", 77);
   store_.reset();
