@@ -53,6 +53,32 @@ constexpr char kDemoDir[] = "./agentpay-data";
 // The admin listener serves operators' calls and scrapes, not traffic: small bodies, few sockets.
 constexpr uint64_t kMaxAdminBodyBytes = 64 * 1024;
 constexpr size_t kMaxAdminConnections = 64;
+// The admin listener's callers are local tools and the console: a head takes them milliseconds.
+constexpr int64_t kAdminHeaderTimeoutMs = 5000;
+
+// The public listener's hooks: the gateway decides from a request's head whether its body is read.
+ServerHooks PublicHooks(Gateway& gateway, chain::Devnet* devnet,
+                        std::shared_ptr<const TlsIdentity> identity) {
+  ServerHooks hooks;
+  hooks.head = [&gateway, devnet](const HttpRequest& head, HeadDone done) -> HeadDecision {
+    // Answered from the whole request, never a paid route: no early 402 for it.
+    if (devnet != nullptr && head.Path() == chain::kDevnetRpcPath) return HeadDecision::ReadBody();
+    // An unknown endpoint there (404), never a 402.
+    if (IsAdminSurfacePath(head.Path())) return HeadDecision::ReadBody();
+    return gateway.AnswerHead(head, std::move(done));
+  };
+  hooks.tls = std::move(identity);
+  return hooks;
+}
+
+// The admin listener's: a connection that showed the admin token keeps its slot under a flood.
+ServerHooks AdminHooks(const std::string& admin_token,
+                       std::shared_ptr<const TlsIdentity> identity) {
+  ServerHooks hooks;
+  hooks.tls = std::move(identity);
+  hooks.trusted = [admin_token](const HttpRequest& head) { return IsAdmin(head, admin_token); };
+  return hooks;
+}
 
 // The answer to an admin-surface path on the public listener: the same as any unknown endpoint.
 HttpResponse NoSuchEndpoint() {
@@ -587,6 +613,10 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
 
   ServerLimits limits;
   limits.max_body_bytes = config->max_body_bytes;
+  limits.max_body_bytes_in_flight = static_cast<uint64_t>(options.max_body_bytes_in_flight);
+  // One client address gets a quarter, and always room for one whole body.
+  limits.max_body_bytes_in_flight_per_client =
+      std::max(limits.max_body_bytes_in_flight / 4, limits.max_body_bytes);
   limits.max_connections = static_cast<size_t>(options.max_connections);
   limits.max_connections_per_client = static_cast<size_t>(options.max_connections_per_client);
   limits.header_timeout_ms = options.header_timeout_ms;
@@ -608,14 +638,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
         if (IsAdminSurfacePath(request->Path())) return respond(NoSuchEndpoint());
         gateway.HandleAsync(std::move(request), std::move(respond));
       },
-      [&gateway,
-       devnet = settlement->devnet](const HttpRequest& head) -> std::optional<HttpResponse> {
-        // Answered above from the whole request, never a paid route: no early 402 for it.
-        if (devnet != nullptr && head.Path() == chain::kDevnetRpcPath) return std::nullopt;
-        if (IsAdminSurfacePath(head.Path())) return std::nullopt;  // 404 above, never a 402
-        return gateway.AnswerHead(head);
-      },
-      identity);
+      PublicHooks(gateway, settlement->devnet, identity));
   if (!server.ok()) {
     return Fail("--listen " + options.listen + ": " + server.status().message(), &log);
   }
@@ -625,6 +648,11 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     admin_limits.max_body_bytes = kMaxAdminBodyBytes;
     admin_limits.max_connections = kMaxAdminConnections;
     admin_limits.io_threads = 1;
+    // A flood of half-sent heads must not lock the operator out: when every slot is taken, the
+    // connection that has waited longest for its head and never showed the token gives way.
+    admin_limits.evict_idle_when_full = true;
+    admin_limits.header_timeout_ms =
+        std::min<int64_t>(options.header_timeout_ms, kAdminHeaderTimeoutMs);
     auto started = HttpServer::StartAsync(
         admin_listen->first, admin_listen->second, admin_limits,
         [&gateway, devnet = settlement->devnet, token = config->admin_token](
@@ -648,7 +676,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
           if (auto sim = HandleSimRequest(*request)) return respond(std::move(*sim));
           gateway.HandleAsync(std::move(request), std::move(respond));
         },
-        nullptr, identity);
+        AdminHooks(config->admin_token, identity));
     if (!started.ok()) {
       return Fail("--admin-listen " + options.admin_listen + ": " + started.status().message() +
                       " (give another HOST:PORT, or --admin-listen off)",

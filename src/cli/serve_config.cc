@@ -29,6 +29,7 @@ constexpr int64_t kMaxTimeoutMs = 3600 * 1000;
 constexpr int64_t kMaxConfirmations = 1000;
 constexpr char kDataDir[] = "agentpay-data";  // the default store's directory, relative to the cwd
 constexpr int64_t kMaxBodyLimit = 64 * 1024 * 1024;
+constexpr int64_t kMaxBodyBytesInFlight = 16LL * 1024 * 1024 * 1024;
 
 struct Flag {
   const char* name;  // the long flag without "--"; the TOML key is the same with '_' for '-'
@@ -57,6 +58,10 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"receipt-timeout-ms", &o.receipt_timeout_ms, "x402: wait for a receipt before 202"},
       {"attach-wait-ms", &o.attach_wait_ms, "how long a duplicate waits for the one in flight"},
       {"max-body-bytes", &o.max_body_bytes, "largest request body accepted (413 past it)"},
+      {"max-body-bytes-in-flight", &o.max_body_bytes_in_flight,
+       "request body bytes held at once by the public listener, a quarter of it per client "
+       "address (a chunked body counts as --max-body-bytes until whole); a body past it is not "
+       "read: 503 with Retry-After"},
       {"workers", &o.workers, "threads for admin calls, views and attached duplicates' re-reads"},
       {"max-connections", &o.max_connections, "open connections accepted (503 past it)"},
       {"max-connections-per-client", &o.max_connections_per_client,
@@ -580,6 +585,8 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
         Range{"receipt-timeout-ms", options.receipt_timeout_ms, 1, kMaxTimeoutMs},
         Range{"attach-wait-ms", options.attach_wait_ms, 0, kMaxTimeoutMs},
         Range{"max-body-bytes", options.max_body_bytes, 1, kMaxBodyLimit},
+        Range{"max-body-bytes-in-flight", options.max_body_bytes_in_flight, options.max_body_bytes,
+              kMaxBodyBytesInFlight},
         Range{"workers", options.workers, 1, 1024},
         Range{"max-connections", options.max_connections, 1, 1000000},
         Range{"max-connections-per-client", options.max_connections_per_client, 1, 1000000},

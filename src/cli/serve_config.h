@@ -27,6 +27,8 @@ struct ServeOptions {
   int64_t receipt_timeout_ms = 5000;
   int64_t attach_wait_ms = 5000;
   int64_t max_body_bytes = 1048576;
+  // Request body bytes the public listener holds at once (a quarter of it per client address).
+  int64_t max_body_bytes_in_flight = 64LL * 1024 * 1024;
   int64_t workers = 16;
   int64_t max_connections = 4096;
   int64_t max_connections_per_client = 512;

@@ -1,6 +1,7 @@
 // Wallet API keys; see api_keys.h.
 #include "gateway/api_keys.h"
 
+#include "gateway/answers.h"
 #include "gateway/hashing.h"
 
 namespace agentpay {
@@ -15,20 +16,18 @@ std::optional<std::string_view> BearerCredential(const HttpRequest& request) {
 }
 }  // namespace
 
-Result<std::optional<std::string>> ApiKeys::Authenticate(const HttpRequest& request) {
-  auto credential = BearerCredential(request);
-  if (!credential) return std::optional<std::string>();
-  std::string hash = Sha256Hex(*credential);
-  const int64_t now = clock_.NowMs();
-  {
-    std::lock_guard lock(mutex_);
-    auto cached = account_by_key_hash_.find(hash);
-    // A clock that stepped back makes the entry's age unknown: it is read again.
-    if (cached != account_by_key_hash_.end() && now >= cached->second.read_ms &&
-        now - cached->second.read_ms < kMaxKeyStalenessMs) {
-      return std::optional<std::string>(cached->second.account_id);
-    }
+std::optional<std::string> ApiKeys::Remembered(const std::string& hash, int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  auto cached = account_by_key_hash_.find(hash);
+  // A clock that stepped back makes the entry's age unknown: it is read again.
+  if (cached != account_by_key_hash_.end() && now_ms >= cached->second.read_ms &&
+      now_ms - cached->second.read_ms < kMaxKeyStalenessMs) {
+    return cached->second.account_id;
   }
+  return std::nullopt;
+}
+
+ApiKeys::Lookup ApiKeys::ReadAndRemember(const std::string& hash, int64_t now_ms) {
   std::optional<std::string> account_id;
   Status status = store_.Read([&](Transaction& tx) {
     auto found = tx.FindAccountByKeyHash(hash);
@@ -43,8 +42,40 @@ Result<std::optional<std::string>> ApiKeys::Authenticate(const HttpRequest& requ
     return account_id;
   }
   if (account_by_key_hash_.size() >= kMaxCachedKeys) account_by_key_hash_.clear();
-  account_by_key_hash_.insert_or_assign(hash, Known{*account_id, now});
+  account_by_key_hash_.insert_or_assign(hash, Known{*account_id, now_ms});
   return account_id;
+}
+
+ApiKeys::Lookup ApiKeys::Authenticate(const HttpRequest& request) {
+  auto credential = BearerCredential(request);
+  if (!credential) return std::optional<std::string>();
+  std::string hash = Sha256Hex(*credential);
+  const int64_t now = clock_.NowMs();
+  if (auto known = Remembered(hash, now)) return known;
+  return ReadAndRemember(hash, now);
+}
+
+std::optional<ApiKeys::Lookup> ApiKeys::AuthenticateOrDefer(const HttpRequest& request,
+                                                            Executor& executor, LookupDone later) {
+  auto credential = BearerCredential(request);
+  if (!credential) return Lookup(std::optional<std::string>());
+  std::string hash = Sha256Hex(*credential);
+  const int64_t now = clock_.NowMs();
+  if (auto known = Remembered(hash, now)) return Lookup(std::move(known));
+  const bool queued =
+      executor.TrySubmit([this, hash, now, later] { later(ReadAndRemember(hash, now)); });
+  if (!queued) {
+    return Lookup(Status::Error(ErrorCode::kStoreOverloaded, "too many key lookups queued"));
+  }
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> ApiKeys::Refusal(const Lookup& account) {
+  if (!account.ok()) return StoreProblem(account.status());
+  if (!account->has_value()) {
+    return ProblemResponse(401, ProblemCode::kUnauthorized, "unknown or malformed API key");
+  }
+  return std::nullopt;
 }
 
 bool IsAdmin(const HttpRequest& request, std::string_view admin_token) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -23,12 +24,28 @@ class ApiKeys {
   // second: the promise made to operators is "revoked means refused everywhere within 1 s".
   static constexpr int64_t kMaxKeyStalenessMs = 500;
 
+  // The account id behind a key; nullopt without one, or for an unknown or revoked key.
+  using Lookup = Result<std::optional<std::string>>;
+  using LookupDone = std::function<void(Lookup)>;
+
   ApiKeys(Store& store, Clock& clock) : store_(store), clock_(clock) {}
-  // The account id behind `Authorization: Bearer <key>`; nullopt without one, or for an unknown
-  // or revoked key.
-  Result<std::optional<std::string>> Authenticate(const HttpRequest& request);
+  // The account behind `Authorization: Bearer <key>`. Reads the store (and may wait for it) when
+  // the key is not remembered: call it only where blocking is allowed.
+  Lookup Authenticate(const HttpRequest& request);
+  // The same without blocking the caller: the answer when no store read is needed; otherwise
+  // nullopt, and `later` gets the answer from a task on `executor` (a store_overloaded error
+  // at once, from here, when the executor takes no more tasks).
+  std::optional<Lookup> AuthenticateOrDefer(const HttpRequest& request, Executor& executor,
+                                            LookupDone later);
+  // The answer to a request whose lookup found no account (401), or failed (503); nullopt for a
+  // known account.
+  static std::optional<HttpResponse> Refusal(const Lookup& account);
 
  private:
+  // The account remembered for this key hash, if read less than kMaxKeyStalenessMs ago.
+  std::optional<std::string> Remembered(const std::string& hash, int64_t now_ms);
+  Lookup ReadAndRemember(const std::string& hash, int64_t now_ms);
+
   static constexpr size_t kMaxCachedKeys = 100000;
   struct Known {
     std::string account_id;

@@ -96,6 +96,7 @@ bool OffersPayment(const HttpRequest& request) {
 HttpResponse InvalidTarget(const Status& status) {
   return ProblemResponse(400, ProblemCode::kInvalidTarget, status.message());
 }
+
 }  // namespace
 
 std::optional<HttpResponse> Gateway::AdmitClient(const HttpRequest& request) {
@@ -106,23 +107,46 @@ std::optional<HttpResponse> Gateway::AdmitClient(const HttpRequest& request) {
   return TooManyRequests(*retry_after_s, "client address");
 }
 
-std::optional<HttpResponse> Gateway::AnswerHead(const HttpRequest& head) {
-  auto target = NormalizeTarget(head.target);
-  std::optional<HttpResponse> answer;
-  if (!target.ok()) {
-    answer = InvalidTarget(target.status());
-  } else {
-    HttpRequest normal = head;  // a head: no body to copy
-    normal.target = std::move(*target);
-    std::string_view path = normal.Path();
-    const RouteConfig* route = IsReservedPath(path) ? nullptr : MatchRoute(path);
-    if (route == nullptr || OffersPayment(normal)) return std::nullopt;
-    answer = RouteChallenge(x402_offers_, normal, *route);
-    answer->SetHeader("Idempotent-Replayed", "false");
-  }
-  if (auto refused = AdmitClient(head)) return refused;
-  metrics_.CountResponse(answer->status);
+HttpResponse Gateway::AnswerFromHead(const HttpRequest& head, HttpResponse answer) {
+  if (auto refused = AdmitClient(head)) return std::move(*refused);
+  if (!answer.Header("Idempotent-Replayed")) answer.SetHeader("Idempotent-Replayed", "false");
+  metrics_.CountResponse(answer.status);
   return answer;
+}
+
+HeadDecision Gateway::AnswerHead(const HttpRequest& head, HeadDone done) {
+  auto target = NormalizeTarget(head.target);
+  if (!target.ok()) {
+    return HeadDecision::Answer(AnswerFromHead(head, InvalidTarget(target.status())));
+  }
+  HttpRequest normal = head;  // a head: no body to copy
+  normal.target = std::move(*target);
+  std::string_view path = normal.Path();
+  const RouteConfig* route = IsReservedPath(path) ? nullptr : MatchRoute(path);
+  if (route == nullptr) return HeadDecision::ReadBody();
+  if (!OffersPayment(normal)) {
+    return HeadDecision::Answer(AnswerFromHead(head, RouteChallenge(x402_offers_, normal, *route)));
+  }
+  // The payment is checked before the body is read: a stranger cannot make the gateway hold a
+  // body (memory) for a key it does not have or a payment header that will be refused anyway.
+  if (normal.Header("Authorization")) {
+    auto later = [this, head = normal, done](ApiKeys::Lookup account) {
+      auto refused = ApiKeys::Refusal(account);
+      done(refused ? HeadDecision::Answer(AnswerFromHead(head, std::move(*refused)))
+                   : HeadDecision::ReadBody());
+    };
+    auto account = api_keys_.AuthenticateOrDefer(normal, blocking_, std::move(later));
+    if (!account) return HeadDecision::Later();
+    auto refused = ApiKeys::Refusal(*account);
+    return refused ? HeadDecision::Answer(AnswerFromHead(head, std::move(*refused)))
+                   : HeadDecision::ReadBody();
+  }
+  if (x402_) {
+    if (auto refused = x402_->RefuseFromHead(normal, *route)) {
+      return HeadDecision::Answer(AnswerFromHead(head, std::move(*refused)));
+    }
+  }
+  return HeadDecision::ReadBody();
 }
 
 void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond respond) {

@@ -66,11 +66,14 @@ class Gateway {
   // anything else: nullopt to go on, else the 429 to send. serve.cc calls it first for every
   // request of the public listener (HandleAsync does not).
   std::optional<HttpResponse> AdmitClient(const HttpRequest& request);
-  // What can be answered from a request's head alone, before its body is read (the listener's
+  // What can be decided from a request's head alone, before its body is read (the listener's
   // HeadHandler): an unpaid request to a paid route gets its 402 challenge, a target that does not
-  // normalise its 400; each takes the client address's token as AdmitClient would. nullopt: read
-  // the body and handle the request as usual. Non-blocking.
-  std::optional<HttpResponse> AnswerHead(const HttpRequest& head);
+  // normalise its 400, a wallet key that does not authenticate its 401 (a key not remembered is
+  // read on the blocking pool: kLater, then `done`), an x402 payment header that the payment path
+  // would refuse before reading anything its 400 or 402. Each answer takes the client address's
+  // token as AdmitClient would. kReadBody: read the body and handle the request as usual.
+  // Non-blocking.
+  HeadDecision AnswerHead(const HttpRequest& head, HeadDone done);
   // HandleAsync, waiting for the answer (tests, tools). Never call it from a store callback.
   HttpResponse Handle(const HttpRequest& request);
 
@@ -95,6 +98,8 @@ class Gateway {
 
  private:
   HttpResponse HandleBlocking(const HttpRequest& request);
+  // An answer given from a request's head: the client address's rate limit first, then counted.
+  HttpResponse AnswerFromHead(const HttpRequest& head, HttpResponse answer);
   void HandlePaid(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
                   Respond respond);
   const RouteConfig* MatchRoute(std::string_view path) const;

@@ -101,6 +101,12 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
             "TLS handshakes completed (--tls-cert), resumed ones included", server->tls_handshakes);
     Counter(out, "agentpay_http_tls_resumed_total", "TLS handshakes that resumed a session",
             server->tls_resumed);
+    Counter(out, "agentpay_http_body_bytes_in_flight",
+            "Request body bytes held now (--max-body-bytes-in-flight)",
+            server->body_bytes_in_flight, "", true, "gauge");
+    Counter(out, "agentpay_http_body_budget_rejected_total",
+            "Requests whose body was not read: --max-body-bytes-in-flight reached (503)",
+            server->rejected_body_budget);
   }
   return out;
 }

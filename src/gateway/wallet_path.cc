@@ -32,12 +32,17 @@ struct WalletPath::PaidRequest {
 
 void WalletPath::Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
                      Respond respond) {
-  auto account = api_keys_.Authenticate(*request);
-  if (!account.ok()) return respond(StoreProblem(account.status()));
-  if (!account->has_value()) {
-    return respond(
-        ProblemResponse(401, ProblemCode::kUnauthorized, "unknown or malformed API key"));
-  }
+  // A key not remembered is read on the blocking pool: this is an I/O thread.
+  auto later = [this, request, route = &route, respond](ApiKeys::Lookup account) {
+    Authenticated(request, *route, respond, std::move(account));
+  };
+  auto account = api_keys_.AuthenticateOrDefer(*request, ctx_.blocking, std::move(later));
+  if (account) Authenticated(std::move(request), route, std::move(respond), std::move(*account));
+}
+
+void WalletPath::Authenticated(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
+                               Respond respond, ApiKeys::Lookup account) {
+  if (auto refused = ApiKeys::Refusal(account)) return respond(std::move(*refused));
   // Only a known account's bucket: a bad key cannot drain anyone's (the client address's can).
   if (auto retry_after_s = ctx_.rate_limiters.account.Take(**account, ctx_.timers.MonotonicMs())) {
     return respond(TooManyRequests(*retry_after_s, "account"));

@@ -32,6 +32,9 @@ class WalletPath {
   };
   struct PaidRequest;
 
+  // The rest of Pay once the API key's account is known (from memory, or a read off this thread).
+  void Authenticated(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
+                     Respond respond, ApiKeys::Lookup account);
   void Start(std::shared_ptr<PaidRequest> paid);
   // Reads the key: a replay or a mismatch is answered from the read, anything else goes on to the
   // begin decision. `after_conflict`: a begin decision that presumed the key new found it taken.

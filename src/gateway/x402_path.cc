@@ -161,6 +161,14 @@ void X402Path::Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig
   Arrive(std::move(p));
 }
 
+std::optional<HttpResponse> X402Path::RefuseFromHead(const HttpRequest& head,
+                                                     const RouteConfig& route) const {
+  Payment x;
+  x.request = std::shared_ptr<const HttpRequest>(std::shared_ptr<const HttpRequest>(), &head);
+  x.route = &route;
+  return Prepare(x);
+}
+
 // Decodes and verifies the payment and names its key. An answer means "refused, nothing stored".
 std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
   const HttpRequest& request = *x.request;

@@ -40,6 +40,11 @@ class X402Path {
   // A request on `route` carrying PAYMENT-SIGNATURE (v2) or X-PAYMENT (v1); answers through
   // `respond`, exactly once, from any thread.
   void Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig& route, Respond respond);
+  // What Pay would refuse before it reads or stores anything (a malformed payment header, a
+  // payment invalid for the route, a bad or missing Idempotency-Key), decided from the request's
+  // head alone: the listener asks before it reads a body. nullopt: read the body and Pay.
+  std::optional<HttpResponse> RefuseFromHead(const HttpRequest& head,
+                                             const RouteConfig& route) const;
 
  private:
   struct Payment;

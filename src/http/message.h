@@ -2,6 +2,7 @@
 // testable without sockets; only server.cc and client.cc know Boost.Beast.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,9 @@ struct HttpRequest {
   std::vector<HttpHeader> headers;
   std::string body;
   std::string remote_address;
+  // Whatever must live as long as the body does: the listener's count of body bytes in flight
+  // (ServerLimits::max_body_bytes_in_flight) is given back when the last copy lets go of it.
+  std::shared_ptr<const void> body_lease;
 
   // The first header with this name, if any.
   std::optional<std::string_view> Header(std::string_view name) const;

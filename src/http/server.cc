@@ -2,6 +2,7 @@
 // one request at a time with limits and timeouts, hands it to the worker pool, and writes the answer.
 #include "http/server.h"
 
+#include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/check.h"
 #include "http/tls_context.h"
 #include "http/wire_stream.h"
 #include "http/worker_pool.h"
@@ -36,6 +38,11 @@ class SessionBase {
   virtual ~SessionBase() = default;
   // Ends the connection on the session's own strand.
   virtual void PostClose() = 0;
+  // Since when (steady clock, ns) the connection has waited for a request head, if it may be
+  // evicted for a new one (ServerLimits::evict_idle_when_full); nullopt: it may not.
+  virtual std::optional<int64_t> EvictableSinceNs() const = 0;
+  // Closes the connection if it still waits for the head it waited for `since_ns`; whether it did.
+  virtual bool TryEvict(int64_t since_ns) = 0;
 };
 
 // What the listener and its sessions share. The io_context lives here, not in the listener: a
@@ -46,8 +53,7 @@ struct Shared {
   net::io_context ioc;
   ServerLimits limits;
   AsyncHandler handler;
-  HeadHandler head_handler;          // optional
-  std::shared_ptr<const TlsIdentity> tls;  // null: plain HTTP
+  ServerHooks hooks;
   std::unique_ptr<WorkerPool> pool;  // for a blocking handler only
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> rejected{0};
@@ -55,10 +61,18 @@ struct Shared {
   std::atomic<uint64_t> accepted{0};
   std::atomic<uint64_t> tls_handshakes{0};
   std::atomic<uint64_t> tls_resumed{0};
-  // Open connections per client key; a key leaves the map with its last connection, so the map
-  // is never larger than the connections open.
+  std::atomic<uint64_t> rejected_body_budget{0};
+  std::atomic<uint64_t> evicted_idle{0};
+  // Per client key: open connections and body bytes in flight. A key leaves the map with its last
+  // connection and its last body byte, so the map is never larger than the connections open plus
+  // the requests in flight.
+  struct Client {
+    size_t connections = 0;
+    uint64_t body_bytes = 0;
+  };
   std::mutex clients_mutex;
-  std::unordered_map<std::string, size_t> clients;
+  std::unordered_map<std::string, Client> clients;
+  uint64_t body_bytes = 0;  // in flight on the whole listener; guarded by clients_mutex
   // Every live session, so that Stop can close them; and whether Stop has begun, after which a
   // Respond sends nothing and no new request reaches the handler.
   std::mutex sessions_mutex;
@@ -71,19 +85,100 @@ struct Shared {
   // Counts one more connection of `key`; false (nothing counted) when it has its maximum.
   bool AddClient(const std::string& key) {
     std::lock_guard lock(clients_mutex);
-    size_t& open = clients[key];
-    if (open >= limits.max_connections_per_client) {
-      if (open == 0) clients.erase(key);
+    Client& client = clients[key];
+    if (client.connections >= limits.max_connections_per_client) {
+      if (client.connections == 0 && client.body_bytes == 0) clients.erase(key);
       return false;
     }
-    ++open;
+    ++client.connections;
     return true;
   }
   void RemoveClient(const std::string& key) {
     std::lock_guard lock(clients_mutex);
     auto found = clients.find(key);
-    if (found != clients.end() && --found->second == 0) clients.erase(found);
+    if (found == clients.end()) return;
+    --found->second.connections;
+    if (found->second.connections == 0 && found->second.body_bytes == 0) clients.erase(found);
   }
+  // Counts `bytes` more body bytes in flight for `key`; false (nothing counted) past either bound.
+  bool ReserveBody(const std::string& key, uint64_t bytes) {
+    std::lock_guard lock(clients_mutex);
+    Client& client = clients[key];
+    if (bytes > limits.max_body_bytes_in_flight -
+                    std::min(body_bytes, limits.max_body_bytes_in_flight) ||
+        bytes > limits.max_body_bytes_in_flight_per_client -
+                    std::min(client.body_bytes, limits.max_body_bytes_in_flight_per_client)) {
+      if (client.connections == 0 && client.body_bytes == 0) clients.erase(key);
+      return false;
+    }
+    body_bytes += bytes;
+    client.body_bytes += bytes;
+    return true;
+  }
+  void ReleaseBody(const std::string& key, uint64_t bytes) {
+    std::lock_guard lock(clients_mutex);
+    AGENTPAY_CHECK(body_bytes >= bytes);
+    body_bytes -= bytes;
+    auto found = clients.find(key);
+    AGENTPAY_CHECK(found != clients.end() && found->second.body_bytes >= bytes);
+    found->second.body_bytes -= bytes;
+    if (found->second.connections == 0 && found->second.body_bytes == 0) clients.erase(found);
+  }
+  uint64_t BodyBytesInFlight() {
+    std::lock_guard lock(clients_mutex);
+    return body_bytes;
+  }
+  // ServerLimits::evict_idle_when_full: closes the untrusted connection that has waited longest
+  // for a request head; false when there is none.
+  bool EvictOneIdle() {
+    constexpr int kTries = 4;  // a candidate may start reading a request meanwhile
+    for (int attempt = 0; attempt < kTries; ++attempt) {
+      std::shared_ptr<SessionBase> oldest;
+      int64_t oldest_since = 0;
+      {
+        std::lock_guard lock(sessions_mutex);
+        for (const auto& [raw, weak] : sessions) {
+          auto since = raw->EvictableSinceNs();
+          if (!since || (oldest && *since >= oldest_since)) continue;
+          if (auto session = weak.lock()) {
+            oldest = std::move(session);
+            oldest_since = *since;
+          }
+        }
+      }
+      if (!oldest) return false;
+      if (oldest->TryEvict(oldest_since)) {
+        ++evicted_idle;
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+// A request body's share of the listener's body budget (Shared::ReserveBody), released when the
+// last holder lets go: the session while it reads the body, then the request it built (through
+// HttpRequest::body_lease) until the handler has answered and dropped it.
+class BodyLease {
+ public:
+  BodyLease(std::shared_ptr<Shared> shared, std::string client_key, uint64_t bytes)
+      : shared_(std::move(shared)), client_key_(std::move(client_key)), bytes_(bytes) {}
+  ~BodyLease() {
+    if (bytes_ > 0) shared_->ReleaseBody(client_key_, bytes_);
+  }
+  BodyLease(const BodyLease&) = delete;
+  BodyLease& operator=(const BodyLease&) = delete;
+  // Gives back what the body did not use (a chunked body reserved max_body_bytes).
+  void ShrinkTo(uint64_t bytes) {
+    if (bytes >= bytes_) return;
+    shared_->ReleaseBody(client_key_, bytes_ - bytes);
+    bytes_ = bytes;
+  }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  const std::string client_key_;
+  uint64_t bytes_;
 };
 
 using RequestParser = http::request_parser<http::string_body>;
@@ -149,16 +244,44 @@ beast::error_code HeadReadError(beast::error_code ec, bool got_bytes) {
 }
 
 constexpr size_t kHeadReadBytes = 4096;
+// What a connection's read buffer may hold beyond a head's budget: a chunk-size line (with its
+// extensions) or a trailer section must fit in it whole, and each read of a body takes at most
+// this much. Bounds the memory of a connection whose bytes the parser cannot consume yet.
+constexpr size_t kBodyReadBytes = 64 * 1024;
 
-std::shared_ptr<HttpRequest> ToHttpRequest(http::request<http::string_body>& message,
-                                           const std::string& remote) {
+size_t ReadBufferLimit(const ServerLimits& limits) {
+  return limits.max_header_bytes + kBodyReadBytes;
+}
+
+// RFC 9112 §6.3: a request whose Transfer-Encoding is anything but one "chunked" has no framing
+// this server understands. Beast reads such a request as bodyless, so its body would be parsed as
+// the next request on the connection (request smuggling past whatever sits in front of the
+// gateway): it is refused with 400 and the connection closed. HTTP/1.0 has no transfer codings.
+std::optional<HttpResponse> FramingRefusal(const http::request<http::string_body>& head) {
+  const auto [first, last] = head.equal_range(http::field::transfer_encoding);
+  if (first == last) return std::nullopt;
+  const bool one_chunked =
+      std::next(first) == last && head.version() == 11 &&
+      HeaderNameEquals(std::string_view(first->value().data(), first->value().size()), "chunked");
+  if (one_chunked) return std::nullopt;
+  return ProblemResponse(400, ProblemCode::kBadRequest,
+                         "malformed HTTP request: Transfer-Encoding must be exactly \"chunked\" "
+                         "(HTTP/1.1); other transfer codings are not accepted");
+}
+
+// The request line and header fields of a parsed head, as the handler sees them. Taken when the
+// head is complete, before the body: fields of a chunked body's trailer section, which Beast adds
+// to the same message, never reach the handler (RFC 9110 §6.5.1 lets a recipient discard them;
+// merged, a trailer could set a header, say Idempotency-Key, that no proxy in front ever saw).
+std::shared_ptr<HttpRequest> HeadOf(const http::request<http::string_body>& message,
+                                    const std::string& remote) {
   auto request = std::make_shared<HttpRequest>();
   request->method = std::string(message.method_string());
   request->target = std::string(message.target());
+  request->headers.reserve(16);
   for (const auto& field : message) {
     request->headers.push_back({std::string(field.name_string()), std::string(field.value())});
   }
-  request->body = std::move(message.body());
   request->remote_address = remote;
   return request;
 }
@@ -274,6 +397,21 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     net::post(stream_.get_executor(), [self = this->shared_from_this()] { self->Close(); });
   }
 
+  bool TryEvict(int64_t since_ns) override {
+    if (trusted_.load(std::memory_order_relaxed)) return false;
+    int64_t expected = since_ns;
+    if (!awaiting_head_since_ns_.compare_exchange_strong(expected, -1)) return false;
+    PostClose();
+    return true;
+  }
+
+  std::optional<int64_t> EvictableSinceNs() const override {
+    if (trusted_.load(std::memory_order_relaxed)) return std::nullopt;
+    const int64_t since = awaiting_head_since_ns_.load(std::memory_order_relaxed);
+    if (since < 0) return std::nullopt;
+    return since;
+  }
+
   // Ends the connection; for Stop, on the session's strand.
   void Close() {
     beast::error_code ignored;
@@ -283,6 +421,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
  private:
   beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
 
   // After the TLS handshake, if any: refuse over the limits, else read the first request.
   void Begin(bool over_limit) {
@@ -303,6 +447,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void ReadRequest(bool first) {
+    awaiting_head_since_ns_.store(first ? accepted_ns_ : NowNs(), std::memory_order_relaxed);
     parser_.emplace();  // its header limit is set by FeedHead, step by step
     // The body limit is applied in OnHeader, after the head handler had its say: an unpaid request
     // announcing a huge body gets its 402, not a 413. (Not boost::none: Beast 1.74 compares the
@@ -356,17 +501,6 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         });
   }
 
-  // The request line and headers of the message being parsed (the body is not there yet).
-  void FillHead(const http::request<http::string_body>& message, HttpRequest& request) const {
-    request.method = std::string(message.method_string());
-    request.target = std::string(message.target());
-    request.headers.reserve(16);
-    for (const auto& field : message) {
-      request.headers.push_back({std::string(field.name_string()), std::string(field.value())});
-    }
-    request.remote_address = remote_;
-  }
-
   // Answers a read error: limits and malformed requests get a problem, anything else closes.
   bool ReadFailed(beast::error_code ec) {
     if (!ec) return false;
@@ -379,28 +513,74 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void OnHeader(beast::error_code ec) {
+    awaiting_head_since_ns_.store(-1, std::memory_order_relaxed);
     if (ReadFailed(ec)) return;
-    if (!parser_->is_done() && shared_->head_handler) {
-      HttpRequest head;
-      FillHead(parser_->get(), head);
-      std::optional<HttpResponse> answer;
-      try {
-        answer = shared_->head_handler(head);
-      } catch (const std::exception& error) {
-        answer = InternalErrorResponse(std::string("the head handler threw: ") + error.what());
-      }
-      if (answer) return SendAndLinger(std::move(*answer));
+    const auto& message = parser_->get();
+    if (auto refused = FramingRefusal(message)) return Send(std::move(*refused), false);
+    request_ = HeadOf(message, remote_);
+    if (shared_->hooks.trusted && !trusted_.load(std::memory_order_relaxed) &&
+        shared_->hooks.trusted(*request_)) {
+      trusted_.store(true, std::memory_order_relaxed);
     }
+    if (parser_->is_done() || !shared_->hooks.head) return ReadBodyWithin();
+    HeadDecision decision;
+    try {
+      decision = shared_->hooks.head(*request_, Deferred());
+    } catch (const std::exception& error) {
+      decision = HeadDecision::Answer(
+          InternalErrorResponse(std::string("the head handler threw: ") + error.what()));
+    }
+    OnHeadDecision(std::move(decision));
+  }
+
+  // The HeadDone of this request: its decision goes back to the session's strand. Reads nothing
+  // meanwhile; the read timeout keeps a decision that never comes from holding the connection.
+  HeadDone Deferred() {
+    return [self = this->shared_from_this()](HeadDecision decision) {
+      AGENTPAY_CHECK(decision.kind != HeadDecision::Kind::kLater);
+      net::post(self->stream_.get_executor(), [self, decision = std::move(decision)]() mutable {
+        self->OnHeadDecision(std::move(decision));
+      });
+    };
+  }
+
+  void OnHeadDecision(HeadDecision decision) {
+    switch (decision.kind) {
+      case HeadDecision::Kind::kReadBody:
+        return ReadBodyWithin();
+      case HeadDecision::Kind::kAnswer:
+        return SendAndLinger(std::move(decision.answer));
+      case HeadDecision::Kind::kLater:
+        // Nothing is read until the decision arrives, within the time a body has.
+        Lowest().expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
+        return;
+    }
+  }
+
+  // The body, within the limits: its own size, then the listener's bytes in flight.
+  void ReadBodyWithin() {
+    if (parser_->is_done()) return OnRead({});
     // No body octet has been parsed yet (the header read stops at the header), so the limit may be
     // set now; an announced length over it is refused before anything of the body is read.
-    if (auto length = parser_->content_length();
-        length && *length > shared_->limits.max_body_bytes) {
+    const auto length = parser_->content_length();
+    if (length && *length > shared_->limits.max_body_bytes) {
       ReadFailed(http::error::body_limit);
       return;
     }
+    // A chunked body is counted at the most it may be until it is whole.
+    const uint64_t reserve = length ? *length : shared_->limits.max_body_bytes;
+    if (!shared_->ReserveBody(client_key_, reserve)) {
+      ++shared_->rejected;
+      ++shared_->rejected_body_budget;
+      HttpResponse busy = ProblemResponse(503, ProblemCode::kLimitExceeded,
+                                          "too many request bodies are being received; retry");
+      busy.SetHeader("Retry-After", "1");
+      return SendAndLinger(std::move(busy));
+    }
+    body_lease_ = std::make_shared<BodyLease>(shared_, client_key_, reserve);
     parser_->body_limit(shared_->limits.max_body_bytes);
     auto expect = parser_->get()[http::field::expect];
-    if (!parser_->is_done() && expect.size() == 12 &&
+    if (expect.size() == 12 &&
         HeaderNameEquals(std::string_view(expect.data(), expect.size()), "100-continue")) {
       auto go_ahead = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
                                                                          11);
@@ -423,13 +603,19 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void OnRead(beast::error_code ec) {
+    auto lease = std::move(body_lease_);  // released here unless the request takes it
     if (ReadFailed(ec)) return;
     if (shared_->stopped) return Close();  // a request read while stopping is not handled
     auto message = parser_->release();
     bool keep_alive = message.keep_alive();
-    auto request = std::make_shared<HttpRequest>();
-    FillHead(message, *request);
+    std::shared_ptr<HttpRequest> request = std::move(request_);
     request->body = std::move(message.body());
+    if (lease) {
+      lease->ShrinkTo(request->body.size());
+      request->body_lease = std::move(lease);
+    }
+    // A big body grew the read buffer; an idle connection does not keep that memory.
+    if (buffer_.size() == 0 && buffer_.capacity() > 2 * kHeadReadBytes) buffer_.shrink_to_fit();
     ++shared_->requests;
     ++requests_read_;
     Lowest().expires_never();
@@ -482,44 +668,68 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                        if (ec) return self->Close();
                        beast::error_code ignored;
                        self->Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
-                       self->Lowest().expires_after(std::chrono::milliseconds(kLingerMs));
-                       self->Discard(0);
+                       const auto linger = std::chrono::milliseconds(kLingerMs);
+                       self->Lowest().expires_after(linger);
+                       self->Discard(std::chrono::steady_clock::now() + linger, 0);
                      });
   }
 
-  void Discard(size_t discarded) {
-    stream_.async_read_some(net::buffer(sink_), [self = this->shared_from_this(), discarded](
-                                                    beast::error_code ec, size_t size) {
-      if (ec || discarded + size > self->shared_->limits.max_body_bytes) {
+  // Reads and drops what the client still sends, until `until` or max_body_bytes. The deadline is
+  // checked here too: Beast's timer fires only while a read waits, and a client that keeps
+  // sending would keep every read from waiting.
+  void Discard(std::chrono::steady_clock::time_point until, size_t discarded) {
+    if (!discard_) discard_ = std::make_unique<std::array<char, kDiscardReadBytes>>();
+    stream_.async_read_some(net::buffer(*discard_), [self = this->shared_from_this(), until,
+                                                     discarded](beast::error_code ec, size_t size) {
+      if (ec || discarded + size > self->shared_->limits.max_body_bytes ||
+          std::chrono::steady_clock::now() >= until) {
         return self->Close();
       }
-      self->Discard(discarded + size);
+      self->Discard(until, discarded + size);
     });
   }
 
-  // Holds the connection without answering until the peer closes it or the hang limit passes.
+  // Holds the connection without answering until the peer closes it or the hang limit passes
+  // (checked on every read as well, for the reason Discard gives).
   void Hang() {
-    Lowest().expires_after(std::chrono::milliseconds(shared_->limits.hang_timeout_ms));
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(shared_->limits.hang_timeout_ms);
+    Lowest().expires_at(until);
+    HangUntil(until);
+  }
+  void HangUntil(std::chrono::steady_clock::time_point until) {
     stream_.async_read_some(net::buffer(sink_),
-                            [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                              if (ec) return self->Close();
-                              self->Hang();
+                            [self = this->shared_from_this(), until](beast::error_code ec, size_t) {
+                              if (ec || std::chrono::steady_clock::now() >= until) {
+                                return self->Close();
+                              }
+                              self->HangUntil(until);
                             });
   }
 
   std::shared_ptr<Shared> shared_;  // first: destroyed after stream_, whose io_context it holds
   std::shared_ptr<TlsIdentity::Impl> tls_;  // the context stream_ was made with (TLS only)
   Stream stream_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{ReadBufferLimit(shared_->limits)};
   std::optional<RequestParser> parser_;
   size_t head_bytes_ = 0;  // of the request head being read, taken by the parser so far
+  std::shared_ptr<HttpRequest> request_;   // the head being answered or whose body is read
+  std::shared_ptr<BodyLease> body_lease_;  // while a body is read
   const std::chrono::steady_clock::time_point accepted_ = std::chrono::steady_clock::now();
+  const int64_t accepted_ns_ = NowNs();
+  // Since when the connection waits for a request head (-1: it does not; a request is read or
+  // handled), and whether a head of it passed ServerHooks::trusted: what eviction looks at.
+  std::atomic<int64_t> awaiting_head_since_ns_{accepted_ns_};
+  std::atomic<bool> trusted_{false};
   uint64_t requests_read_ = 0;
   static constexpr size_t kFirstReadBytes = 1024;
   std::string remote_;
   std::string client_key_;
   bool counted_ = false;  // counted in shared_->clients
   char sink_[512];
+  // What Discard reads into, made when a connection starts lingering (most never do).
+  static constexpr size_t kDiscardReadBytes = 4096;
+  std::unique_ptr<std::array<char, kDiscardReadBytes>> discard_;
 };
 
 class BeastServer final : public HttpServer {
@@ -556,10 +766,18 @@ class BeastServer final : public HttpServer {
   uint16_t port() const override { return port_; }
 
   ServerStats Stats() const override {
-    return ServerStats{shared_->requests.load(),    shared_->rejected.load(),
-                       shared_->connections.load(), shared_->pool ? shared_->pool->Queued() : 0,
-                       shared_->accepted.load(),    shared_->tls_handshakes.load(),
-                       shared_->tls_resumed.load()};
+    ServerStats stats;
+    stats.requests = shared_->requests.load();
+    stats.rejected_overload = shared_->rejected.load();
+    stats.open_connections = shared_->connections.load();
+    stats.queued_requests = shared_->pool ? shared_->pool->Queued() : 0;
+    stats.accepted_connections = shared_->accepted.load();
+    stats.tls_handshakes = shared_->tls_handshakes.load();
+    stats.tls_resumed = shared_->tls_resumed.load();
+    stats.body_bytes_in_flight = shared_->BodyBytesInFlight();
+    stats.rejected_body_budget = shared_->rejected_body_budget.load();
+    stats.evicted_idle = shared_->evicted_idle.load();
+    return stats;
   }
 
   void Stop() override {
@@ -587,8 +805,10 @@ class BeastServer final : public HttpServer {
       if (!ec) {
         ++shared_->accepted;
         bool over = shared_->connections.load() >= shared_->limits.max_connections;
-        if (shared_->tls) {
-          std::make_shared<Session<TlsStream>>(std::move(socket), shared_, shared_->tls->Current())
+        if (over && shared_->limits.evict_idle_when_full && shared_->EvictOneIdle()) over = false;
+        if (shared_->hooks.tls) {
+          std::make_shared<Session<TlsStream>>(std::move(socket), shared_,
+                                               shared_->hooks.tls->Current())
               ->Start(over);
         } else {
           std::make_shared<Session<beast::tcp_stream>>(std::move(socket), shared_)->Start(over);
@@ -629,11 +849,9 @@ class BeastServer final : public HttpServer {
 Result<std::unique_ptr<HttpServer>> HttpServer::StartAsync(const std::string& host, uint16_t port,
                                                            const ServerLimits& limits,
                                                            AsyncHandler handler,
-                                                           HeadHandler head_handler,
-                                                           std::shared_ptr<const TlsIdentity> tls) {
+                                                           ServerHooks hooks) {
   auto shared = std::make_shared<Shared>(limits, std::move(handler));
-  shared->head_handler = std::move(head_handler);
-  shared->tls = std::move(tls);
+  shared->hooks = std::move(hooks);
   auto server = std::make_unique<BeastServer>(std::move(shared));
   Status status = server->Listen(host, port);
   if (!status.ok()) return status;
@@ -671,9 +889,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, u
 
 RequestRead ReadRequestBytes(std::string_view wire, const ServerLimits& limits,
                              size_t chunk_bytes) {
-  // The session's steps, synchronously: header (limits checked), then body.
+  // The session's steps, synchronously: header (limits checked), framing, then body.
   WireStream stream(wire, chunk_bytes);
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer(ReadBufferLimit(limits));
   RequestParser parser;
   parser.body_limit(limits.max_body_bytes);  // the header limit: FeedHead
   RequestRead read;
@@ -689,14 +907,23 @@ RequestRead ReadRequestBytes(std::string_view wire, const ServerLimits& limits,
     }
     buffer.commit(size);
   }
-  if (!ec) http::read(stream, buffer, parser, ec);
+  if (!ec) {
+    if (auto refused = FramingRefusal(parser.get())) {
+      read.answer = std::move(refused);
+      return read;
+    }
+  }
+  std::shared_ptr<HttpRequest> request;
+  if (!ec) request = HeadOf(parser.get(), "");
+  if (!ec && !parser.is_done()) http::read(stream, buffer, parser, ec);
   if (ec) {
     read.answer = ReadErrorAnswer(ec, limits);
     return read;
   }
   auto message = parser.release();
   read.keep_alive = message.keep_alive();
-  read.request = ToHttpRequest(message, "");
+  request->body = std::move(message.body());
+  read.request = std::move(request);
   return read;
 }
 

@@ -19,6 +19,12 @@
 namespace agentpay {
 namespace {
 
+ServerHooks TlsHooks(std::shared_ptr<const TlsIdentity> identity) {
+  ServerHooks hooks;
+  hooks.tls = std::move(identity);
+  return hooks;
+}
+
 namespace fs = std::filesystem;
 
 class TlsTest : public ::testing::Test {
@@ -51,7 +57,7 @@ class TlsTest : public ::testing::Test {
           response.body = "paid content for " + request->target;
           respond(std::move(response));
         },
-        nullptr, identity_);
+        TlsHooks(identity_));
     ASSERT_TRUE(server.ok()) << server.status().message();
     server_ = std::move(*server);
   }

@@ -80,6 +80,82 @@ TEST(ReadRequestBytes, LimitsAndMalformedRequestsGetTheSessionsAnswers) {
   EXPECT_FALSE(cut.answer);
 }
 
+// Issue 36 item 3: a transfer coding this server cannot frame is refused (RFC 9112 §6.3: 400,
+// then close), never read as a bodyless request whose body becomes the next request.
+TEST(ReadRequestBytes, TransferCodingsOtherThanOneChunkedAreRefused) {
+  const std::string smuggled = "GET /cheap/smuggled HTTP/1.1\r\nHost: a\r\n\r\n";
+  for (const std::string coding : {"gzip", "xchunked", "chunked, gzip", "gzip, chunked", "identity",
+                                   "chunked;q=1", "", "chunked\r\nTransfer-Encoding: chunked"}) {
+    const std::string wire =
+        "POST /cheap HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: " + coding + "\r\n\r\n" + smuggled;
+    for (size_t chunk : {0u, 5u}) {
+      RequestRead read = ReadRequestBytes(wire, ServerLimits{}, chunk);
+      EXPECT_FALSE(read.request) << coding;
+      ASSERT_TRUE(read.answer) << coding;
+      EXPECT_EQ(read.answer->status, 400) << coding;
+      EXPECT_FALSE(read.keep_alive) << coding;
+    }
+  }
+  // HTTP/1.0 has no transfer codings at all.
+  auto old = ReadRequestBytes("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                              ServerLimits{}, 0);
+  ASSERT_TRUE(old.answer);
+  EXPECT_EQ(old.answer->status, 400);
+  // The one coding that frames a request, in any letter case, still reads.
+  auto chunked =
+      ReadRequestBytes("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+                       ServerLimits{}, 0);
+  ASSERT_TRUE(chunked.request);
+  EXPECT_EQ(chunked.request->body, "ok");
+}
+
+// Issue 36 item 3: fields in a chunked body's trailer are dropped, never merged into the headers
+// (an Idempotency-Key or any other field set where no proxy in front looks).
+TEST(ReadRequestBytes, TrailerFieldsNeverBecomeHeaders) {
+  const std::string wire =
+      "POST /paid HTTP/1.1\r\nHost: a\r\nIdempotency-Key: from-the-head\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n"
+      "Idempotency-Key: from-the-trailer\r\nX-Trailer-Injected: 1\r\n\r\n";
+  for (size_t chunk : {0u, 1u, 7u}) {
+    RequestRead read = ReadRequestBytes(wire, ServerLimits{}, chunk);
+    ASSERT_TRUE(read.request) << chunk;
+    EXPECT_EQ(read.request->body, "ok");
+    EXPECT_FALSE(read.request->Header("X-Trailer-Injected")) << chunk;
+    size_t keys = 0;
+    for (const auto& header : read.request->headers) {
+      if (HeaderNameEquals(header.name, "Idempotency-Key")) {
+        ++keys;
+        EXPECT_EQ(header.value, "from-the-head");
+      }
+    }
+    EXPECT_EQ(keys, 1u) << chunk;
+  }
+  // Without the header, a trailer does not supply it either.
+  auto alone = ReadRequestBytes(
+      "POST /paid HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
+      "Idempotency-Key: from-the-trailer\r\n\r\n",
+      ServerLimits{}, 0);
+  ASSERT_TRUE(alone.request);
+  EXPECT_FALSE(alone.request->Header("Idempotency-Key"));
+}
+
+// A chunk-size line or a trailer section longer than the read buffer is refused, not buffered
+// without end.
+TEST(ReadRequestBytes, EndlessChunkLinesAndTrailersAreRefused) {
+  const std::string endless_trailer =
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + std::string(200 * 1024, 'x');
+  auto trailer = ReadRequestBytes(endless_trailer, ServerLimits{}, 4096);
+  EXPECT_FALSE(trailer.request);
+  ASSERT_TRUE(trailer.answer);
+  EXPECT_EQ(trailer.answer->status, 400);
+  const std::string endless_extension =
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;" + std::string(200 * 1024, 'x');
+  auto extension = ReadRequestBytes(endless_extension, ServerLimits{}, 4096);
+  EXPECT_FALSE(extension.request);
+  ASSERT_TRUE(extension.answer);
+  EXPECT_EQ(extension.answer->status, 400);
+}
+
 TEST(ReadResponseBytes, InterimAnswersAreSkippedForTheFinalOne) {
   auto answer = ReadResponseBytes(
       "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
