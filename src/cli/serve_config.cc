@@ -43,6 +43,10 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"admin-listen", &o.admin_listen,
        "HOST:PORT of the admin listener: the admin API, devnet controls, /metrics and /console/ "
        "(never on --listen); off: no admin listener"},
+      {"admin-origin", &o.admin_origin,
+       "an origin the admin listener is also reached at, http(s)://HOST[:PORT] (a DNS name, a "
+       "proxy in front); repeatable. Its host is accepted in Host, and browser writes from it are "
+       "allowed; the listener's own address (and, on loopback, localhost) always is"},
       {"db", &o.db,
        "store URL: sqlite:PATH (the default directory is created, 0700; a directory you name "
        "must exist), or postgresql://USER:PASSWORD@HOST:PORT/DATABASE for several gateways on "
@@ -303,6 +307,19 @@ Status ResolveRpcChain(const ServeOptions& options, ChainConfig& chain) {
 }
 
 }  // namespace
+
+Result<std::vector<WebOrigin>> AdminOriginsOf(const ServeOptions& options) {
+  if (options.admin_origin.size() > kMaxAdminOrigins) {
+    return Invalid("--admin-origin: at most " + std::to_string(kMaxAdminOrigins) + " origins");
+  }
+  std::vector<WebOrigin> origins;
+  for (const std::string& text : options.admin_origin) {
+    auto origin = ParseWebOrigin(text);
+    if (!origin.ok()) return Invalid("--admin-origin: " + origin.status().message());
+    origins.push_back(*origin);
+  }
+  return origins;
+}
 
 std::optional<RpcChainOptions> RpcChainOf(const ServeOptions& options) {
   if (options.chain_rpc.empty()) return std::nullopt;
@@ -632,6 +649,10 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   }
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     return Invalid("--tls-cert and --tls-key go together: give both to serve HTTPS, or neither");
+  }
+  if (auto origins = AdminOriginsOf(options); !origins.ok()) return origins.status();
+  if (!options.admin_origin.empty() && options.admin_listen == "off") {
+    return Invalid("--admin-origin applies to the admin listener, and --admin-listen is off");
   }
   config.hold_ttl_ms = options.hold_ttl_ms;
   config.retention_ms = options.retention_ms;
