@@ -613,6 +613,19 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     return Fail("--listen " + options.listen + ": " + server.status().message(), &log);
   }
   const bool tls = identity != nullptr;
+  if (options.public_url.empty()) {
+    // The URL as bound: with --listen HOST:0 the port is known only now.
+    gateway.SetPublicUrl(ListenerUrl(listen->first, (*server)->port(), tls));
+    if (IsWildcardAddress(listen->first)) {
+      log.Warn("public_url_unset",
+               "--listen " + options.listen +
+                   " binds every address of this machine and names none a client can use: the "
+                   "402 challenge names its resources under " +
+                   ListenerUrl(listen->first, (*server)->port(), tls) +
+                   "; give --public-url with the URL clients reach the gateway at",
+               {{"listen", options.listen}});
+    }
+  }
   std::unique_ptr<HttpServer> admin_server;
   if (admin_listen) {
     ServerLimits admin_limits;

@@ -20,6 +20,7 @@
 #include "cli/closest_name.h"
 #include "core/money.h"
 #include "http/request_target.h"
+#include "http/server.h"
 
 namespace agentpay {
 namespace {
@@ -40,6 +41,10 @@ struct Flag {
 std::vector<Flag> Flags(ServeOptions& o) {
   return {
       {"listen", &o.listen, "HOST:PORT to listen on"},
+      {"public-url", &o.public_url,
+       "the gateway's public base URL, http(s)://HOST[:PORT][/PATH]: a 402 names its resource as "
+       "this URL plus the request's path, never from the request's Host (default: --listen's "
+       "address, https with --tls-cert); set it behind a proxy or load balancer"},
       {"admin-listen", &o.admin_listen,
        "HOST:PORT of the admin listener: the admin API, devnet controls, /metrics and /console/ "
        "(never on --listen); off: no admin listener"},
@@ -270,6 +275,21 @@ Result<std::vector<RouteConfig>> RoutesFromToml(const toml::array& tables, int64
     routes.push_back(std::move(*route));
   }
   return routes;
+}
+
+// config.public_url: --public-url, else the URL of --listen (https with --tls-cert; a port of 0 is
+// replaced by `serve` once bound).
+Status ResolvePublicUrl(const ServeOptions& options, GatewayConfig& config) {
+  if (!options.public_url.empty()) {
+    auto url = ParsePublicUrl(options.public_url);
+    if (!url.ok()) return Invalid("--public-url: " + url.status().message());
+    config.public_url = *url;
+    return Status::Ok();
+  }
+  auto listen = ParseListenAddress(options.listen);
+  if (!listen.ok()) return Invalid("--listen " + options.listen + ": " + listen.status().message());
+  config.public_url = ListenerUrl(listen->first, listen->second, !options.tls_cert.empty());
+  return Status::Ok();
 }
 
 // --chain-rpc and the flags that must come with it.
@@ -650,6 +670,7 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     return Invalid("--tls-cert and --tls-key go together: give both to serve HTTPS, or neither");
   }
+  if (Status s = ResolvePublicUrl(options, config); !s.ok()) return s;
   if (auto origins = AdminOriginsOf(options); !origins.ok()) return origins.status();
   if (!options.admin_origin.empty() && options.admin_listen == "off") {
     return Invalid("--admin-origin applies to the admin listener, and --admin-listen is off");

@@ -15,6 +15,8 @@ namespace agentpay {
 struct ServeOptions {
   std::string config_file;
   std::string listen = "127.0.0.1:8402";
+  // The gateway's public base URL, which the 402 names resources under; "": --listen's own URL.
+  std::string public_url;
   // The admin API, devnet controls, /metrics and /console/; "off": not served at all.
   std::string admin_listen = "127.0.0.1:8404";
   // Origins the admin listener is reached at besides its own address (a DNS name, a proxy).
