@@ -1,7 +1,8 @@
 // The built-in devnet's controls over HTTP, for the demo and for trying "result unknown" by hand:
 // GET /admin/v1/devnet shows the chain; POST sets automine and the mine delay, mines a block, or
 // drops a pending transaction (as Anvil's anvil_setAutomine, evm_mine, anvil_dropTransaction).
-// Served by `agentpay serve` beside the gateway's admin API, with the same admin token.
+// Served on the admin listener beside the gateway's admin API (cli/admin_listener.h), with the
+// same admin token and behind the same browser checks.
 #pragma once
 
 #include <optional>

@@ -1,8 +1,6 @@
 // See serve.h.
 #include "cli/serve.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -15,19 +13,19 @@
 #include "chain/devnet.h"
 #include "chain/devnet_rpc.h"
 #include "chain/rpc_chain.h"
-#include "cli/devnet_admin.h"
+#include "cli/admin_listener.h"
 #include "cli/log.h"
 #include "cli/seller.h"
 #include "cli/signals.h"
 #include "cli/sim_http.h"
 #include "cli/system_world.h"
-#include "cli/web_files.h"
 #include "core/check.h"
 #include "gateway/admin_surface.h"
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
 #include "gateway/settlement_config.h"
-#include "http/request_target.h"
+#include "http/browser_guard.h"
+#include "http/origin.h"
 #include "http/server.h"
 #include "http/timers.h"
 #include "settlement/relayer_watch.h"
@@ -86,13 +84,8 @@ HttpResponse NoSuchEndpoint() {
 }
 
 // 127.0.0.0/8, ::1 and localhost: what --demo may listen on.
-bool IsLoopbackHost(std::string host) {
-  if (host == "localhost") return true;
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || IsLoopbackAddress(host);
 }
 constexpr int64_t kDemoPrice = 10000;         // 0.01 USDC
 constexpr int64_t kDemoFunding = 10'000'000;  // 10 USDC
@@ -642,6 +635,20 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   if (!server.ok()) {
     return Fail("--listen " + options.listen + ": " + server.status().message(), &log);
   }
+  const bool tls = identity != nullptr;
+  if (options.public_url.empty()) {
+    // The URL as bound: with --listen HOST:0 the port is known only now.
+    gateway.SetPublicUrl(ListenerUrl(listen->first, (*server)->port(), tls));
+    if (IsWildcardAddress(listen->first)) {
+      log.Warn("public_url_unset",
+               "--listen " + options.listen +
+                   " binds every address of this machine and names none a client can use: the "
+                   "402 challenge names its resources under " +
+                   ListenerUrl(listen->first, (*server)->port(), tls) +
+                   "; give --public-url with the URL clients reach the gateway at",
+               {{"listen", options.listen}});
+    }
+  }
   std::unique_ptr<HttpServer> admin_server;
   if (admin_listen) {
     ServerLimits admin_limits;
@@ -653,29 +660,13 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     admin_limits.evict_idle_when_full = true;
     admin_limits.header_timeout_ms =
         std::min<int64_t>(options.header_timeout_ms, kAdminHeaderTimeoutMs);
+    auto origins = AdminOriginsOf(options);
+    if (!origins.ok()) return Fail(origins.status().message(), &log);
+    auto guard = std::make_shared<BrowserGuard>(admin_listen->first, tls, *origins);
+    guard->SetPort(admin_listen->second);  // 0 (the system picks) is set below, once bound
     auto started = HttpServer::StartAsync(
         admin_listen->first, admin_listen->second, admin_limits,
-        [&gateway, devnet = settlement->devnet, token = config->admin_token](
-            std::shared_ptr<const HttpRequest> request, Respond respond) {
-          if (devnet != nullptr) {
-            if (auto answer = HandleDevnetAdmin(*request, *devnet, token)) {
-              return respond(std::move(*answer));
-            }
-          }
-          // Only targets already in normal form: the gateway routes the normalised path, so a
-          // spelling such as /admin/../paid must not pass this check as /admin and then be paid.
-          auto normal = NormalizeTarget(request->target);
-          if (!normal.ok() || *normal != request->target || !IsAdminListenerPath(request->Path())) {
-            return respond(NoSuchEndpoint());
-          }
-          // The console's pages: static, no data (the data is the admin API's, under the token).
-          if (auto page = ServeWebPages(WebPages::kConsole, request->Path(), request->method)) {
-            return respond(std::move(*page));
-          }
-          // The inspector and its model too: there it opens the traces the console links to.
-          if (auto sim = HandleSimRequest(*request)) return respond(std::move(*sim));
-          gateway.HandleAsync(std::move(request), std::move(respond));
-        },
+        AdminListenerHandler(gateway, settlement->devnet, config->admin_token, guard),
         AdminHooks(config->admin_token, identity));
     if (!started.ok()) {
       return Fail("--admin-listen " + options.admin_listen + ": " + started.status().message() +
@@ -683,6 +674,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
                   &log);
     }
     admin_server = std::move(*started);
+    guard->SetPort(admin_server->port());
   }
   gateway.AttachServer(server->get());
   constexpr int kSweepBatch = 500;
@@ -708,10 +700,9 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     }
   });
 
-  const std::string scheme = identity ? "https://" : "http://";
-  const std::string base = scheme + listen->first + ":" + std::to_string((*server)->port());
+  const std::string base = ListenerUrl(listen->first, (*server)->port(), tls);
   const std::string admin_base =
-      admin_server ? scheme + admin_listen->first + ":" + std::to_string(admin_server->port()) : "";
+      admin_server ? ListenerUrl(admin_listen->first, admin_server->port(), tls) : "";
   AnnounceStart(log, base, admin_base, options, *config, *settlement);
   AnnounceDemo(log, base, admin_base, options, *config, demo_account, demo_buyer);
   std::fflush(stdout);

@@ -20,6 +20,7 @@
 #include "cli/closest_name.h"
 #include "core/money.h"
 #include "http/request_target.h"
+#include "http/server.h"
 
 namespace agentpay {
 namespace {
@@ -41,9 +42,17 @@ struct Flag {
 std::vector<Flag> Flags(ServeOptions& o) {
   return {
       {"listen", &o.listen, "HOST:PORT to listen on"},
+      {"public-url", &o.public_url,
+       "the gateway's public base URL, http(s)://HOST[:PORT][/PATH]: a 402 names its resource as "
+       "this URL plus the request's path, never from the request's Host (default: --listen's "
+       "address, https with --tls-cert); set it behind a proxy or load balancer"},
       {"admin-listen", &o.admin_listen,
        "HOST:PORT of the admin listener: the admin API, devnet controls, /metrics and /console/ "
        "(never on --listen); off: no admin listener"},
+      {"admin-origin", &o.admin_origin,
+       "an origin the admin listener is also reached at, http(s)://HOST[:PORT] (a DNS name, a "
+       "proxy in front); repeatable. Its host is accepted in Host, and browser writes from it are "
+       "allowed; the listener's own address (and, on loopback, localhost) always is"},
       {"db", &o.db,
        "store URL: sqlite:PATH (the default directory is created, 0700; a directory you name "
        "must exist), or postgresql://USER:PASSWORD@HOST:PORT/DATABASE for several gateways on "
@@ -273,6 +282,21 @@ Result<std::vector<RouteConfig>> RoutesFromToml(const toml::array& tables, int64
   return routes;
 }
 
+// config.public_url: --public-url, else the URL of --listen (https with --tls-cert; a port of 0 is
+// replaced by `serve` once bound).
+Status ResolvePublicUrl(const ServeOptions& options, GatewayConfig& config) {
+  if (!options.public_url.empty()) {
+    auto url = ParsePublicUrl(options.public_url);
+    if (!url.ok()) return Invalid("--public-url: " + url.status().message());
+    config.public_url = *url;
+    return Status::Ok();
+  }
+  auto listen = ParseListenAddress(options.listen);
+  if (!listen.ok()) return Invalid("--listen " + options.listen + ": " + listen.status().message());
+  config.public_url = ListenerUrl(listen->first, listen->second, !options.tls_cert.empty());
+  return Status::Ok();
+}
+
 // --chain-rpc and the flags that must come with it.
 Status ResolveRpcChain(const ServeOptions& options, ChainConfig& chain) {
   constexpr size_t kMaxRpcEndpoints = 8;
@@ -308,6 +332,19 @@ Status ResolveRpcChain(const ServeOptions& options, ChainConfig& chain) {
 }
 
 }  // namespace
+
+Result<std::vector<WebOrigin>> AdminOriginsOf(const ServeOptions& options) {
+  if (options.admin_origin.size() > kMaxAdminOrigins) {
+    return Invalid("--admin-origin: at most " + std::to_string(kMaxAdminOrigins) + " origins");
+  }
+  std::vector<WebOrigin> origins;
+  for (const std::string& text : options.admin_origin) {
+    auto origin = ParseWebOrigin(text);
+    if (!origin.ok()) return Invalid("--admin-origin: " + origin.status().message());
+    origins.push_back(*origin);
+  }
+  return origins;
+}
 
 std::optional<RpcChainOptions> RpcChainOf(const ServeOptions& options) {
   if (options.chain_rpc.empty()) return std::nullopt;
@@ -639,6 +676,11 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   }
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     return Invalid("--tls-cert and --tls-key go together: give both to serve HTTPS, or neither");
+  }
+  if (Status s = ResolvePublicUrl(options, config); !s.ok()) return s;
+  if (auto origins = AdminOriginsOf(options); !origins.ok()) return origins.status();
+  if (!options.admin_origin.empty() && options.admin_listen == "off") {
+    return Invalid("--admin-origin applies to the admin listener, and --admin-listen is off");
   }
   config.hold_ttl_ms = options.hold_ttl_ms;
   config.retention_ms = options.retention_ms;

@@ -8,14 +8,19 @@
 
 #include "core/result.h"
 #include "gateway/config.h"
+#include "http/origin.h"
 
 namespace agentpay {
 
 struct ServeOptions {
   std::string config_file;
   std::string listen = "127.0.0.1:8402";
+  // The gateway's public base URL, which the 402 names resources under; "": --listen's own URL.
+  std::string public_url;
   // The admin API, devnet controls, /metrics and /console/; "off": not served at all.
   std::string admin_listen = "127.0.0.1:8404";
+  // Origins the admin listener is reached at besides its own address (a DNS name, a proxy).
+  std::vector<std::string> admin_origin;
   std::string db = "sqlite:./agentpay-data/agentpay.db";
   std::string upstream;
   std::string price;
@@ -75,6 +80,10 @@ Result<GatewayConfig> ResolveServeConfig(const CLI::App& command, ServeOptions& 
 // fuzz/serve_config_fuzzer.cc.
 Result<GatewayConfig> ResolveServeConfigText(const CLI::App& command, ServeOptions& options,
                                              std::string_view toml_text);
+
+// The --admin-origin values, parsed (at most kMaxAdminOrigins); the message names a bad one.
+inline constexpr size_t kMaxAdminOrigins = 16;
+Result<std::vector<WebOrigin>> AdminOriginsOf(const ServeOptions& options);
 
 // The node the gateway settles on, when --chain-rpc is given; nullopt for the built-in devnet.
 struct RpcChainOptions {

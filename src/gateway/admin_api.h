@@ -1,6 +1,8 @@
 // The admin API (docs/protocol.md §9): accounts, deposits idempotent by reference, the operation
-// listing, alerts and their resolution, API key rotation and revocation. Every call needs `Authorization: Bearer <admin token>`;
-// without a configured token the whole API answers 403 admin_disabled.
+// listing, alerts and their resolution, API key rotation and revocation. Every call needs
+// `Authorization: Bearer <admin token>`; without a configured token the whole API answers 403
+// admin_disabled. Browsers' cross-origin calls are refused before they get here, by the admin
+// listener's guard (http/browser_guard.h), which every request on that listener passes.
 #pragma once
 
 #include <mutex>

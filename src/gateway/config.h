@@ -54,6 +54,10 @@ struct RateLimitConfig {
 struct GatewayConfig {
   std::vector<RouteConfig> routes;
   ChainConfig chain;
+  // The base URL the 402 challenge names resources under (--public-url, normalised by
+  // http/origin.h ParsePublicUrl: no trailing '/'); `serve` derives it from --listen and TLS when
+  // it is not given. Never taken from a request.
+  std::string public_url = "http://127.0.0.1:8402";
   std::string admin_token;  // empty: the admin API answers 403
   int64_t hold_ttl_ms = 600000;
   int64_t retention_ms = 86400000;

@@ -32,7 +32,7 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
       clock_(clock),
       random_(random),
       settler_(settler),
-      x402_offers_(config_.chain, config_.routes),
+      x402_offers_(config_.chain, config_.routes, config_.public_url),
       instance_id_("gw_" + RandomHex(random, 8)),
       own_pool_(executors.blocking != nullptr
                     ? nullptr

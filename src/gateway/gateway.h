@@ -90,6 +90,9 @@ class Gateway {
 
   // Lets /metrics include the listener's counters (optional).
   void AttachServer(const HttpServer* server) { server_ = server; }
+  // The base URL of the 402's resources, replacing config.public_url: `serve` sets it once the
+  // public listener is bound when it is derived from a --listen of port 0. Thread-safe.
+  void SetPublicUrl(std::string public_url) { x402_offers_.SetPublicUrl(std::move(public_url)); }
   // The relayer's readings for the admin overview; `watch` outlives the gateway's serving.
   void AttachRelayerWatch(const RelayerWatch* watch) { admin_.AttachRelayerWatch(watch); }
 
@@ -110,7 +113,7 @@ class Gateway {
   Random& random_;
   Settler* settler_;
   // Per route, what the 402 challenge advertises and what x402 payments are verified against.
-  const X402Offers x402_offers_;
+  X402Offers x402_offers_;  // its public URL may be set once the listener is bound
   const std::string instance_id_;
   bool registered_ = false;
   Metrics metrics_;

@@ -20,7 +20,9 @@ chain::Address AddressOf(const std::string& text) {
 
 }  // namespace
 
-X402Offers::X402Offers(const ChainConfig& chain, const std::vector<RouteConfig>& routes) {
+X402Offers::X402Offers(const ChainConfig& chain, const std::vector<RouteConfig>& routes,
+                       std::string public_url) {
+  SetPublicUrl(std::move(public_url));
   AGENTPAY_CHECK(chain.chain_id > 0);
   x402::Requirements common;
   common.chain_id = static_cast<uint64_t>(chain.chain_id);
@@ -55,6 +57,16 @@ const std::string& X402Offers::Network(x402::Version version) const {
   return version == x402::Version::kV2 ? v2_network_ : v1_network_;
 }
 
+std::string X402Offers::ResourceUrl(std::string_view target) const {
+  AGENTPAY_CHECK(target.starts_with('/'));  // origin-form, as normalised for routing
+  return *public_url_.load() + std::string(target);
+}
+
+void X402Offers::SetPublicUrl(std::string public_url) {
+  AGENTPAY_CHECK(!public_url.empty() && !public_url.ends_with('/'));
+  public_url_.store(std::make_shared<const std::string>(std::move(public_url)));
+}
+
 HttpResponse X402Challenge(const x402::Requirements& requirements, std::string resource_url,
                            std::string_view code, std::string_view detail) {
   std::vector<x402::Requirements> offered = {requirements};
@@ -85,9 +97,7 @@ HttpResponse X402Challenge(const x402::Requirements& requirements, std::string r
 HttpResponse RouteChallenge(const X402Offers& offers, const HttpRequest& request,
                             const RouteConfig& route, std::string_view code,
                             std::string_view detail) {
-  std::string resource =
-      "http://" + std::string(request.Header("Host").value_or("localhost")) + request.target;
-  return X402Challenge(offers.For(route), std::move(resource), code, detail);
+  return X402Challenge(offers.For(route), offers.ResourceUrl(request.target), code, detail);
 }
 
 }  // namespace agentpay

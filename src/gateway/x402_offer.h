@@ -3,6 +3,8 @@
 // requirements, so what is advertised and what is accepted cannot drift apart.
 #pragma once
 
+#include <atomic>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -17,8 +19,10 @@ namespace agentpay {
 class X402Offers {
  public:
   // Preconditions: config.chain.asset and config.chain.pay_to are 0x addresses; route prefixes
-  // are unique (the config guarantees it), so requirements are found by prefix.
-  X402Offers(const ChainConfig& chain, const std::vector<RouteConfig>& routes);
+  // are unique (the config guarantees it), so requirements are found by prefix; `public_url` is a
+  // base URL (GatewayConfig::public_url).
+  X402Offers(const ChainConfig& chain, const std::vector<RouteConfig>& routes,
+             std::string public_url);
 
   // The requirements of one of the routes given at construction (resource_url empty: only it
   // depends on the request), with their EIP-712 domain separator already computed.
@@ -26,9 +30,17 @@ class X402Offers {
   // The network of a settle response (PAYMENT-RESPONSE / X-PAYMENT-RESPONSE) of `version`.
   const std::string& Network(x402::Version version) const;
 
+  // The absolute URL of `target` (a normalised origin-form target): the public URL, then the
+  // target. Never the request's Host: a client names the gateway as it likes, and the challenge it
+  // is shown (and echoes when it pays) must not say what the client chose (docs/threat-model.md).
+  std::string ResourceUrl(std::string_view target) const;
+  // Replaces the public URL: for a listener whose port is known only once bound. Thread-safe.
+  void SetPublicUrl(std::string public_url);
+
  private:
   std::unordered_map<std::string, x402::Requirements> by_prefix_;
   std::string v2_network_, v1_network_;
+  std::atomic<std::shared_ptr<const std::string>> public_url_;
 };
 
 // The 402 challenge for `requirements` at `resource_url`: the PAYMENT-REQUIRED header and the v1
@@ -38,7 +50,8 @@ class X402Offers {
 HttpResponse X402Challenge(const x402::Requirements& requirements, std::string resource_url,
                            std::string_view code, std::string_view detail);
 
-// The 402 challenge of `route` for `request` (whose Host and target name the resource).
+// The 402 challenge of `route` for `request`, whose normalised target names the resource under the
+// public URL (X402Offers::ResourceUrl).
 HttpResponse RouteChallenge(const X402Offers& offers, const HttpRequest& request,
                             const RouteConfig& route, std::string_view code = "payment_required",
                             std::string_view detail = "");

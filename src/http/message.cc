@@ -71,6 +71,7 @@ std::string_view StatusTitle(int status) {
     case 409: return "Conflict";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
+    case 421: return "Misdirected Request";
     case 422: return "Unprocessable Content";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";

@@ -42,7 +42,8 @@ enum class ProblemCode : uint8_t {
   kNoAlerts,
   kChainFeesTooHigh,
   kTooManyApiKeys,
-  kCrossOriginRefused,  // the last (tests/http/message_test.cc walks them up to it)
+  kCrossOriginRefused,
+  kHostNotAllowed,  // the last (tests/http/message_test.cc walks them up to it)
 };
 
 // The wire string. The one table of them: -Wswitch (-Wall -Werror) refuses an enumerator without
@@ -82,6 +83,7 @@ constexpr std::string_view ProblemCodeName(ProblemCode code) {
     case ProblemCode::kChainFeesTooHigh: return "chain_fees_too_high";
     case ProblemCode::kTooManyApiKeys: return "too_many_api_keys";
     case ProblemCode::kCrossOriginRefused: return "cross_origin_refused";
+    case ProblemCode::kHostNotAllowed: return "host_not_allowed";
   }
   // clang-format on
   AGENTPAY_CHECK(false && "ProblemCode out of range");

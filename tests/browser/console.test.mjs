@@ -96,12 +96,30 @@ async function main() {
     check(`cross-origin POST refused (${headers.Origin || headers["Sec-Fetch-Site"]})`,
       r.status === 403 && JSON.parse(r.body).code === "cross_origin_refused", `${r.status} ${r.body}`);
   }
+  // DNS rebinding, as a page of evil.example whose name now points at the admin listener sends it:
+  // its Host and Origin agree with each other, and with nothing the listener was configured with.
+  const rebound = `evil.example:${adminPort}`;
+  const reboundPost = await request(adminPort, "POST", "/admin/v1/accounts",
+    {...adminHeaders, "Content-Type": "application/json", Host: rebound, Origin: `http://${rebound}`}, body);
+  check("a rebound DNS name's POST is refused (421 host_not_allowed)",
+    reboundPost.status === 421 && JSON.parse(reboundPost.body).code === "host_not_allowed",
+    `${reboundPost.status} ${reboundPost.body}`);
+  const reboundMetrics = await request(adminPort, "GET", "/metrics", {Host: rebound});
+  check("a rebound DNS name reads no /metrics", reboundMetrics.status === 421, reboundMetrics.status);
   check("the refused calls created nothing",
     (await adminJson("/admin/v1/accounts")).accounts.length === accountsBefore, "");
 
   let browser;
   try {
-    browser = await launchBrowser(executablePath, {width: 1280, height: 800});
+    // evil.example resolves to this machine, as its owner may make it do at any moment (DNS
+    // rebinding): Chromium then treats the admin listener as evil.example's own server. Chromium's
+    // own guard for local addresses (Private Network Access) is turned off, as other browsers
+    // have none: what is tested is that the gateway refuses such a page by itself.
+    browser = await launchBrowser(executablePath, {width: 1280, height: 800},
+      ["--host-resolver-rules=MAP evil.example 127.0.0.1",
+        "--disable-features=LocalNetworkAccessChecks,PrivateNetworkAccessForFetch," +
+        "PrivateNetworkAccessForNavigations,BlockInsecurePrivateNetworkRequests," +
+        "PrivateNetworkAccessSendPreflights,PrivateNetworkAccessRespectPreflightResults"]);
     const page = browser.page;
     const errors = [];
     page.on("pageerror", (e) => errors.push(e.message));
@@ -131,6 +149,35 @@ async function main() {
     await other.close();
     check("another origin cannot create an account, even holding the token",
       (await adminJson("/admin/v1/accounts")).accounts.length === accountsBefore, crossOutcome);
+    // A page of evil.example, its name resolved to the admin listener: its own server, to Chromium.
+    const evil = await browser.context.newPage();
+    const evilConsole = await evil.goto(`http://${rebound}/console/`);
+    check("a rebound DNS name gets no console page", evilConsole.status() === 421, evilConsole.status());
+    await evil.route(`http://${rebound}/attack`, (route) => route.fulfill({contentType: "text/html",
+      body: "<!doctype html><title>attack</title>"}));
+    await evil.goto(`http://${rebound}/attack`);
+    const evilOutcome = await evil.evaluate(async (t) => {
+      try {
+        const post = await fetch("/admin/v1/accounts", {method: "POST", headers: {Authorization: "Bearer " + t,
+          "Content-Type": "application/json"}, body: JSON.stringify({name: "rebound"})});
+        const metrics = await fetch("/metrics");
+        return {post: post.status, metrics: metrics.status, text: await metrics.text()};
+      } catch (e) { return {error: String(e)}; }
+    }, token);
+    await evil.close();
+    check("a rebound page, same-origin to Chromium, neither writes nor reads",
+      evilOutcome.post === 421 && evilOutcome.metrics === 421 && !evilOutcome.text.includes("agentpay_") &&
+      (await adminJson("/admin/v1/accounts")).accounts.length === accountsBefore, JSON.stringify(evilOutcome));
+    // The listener's own origin under its other loopback name: Chromium's write from there is taken.
+    const local = await browser.context.newPage();
+    await local.goto(`http://localhost:${adminPort}/console/`);
+    const localOutcome = await local.evaluate(async (t) => (await fetch("/admin/v1/accounts", {method: "POST",
+      headers: {Authorization: "Bearer " + t, "Content-Type": "application/json"},
+      body: JSON.stringify({name: "from-localhost"})})).status, token);
+    await local.close();
+    check("the console at http://localhost:PORT may write (one of the listener's own origins)",
+      localOutcome === 201 && (await adminJson("/admin/v1/accounts")).accounts.length === accountsBefore + 1,
+      localOutcome);
 
     // ---- sign in (keyboard only)
     await page.focus("#token");

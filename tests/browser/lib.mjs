@@ -48,13 +48,14 @@ export function freePort() {
   });
 }
 
-// Headless Chromium with a fresh profile; close() also removes the profile.
-export async function launchBrowser(executablePath, viewport) {
+// Headless Chromium with a fresh profile; close() also removes the profile. `extraArgs` are more
+// Chromium switches (e.g. --host-resolver-rules, to point a test's DNS name at a local listener).
+export async function launchBrowser(executablePath, viewport, extraArgs = []) {
   const profile = mkdtempSync(path.join(os.tmpdir(), "agentpay-chromium-"));
   try {
     const context = await chromium.launchPersistentContext(profile, {executablePath, headless: true, viewport,
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]});
+        "--disable-background-networking", "--disable-component-update", "--disable-sync", ...extraArgs]});
     const page = context.pages()[0] || await context.newPage();
     return {context, page, async close() {
       await context.close().catch(() => {});

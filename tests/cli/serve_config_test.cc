@@ -442,5 +442,80 @@ TEST_F(ServeConfigTest, RoutePrefixMustBeNormalised) {
   EXPECT_EQ(ok->routes.front().prefix, "/api/v1");
 }
 
+// Issue 36: the 402 names its resources under --public-url, else under --listen's own URL (https
+// with --tls-cert); a base URL that is not one is refused with the flag named.
+TEST_F(ServeConfigTest, PublicUrlIsCheckedOrDerivedFromTheListener) {
+  const std::vector<std::string> route = {"--upstream", "http://127.0.0.1:9", "--price", "1"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), route.begin(), route.end());
+    return Resolve(more);
+  };
+  auto derived = with({"--listen", "127.0.0.1:9402"});
+  ASSERT_TRUE(derived.ok()) << derived.status().ToString();
+  EXPECT_EQ(derived->public_url, "http://127.0.0.1:9402");
+  auto tls = with({"--listen", "[::1]:9402", "--tls-cert", "c.pem", "--tls-key", "k.pem"});
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  EXPECT_EQ(tls->public_url, "https://[::1]:9402");
+  auto given = with({"--public-url", "https://Pay.Example.com:443/base/", "--tls-cert", "c.pem",
+                     "--tls-key", "k.pem"});
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->public_url, "https://pay.example.com/base");
+  auto file = ResolveFile(
+      "public_url = \"http://pay.example.com:8080\"\nupstream = \"http://127.0.0.1:9\"\nprice = "
+      "1\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->public_url, "http://pay.example.com:8080");
+  for (const char* bad :
+       {"pay.example.com", "https://pay.example.com/?x=1", "https://u@pay.example",
+        "ftp://pay.example.com", "https://pay.example.com/a/../b", "https://"}) {
+    auto refused = with({"--public-url", bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), "invalid_config");
+    EXPECT_TRUE(refused.status().message().starts_with("--public-url: "))
+        << refused.status().message();
+  }
+}
+
+// The admin listener's other origins: each one checked whole, at most kMaxAdminOrigins, and only
+// where there is an admin listener (given with --admin-listen off, it would be silently ignored).
+TEST_F(ServeConfigTest, AdminOriginsAreCheckedAndNeedTheAdminListener) {
+  const std::vector<std::string> route = {"--upstream", "http://127.0.0.1:9", "--price", "1"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), route.begin(), route.end());
+    return Resolve(more);
+  };
+  auto two = with(
+      {"--admin-origin", "https://Console.Example.com/", "--admin-origin", "http://10.0.0.5:8404"});
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  auto origins = AdminOriginsOf(options_);
+  ASSERT_TRUE(origins.ok());
+  ASSERT_EQ(origins->size(), 2u);
+  EXPECT_EQ((*origins)[0].Serialize(), "https://console.example.com");
+  EXPECT_EQ((*origins)[1].Serialize(), "http://10.0.0.5:8404");
+  auto file = ResolveFile(
+      "admin_origin = [\"https://a.example\", \"https://b.example\"]\nupstream = "
+      "\"http://127.0.0.1:9\"\nprice = 1\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(AdminOriginsOf(options_)->size(), 2u);
+  for (const char* bad : {"https://console.example.com/console", "console.example.com", "null",
+                          "https://console.example.com?x", "http://console.example.com:0"}) {
+    auto refused = with({"--admin-origin", bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_TRUE(refused.status().message().starts_with("--admin-origin: "))
+        << refused.status().message();
+  }
+  auto off = with({"--admin-listen", "off", "--admin-origin", "https://console.example.com"});
+  ASSERT_FALSE(off.ok());
+  EXPECT_NE(off.status().message().find("--admin-listen is off"), std::string::npos);
+  std::vector<std::string> many;
+  for (size_t i = 0; i <= kMaxAdminOrigins; ++i) {
+    many.push_back("--admin-origin");
+    many.push_back("https://c" + std::to_string(i) + ".example");
+  }
+  auto too_many = with(many);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("at most 16"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace agentpay

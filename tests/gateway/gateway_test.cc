@@ -15,6 +15,7 @@
 #include "gateway_test_support.h"
 #include "http/timers.h"
 #include "workers/hold_sweeper.h"
+#include "x402/base64.h"
 
 namespace agentpay {
 namespace {
@@ -713,6 +714,51 @@ TEST_F(GatewayTest, RequestValidation) {
   EXPECT_EQ(Pay(key, "bad key", "{}").status, 400);
   EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));
   EXPECT_EQ(upstream_.calls(), 0);
+}
+
+// The resource a 402 names (v2 header resource.url, v1 body accepts[0].resource): both, or "" for
+// a missing one.
+std::pair<std::string, std::string> ChallengeResources(const HttpResponse& challenge) {
+  EXPECT_EQ(challenge.status, 402) << challenge.body;
+  auto header = challenge.Header("PAYMENT-REQUIRED");
+  auto decoded = x402::Base64Decode(header.value_or(""));
+  const auto v2 = nlohmann::json::parse(decoded.ok() ? *decoded : "", nullptr, false);
+  const auto v1 = nlohmann::json::parse(challenge.body, nullptr, false);
+  std::pair<std::string, std::string> urls;
+  if (v2.is_object() && v2["resource"].is_object()) urls.first = v2["resource"].value("url", "");
+  if (v1.is_object() && v1["accepts"].is_array()) {
+    urls.second = v1["accepts"][0].value("resource", "");
+  }
+  return urls;
+}
+
+// Issue 36: the 402's resource is the configured public URL plus the request's normalised target,
+// on the early 402 (the head, before the body) and the late one alike. The request's Host, which
+// any client sets as it likes, changes nothing (it used to be copied in, always as http://).
+TEST_F(GatewayTest, TheChallengeNamesThePublicUrlNeverTheHost) {
+  GatewayConfig config;
+  config.public_url = "https://pay.example.com/base";
+  MakeGateway(config);
+  using Urls = std::pair<std::string, std::string>;
+  const std::string expected = "https://pay.example.com/base/work/item?q=1";
+  HttpRequest unpaid;
+  unpaid.method = "GET";
+  unpaid.target = "/work/../work//item?q=1";
+  unpaid.headers = {{"Host", "evil.example"},
+                    {"X-Forwarded-Host", "evil.example"},
+                    {"X-Forwarded-Proto", "http"}};
+  EXPECT_EQ(ChallengeResources(gateway_->Handle(unpaid)), (Urls{expected, expected}));
+  HttpRequest head;
+  head.method = "POST";
+  head.target = "/work/item?q=1";
+  head.headers = {{"Host", "evil.example:80"}, {"Content-Length", "5"}};
+  HeadDecision early = gateway_->AnswerHead(head, [](HeadDecision) { ADD_FAILURE(); });
+  ASSERT_EQ(early.kind, HeadDecision::Kind::kAnswer);
+  EXPECT_EQ(ChallengeResources(early.answer), (Urls{expected, expected}));
+  // `serve` sets the URL again once a --listen of port 0 is bound.
+  gateway_->SetPublicUrl("http://127.0.0.1:49152");
+  EXPECT_EQ(ChallengeResources(gateway_->Handle(unpaid)),
+            (Urls{"http://127.0.0.1:49152/work/item?q=1", "http://127.0.0.1:49152/work/item?q=1"}));
 }
 
 TEST_F(GatewayTest, DepositsAreIdempotentByReference) {

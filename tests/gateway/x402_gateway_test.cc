@@ -33,6 +33,8 @@ using x402::Base64Encode;
 constexpr int64_t kPrice = 1000;
 constexpr uint64_t kChainId = 1337;
 constexpr int64_t kFunding = 1'000'000;
+// The base URL challenges name their resources under (GatewayConfig::public_url).
+constexpr char kPublicUrl[] = "https://pay.example.com/base";
 
 chain::PrivateKey Key(uint8_t last) {
   std::array<uint8_t, 32> bytes{};
@@ -143,6 +145,7 @@ class X402GatewayTest : public ::testing::Test {
     config.expiry_buffer_seconds = 5;
     config.attach_wait_ms = 2000;
     config.admin_token = "admin-secret";
+    config.public_url = kPublicUrl;
     config_ = config;
     gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, timers_, upstream_,
                                          settler_.get());
@@ -729,20 +732,21 @@ TEST_F(X402GatewayTest, InvalidPaymentsAre402WithTheReasonAndSendNothing) {
 
 // Issue 12: the 402 on the wire is what src/x402's encoders build from the route's requirements,
 // for an unpaid request and for a refused payment alike; chain 1337 has no x402 v1 name, and the v1
-// body names it in CAIP-2 form as it always did.
+// body names it in CAIP-2 form as it always did. The resource is under the configured public URL,
+// whatever Host the request named (issue 36).
 TEST_F(X402GatewayTest, ChallengeIsWhatTheX402EncodersBuild) {
   HttpRequest unpaid;
   unpaid.method = "GET";
   unpaid.target = "/work/item?x=1";
   unpaid.headers = {{"Host", "shop.example:8080"}};
   HttpResponse challenge = gateway_->Handle(unpaid);
-  ExpectChallengeEncodes(challenge, {Offered("http://shop.example:8080/work/item?x=1")},
+  ExpectChallengeEncodes(challenge, {Offered(std::string(kPublicUrl) + "/work/item?x=1")},
                          "payment required", x402::UnnamedV1Chain::kNameCaip2);
   EXPECT_EQ(Code(challenge), "payment_required");
   EXPECT_EQ(nlohmann::json::parse(challenge.body)["accepts"][0]["network"], "eip155:1337");
 
   HttpResponse refused = Pay(Sign(kPrice + 1).header, "too-much");
-  ExpectChallengeEncodes(refused, {Offered("http://localhost/work")},
+  ExpectChallengeEncodes(refused, {Offered(std::string(kPublicUrl) + "/work")},
                          "invalid_exact_evm_payload_authorization_value_mismatch",
                          x402::UnnamedV1Chain::kNameCaip2);
   EXPECT_EQ(RelayerTransactions(), 0u);
@@ -802,7 +806,7 @@ TEST_F(X402GatewayTest, ChallengeOnAChainWithAV1NameIsTheEncodersV1Body) {
     unpaid.method = "POST";
     unpaid.target = c.target;
     HttpResponse challenge = named.Handle(unpaid);
-    x402::Requirements offered = Offered("http://localhost" + c.target);
+    x402::Requirements offered = Offered(std::string(kPublicUrl) + c.target);
     offered.chain_id = 84532;
     offered.amount = chain::U256(static_cast<uint64_t>(c.price));
     offered.asset_name = "USDC";
