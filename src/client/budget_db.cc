@@ -161,10 +161,11 @@ Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
   std::unique_ptr<BudgetDb> budget(new BudgetDb(std::move(*opened)));
   sqlite3_busy_timeout(budget->db_->handle(), kBudgetBusyTimeoutMs);
   // WAL lets readers (`pay budget`) run beside a writer; FULL makes a reservation durable before
-  // the payment it covers is signed. Switching to WAL is a no-op once the file is in WAL mode.
-  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"}) {
-    if (Status s = budget->db_->Exec(pragma); !s.ok()) return WithCode(s, path);
-  }
+  // the payment it covers is signed. Switching to WAL is a no-op once the file is in WAL mode; on a
+  // new file that other processes are opening too, EnterWalMode waits for the one converting it (a
+  // bare PRAGMA journal_mode=WAL failed with "database is locked" there, busy timeout or not).
+  if (Status s = budget->db_->EnterWalMode(); !s.ok()) return WithCode(s, path);
+  if (Status s = budget->db_->Exec("PRAGMA synchronous=FULL"); !s.ok()) return WithCode(s, path);
   std::optional<int64_t> stored;
   Status status = budget->Transaction([&]() -> Status {
     if (Status s = budget->db_->Exec(kSchema); !s.ok()) return s;
