@@ -311,6 +311,17 @@ Status BudgetDb::Transaction(const std::function<Status()>& body) {
   return status;
 }
 
+// A deferred BEGIN: the first SELECT starts a read snapshot that every later SELECT of the
+// transaction shares. Nothing in it writes, so it never upgrades to a write lock (which SQLite does
+// not wait for: see sqlite::Database::EnterWalMode).
+Status BudgetDb::ReadTransaction(const std::function<Status()>& body) {
+  if (Status s = db_->Run("BEGIN"); !s.ok()) return s;
+  Status status = body();
+  if (status.ok()) status = db_->Run("COMMIT");
+  if (!status.ok()) (void)db_->Run("ROLLBACK");
+  return status;
+}
+
 Result<std::optional<StoredReservation>> BudgetDb::FindLocked(const std::string& key) {
   auto select =
       db_->Prepare(std::string("SELECT ") + kColumns + " FROM reservations WHERE key = ?");
@@ -545,7 +556,9 @@ Result<std::optional<StoredReservation>> BudgetDb::Find(const std::string& key) 
   return found;
 }
 
-Result<std::vector<StoredReservation>> BudgetDb::List() {
+Result<std::vector<StoredReservation>> BudgetDb::List() { return ListLocked(); }
+
+Result<std::vector<StoredReservation>> BudgetDb::ListLocked() {
   auto select = db_->Prepare(std::string("SELECT ") + kColumns +
                              " FROM reservations ORDER BY created_ms, rowid");
   if (!select.ok()) return select.status();
@@ -557,5 +570,21 @@ Result<std::vector<StoredReservation>> BudgetDb::List() {
 }
 
 Result<BudgetFigures> BudgetDb::Figures() { return FiguresLocked(); }
+
+Result<BudgetSnapshot> BudgetDb::Snapshot() {
+  BudgetSnapshot snapshot;
+  Status status = ReadTransaction([&]() -> Status {
+    auto rows = ListLocked();
+    if (!rows.ok()) return rows.status();
+    auto figures = FiguresLocked();
+    if (!figures.ok()) return figures.status();
+    auto binding = AssetLocked();
+    if (!binding.ok()) return binding.status();
+    snapshot = BudgetSnapshot{std::move(*rows), *figures, *binding};
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return snapshot;
+}
 
 }  // namespace agentpay::client

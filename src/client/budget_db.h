@@ -51,6 +51,13 @@ struct BudgetFigures {
   int64_t spent = 0;
 };
 
+// Everything the file holds, as of one moment (see BudgetDb::Snapshot).
+struct BudgetSnapshot {
+  std::vector<StoredReservation> reservations;  // oldest first
+  BudgetFigures figures;
+  BudgetAssetBinding binding;
+};
+
 // kAssetMismatch: the price is in another asset than the budget counts in (or the budget, an
 // older mixed file, has none); nothing was reserved or signed.
 enum class ClaimKind { kResume, kMismatch, kNeedsPrice, kReserved, kOverBudget, kAssetMismatch };
@@ -107,10 +114,16 @@ class BudgetDb {
   Result<std::vector<StoredReservation>> List();
   Result<BudgetFigures> Figures();
   Result<BudgetAssetBinding> Asset();
+  // The reservations, the figures and the asset read in one read transaction, so that the figures
+  // are the sums of exactly these rows however many processes write meanwhile (what `pay budget`
+  // shows). It takes no write lock: writers go on beside it (WAL).
+  Result<BudgetSnapshot> Snapshot();
 
  private:
   explicit BudgetDb(std::unique_ptr<sqlite::Database> db);
   Status Transaction(const std::function<Status()>& body);
+  Status ReadTransaction(const std::function<Status()>& body);
+  Result<std::vector<StoredReservation>> ListLocked();
   Result<std::optional<StoredReservation>> FindLocked(const std::string& key);
   Result<BudgetFigures> FiguresLocked();
   Result<BudgetAssetBinding> AssetLocked();
