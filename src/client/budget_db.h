@@ -124,10 +124,14 @@ class BudgetDb {
   Status Transaction(const std::function<Status()>& body);
   Status ReadTransaction(const std::function<Status()>& body);
   Result<std::vector<StoredReservation>> ListLocked();
+  Result<Claim> ClaimLocked(const std::string& key, const std::string& fingerprint, int64_t now_ms,
+                            int64_t lease_until_ms, bool renew);
   Result<std::optional<StoredReservation>> FindLocked(const std::string& key);
   Result<BudgetFigures> FiguresLocked();
   Result<BudgetAssetBinding> AssetLocked();
   Status BindLocked(const BudgetAsset& asset);
+  Result<std::optional<int64_t>> ReadyTotal();
+  Result<std::optional<int64_t>> Initialize(std::optional<int64_t> total, int64_t now_ms);
   Status MigrateLocked();
   Status Write(const StoredReservation& row);
 
