@@ -1,5 +1,6 @@
 // The budget file over SQLite; see budget_db.h. Decisions are core/budget.h's; this file only reads
-// the facts they need and writes their outcome, each in one BEGIN IMMEDIATE transaction.
+// the facts they need and writes their outcome, each in one BEGIN IMMEDIATE transaction taken in
+// its turn.
 #include "client/budget_db.h"
 
 #include <fcntl.h>
@@ -140,7 +141,8 @@ Reservation ToPublic(const StoredReservation& r) {
   return out;
 }
 
-BudgetDb::BudgetDb(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
+BudgetDb::BudgetDb(std::unique_ptr<sqlite::Database> db, std::unique_ptr<WriteQueue> queue)
+    : db_(std::move(db)), queue_(std::move(queue)) {}
 BudgetDb::~BudgetDb() = default;
 
 Result<std::unique_ptr<BudgetDb>> BudgetDb::OpenExisting(const std::string& path) {
@@ -158,7 +160,9 @@ Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
   CreatePrivateFile(path);
   auto opened = sqlite::Database::Open(path, /*read_only=*/false);
   if (!opened.ok()) return opened.status();
-  std::unique_ptr<BudgetDb> budget(new BudgetDb(std::move(*opened)));
+  auto queue = WriteQueue::Open(path);
+  if (!queue.ok()) return queue.status();
+  std::unique_ptr<BudgetDb> budget(new BudgetDb(std::move(*opened), std::move(*queue)));
   sqlite3_busy_timeout(budget->db_->handle(), kBudgetBusyTimeoutMs);
   // WAL lets readers (`pay budget`) run beside a writer; FULL makes a reservation durable before
   // the payment it covers is signed. Switching to WAL is a no-op once the file is in WAL mode; on a
@@ -166,7 +170,7 @@ Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
   // bare PRAGMA journal_mode=WAL failed with "database is locked" there, busy timeout or not).
   if (Status s = budget->db_->EnterWalMode(); !s.ok()) return WithCode(s, path);
   if (Status s = budget->db_->Exec("PRAGMA synchronous=FULL"); !s.ok()) return WithCode(s, path);
-  // Most opens find the file ready and only read it: no write lock, no wait for the writers.
+  // Most opens find the file ready and only read it: no write lock, no turn in the queue.
   auto stored = budget->ReadyTotal();
   if (stored.ok() && !stored->has_value()) stored = budget->Initialize(total, now_ms);
   if (!stored.ok()) return WithCode(stored.status(), path);
@@ -331,6 +335,9 @@ std::string DescribeBinding(const BudgetAssetBinding& binding) {
 }
 
 Status BudgetDb::Transaction(const std::function<Status()>& body) {
+  // Held until the transaction has ended, whichever way.
+  auto turn = queue_->Wait(kBudgetBusyTimeoutMs);
+  if (!turn.ok()) return turn.status();
   if (Status s = db_->Run("BEGIN IMMEDIATE"); !s.ok()) return s;
   Status status = body();
   if (status.ok()) status = db_->Run("COMMIT");

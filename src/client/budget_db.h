@@ -1,6 +1,8 @@
 // The budget file of `agentpay pay`: one SQLite database (WAL, synchronous=FULL) shared by any
 // number of client processes. Every decision runs in its own BEGIN IMMEDIATE transaction, so
-// concurrent processes serialize on the file and the sum of what counts never exceeds the total.
+// concurrent processes serialize on the file and the sum of what counts never exceeds the total;
+// they take their turns in arrival order (write_queue.h), so no writer waits for longer than the
+// writers ahead of it take.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "agentpay/client.h"
+#include "client/write_queue.h"
 #include "core/budget.h"
 #include "core/result.h"
 
@@ -20,7 +23,8 @@ class Database;
 
 namespace agentpay::client {
 
-// How long a writer waits for another process's transaction before giving up.
+// How long a writer waits for its turn (the writers ahead of it) and then for SQLite's lock,
+// each, before giving up with "database is locked".
 inline constexpr int kBudgetBusyTimeoutMs = 30000;
 
 // One reservation as stored. The payment header is kept so that every retry, in this process or a
@@ -120,7 +124,7 @@ class BudgetDb {
   Result<BudgetSnapshot> Snapshot();
 
  private:
-  explicit BudgetDb(std::unique_ptr<sqlite::Database> db);
+  BudgetDb(std::unique_ptr<sqlite::Database> db, std::unique_ptr<WriteQueue> queue);
   Status Transaction(const std::function<Status()>& body);
   Status ReadTransaction(const std::function<Status()>& body);
   Result<std::vector<StoredReservation>> ListLocked();
@@ -136,6 +140,7 @@ class BudgetDb {
   Status Write(const StoredReservation& row);
 
   std::unique_ptr<sqlite::Database> db_;
+  std::unique_ptr<WriteQueue> queue_;  // every write transaction waits for its turn in it
 };
 
 }  // namespace agentpay::client
