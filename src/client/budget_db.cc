@@ -1,5 +1,6 @@
 // The budget file over SQLite; see budget_db.h. Decisions are core/budget.h's; this file only reads
-// the facts they need and writes their outcome, each in one BEGIN IMMEDIATE transaction.
+// the facts they need and writes their outcome, each in one BEGIN IMMEDIATE transaction taken in
+// its turn.
 #include "client/budget_db.h"
 
 #include <fcntl.h>
@@ -140,7 +141,8 @@ Reservation ToPublic(const StoredReservation& r) {
   return out;
 }
 
-BudgetDb::BudgetDb(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
+BudgetDb::BudgetDb(std::unique_ptr<sqlite::Database> db, std::unique_ptr<WriteQueue> queue)
+    : db_(std::move(db)), queue_(std::move(queue)) {}
 BudgetDb::~BudgetDb() = default;
 
 Result<std::unique_ptr<BudgetDb>> BudgetDb::OpenExisting(const std::string& path) {
@@ -158,18 +160,59 @@ Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
   CreatePrivateFile(path);
   auto opened = sqlite::Database::Open(path, /*read_only=*/false);
   if (!opened.ok()) return opened.status();
-  std::unique_ptr<BudgetDb> budget(new BudgetDb(std::move(*opened)));
+  auto queue = WriteQueue::Open(path);
+  if (!queue.ok()) return queue.status();
+  std::unique_ptr<BudgetDb> budget(new BudgetDb(std::move(*opened), std::move(*queue)));
   sqlite3_busy_timeout(budget->db_->handle(), kBudgetBusyTimeoutMs);
   // WAL lets readers (`pay budget`) run beside a writer; FULL makes a reservation durable before
-  // the payment it covers is signed. Switching to WAL is a no-op once the file is in WAL mode.
-  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"}) {
-    if (Status s = budget->db_->Exec(pragma); !s.ok()) return WithCode(s, path);
+  // the payment it covers is signed. Switching to WAL is a no-op once the file is in WAL mode; on a
+  // new file that other processes are opening too, EnterWalMode waits for the one converting it (a
+  // bare PRAGMA journal_mode=WAL failed with "database is locked" there, busy timeout or not).
+  if (Status s = budget->db_->EnterWalMode(); !s.ok()) return WithCode(s, path);
+  if (Status s = budget->db_->Exec("PRAGMA synchronous=FULL"); !s.ok()) return WithCode(s, path);
+  // Most opens find the file ready and only read it: no write lock, no turn in the queue.
+  auto stored = budget->ReadyTotal();
+  if (stored.ok() && !stored->has_value()) stored = budget->Initialize(total, now_ms);
+  if (!stored.ok()) return WithCode(stored.status(), path);
+  if (!stored->has_value()) {
+    return Status::Error(ErrorCode::kBudgetRequired,
+                         path + " has no budget yet: give --budget ATOMIC to create it");
   }
+  if (total && *total != **stored) {
+    return Status::Error(ErrorCode::kBudgetMismatch, path + " was created with a budget of " +
+                                                         std::to_string(**stored) + ", not " +
+                                                         std::to_string(*total));
+  }
+  return budget;
+}
+
+// The total of a file that needs nothing written: its tables exist and its budget row is of this
+// version. Otherwise nullopt, and Initialize decides under the write lock.
+Result<std::optional<int64_t>> BudgetDb::ReadyTotal() {
+  std::optional<int64_t> total;
+  Status status = ReadTransaction([&]() -> Status {
+    auto table =
+        db_->Prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'budget'");
+    if (!table.ok()) return table.status();
+    Status step;
+    if (!table->Step(&step)) return step;  // a new file
+    auto select = db_->Prepare("SELECT total, schema_version FROM budget WHERE id = 1");
+    if (!select.ok()) return select.status();
+    if (select->Step(&step) && select->Int(1) == kSchemaVersion) total = select->Int(0);
+    return step;
+  });
+  if (!status.ok()) return status;
+  return total;
+}
+
+// Creates the tables and the budget row (when `total` is given), or migrates an older file: one
+// write transaction. nullopt when the file has no budget row and `total` was not given.
+Result<std::optional<int64_t>> BudgetDb::Initialize(std::optional<int64_t> total, int64_t now_ms) {
   std::optional<int64_t> stored;
-  Status status = budget->Transaction([&]() -> Status {
-    if (Status s = budget->db_->Exec(kSchema); !s.ok()) return s;
+  Status status = Transaction([&]() -> Status {
+    if (Status s = db_->Exec(kSchema); !s.ok()) return s;
     if (total) {
-      auto insert = budget->db_->Prepare(
+      auto insert = db_->Prepare(
           "INSERT OR IGNORE INTO budget (id, total, schema_version, created_ms) VALUES (1, ?, ?, "
           "?)");
       if (!insert.ok()) return insert.status();
@@ -178,13 +221,13 @@ Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
         return s;
       }
     }
-    auto select = budget->db_->Prepare("SELECT total, schema_version FROM budget WHERE id = 1");
+    auto select = db_->Prepare("SELECT total, schema_version FROM budget WHERE id = 1");
     if (!select.ok()) return select.status();
     Status step;
     if (select->Step(&step)) {
       const int64_t version = select->Int(1);
       stored = select->Int(0);
-      if (version == kSchemaWithoutAsset) return budget->MigrateLocked();
+      if (version == kSchemaWithoutAsset) return MigrateLocked();
       if (version != kSchemaVersion) {
         return Status::Error(ErrorCode::kBudgetSchema,
                              "unknown budget file version " + std::to_string(version));
@@ -192,17 +235,8 @@ Result<std::unique_ptr<BudgetDb>> BudgetDb::Open(const std::string& path,
     }
     return step;
   });
-  if (!status.ok()) return WithCode(status, path);
-  if (!stored) {
-    return Status::Error(ErrorCode::kBudgetRequired,
-                         path + " has no budget yet: give --budget ATOMIC to create it");
-  }
-  if (total && *total != *stored) {
-    return Status::Error(ErrorCode::kBudgetMismatch, path + " was created with a budget of " +
-                                                         std::to_string(*stored) + ", not " +
-                                                         std::to_string(*total));
-  }
-  return budget;
+  if (!status.ok()) return status;
+  return stored;
 }
 
 // Schema 1 → 2, inside the opening transaction: the asset columns, then the binding that the
@@ -301,11 +335,25 @@ std::string DescribeBinding(const BudgetAssetBinding& binding) {
 }
 
 Status BudgetDb::Transaction(const std::function<Status()>& body) {
+  // Held until the transaction has ended, whichever way.
+  auto turn = queue_->Wait(kBudgetBusyTimeoutMs);
+  if (!turn.ok()) return turn.status();
   if (Status s = db_->Run("BEGIN IMMEDIATE"); !s.ok()) return s;
   Status status = body();
   if (status.ok()) status = db_->Run("COMMIT");
   // The first failure is the one to report. ROLLBACK fails when a failed COMMIT already rolled
   // back; should it fail with the transaction still open, the next BEGIN reports that.
+  if (!status.ok()) (void)db_->Run("ROLLBACK");
+  return status;
+}
+
+// A deferred BEGIN: the first SELECT starts a read snapshot that every later SELECT of the
+// transaction shares. Nothing in it writes, so it never upgrades to a write lock (which SQLite does
+// not wait for: see sqlite::Database::EnterWalMode).
+Status BudgetDb::ReadTransaction(const std::function<Status()>& body) {
+  if (Status s = db_->Run("BEGIN"); !s.ok()) return s;
+  Status status = body();
+  if (status.ok()) status = db_->Run("COMMIT");
   if (!status.ok()) (void)db_->Run("ROLLBACK");
   return status;
 }
@@ -351,29 +399,45 @@ Status BudgetDb::Write(const StoredReservation& r) {
 
 Result<Claim> BudgetDb::ClaimExisting(const std::string& key, const std::string& fingerprint,
                                       int64_t now_ms, int64_t lease_until_ms) {
+  // Only a resumption writes (its lease): a new key, the usual case, is read without the write
+  // lock. Reserve decides again under the lock, so a key reserved in between is not missed.
+  Result<Claim> claim = Status::Error(ErrorCode::kStoreError, "not read");
+  auto decide = [&](bool renew) {
+    return [&, renew]() -> Status {
+      claim = ClaimLocked(key, fingerprint, now_ms, lease_until_ms, renew);
+      return claim.ok() ? Status::Ok() : claim.status();
+    };
+  };
+  if (Status s = ReadTransaction(decide(false)); !s.ok()) return s;
+  if (claim->kind != ClaimKind::kResume) return claim;
+  if (Status s = Transaction(decide(true)); !s.ok()) return s;
+  return claim;
+}
+
+// ClaimExisting's decision in the caller's transaction; `renew` writes the resumed lease.
+Result<Claim> BudgetDb::ClaimLocked(const std::string& key, const std::string& fingerprint,
+                                    int64_t now_ms, int64_t lease_until_ms, bool renew) {
   Claim claim;
-  Status status = Transaction([&]() -> Status {
-    auto existing = FindLocked(key);
-    if (!existing.ok()) return existing.status();
-    if (existing->has_value()) {
-      StoredReservation& row = **existing;
-      if (row.fingerprint != fingerprint) {
-        claim.kind = ClaimKind::kMismatch;
-        claim.reservation = row;
-      } else if (row.state != ReservationState::kReleased) {
-        claim.kind = ClaimKind::kResume;
-        row.lease_until_ms = std::max(row.lease_until_ms, lease_until_ms);
-        row.updated_ms = now_ms;
+  auto existing = FindLocked(key);
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) {
+    StoredReservation& row = **existing;
+    if (row.fingerprint != fingerprint) {
+      claim.kind = ClaimKind::kMismatch;
+      claim.reservation = row;
+    } else if (row.state != ReservationState::kReleased) {
+      claim.kind = ClaimKind::kResume;
+      row.lease_until_ms = std::max(row.lease_until_ms, lease_until_ms);
+      row.updated_ms = now_ms;
+      if (renew) {
         if (Status s = Write(row); !s.ok()) return s;
-        claim.reservation = row;
       }
+      claim.reservation = row;
     }
-    auto figures = FiguresLocked();
-    if (!figures.ok()) return figures.status();
-    claim.figures = *figures;
-    return Status::Ok();
-  });
-  if (!status.ok()) return status;
+  }
+  auto figures = FiguresLocked();
+  if (!figures.ok()) return figures.status();
+  claim.figures = *figures;
   return claim;
 }
 
@@ -544,7 +608,9 @@ Result<std::optional<StoredReservation>> BudgetDb::Find(const std::string& key) 
   return found;
 }
 
-Result<std::vector<StoredReservation>> BudgetDb::List() {
+Result<std::vector<StoredReservation>> BudgetDb::List() { return ListLocked(); }
+
+Result<std::vector<StoredReservation>> BudgetDb::ListLocked() {
   auto select = db_->Prepare(std::string("SELECT ") + kColumns +
                              " FROM reservations ORDER BY created_ms, rowid");
   if (!select.ok()) return select.status();
@@ -556,5 +622,21 @@ Result<std::vector<StoredReservation>> BudgetDb::List() {
 }
 
 Result<BudgetFigures> BudgetDb::Figures() { return FiguresLocked(); }
+
+Result<BudgetSnapshot> BudgetDb::Snapshot() {
+  BudgetSnapshot snapshot;
+  Status status = ReadTransaction([&]() -> Status {
+    auto rows = ListLocked();
+    if (!rows.ok()) return rows.status();
+    auto figures = FiguresLocked();
+    if (!figures.ok()) return figures.status();
+    auto binding = AssetLocked();
+    if (!binding.ok()) return binding.status();
+    snapshot = BudgetSnapshot{std::move(*rows), *figures, *binding};
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return snapshot;
+}
 
 }  // namespace agentpay::client

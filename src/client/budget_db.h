@@ -1,6 +1,8 @@
 // The budget file of `agentpay pay`: one SQLite database (WAL, synchronous=FULL) shared by any
 // number of client processes. Every decision runs in its own BEGIN IMMEDIATE transaction, so
-// concurrent processes serialize on the file and the sum of what counts never exceeds the total.
+// concurrent processes serialize on the file and the sum of what counts never exceeds the total;
+// they take their turns in arrival order (write_queue.h), so no writer waits for longer than the
+// writers ahead of it take.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "agentpay/client.h"
+#include "client/write_queue.h"
 #include "core/budget.h"
 #include "core/result.h"
 
@@ -20,7 +23,8 @@ class Database;
 
 namespace agentpay::client {
 
-// How long a writer waits for another process's transaction before giving up.
+// How long a writer waits for its turn (the writers ahead of it) and then for SQLite's lock,
+// each, before giving up with "database is locked".
 inline constexpr int kBudgetBusyTimeoutMs = 30000;
 
 // One reservation as stored. The payment header is kept so that every retry, in this process or a
@@ -49,6 +53,13 @@ struct BudgetFigures {
   int64_t total = 0;
   int64_t committed = 0;  // over reservations that count (core/budget.h)
   int64_t spent = 0;
+};
+
+// Everything the file holds, as of one moment (see BudgetDb::Snapshot).
+struct BudgetSnapshot {
+  std::vector<StoredReservation> reservations;  // oldest first
+  BudgetFigures figures;
+  BudgetAssetBinding binding;
 };
 
 // kAssetMismatch: the price is in another asset than the budget counts in (or the budget, an
@@ -107,18 +118,29 @@ class BudgetDb {
   Result<std::vector<StoredReservation>> List();
   Result<BudgetFigures> Figures();
   Result<BudgetAssetBinding> Asset();
+  // The reservations, the figures and the asset read in one read transaction, so that the figures
+  // are the sums of exactly these rows however many processes write meanwhile (what `pay budget`
+  // shows). It takes no write lock: writers go on beside it (WAL).
+  Result<BudgetSnapshot> Snapshot();
 
  private:
-  explicit BudgetDb(std::unique_ptr<sqlite::Database> db);
+  BudgetDb(std::unique_ptr<sqlite::Database> db, std::unique_ptr<WriteQueue> queue);
   Status Transaction(const std::function<Status()>& body);
+  Status ReadTransaction(const std::function<Status()>& body);
+  Result<std::vector<StoredReservation>> ListLocked();
+  Result<Claim> ClaimLocked(const std::string& key, const std::string& fingerprint, int64_t now_ms,
+                            int64_t lease_until_ms, bool renew);
   Result<std::optional<StoredReservation>> FindLocked(const std::string& key);
   Result<BudgetFigures> FiguresLocked();
   Result<BudgetAssetBinding> AssetLocked();
   Status BindLocked(const BudgetAsset& asset);
+  Result<std::optional<int64_t>> ReadyTotal();
+  Result<std::optional<int64_t>> Initialize(std::optional<int64_t> total, int64_t now_ms);
   Status MigrateLocked();
   Status Write(const StoredReservation& row);
 
   std::unique_ptr<sqlite::Database> db_;
+  std::unique_ptr<WriteQueue> queue_;  // every write transaction waits for its turn in it
 };
 
 }  // namespace agentpay::client

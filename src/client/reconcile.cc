@@ -29,9 +29,8 @@ Verdict JudgeWallet(const StoredReservation& row, const std::string& api_key, in
             "no operation id was seen: run the same step again to resume it with its key"};
   }
   if (api_key.empty()) {
-    return {ReconcileVerdict::kKeep,
-            "needs --api-key: the gateway shows operation " + row.operation_id +
-                " only to its account"};
+    return {ReconcileVerdict::kKeep, "needs --api-key: the gateway shows operation " +
+                                         row.operation_id + " only to its account"};
   }
   auto endpoint = ParseHttpUrl(row.url);
   if (!endpoint.ok()) return {ReconcileVerdict::kKeep, endpoint.status().message()};
@@ -156,16 +155,15 @@ BudgetReport ReadBudget(const std::string& budget_db) {
     report.error = budget.status().message();
     return report;
   }
-  auto rows = (*budget)->List();
-  auto figures = (*budget)->Figures();
-  auto asset = (*budget)->Asset();
-  if (!rows.ok() || !figures.ok() || !asset.ok()) {
-    report.error = !rows.ok()      ? rows.status().message()
-                   : !figures.ok() ? figures.status().message()
-                                   : asset.status().message();
+  // One snapshot: read one by one, the figures could count rows written after the list was read.
+  auto snapshot = (*budget)->Snapshot();
+  if (!snapshot.ok()) {
+    report.error = snapshot.status().message();
     return report;
   }
-  switch (asset->state) {
+  const BudgetAssetBinding& asset = snapshot->binding;
+  const BudgetFigures& figures = snapshot->figures;
+  switch (asset.state) {
     case BudgetAssetState::kUnbound:
       report.asset.state = "unbound";
       break;
@@ -174,16 +172,18 @@ BudgetReport ReadBudget(const std::string& budget_db) {
       break;
     case BudgetAssetState::kBound:
       report.asset.state = "bound";
-      report.asset.chain_id = asset->asset.chain_id;
-      report.asset.address = asset->asset.address;
-      report.asset.name = asset->asset.name;
-      report.asset.decimals = asset->asset.decimals;
+      report.asset.chain_id = asset.asset.chain_id;
+      report.asset.address = asset.asset.address;
+      report.asset.name = asset.asset.name;
+      report.asset.decimals = asset.asset.decimals;
       break;
   }
-  report.total = figures->total;
-  report.committed = figures->committed;
-  report.spent = figures->spent;
-  for (const StoredReservation& row : *rows) report.reservations.push_back(ToPublic(row));
+  report.total = figures.total;
+  report.committed = figures.committed;
+  report.spent = figures.spent;
+  for (const StoredReservation& row : snapshot->reservations) {
+    report.reservations.push_back(ToPublic(row));
+  }
   return report;
 }
 

@@ -96,7 +96,7 @@ Status MakePrivate(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
     const std::string file = path + suffix;
     struct stat info {};
-    if (::lstat(file.c_str(), &info) != 0) continue;  // absent
+    if (::lstat(file.c_str(), &info) != 0) continue;                    // absent
     if (!S_ISREG(info.st_mode) || (info.st_mode & 077) == 0) continue;  // a link, or private
     // AT_SYMLINK_NOFOLLOW: a link swapped in since lstat is refused, never followed.
     (void)::fchmodat(AT_FDCWD, file.c_str(), info.st_mode & 0700, AT_SYMLINK_NOFOLLOW);
@@ -149,6 +149,32 @@ Status Database::Exec(const std::string& sql) {
     return Status::Error(ErrorCode::kStoreError, message);
   }
   return Status::Ok();
+}
+
+// How often EnterWalMode tries again after waiting: each failure means that another connection
+// held the write lock of a file still in rollback mode; once one of them has converted it, the next
+// try is a no-op. More failures than this say that something else keeps writing in rollback mode.
+constexpr int kWalModeAttempts = 8;
+
+// Why the busy timeout is not enough here. On a file that is not in WAL mode yet (a new, empty
+// budget file), PRAGMA journal_mode=WAL reads the header under a SHARED lock and then upgrades to
+// a write lock to set the version bytes. SQLite calls the busy handler only for a transaction that
+// starts from nothing, never for a read transaction that upgrades (a connection that waited while
+// holding SHARED could deadlock with the writer, which waits for SHARED locks to go), so when two
+// processes open a new file at once, the one that reads second fails at once with SQLITE_BUSY
+// whatever the timeout. Its failed statement ended the read, so nothing is held: it waits for the
+// other connection's write lock with BEGIN IMMEDIATE (which starts from nothing, so the busy
+// handler applies), lets go, and asks again; the file is then in WAL mode and the pragma a no-op.
+Status Database::EnterWalMode() {
+  for (int attempt = 1;; ++attempt) {
+    const int rc = sqlite3_exec(db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return Status::Ok();
+    if ((rc & 0xff) != SQLITE_BUSY || attempt == kWalModeAttempts) {
+      return Status::Error(ErrorCode::kStoreError, sqlite3_errmsg(db_));
+    }
+    if (Status waited = Run("BEGIN IMMEDIATE"); !waited.ok()) return waited;
+    if (Status ended = Run("ROLLBACK"); !ended.ok()) return ended;
+  }
 }
 
 Status Database::Run(std::string_view sql) {

@@ -60,6 +60,10 @@ class Database {
   ~Database();
 
   Status Exec(const std::string& sql);
+  // Puts the file in WAL mode (a no-op when it is already), waiting for another connection that
+  // is converting it at the same moment instead of failing with "database is locked" (see the
+  // comment at the definition). Call it outside any transaction.
+  Status EnterWalMode();
   // Runs one cached statement (BEGIN, COMMIT, SAVEPOINT…): parsed once per connection.
   Status Run(std::string_view sql);
   // A prepared statement from this connection's cache (looked up without copying `sql`).

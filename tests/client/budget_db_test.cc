@@ -1,16 +1,22 @@
 // The budget file (src/client/budget_db.h): creation and the fixed total, reservations, resumption,
-// outcomes, reconciliation around a live lease, and the sum never exceeding the total when many
-// threads and many processes reserve at once on one file.
+// outcomes, reconciliation around a live lease, the sum never exceeding the total when many
+// threads and many processes reserve at once on one file, a writer's turn among processes that keep
+// writing, and a new file opened while another process holds its lock.
 #include "client/budget_db.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -219,6 +225,193 @@ TEST_F(BudgetDbTest, ProcessesNeverExceedTheTotal) {
   auto db = BudgetDb::Open(path_, kTotal, 1);
   EXPECT_EQ((*db)->Figures()->committed, (kTotal / kAmount) * kAmount);
   EXPECT_EQ((*db)->List()->size(), static_cast<size_t>(kTotal / kAmount));
+}
+
+// A writer process for AWriterTakesItsTurn...: `count` reservations of 1 unit under new keys, one
+// write transaction after the other, once the parent closes `gate`. Each time, `committed` before
+// the reservation (read first) and in its own transaction tells how many transactions of others
+// committed while it waited. Exits with the most of them (at most 254), or 255 on an error.
+[[noreturn]] void WriteInTurns(const std::string& path, int id, int count, int gate) {
+  char go;
+  (void)!::read(gate, &go, 1);  // returns at end of file, when the parent closes the gate
+  auto db = BudgetDb::Open(path, std::nullopt, 1);
+  if (!db.ok()) _exit(255);
+  int64_t most = 0;
+  for (int n = 0; n < count; ++n) {
+    StoredReservation r;
+    r.key = "writer" + std::to_string(id) + "-" + std::to_string(n);
+    r.fingerprint = "fp";
+    r.method = "GET";
+    r.url = "http://127.0.0.1:1/x";
+    r.amount = 1;
+    r.scheme = "wallet";
+    auto before = (*db)->Figures();
+    auto claim = (*db)->Reserve(
+        r, kAsset, [](StoredReservation&) { return Status::Ok(); }, 1, 2);
+    if (!before.ok() || !claim.ok() || claim->kind != ClaimKind::kReserved) _exit(255);
+    most = std::max(most, claim->figures.committed - before->committed - 1);
+  }
+  _exit(static_cast<int>(std::min<int64_t>(most, 254)));
+}
+
+// Issue 36, under load: SQLite hands its write lock to whichever waiter tries when it comes free,
+// and a waiter backs off to one try every 100 ms, so the processes that kept writing took it again
+// and again while another waited: past the 30 s busy timeout ("database is locked") in
+// integration.budget_stress. Writers now take turns in arrival order: while one waits, each of
+// the others commits about once (the turn it holds when the waiter joins the queue, and whatever
+// it commits in the moment before), never for as long as it likes.
+TEST_F(BudgetDbTest, AWriterTakesItsTurnAmongProcessesThatKeepWriting) {
+  constexpr int kWriters = 5, kEach = 40;
+  ASSERT_TRUE(BudgetDb::Open(path_, 1'000'000'000, 1).ok());
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  std::vector<pid_t> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(gate[1]);
+      WriteInTurns(path_, w, kEach, gate[0]);
+    }
+    writers.push_back(pid);
+  }
+  ::close(gate[0]);
+  ::close(gate[1]);  // all start now
+  std::vector<int> overtaken;
+  for (pid_t pid : writers) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_NE(WEXITSTATUS(status), 255) << "a writer could not reserve";
+    overtaken.push_back(WEXITSTATUS(status));
+  }
+  for (int most : overtaken) {
+    EXPECT_LE(most, 3 * (kWriters - 1))
+        << "the most transactions of others that committed while one writer waited, per writer: "
+        << ::testing::PrintToString(overtaken);
+  }
+  auto figures = BudgetDb::Open(path_, std::nullopt, 1).value()->Figures();
+  EXPECT_EQ(figures->committed, kWriters * kEach);
+}
+
+// The default VFS with one difference: it says when a connection sleeps in its busy handler, i.e.
+// the moment it waits for a lock that another connection holds. Registered as the default for one
+// test, so that BudgetDb's own connections use it.
+class SleepWatch {
+ public:
+  SleepWatch() {
+    base_ = sqlite3_vfs_find(nullptr);
+    vfs_ = *base_;
+    vfs_.zName = "agentpay-sleep-watch";
+    vfs_.xSleep = &SleepWatch::Sleep;
+    watch_ = this;
+    sqlite3_vfs_register(&vfs_, /*makeDflt=*/1);
+  }
+  ~SleepWatch() {
+    sqlite3_vfs_unregister(&vfs_);
+    watch_ = nullptr;
+  }
+  void Notify() {
+    std::lock_guard lock(mutex_);
+    changed_.notify_all();
+  }
+  // Until a connection waits for a lock, or `done` says there is nothing left to wait for.
+  bool AwaitSleepOr(const std::atomic<bool>& done) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return slept_ || done.load(); });
+    return slept_;
+  }
+
+ private:
+  static int Sleep(sqlite3_vfs*, int microseconds) {
+    SleepWatch* watch = watch_;
+    {
+      std::lock_guard lock(watch->mutex_);
+      watch->slept_ = true;
+    }
+    watch->changed_.notify_all();
+    return watch->base_->xSleep(watch->base_, microseconds);
+  }
+
+  static inline SleepWatch* watch_ = nullptr;
+  sqlite3_vfs* base_ = nullptr;
+  sqlite3_vfs vfs_{};
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool slept_ = false;
+};
+
+// Another process that holds the write lock of a new (empty, so not yet WAL) file, as a `pay`
+// switching it to WAL does, until told to let go.
+class LockHolder {
+ public:
+  explicit LockHolder(const std::string& path) {
+    int ready[2], release[2];
+    if (::pipe(ready) != 0 || ::pipe(release) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      ::close(ready[0]);
+      ::close(release[1]);
+      sqlite3* db = nullptr;
+      const bool held =
+          sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK &&
+          sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK;
+      (void)!::write(ready[1], held ? "h" : "e", 1);
+      char byte;
+      (void)!::read(release[0], &byte, 1);  // returns at EOF: the parent closed its end
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      sqlite3_close(db);
+      _exit(held ? 0 : 1);
+    }
+    ::close(ready[1]);
+    ::close(release[0]);
+    ready_ = ready[0];
+    release_ = release[1];
+  }
+  ~LockHolder() { Release(); }
+  // Waits until the holder has the lock (or failed to take it).
+  bool Holding() {
+    char byte = 0;
+    return pid_ > 0 && ::read(ready_, &byte, 1) == 1 && byte == 'h';
+  }
+  void Release() {
+    if (pid_ <= 0) return;
+    ::close(release_);
+    ::close(ready_);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int ready_ = -1, release_ = -1;
+};
+
+// Issue 36: of 8 `agentpay pay` processes creating one budget file, 6 failed with "database is
+// locked". Switching a new file to WAL reads it and then upgrades to a write lock, and SQLite does
+// not wait for that upgrade: whoever read while another process held the write lock failed at
+// once, busy timeout or not. Here another process holds the write lock of the new, still empty
+// file; the open must wait for it (seen as a sleep in the busy handler), then succeed.
+TEST_F(BudgetDbTest, OpeningANewFileWaitsForAnotherWriterInsteadOfFailing) {
+  int created = ::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);  // as `pay` creates it
+  ASSERT_GE(created, 0);
+  ::close(created);
+  LockHolder holder(path_);
+  ASSERT_TRUE(holder.Holding());
+  SleepWatch watch;
+  std::atomic<bool> done{false};
+  Result<std::unique_ptr<BudgetDb>> opened = Status::Error(ErrorCode::kStoreError, "not run");
+  std::thread opener([&] {
+    opened = BudgetDb::Open(path_, 5000, 1);
+    done = true;
+    watch.Notify();
+  });
+  const bool waited = watch.AwaitSleepOr(done);
+  holder.Release();
+  opener.join();
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_TRUE(waited) << "the open waited for the other writer";
+  EXPECT_EQ((*opened)->Figures()->total, 5000);
 }
 
 // --- the budget's asset --------------------------------------------------------------------------
