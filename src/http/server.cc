@@ -614,8 +614,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto lease = std::move(body_lease_);  // released here unless the request takes it
     if (ReadFailed(ec)) return;
     if (shared_->stopped) return Close();  // a request read while stopping is not handled
+    // The parser's verdict, not the message's: message::keep_alive() reads only the first
+    // Connection field, so `close` in a second one left the connection open (RFC 9112 §9.6).
+    const bool keep_alive = parser_->keep_alive();
     auto message = parser_->release();
-    bool keep_alive = message.keep_alive();
     std::shared_ptr<HttpRequest> request = std::move(request_);
     request->body = std::move(message.body());
     if (lease) {
@@ -928,8 +930,8 @@ RequestRead ReadRequestBytes(std::string_view wire, const ServerLimits& limits,
     read.answer = ReadErrorAnswer(ec, limits);
     return read;
   }
+  read.keep_alive = parser.keep_alive();  // as the session: every Connection field counts
   auto message = parser.release();
-  read.keep_alive = message.keep_alive();
   request->body = std::move(message.body());
   read.request = std::move(request);
   return read;

@@ -128,6 +128,24 @@ TEST(ReadRequestBytes, ConnectIsRefusedNotFramed) {
   }
 }
 
+// Found by fuzz/http_request_diff_fuzzer.cc (seed regression-close-in-second-connection-field):
+// Beast's message::keep_alive() reads only the first Connection field, so `close` in a second one
+// was ignored and the connection kept open (RFC 9112 §9.6, RFC 9110 §5.3: the fields combine).
+TEST(ReadRequestBytes, CloseInAnyConnectionFieldEndsTheConnection) {
+  for (const std::string fields : {"Connection: foo\r\nConnection: close\r\n",
+                                   "Connection: keep-alive\r\nConnection: x, close\r\n",
+                                   "Connection: close\r\nConnection: keep-alive\r\n"}) {
+    RequestRead read =
+        ReadRequestBytes("GET / HTTP/1.1\r\nHost: a\r\n" + fields + "\r\n", ServerLimits{}, 0);
+    ASSERT_TRUE(read.request) << fields;
+    EXPECT_FALSE(read.keep_alive) << fields;
+  }
+  RequestRead open = ReadRequestBytes(
+      "GET / HTTP/1.1\r\nConnection: foo\r\nConnection: bar\r\n\r\n", ServerLimits{}, 0);
+  ASSERT_TRUE(open.request);
+  EXPECT_TRUE(open.keep_alive);
+}
+
 // Issue 36 item 3: fields in a chunked body's trailer are dropped, never merged into the headers
 // (an Idempotency-Key or any other field set where no proxy in front looks).
 TEST(ReadRequestBytes, TrailerFieldsNeverBecomeHeaders) {
