@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "http/request_target.h"
@@ -42,6 +43,11 @@ struct Reference {
   std::string body;
   bool keep_alive = false;
   unsigned http_major = 0;
+  // Where the body's bytes lie on the wire read, and where the first request ends: the bytes
+  // between head and end that are not body are the chunked framing (sizes, extensions, trailer).
+  const char* wire_start = nullptr;
+  std::vector<std::pair<size_t, size_t>> body_ranges;  // offset, length
+  size_t message_end = 0;
   // What the wire given to the reference differs by (a request line rewritten for it, see
   // ForReference): its head_bytes are counted on the original wire.
   bool method_replaced = false;
@@ -89,7 +95,9 @@ int OnHeadersComplete(http_parser* parser) {
   return 0;
 }
 int OnBody(http_parser* parser, const char* at, size_t length) {
-  Of(parser).body.append(at, length);
+  Reference& ref = Of(parser);
+  ref.body.append(at, length);
+  ref.body_ranges.emplace_back(static_cast<size_t>(at - ref.wire_start), length);
   return 0;
 }
 int OnMessageComplete(http_parser* parser) {
@@ -113,6 +121,7 @@ Reference ReadWithReference(std::string_view wire) {
   http_parser parser;
   http_parser_init(&parser, HTTP_REQUEST);
   parser.data = &ref;
+  ref.wire_start = wire.data();
   size_t at = 0;
   while (ref.outcome != Reference::Outcome::kComplete) {
     const size_t used = http_parser_execute(&parser, &settings, wire.data() + at, wire.size() - at);
@@ -125,6 +134,7 @@ Reference ReadWithReference(std::string_view wire) {
       http_parser_pause(&parser, 0);
       continue;
     }
+    if (ref.outcome == Reference::Outcome::kComplete) ref.message_end = at + used;
     if (error != HPE_OK && error != HPE_PAUSED) {
       ref.outcome = Reference::Outcome::kRefused;
       ref.error = error;
@@ -179,6 +189,19 @@ Reference ForReference(std::string_view original, const RequestRead& ours) {
       masked[at + 1] = '~';
     }
   }
+  // RFC 9110 §8.6, §5.5: a Content-Length value is digits, with optional whitespace (SP or HTAB)
+  // around it; http_parser 2.9.4 takes SP but refuses HTAB there. In a Content-Length line of the
+  // head, HTAB becomes SP for it (the same length; both trim the value's edges).
+  for (size_t at = masked.find('\n'); at < head_end; at = masked.find('\n', at + 1)) {
+    constexpr std::string_view kCl = "content-length:";
+    const size_t line_end = std::min(masked.find('\n', at + 1), head_end);
+    if (line_end - at <= kCl.size() ||
+        !HeaderNameEquals(std::string_view(masked).substr(at + 1, kCl.size()), kCl)) {
+      continue;
+    }
+    std::replace(masked.begin() + static_cast<std::ptrdiff_t>(at),
+                 masked.begin() + static_cast<std::ptrdiff_t>(line_end), '\t', ' ');
+  }
   const std::string_view wire = masked;
   Reference ref = ReadWithReference(wire);
   if (ref.outcome != Reference::Outcome::kRefused) return ref;
@@ -220,14 +243,38 @@ bool HasObsFold(std::string_view head) {
 // Why ours may refuse (400, or wait for a head it never sees end) what the reference reads. Each
 // is a place where the RFCs let a server refuse, and refusing closes the connection: no framing
 // differs. Empty: no reason.
+std::string ComparedValue(std::string_view value, bool obs_fold);
+
+// The bytes that frame the message, not its content: the head, then (chunked) the chunk lines and
+// the trailer section, up to where the reference ended the request.
+std::string FramingBytes(std::string_view wire, const Reference& ref) {
+  std::string framing(RefHead(wire, ref));
+  if (ref.outcome != Reference::Outcome::kComplete) return framing;
+  size_t at = framing.size();
+  const auto take_to = [&](size_t to) {
+    if (to > at) framing.append(wire.substr(at, std::min(to, wire.size()) - at));
+    at = std::max(at, to);
+  };
+  for (const auto& [offset, length] : ref.body_ranges) {
+    take_to(offset);
+    at = std::max(at, offset + length);
+  }
+  take_to(ref.message_end);
+  return framing;
+}
+
 std::string_view WhyOursMayRefuse(std::string_view wire, const Reference& ref) {
   const std::string_view head = RefHead(wire, ref);
-  for (size_t at = 0; at < head.size(); ++at) {
-    // RFC 9112 §2.2: a recipient MAY take a bare LF as a line end (Beast does not).
-    if (head[at] == '\n' && (at == 0 || head[at - 1] != '\r')) return "bare LF";
+  const std::string framing = FramingBytes(wire, ref);
+  for (size_t at = 0; at < framing.size(); ++at) {
+    // RFC 9112 §2.2 (and §7.1 for chunk lines and the trailer): a recipient MAY take a bare LF
+    // as a line end (Beast does not).
+    if (framing[at] == '\n' && (at == 0 || framing[at - 1] != '\r')) return "bare LF";
     // RFC 9112 §2.2: a bare CR MUST be refused or replaced by SP; http_parser (not built
     // strict) takes CR and any next byte as a line end.
-    if (head[at] == '\r' && (at + 1 >= head.size() || head[at + 1] != '\n')) return "bare CR";
+    if (framing[at] == '\r' && (at + 1 >= framing.size() || framing[at + 1] != '\n')) {
+      return "bare CR";
+    }
   }
   // RFC 9112 §2.2: a server SHOULD ignore empty lines before the request line; Beast refuses.
   if (!wire.empty() && (wire[0] == '\r' || wire[0] == '\n')) return "leading empty line";
@@ -237,6 +284,9 @@ std::string_view WhyOursMayRefuse(std::string_view wire, const Reference& ref) {
   // server SHOULD read HTTP/1.2 to HTTP/1.9 as HTTP/1.1; Beast 1.74 knows HTTP/1.0 and HTTP/1.1
   // only and refuses the rest (400 and close: nothing is framed differently, no request runs).
   const std::string_view line = head.substr(0, head.find("\r\n"));
+  // RFC 9112 §3: request-line = method SP request-target SP HTTP-version; a recipient MAY split
+  // it on whitespace instead (http_parser takes runs of SP), Beast wants one SP each.
+  if (std::count(line.begin(), line.end(), ' ') != 2) return "request line not split by one SP";
   const std::string_view version = line.substr(line.size() < 9 ? 0 : line.size() - 9);
   if (ref.http_major != 1 || (version != " HTTP/1.0" && version != " HTTP/1.1")) {
     return "HTTP version other than HTTP/1.0 or HTTP/1.1";
@@ -261,13 +311,34 @@ std::string_view WhyOursMayRefuse(std::string_view wire, const Reference& ref) {
   // RFC 9110 §9.3.6: CONNECT has no content, what follows is a tunnel: the listeners are no
   // proxy and refuse it (server.cc FramingRefusal); http_parser reads a tunnel's start.
   if (ref.method == "CONNECT") return "CONNECT";
+  // RFC 9112 §3.2: a request-target holds no whitespace or CTL; http_parser (not strict) takes
+  // HTAB and FF into it.
+  for (char c : ref.target) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return "CTL in target";
+  }
+  // RFC 9112 §6.3 lets a server refuse a transfer coding it does not understand; the listener
+  // takes only exactly one field "chunked" (FramingRefusal, T22), where http_parser looks only
+  // at whether the last value ends in "chunked".
+  size_t codings = 0;
+  bool one_chunked = false;
+  for (const auto& header : ref.headers) {
+    if (!HeaderNameEquals(header.name, "Transfer-Encoding")) continue;
+    ++codings;
+    one_chunked = HeaderNameEquals(ComparedValue(header.value, false), "chunked");
+  }
+  if (codings > 1 || (codings == 1 && !one_chunked)) return "transfer coding other than chunked";
+  // RFC 9112 §7.1.1: a chunk extension is ";" token ["=" (token / quoted-string)], which Beast
+  // checks and http_parser skips unread.
+  if (framing.find(';', head.size()) != std::string::npos) return "chunk extension";
   return {};
 }
 
 // Why ours may read what the reference refuses: RFC 9110 §8.6 lets a recipient take a
-// Content-Length whose value repeats one decimal number ("42, 42", or the field twice) as that
-// number; http_parser refuses it. Only when the body ours read is that long.
-bool RepeatedLengthOursMayRead(const HttpRequest& ours, const Reference& ref) {
+// Content-Length whose value repeats one decimal number ("42, 42", "05, 5", or the field twice)
+// as that number; http_parser refuses it. And RFC 9112 §5.2 lets a server replace an obs-fold by
+// SP, which Beast does, so "Content-Length: 6" CRLF SP is 6; http_parser refuses the folded
+// value. Only when every Content-Length ours read says the length of the body it read.
+bool RepeatedLengthOursMayRead(const HttpRequest& ours, const Reference& ref, bool obs_fold) {
   if (ref.outcome != Reference::Outcome::kRefused ||
       (ref.error != HPE_UNEXPECTED_CONTENT_LENGTH && ref.error != HPE_INVALID_CONTENT_LENGTH)) {
     return false;
@@ -284,12 +355,13 @@ bool RepeatedLengthOursMayRead(const HttpRequest& ours, const Reference& ref) {
       std::string_view item = rest.substr(0, comma);
       while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
       while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+      while (item.size() > 1 && item.front() == '0') item.remove_prefix(1);  // "05" is 5
       if (item != length) return false;
       ++numbers;
       rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
   }
-  return fields > 0 && numbers > 1;
+  return fields > 0 && (numbers > 1 || obs_fold);
 }
 
 // A field value as compared: RFC 9112 §5 excludes leading and trailing whitespace from a field
@@ -389,26 +461,30 @@ void Compare(std::string_view wire, const RequestRead& ours, const Reference& re
   const bool head_within = ref.head_done && ref.head_bytes <= limits.max_header_bytes;
   const bool within_limits = ref_whole && head_within && ref.body.size() <= limits.max_body_bytes;
   if (ours.request) {
-    if (RepeatedLengthOursMayRead(*ours.request, ref)) return;
+    if (RepeatedLengthOursMayRead(*ours.request, ref, HasObsFold(wire.substr(0, 16384)))) return;
     Require(within_limits,
             "ours read a request the reference refused, did not finish, or found past a limit");
     CompareRequests(wire, ours, ref);
     return;
   }
+  // Where ours reads lines differently (a bare CR or LF is no line end to it, see
+  // WhyOursMayRefuse), it can find a head longer than the reference's.
+  const bool lines_differ = !WhyOursMayRefuse(wire, ref).empty();
   if (within_limits) {
-    Require(!WhyOursMayRefuse(wire, ref).empty(),
-            "ours refused a request the reference read whole within the limits");
-    // Refused for a reason the RFCs allow: with a 400, or by waiting for a head whose end (a
-    // CRLF CRLF) never comes.
-    Require(!ours.answer || ours.answer->status == 400, "such a refusal is a 400");
+    Require(lines_differ, "ours refused a request the reference read whole within the limits");
+    // Refused for a reason the RFCs allow: with a 400, by waiting for a head whose end (a CRLF
+    // CRLF) never comes, or with a 431 for the longer head it reads.
+    Require(!ours.answer || ours.answer->status == 400 ||
+                (ours.answer->status == 431 && wire.size() >= limits.max_header_bytes),
+            "such a refusal is a 400");
     return;
   }
   if (!ours.answer) return;  // closed: the reference refused or needs more
   switch (ours.answer->status) {
     case 431:
-      // Past the head's limit by the reference's count too, or a head it never finished.
-      Require(!head_within && (ref.head_done || wire.size() >= limits.max_header_bytes ||
-                               ref.outcome == Reference::Outcome::kRefused),
+      // Past the head's limit by the reference's count too, a head it never finished, or a head
+      // ours reads as longer.
+      Require(wire.size() >= limits.max_header_bytes && (!head_within || lines_differ),
               "431 only for a head past max_header_bytes");
       return;
     case 413:
