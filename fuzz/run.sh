@@ -4,7 +4,8 @@
 # (fuzz/seeds/TARGET; for payment_header also seeds made from tests/x402/fixtures), with its
 # dictionary. Crash inputs land in the artifacts directory. See fuzz/README.md for long campaigns.
 #   fuzz/run.sh [TARGET] [SECONDS]
-# TARGET: payment_header (default), http_request, http_response, serve_config, admin_body.
+# TARGET: payment_header (default), http_request, http_request_diff, http_response, serve_config,
+# admin_body.
 # env: AGENTPAY_FUZZ_BUILD (build dir), FUZZ_CORPUS (the corpus the run adds to; default
 # BUILD/corpus/TARGET), FUZZ_ARTIFACTS (default BUILD/artifacts/TARGET), FUZZ_ARGS (extra libFuzzer
 # flags, e.g. -jobs=2 or -rss_limit_mb=4096).
@@ -19,7 +20,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${AGENTPAY_FUZZ_BUILD:-$root/build-fuzz}
 case $target in
   payment_header) dict=payment_header.dict ;;
-  http_request | http_response) dict=http.dict ;;
+  http_request | http_response | http_request_diff) dict=http.dict ;;
   serve_config) dict=serve_config.dict ;;
   admin_body) dict=admin_body.dict ;;
   *) echo "fuzz/run.sh: unknown target '$target'" >&2; exit 2 ;;
@@ -36,6 +37,8 @@ corpus=${FUZZ_CORPUS:-$build/corpus/$target}
 artifacts=${FUZZ_ARTIFACTS:-$build/artifacts/$target}
 mkdir -p "$corpus" "$artifacts"
 seeds=("$root/fuzz/seeds/$target")
+# The differential target starts from the request target's seeds as well (the same input layout).
+if [[ $target == http_request_diff ]]; then seeds+=("$root/fuzz/seeds/http_request"); fi
 if [[ $target == payment_header ]]; then
   seeds=()
   python3 - "$root/tests/x402/fixtures" "$corpus" <<'PY'

@@ -14,6 +14,8 @@ PACKAGES=(
   ca-certificates
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev python3 wrk nginx-light curl procps
+  # the differential fuzz target's second HTTP parser (Node's http_parser; fuzz/, its CI replay)
+  libhttp-parser-dev
   # PostgreSQL: the server the tests start privately (tests/pg/cluster.sh), Python's client for their checks
   postgresql-15 python3-psycopg2
   openssl  # the CLI: docs recompute a task key and make the TLS tests' CA with it

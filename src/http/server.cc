@@ -1,5 +1,6 @@
-// Boost.Beast listener and sessions (after Beast's advanced server example): a thin session that reads
-// one request at a time with limits and timeouts, hands it to the worker pool, and writes the answer.
+// Boost.Beast listener and sessions (after Beast's advanced server example): a thin session that
+// reads one request at a time with limits and timeouts, hands it to the worker pool, and writes the
+// answer.
 #include "http/server.h"
 
 #include <array>
@@ -257,7 +258,14 @@ size_t ReadBufferLimit(const ServerLimits& limits) {
 // this server understands. Beast reads such a request as bodyless, so its body would be parsed as
 // the next request on the connection (request smuggling past whatever sits in front of the
 // gateway): it is refused with 400 and the connection closed. HTTP/1.0 has no transfer codings.
+// CONNECT likewise: it has no content (RFC 9110 §9.3.6) and what follows its head is a tunnel's
+// bytes, not HTTP, yet Beast frames it by Content-Length and reads what follows as the next
+// request (found by fuzz/http_request_diff_fuzzer.cc). No listener here is a proxy: refused.
 std::optional<HttpResponse> FramingRefusal(const http::request<http::string_body>& head) {
+  if (head.method() == http::verb::connect) {
+    return ProblemResponse(400, ProblemCode::kBadRequest,
+                           "malformed HTTP request: CONNECT is not served (this is no proxy)");
+  }
   const auto [first, last] = head.equal_range(http::field::transfer_encoding);
   if (first == last) return std::nullopt;
   const bool one_chunked =
@@ -582,8 +590,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto expect = parser_->get()[http::field::expect];
     if (expect.size() == 12 &&
         HeaderNameEquals(std::string_view(expect.data(), expect.size()), "100-continue")) {
-      auto go_ahead = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
-                                                                         11);
+      auto go_ahead =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
       http::async_write(
           stream_, *go_ahead,
           [self = this->shared_from_this(), go_ahead](beast::error_code write_ec, size_t) {
@@ -606,8 +614,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto lease = std::move(body_lease_);  // released here unless the request takes it
     if (ReadFailed(ec)) return;
     if (shared_->stopped) return Close();  // a request read while stopping is not handled
+    // The parser's verdict, not the message's: message::keep_alive() reads only the first
+    // Connection field, so `close` in a second one left the connection open (RFC 9112 §9.6).
+    const bool keep_alive = parser_->keep_alive();
     auto message = parser_->release();
-    bool keep_alive = message.keep_alive();
     std::shared_ptr<HttpRequest> request = std::move(request_);
     request->body = std::move(message.body());
     if (lease) {
@@ -799,23 +809,24 @@ class BeastServer final : public HttpServer {
 
  private:
   void Accept() {
-    acceptor_.async_accept(net::make_strand(shared_->ioc), [this](beast::error_code ec,
-                                                                   tcp::socket socket) {
-      if (ec == net::error::operation_aborted || shared_->stopped) return;
-      if (!ec) {
-        ++shared_->accepted;
-        bool over = shared_->connections.load() >= shared_->limits.max_connections;
-        if (over && shared_->limits.evict_idle_when_full && shared_->EvictOneIdle()) over = false;
-        if (shared_->hooks.tls) {
-          std::make_shared<Session<TlsStream>>(std::move(socket), shared_,
-                                               shared_->hooks.tls->Current())
-              ->Start(over);
-        } else {
-          std::make_shared<Session<beast::tcp_stream>>(std::move(socket), shared_)->Start(over);
-        }
-      }
-      Accept();
-    });
+    acceptor_.async_accept(
+        net::make_strand(shared_->ioc), [this](beast::error_code ec, tcp::socket socket) {
+          if (ec == net::error::operation_aborted || shared_->stopped) return;
+          if (!ec) {
+            ++shared_->accepted;
+            bool over = shared_->connections.load() >= shared_->limits.max_connections;
+            if (over && shared_->limits.evict_idle_when_full && shared_->EvictOneIdle())
+              over = false;
+            if (shared_->hooks.tls) {
+              std::make_shared<Session<TlsStream>>(std::move(socket), shared_,
+                                                   shared_->hooks.tls->Current())
+                  ->Start(over);
+            } else {
+              std::make_shared<Session<beast::tcp_stream>>(std::move(socket), shared_)->Start(over);
+            }
+          }
+          Accept();
+        });
   }
 
   // Closes every open connection and runs what that completes, on this thread: afterwards no
@@ -859,8 +870,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::StartAsync(const std::string& ho
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, uint16_t port,
-                                                      const ServerLimits& limits,
-                                                      Handler handler) {
+                                                      const ServerLimits& limits, Handler handler) {
   auto shared = std::make_shared<Shared>(limits, nullptr);
   shared->pool = std::make_unique<WorkerPool>(limits.workers, limits.max_queued_requests);
   WorkerPool* pool = shared->pool.get();
@@ -920,8 +930,8 @@ RequestRead ReadRequestBytes(std::string_view wire, const ServerLimits& limits,
     read.answer = ReadErrorAnswer(ec, limits);
     return read;
   }
+  read.keep_alive = parser.keep_alive();  // as the session: every Connection field counts
   auto message = parser.release();
-  read.keep_alive = message.keep_alive();
   request->body = std::move(message.body());
   read.request = std::move(request);
   return read;

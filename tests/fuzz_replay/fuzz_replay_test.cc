@@ -18,6 +18,7 @@ extern "C" int HttpRequestFuzzOne(const uint8_t* data, size_t size);
 extern "C" int HttpResponseFuzzOne(const uint8_t* data, size_t size);
 extern "C" int ServeConfigFuzzOne(const uint8_t* data, size_t size);
 extern "C" int AdminBodyFuzzOne(const uint8_t* data, size_t size);
+extern "C" int HttpRequestDiffFuzzOne(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -48,7 +49,8 @@ INSTANTIATE_TEST_SUITE_P(Seeds, FuzzReplay,
                          ::testing::Values(Target{"http_request", HttpRequestFuzzOne},
                                            Target{"http_response", HttpResponseFuzzOne},
                                            Target{"serve_config", ServeConfigFuzzOne},
-                                           Target{"admin_body", AdminBodyFuzzOne}),
+                                           Target{"admin_body", AdminBodyFuzzOne},
+                                           Target{"http_request_diff", HttpRequestDiffFuzzOne}),
                          [](const ::testing::TestParamInfo<Target>& info) {
                            return std::string(info.param.name);
                          });

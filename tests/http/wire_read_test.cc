@@ -109,6 +109,43 @@ TEST(ReadRequestBytes, TransferCodingsOtherThanOneChunkedAreRefused) {
   EXPECT_EQ(chunked.request->body, "ok");
 }
 
+// Found by fuzz/http_request_diff_fuzzer.cc (seed regression-connect-framed-by-content-length):
+// CONNECT has no content and what follows its head is a tunnel (RFC 9110 §9.3.6), yet Beast framed
+// it by Content-Length and read the bytes after it as the next request, where http_parser (and a
+// proxy in front) takes them for a tunnel's. No listener here is a proxy: refused, and closed.
+TEST(ReadRequestBytes, ConnectIsRefusedNotFramed) {
+  const std::string smuggled = "GET /cheap/smuggled HTTP/1.1\r\nHost: a\r\n\r\n";
+  for (const std::string length : {"", "Content-Length: 5\r\n", "Content-Length: 0\r\n"}) {
+    const std::string wire = "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n" + length + "\r\n" +
+                             (length.empty() ? "" : "hello") + smuggled;
+    for (size_t chunk : {0u, 3u}) {
+      RequestRead read = ReadRequestBytes(wire, ServerLimits{}, chunk);
+      EXPECT_FALSE(read.request) << length;
+      ASSERT_TRUE(read.answer) << length;
+      EXPECT_EQ(read.answer->status, 400) << length;
+      EXPECT_FALSE(read.keep_alive) << length;
+    }
+  }
+}
+
+// Found by fuzz/http_request_diff_fuzzer.cc (seed regression-close-in-second-connection-field):
+// Beast's message::keep_alive() reads only the first Connection field, so `close` in a second one
+// was ignored and the connection kept open (RFC 9112 §9.6, RFC 9110 §5.3: the fields combine).
+TEST(ReadRequestBytes, CloseInAnyConnectionFieldEndsTheConnection) {
+  for (const std::string fields : {"Connection: foo\r\nConnection: close\r\n",
+                                   "Connection: keep-alive\r\nConnection: x, close\r\n",
+                                   "Connection: close\r\nConnection: keep-alive\r\n"}) {
+    RequestRead read =
+        ReadRequestBytes("GET / HTTP/1.1\r\nHost: a\r\n" + fields + "\r\n", ServerLimits{}, 0);
+    ASSERT_TRUE(read.request) << fields;
+    EXPECT_FALSE(read.keep_alive) << fields;
+  }
+  RequestRead open = ReadRequestBytes(
+      "GET / HTTP/1.1\r\nConnection: foo\r\nConnection: bar\r\n\r\n", ServerLimits{}, 0);
+  ASSERT_TRUE(open.request);
+  EXPECT_TRUE(open.keep_alive);
+}
+
 // Issue 36 item 3: fields in a chunked body's trailer are dropped, never merged into the headers
 // (an Idempotency-Key or any other field set where no proxy in front looks).
 TEST(ReadRequestBytes, TrailerFieldsNeverBecomeHeaders) {
