@@ -20,6 +20,7 @@
 #include "cli/closest_name.h"
 #include "core/money.h"
 #include "http/request_target.h"
+#include "http/route_table.h"
 #include "http/server.h"
 
 namespace agentpay {
@@ -174,11 +175,16 @@ Result<RouteConfig> MakeRoute(std::string prefix, const std::string& upstream,
   while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
   // Requests are matched by their normalised path (http/request_target.h): a prefix that is not
   // itself normal ("/a/../b", "/%7Ex", "/a?b") could never match, or not what it says.
-  if (auto normal = NormalizeTarget(prefix); !normal.ok() || *normal != prefix ||
-                                             prefix.find('?') != std::string::npos) {
+  if (auto normal = NormalizeTarget(prefix);
+      !normal.ok() || *normal != prefix || prefix.find('?') != std::string::npos) {
     return Invalid(where + ": prefix " + prefix +
                    " is not a normalised path (no '.', '..', '//', '?', or escapes of letters, "
                    "digits and -._~)");
+  }
+  // Nor one that some upstream reads otherwise (';', a trailing dot, non-ASCII...): the requests
+  // that server means by it could not be told apart from the other routes' (T21).
+  if (Status stable = CheckRoutePrefix(prefix); !stable.ok()) {
+    return Invalid(where + ": " + stable.message());
   }
   route.prefix = prefix;
   auto endpoint = ParseHttpUrl(upstream);
@@ -278,6 +284,13 @@ Result<std::vector<RouteConfig>> RoutesFromToml(const toml::array& tables, int64
       }
     }
     routes.push_back(std::move(*route));
+  }
+  // Two prefixes that a case-insensitive upstream reads alike ("/Pro", "/pro") would each make
+  // the other's requests ambiguous: one of them must go.
+  std::vector<RoutePrefix> prefixes;
+  for (size_t i = 0; i < routes.size(); ++i) prefixes.push_back({routes[i].prefix, i});
+  if (auto table = RouteTable::Make(prefixes); !table.ok()) {
+    return Invalid(file + ": [[route]] " + table.status().message());
   }
   return routes;
 }
@@ -382,8 +395,8 @@ Result<RateLimit> ParseRateLimit(const std::string& text, const std::string& fla
     return value;
   };
   auto per_second = number(std::string_view(text).substr(0, colon));
-  auto burst = colon == std::string::npos ? per_second
-                                          : number(std::string_view(text).substr(colon + 1));
+  auto burst =
+      colon == std::string::npos ? per_second : number(std::string_view(text).substr(colon + 1));
   if (!per_second || !burst || *per_second < 1 || *per_second > kMaxRatePerSecond || *burst < 1 ||
       *burst > kMaxRateBurst) {
     return Invalid("--" + flag + " must be PER_SECOND[:BURST] with both between 1 and " +
@@ -394,13 +407,14 @@ Result<RateLimit> ParseRateLimit(const std::string& text, const std::string& fla
 
 Result<std::string> ReadSecretFile(const std::string& path, SecretLinks links) {
   // Opened once and checked through that descriptor: what is checked is what is read.
-  const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK |
-                    (links == SecretLinks::kRefuse ? O_NOFOLLOW : 0);
+  const int flags =
+      O_RDONLY | O_CLOEXEC | O_NONBLOCK | (links == SecretLinks::kRefuse ? O_NOFOLLOW : 0);
   int fd = ::open(path.c_str(), flags);
   if (fd < 0) {
     if (errno == ELOOP && links == SecretLinks::kRefuse) {
-      return Invalid(path + " is a symbolic link; this file is written by agentpay itself and is "
-                            "never read through a link: remove the link");
+      return Invalid(path +
+                     " is a symbolic link; this file is written by agentpay itself and is "
+                     "never read through a link: remove the link");
     }
     return Invalid("cannot read " + path + " (" + std::strerror(errno) + ")");
   }

@@ -23,6 +23,28 @@ bool IsReservedPath(std::string_view path) {
          path.starts_with("/admin/") || path == "/console" || path.starts_with("/console/") ||
          path == "/inspector" || path.starts_with("/inspector/");
 }
+
+// The route table of a valid configuration. Routes that differ only in their prefix are of the
+// same terms: a reading that moves a request between them changes neither price nor upstream.
+RouteTable RouteTableOf(const std::vector<RouteConfig>& routes) {
+  std::vector<RoutePrefix> prefixes;
+  for (size_t i = 0; i < routes.size(); ++i) {
+    size_t terms = i;
+    for (size_t j = 0; j < i; ++j) {
+      const RouteConfig& a = routes[i];
+      const RouteConfig& b = routes[j];
+      if (a.price == b.price && a.upstream_url == b.upstream_url && a.timeout_ms == b.timeout_ms &&
+          a.require_idempotency_key == b.require_idempotency_key && a.settle == b.settle) {
+        terms = j;
+        break;
+      }
+    }
+    prefixes.push_back({routes[i].prefix, terms});
+  }
+  auto table = RouteTable::Make(prefixes);
+  AGENTPAY_CHECK(table.ok());  // serve_config.cc refuses such prefixes at start
+  return std::move(*table);
+}
 }  // namespace
 
 Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& random, Timers& timers,
@@ -33,6 +55,7 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
       random_(random),
       settler_(settler),
       x402_offers_(config_.chain, config_.routes, config_.public_url),
+      route_table_(RouteTableOf(config_.routes)),
       instance_id_("gw_" + RandomHex(random, 8)),
       own_pool_(executors.blocking != nullptr
                     ? nullptr
@@ -115,15 +138,18 @@ HttpResponse Gateway::AnswerFromHead(const HttpRequest& head, HttpResponse answe
 }
 
 HeadDecision Gateway::AnswerHead(const HttpRequest& head, HeadDone done) {
-  auto target = NormalizeTarget(head.target);
-  if (!target.ok()) {
-    return HeadDecision::Answer(AnswerFromHead(head, InvalidTarget(target.status())));
+  Destination destination = Route(head.target);
+  switch (destination.kind) {
+    case Destination::Kind::kRefused:
+      return HeadDecision::Answer(AnswerFromHead(head, std::move(destination.refusal)));
+    case Destination::Kind::kGateway:
+      return HeadDecision::ReadBody();
+    case Destination::Kind::kPaid:
+      break;
   }
   HttpRequest normal = head;  // a head: no body to copy
-  normal.target = std::move(*target);
-  std::string_view path = normal.Path();
-  const RouteConfig* route = IsReservedPath(path) ? nullptr : MatchRoute(path);
-  if (route == nullptr) return HeadDecision::ReadBody();
+  normal.target = std::move(destination.target);
+  const RouteConfig* route = destination.route;
   if (!OffersPayment(normal)) {
     return HeadDecision::Answer(AnswerFromHead(head, RouteChallenge(x402_offers_, normal, *route)));
   }
@@ -151,16 +177,18 @@ HeadDecision Gateway::AnswerHead(const HttpRequest& head, HeadDone done) {
 
 void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond respond) {
   // Routes, prices, fingerprints and the upstream all see the normalised target (issue 13 item 6).
-  auto target = NormalizeTarget(request->target);
-  if (!target.ok()) return respond(InvalidTarget(target.status()));
-  if (*target != request->target) {
+  Destination destination = Route(request->target);
+  if (destination.kind == Destination::Kind::kRefused) {
+    return respond(std::move(destination.refusal));
+  }
+  if (destination.target != request->target) {
     auto normal = std::make_shared<HttpRequest>(*request);  // rare: a target sent unnormalised
-    normal->target = std::move(*target);
+    normal->target = std::move(destination.target);
     request = std::move(normal);
   }
-  std::string_view path = request->Path();
-  const RouteConfig* route = IsReservedPath(path) ? nullptr : MatchRoute(path);
-  if (route != nullptr) return HandlePaid(std::move(request), *route, std::move(respond));
+  if (destination.kind == Destination::Kind::kPaid) {
+    return HandlePaid(std::move(request), *destination.route, std::move(respond));
+  }
   bool queued = blocking_.TrySubmit([this, request, respond] {
     // Nothing here is meant to throw; if something does, the pool thread must not die with it and
     // the client learns only an error id (the reason goes to the log).
@@ -202,16 +230,37 @@ HttpResponse Gateway::HandleBlocking(const HttpRequest& request) {
       IsReservedPath(path) ? "no such endpoint" : "no paid route serves this path");
 }
 
-const RouteConfig* Gateway::MatchRoute(std::string_view path) const {
-  const RouteConfig* best = nullptr;
-  for (const auto& route : config_.routes) {
-    std::string_view prefix = route.prefix;
-    bool matches =
-        prefix == "/" || path == prefix ||
-        (path.starts_with(prefix) && path.size() > prefix.size() && path[prefix.size()] == '/');
-    if (matches && (best == nullptr || prefix.size() > best->prefix.size())) best = &route;
+Gateway::Destination Gateway::Route(std::string_view raw_target) const {
+  auto target = NormalizeTarget(raw_target);
+  if (!target.ok()) {
+    return {Destination::Kind::kRefused, {}, nullptr, InvalidTarget(target.status())};
   }
-  return best;
+  Destination destination;  // kGateway
+  destination.target = std::move(*target);
+  const std::string_view path =
+      std::string_view(destination.target).substr(0, destination.target.find('?'));
+  if (IsReservedPath(path)) return destination;
+  const RouteMatch match = route_table_.Match(path);
+  switch (match.outcome) {
+    case RouteOutcome::kMatched:
+      destination.kind = Destination::Kind::kPaid;
+      destination.route = &config_.routes[match.route];
+      return destination;
+    case RouteOutcome::kUnmatched:
+      return destination;
+    case RouteOutcome::kAmbiguous:
+      return {Destination::Kind::kRefused,
+              {},
+              nullptr,
+              ProblemResponse(400, ProblemCode::kAmbiguousTarget,
+                              "some servers read this path as one below " +
+                                  config_.routes[match.route].prefix +
+                                  ", another paid route (they drop ';' parameters and trailing "
+                                  "dots and spaces, ignore letter case, decode escapes twice or "
+                                  "fold Unicode to ASCII); the gateway does not: send the path "
+                                  "as the route it is meant for spells it")};
+  }
+  return destination;
 }
 
 void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,

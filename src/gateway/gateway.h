@@ -23,6 +23,7 @@
 #include "gateway/x402_offer.h"
 #include "gateway/x402_path.h"
 #include "http/message.h"
+#include "http/route_table.h"
 #include "http/server.h"
 #include "http/worker_pool.h"
 #include "settlement/relayer_watch.h"
@@ -105,7 +106,20 @@ class Gateway {
   HttpResponse AnswerFromHead(const HttpRequest& head, HttpResponse answer);
   void HandlePaid(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
                   Respond respond);
-  const RouteConfig* MatchRoute(std::string_view path) const;
+  // Where a target goes (T10, T21). AnswerHead and HandleAsync both ask this one function, so the
+  // early 402 and the paid pipeline never disagree on a route.
+  struct Destination {
+    enum class Kind {
+      kRefused,  // `refusal`: the target does not normalise, or may be read as another route
+      kGateway,  // the gateway's own endpoint, or no route: HandleBlocking answers it
+      kPaid,     // `route`
+    };
+    Kind kind = Kind::kGateway;
+    std::string target;                  // kGateway, kPaid: the normalised target
+    const RouteConfig* route = nullptr;  // kPaid
+    HttpResponse refusal;                // kRefused: the 400
+  };
+  Destination Route(std::string_view target) const;
 
   GatewayConfig config_;
   Store& store_;
@@ -114,6 +128,8 @@ class Gateway {
   Settler* settler_;
   // Per route, what the 402 challenge advertises and what x402 payments are verified against.
   X402Offers x402_offers_;  // its public URL may be set once the listener is bound
+  // The routes' prefixes, in config_.routes' order, for Route.
+  const RouteTable route_table_;
   const std::string instance_id_;
   bool registered_ = false;
   Metrics metrics_;

@@ -39,6 +39,7 @@ enum class ProblemCode : uint8_t {
   kAlreadyResolved,
   kAuthorizationAlreadyUsed,
   kInvalidTarget,
+  kAmbiguousTarget,
   kNoAlerts,
   kChainFeesTooHigh,
   kTooManyApiKeys,
@@ -79,6 +80,7 @@ constexpr std::string_view ProblemCodeName(ProblemCode code) {
     case ProblemCode::kAlreadyResolved: return "already_resolved";
     case ProblemCode::kAuthorizationAlreadyUsed: return "authorization_already_used";
     case ProblemCode::kInvalidTarget: return "invalid_target";
+    case ProblemCode::kAmbiguousTarget: return "ambiguous_target";
     case ProblemCode::kNoAlerts: return "no_alerts";
     case ProblemCode::kChainFeesTooHigh: return "chain_fees_too_high";
     case ProblemCode::kTooManyApiKeys: return "too_many_api_keys";

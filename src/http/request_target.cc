@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/hex.h"
+#include "http/path_reading.h"
 
 namespace agentpay {
 namespace {
@@ -53,8 +54,9 @@ Result<std::string> DecodeUnreserved(std::string_view path) {
 
 Result<std::string> NormalizeTarget(std::string_view target) {
   if (target.empty() || target.front() != '/') {
-    return Refuse("the request target must be a path starting with '/' (origin-form); "
-                  "absolute-form, authority-form and '*' targets are not accepted");
+    return Refuse(
+        "the request target must be a path starting with '/' (origin-form); "
+        "absolute-form, authority-form and '*' targets are not accepted");
   }
   const size_t mark = target.find('?');
   const std::string_view raw_path = target.substr(0, mark);
@@ -73,12 +75,15 @@ Result<std::string> NormalizeTarget(std::string_view target) {
     const size_t slash = rest.find('/');
     const std::string_view segment = rest.substr(0, slash);
     rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
-    const std::string_view bare = segment.substr(0, segment.find(';'));
-    const bool dot = bare == "." || bare == "..";
+    const bool dot = segment == "." || segment == "..";
     // An empty last segment or a dot segment at the end leaves a directory: "/a/" or "/a/b/..".
     trailing_slash = rest.empty() && (segment.empty() || dot);
-    if (dot && bare.size() != segment.size()) {
-      return Refuse("a dot segment with parameters ('..;', '.;') in the path is not accepted");
+    // What the gateway reads as a plain segment, some server may read as "..", or as more than
+    // one segment: those are refused, whatever the routes (T10, T21).
+    if (!dot) {
+      if (SegmentHazard hazard = HazardOf(segment); hazard != SegmentHazard::kNone) {
+        return Refuse(std::string(HazardReason(hazard)));
+      }
     }
     if (segment.empty() || segment == ".") continue;
     if (segment == "..") {

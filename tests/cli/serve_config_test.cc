@@ -517,5 +517,29 @@ TEST_F(ServeConfigTest, AdminOriginsAreCheckedAndNeedTheAdminListener) {
   EXPECT_NE(too_many.status().message().find("at most 16"), std::string::npos);
 }
 
+// Issue 36 item 2: a prefix is the upstream's plain path, which every server reads alike but for
+// case, and no two prefixes differ only in case; else requests could not be told apart.
+TEST_F(ServeConfigTest, RoutePrefixesMustReadAlikeEverywhere) {
+  for (const char* prefix : {"/a;b", "/pro.", "/a%20", "/caf%C3%A9", "/expens~1", "/a::$DATA",
+                             "/a%2541", "/a/..%3B/b", "/a%EF%BC%8Fb"}) {
+    auto config = ResolveFile(std::string("[[route]]\nprefix = \"") + prefix +
+                              "\"\nupstream = \"http://127.0.0.1:9\"\nprice = 1\n");
+    ASSERT_FALSE(config.ok()) << prefix;
+    EXPECT_NE(config.status().message().find(prefix), std::string::npos)
+        << config.status().message();
+  }
+  const std::string route = "\"\nupstream = \"http://127.0.0.1:9\"\nprice = 1\n";
+  auto twins = ResolveFile("[[route]]\nprefix = \"/Pro" + route + "[[route]]\nprefix = \"/api" +
+                           route + "[[route]]\nprefix = \"/pro" + route);
+  ASSERT_FALSE(twins.ok());
+  EXPECT_NE(twins.status().message().find("letter case"), std::string::npos)
+      << twins.status().message();
+  EXPECT_NE(twins.status().message().find("/Pro and /pro"), std::string::npos);
+  auto ok = ResolveFile("[[route]]\nprefix = \"/API" + route + "[[route]]\nprefix = \"/api/V2" +
+                        route + "[[route]]\nprefix = \"/v1/things:batch" + route);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->routes.size(), 3u);
+}
+
 }  // namespace
 }  // namespace agentpay

@@ -47,7 +47,9 @@ class GatewayTest : public ::testing::Test {
     MakeGateway(GatewayConfig{});
   }
 
-  void MakeGateway(GatewayConfig config) {
+  // With one route "/" at kPrice, and after it `more_routes` of other prefixes and prices.
+  void MakeGateway(GatewayConfig config,
+                   const std::vector<std::pair<std::string, int64_t>>& more_routes = {}) {
     RouteConfig route;
     route.prefix = "/";
     route.upstream_url = "http://127.0.0.1:9";
@@ -55,6 +57,11 @@ class GatewayTest : public ::testing::Test {
     route.price = kPrice;
     route.timeout_ms = 1000;
     config.routes = {route};
+    for (const auto& [prefix, price] : more_routes) {
+      route.prefix = prefix;
+      route.price = price;
+      config.routes.push_back(route);
+    }
     config.admin_token = "admin-secret";
     config.attach_wait_ms = attach_wait_ms_;
     gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, timers_, upstream_);
@@ -182,6 +189,49 @@ TEST_F(GatewayTest, CaptureThenReplay) {
   EXPECT_EQ(upstream_.calls(), 1);
   EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
   EXPECT_EQ(upstream_.last_operation(), first.Header("AgentPay-Operation-Id"));
+}
+
+// Issue 36 item 2: a path that the gateway reads under "/" but an upstream could read under
+// "/expensive" is refused alike by the head handler (the early 402) and the pipeline, and by both
+// before any operation, hold or upstream call exists.
+TEST_F(GatewayTest, TargetsReadAsAnotherRouteAreRefusedBeforeAnyMoneyMoves) {
+  MakeGateway(GatewayConfig{}, {{"/expensive", 500000}});
+  auto [id, key] = Account(1000000);
+  const char* variants[] = {"/expensive;jsessionid=1/report",
+                            "/Expensive/report",
+                            "/EXPENSIVE/report",
+                            "/expensive%3b/report",
+                            "/expensive./report",
+                            "/%EF%BD%85xpensive/report",
+                            "/;x/expensive/report",
+                            "/expensive.json"};
+  for (const char* target : variants) {
+    SCOPED_TRACE(target);
+    HttpRequest head;
+    head.method = "POST";
+    head.target = target;
+    HeadDecision early = gateway_->AnswerHead(head, [](HeadDecision) { ADD_FAILURE(); });
+    ASSERT_EQ(early.kind, HeadDecision::Kind::kAnswer);
+    EXPECT_EQ(early.answer.status, 400);
+    EXPECT_EQ(nlohmann::json::parse(early.answer.body)["code"], "ambiguous_target");
+    HttpRequest paid = head;
+    paid.headers = {{"Authorization", "Bearer " + key}, {"Idempotency-Key", target}};
+    paid.body = "{}";
+    HttpResponse answer = gateway_->Handle(paid);
+    EXPECT_EQ(answer.status, 400);
+    EXPECT_EQ(nlohmann::json::parse(answer.body)["code"], "ambiguous_target");
+    EXPECT_NE(answer.body.find("/expensive"), std::string::npos) << answer.body;
+    EXPECT_FALSE(answer.Header("AgentPay-Operation-Id").has_value());
+  }
+  EXPECT_EQ(upstream_.calls(), 0);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000000, 0, 0}));
+  // Spelt as the route means it, the same request is sold at the route's price.
+  HttpRequest plain;
+  plain.method = "POST";
+  plain.target = "/expensive/report";
+  plain.headers = {{"Authorization", "Bearer " + key}, {"Idempotency-Key", "plain"}};
+  EXPECT_EQ(gateway_->Handle(plain).status, 200);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000000, 500000, 0}));
 }
 
 TEST(UpstreamRequest, ReplacesCredentialsAndKeyWithTheOperationsOwn) {

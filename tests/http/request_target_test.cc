@@ -78,6 +78,18 @@ TEST(NormalizeTarget, Refused) {
       "/cheap/..;x=1/expensive",
       "/cheap/.;/x",
       "/cheap/%2e%2e;/expensive",
+      // Issue 36 item 2: segments that some server reads as a dot segment or a delimiter.
+      "/cheap/..%3B/expensive",
+      "/cheap/..%3b/expensive",
+      "/cheap/..%20/expensive",
+      "/cheap/%252E%252E/expensive",
+      "/cheap%252F..%252Fexpensive",
+      "/cheap%255C..%255Cexpensive",
+      "/cheap%253F/../../expensive",
+      "/cheap/%EF%BC%8E%EF%BC%8E/expensive",
+      "/cheap%EF%BC%8F..%EF%BC%8Fexpensive",
+      "/cheap/%C0%AE%C0%AE/expensive",
+      "/cheap%C0%AFexpensive",
       "/a#frag",
       "/a?b#frag",
   };

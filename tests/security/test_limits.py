@@ -420,5 +420,96 @@ class RouteNormalisationTest(LimitsTestCase):
         self.assertExecuted(1)
 
 
+class RouteAmbiguityTest(LimitsTestCase):
+    """Issue 36 item 2. Routes: / (price 1) and /expensive (price 500000), one real seller that echoes the
+    path it got. A path that the gateway reads under / but a common upstream could read under /expensive
+    (Tomcat's ';' parameters, IIS's letter case, Windows' trailing dots, double decoding, NFKC) is refused
+    before anything is stored, charged or forwarded."""
+
+    gateway_args = ("--rate-limit", "off")
+    PRICE_DEAR = 500000
+
+    def setUp(self):
+        self.workdir = tempfile.mkdtemp(prefix="agentpay-sec-")
+        harness._workdirs.add(self.workdir)
+        if not os.environ.get("AGENTPAY_IT_KEEP"):
+            self.addCleanup(shutil.rmtree, self.workdir, ignore_errors=True)
+        self.addCleanup(harness._workdirs.discard, self.workdir)
+        url = self.start_upstream()
+        config = os.path.join(self.workdir, "routes.toml")
+        with open(config, "w") as f:
+            for prefix, price in (("/", 1), ("/expensive", self.PRICE_DEAR)):
+                f.write('[[route]]\nprefix = "%s"\nupstream = "%s"\nprice = "%d"\n\n' % (prefix, url, price))
+        self.gw = _RoutedGateway(self.workdir, url, config, extra_args=self.gateway_args)
+        self.addCleanup(self.gw.stop)
+        self.gw.start()
+
+    def raw(self, target, acct=None, key=None, body=b"{}"):
+        """One POST with `target` sent byte for byte, paid with the account's key if `acct` is given."""
+        paid = ("Authorization: Bearer %s\r\nIdempotency-Key: %s\r\n" % (acct.api_key, key)) if acct else ""
+        data = (b"POST " + target + b" HTTP/1.1\r\nHost: x\r\n" + paid.encode() +
+                b"Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+                + body)
+        raw, _ = raw_from("127.0.0.1", self.gw.port, data, timeout=15)
+        return head_and_body(raw)
+
+    def test_paths_an_upstream_reads_as_another_route_are_refused(self):
+        acct = self.gw.create_account("ambiguity", deposit=10 ** 6)
+        before = self.gw.full_state()
+        ambiguous = [
+            # as the issue reported them
+            b"/expensive;jsessionid=1/report", b"/Expensive/report", b"/EXPENSIVE/report", b"/expensive%3b/report",
+            # and found since
+            b"/expensive;jsessionid=1", b"/Expensive", b"/expensive%3Bx=1/report", b"/expensive%253B/report",
+            b"/expensive./report", b"/expensive%20/report", b"/expensive::$DATA/report", b"/%2545xpensive/report",
+            b"/%EF%BD%85xpensive/report", b"/expen%C5%BFive/report", b"/EXPENS~1/report", b"/;x/expensive/report",
+            b"/%20/expensive/report", b"/Expensive?q=1", b"/expensive.json", b"/Expensive.JSON?q=1",
+            b"/\xef\xbd\x85xpensive/report",  # the fullwidth e as raw UTF-8 bytes, not escaped
+        ]
+        for i, target in enumerate(ambiguous):
+            for paid in (True, False):  # the pipeline, and the early 402 that answers from the head alone
+                status, _, payload = self.raw(target, acct if paid else None, "amb-%d" % i)
+                self.assertEqual(status, 400, "%r: %r" % (target, payload[:300]))
+                doc = json.loads(payload)
+                self.assertEqual(doc["code"], "ambiguous_target", target)
+                self.assertIn("/expensive", doc["detail"], target)
+                self.assertNotIn("operation_id", doc, target)
+        # Segments some server reads as '..' or as a delimiter: refused whatever the routes.
+        for i, target in enumerate([b"/x/..%3B/expensive", b"/x/..%3b/expensive", b"/x/..%20/expensive",
+                                    b"/x/%252E%252E/expensive", b"/x%252F..%252Fexpensive",
+                                    b"/x/%EF%BC%8E%EF%BC%8E/expensive", b"/x%EF%BC%8Fexpensive",
+                                    b"/x%C0%AF..%C0%AFexpensive"]):
+            status, _, payload = self.raw(target, acct, "inv-%d" % i)
+            self.assertEqual(status, 400, "%r: %r" % (target, payload[:300]))
+            self.assertEqual(json.loads(payload)["code"], "invalid_target", target)
+        # Nothing stored, nothing charged, nothing forwarded: the books are as they were.
+        self.assertEqual(self.gw.full_state(), before)
+        self.assertAccount(acct, deposited=10 ** 6, captured=0, held=0)
+        self.assertExecuted(0)
+
+    def test_paths_that_read_as_one_route_are_served(self):
+        acct = self.gw.create_account("one-route", deposit=2 * 10 ** 6)
+        cases = [
+            # (target, price charged, path the seller must see: forwarded as sent)
+            (b"/cheap;x=1/y", 1, "/cheap;x=1/y"),
+            (b"/expensive/report;v=2", self.PRICE_DEAR, "/expensive/report;v=2"),
+            (b"/expensive/Report", self.PRICE_DEAR, "/expensive/Report"),
+            (b"/x/expensive", 1, "/x/expensive"),
+            (b"/%E6%97%A5%E6%9C%AC/report", 1, "/%E6%97%A5%E6%9C%AC/report"),
+            (b"/report.json", 1, "/report.json"),
+            (b"/expensive/report.json", self.PRICE_DEAR, "/expensive/report.json"),
+        ]
+        captured = 0
+        for i, (target, price, seen) in enumerate(cases):
+            status, _, payload = self.raw(target, acct, "one-%d" % i)
+            self.assertEqual(status, 200, "%r: %r" % (target, payload[:300]))
+            self.assertEqual(json.loads(payload)["path"], seen, target)
+            captured += price
+            self.assertAccount(acct, captured=captured, held=0)
+        self.assertExecuted(len(cases))
+        # The dear route's own spelling is sold at its price; its variants are not sold at all.
+        self.assertEqual(captured, 4 + 3 * self.PRICE_DEAR)
+
+
 if __name__ == "__main__":
     harness.main(sys.argv)
