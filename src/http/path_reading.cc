@@ -257,7 +257,7 @@ SegmentReading ReadSegment(std::string_view segment) {
     i += next.length;
   }
   // Each server cuts, or not, at ';' and at ':$': every cut must stay clear of a dot segment.
-  const std::string_view at_semicolon = text.substr(0, text.find(';'));
+  const std::string_view at_semicolon = std::string_view(text).substr(0, text.find(';'));
   const std::string_view cut = CutParameters(text);
   if (MayBeDotSegment(text) || MayBeDotSegment(at_semicolon) || MayBeDotSegment(cut)) {
     return {SegmentHazard::kDotSegment, {}};
