@@ -263,6 +263,46 @@ std::string FramingBytes(std::string_view wire, const Reference& ref) {
   return framing;
 }
 
+// RFC 9112 §7.1: chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF, chunk-size = 1*HEXDIG.
+// http_parser (not built strict) ends a size at a SP and skips what follows to the CR, and takes
+// any two bytes after chunk data as its CRLF; Beast refuses both (400 "bad chunk"), which closes
+// the connection: nothing is framed differently. Empty when every chunk up to the last is framed
+// as the RFC writes it (the trailer section is checked elsewhere).
+std::string_view LenientChunkFraming(std::string_view wire, size_t at) {
+  for (;;) {
+    const size_t line_end = wire.find("\r\n", at);
+    if (line_end == std::string_view::npos) return {};  // the reference read it otherwise: others
+    const std::string_view size_line = wire.substr(at, line_end - at);
+    if (size_line.empty() || size_line.size() > 16 ||
+        !std::all_of(size_line.begin(), size_line.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; })) {
+      return "chunk size line not 1*HEXDIG CRLF";
+    }
+    const uint64_t size = std::stoull(std::string(size_line), nullptr, 16);
+    at = line_end + 2;
+    if (size == 0) break;
+    if (size > wire.size() - at) return {};
+    at += size;
+    if (wire.substr(at, 2) != "\r\n") return "chunk data not followed by CRLF";
+    at += 2;
+  }
+  // RFC 9112 §7.1.2: the trailer section is field lines (a token, ':', a value without CTLs);
+  // http_parser (not strict) takes other bytes into names and values, Beast refuses them.
+  for (;;) {
+    const size_t line_end = wire.find("\r\n", at);
+    if (line_end == std::string_view::npos || line_end == at) return {};
+    const std::string_view field = wire.substr(at, line_end - at);
+    const size_t colon = field.find(':');
+    if (colon == std::string_view::npos || !IsToken(field.substr(0, colon))) {
+      return "trailer field not a field line";
+    }
+    for (char c : field.substr(colon + 1)) {
+      if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) return "CTL in trailer";
+    }
+    at = line_end + 2;
+  }
+}
+
 std::string_view WhyOursMayRefuse(std::string_view wire, const Reference& ref) {
   const std::string_view head = RefHead(wire, ref);
   const std::string framing = FramingBytes(wire, ref);
@@ -330,6 +370,9 @@ std::string_view WhyOursMayRefuse(std::string_view wire, const Reference& ref) {
   // RFC 9112 §7.1.1: a chunk extension is ";" token ["=" (token / quoted-string)], which Beast
   // checks and http_parser skips unread.
   if (framing.find(';', head.size()) != std::string::npos) return "chunk extension";
+  if (codings == 1 && one_chunked && ref.outcome == Reference::Outcome::kComplete) {
+    if (std::string_view why = LenientChunkFraming(wire, head.size()); !why.empty()) return why;
+  }
   return {};
 }
 
