@@ -296,6 +296,12 @@ std::string_view LenientChunkFraming(std::string_view wire, size_t at) {
     if (colon == std::string_view::npos || !IsToken(field.substr(0, colon))) {
       return "trailer field not a field line";
     }
+    // RFC 9110 §6.5.1: framing fields are not allowed in a trailer; Beast reads its trailer's
+    // fields as a head's and refuses a Transfer-Encoding or Content-Length there.
+    if (HeaderNameEquals(field.substr(0, colon), "Transfer-Encoding") ||
+        HeaderNameEquals(field.substr(0, colon), "Content-Length")) {
+      return "framing field in trailer";
+    }
     for (char c : field.substr(colon + 1)) {
       if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) return "CTL in trailer";
     }
