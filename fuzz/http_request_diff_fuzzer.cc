@@ -263,6 +263,25 @@ std::string FramingBytes(std::string_view wire, const Reference& ref) {
   return framing;
 }
 
+// Why ours may refuse one field line, of the head or of a trailer (Beast checks both alike).
+std::string_view FieldRefusal(std::string_view name, std::string_view value) {
+  // RFC 9110 §5.1, RFC 9112 §5.1: a field name is a token, no space before its colon (MUST
+  // be refused); http_parser (not strict) takes other bytes into names.
+  if (!IsToken(name)) return "field name not a token";
+  // RFC 9110 §5.5: CTLs other than HTAB make a field value invalid (a recipient MAY keep
+  // them; Beast refuses).
+  for (char c : value) {
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) return "CTL in value";
+  }
+  // RFC 9110 §7.6.1: Connection is a list of tokens; Beast refuses any other value, which
+  // would otherwise decide whether the connection stays open.
+  if ((HeaderNameEquals(name, "Connection") || HeaderNameEquals(name, "Proxy-Connection")) &&
+      !IsTokenList(value)) {
+    return "Connection not a token list";
+  }
+  return {};
+}
+
 // RFC 9112 §7.1: chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF, chunk-size = 1*HEXDIG.
 // http_parser (not built strict) ends a size at a SP and skips what follows to the CR, and takes
 // any two bytes after chunk data as its CRLF; Beast refuses both (400 "bad chunk"), which closes
@@ -286,24 +305,22 @@ std::string_view LenientChunkFraming(std::string_view wire, size_t at) {
     if (wire.substr(at, 2) != "\r\n") return "chunk data not followed by CRLF";
     at += 2;
   }
-  // RFC 9112 §7.1.2: the trailer section is field lines (a token, ':', a value without CTLs);
-  // http_parser (not strict) takes other bytes into names and values, Beast refuses them.
+  // RFC 9112 §7.1.2: the trailer section is field lines, which Beast checks as it checks the
+  // head's; http_parser (not strict) takes other bytes into names and values.
   for (;;) {
     const size_t line_end = wire.find("\r\n", at);
     if (line_end == std::string_view::npos || line_end == at) return {};
     const std::string_view field = wire.substr(at, line_end - at);
     const size_t colon = field.find(':');
-    if (colon == std::string_view::npos || !IsToken(field.substr(0, colon))) {
-      return "trailer field not a field line";
-    }
+    if (colon == std::string_view::npos) return "trailer field not a field line";
+    const std::string_view name = field.substr(0, colon);
+    std::string_view value = field.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    if (std::string_view why = FieldRefusal(name, value); !why.empty()) return why;
     // RFC 9110 §6.5.1: framing fields are not allowed in a trailer; Beast reads its trailer's
     // fields as a head's and refuses a Transfer-Encoding or Content-Length there.
-    if (HeaderNameEquals(field.substr(0, colon), "Transfer-Encoding") ||
-        HeaderNameEquals(field.substr(0, colon), "Content-Length")) {
+    if (HeaderNameEquals(name, "Transfer-Encoding") || HeaderNameEquals(name, "Content-Length")) {
       return "framing field in trailer";
-    }
-    for (char c : field.substr(colon + 1)) {
-      if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) return "CTL in trailer";
     }
     at = line_end + 2;
   }
@@ -338,21 +355,7 @@ std::string_view WhyOursMayRefuse(std::string_view wire, const Reference& ref) {
     return "HTTP version other than HTTP/1.0 or HTTP/1.1";
   }
   for (const auto& header : ref.headers) {
-    // RFC 9110 §5.1, RFC 9112 §5.1: a field name is a token, no space before its colon (MUST
-    // be refused); http_parser (not strict) takes other bytes into names.
-    if (!IsToken(header.name)) return "field name not a token";
-    // RFC 9110 §5.5: CTLs other than HTAB make a field value invalid (a recipient MAY keep
-    // them; Beast refuses).
-    for (char c : header.value) {
-      if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) return "CTL in value";
-    }
-    // RFC 9110 §7.6.1: Connection is a list of tokens; Beast refuses any other value, which
-    // would otherwise decide whether the connection stays open.
-    if ((HeaderNameEquals(header.name, "Connection") ||
-         HeaderNameEquals(header.name, "Proxy-Connection")) &&
-        !IsTokenList(header.value)) {
-      return "Connection not a token list";
-    }
+    if (std::string_view why = FieldRefusal(header.name, header.value); !why.empty()) return why;
   }
   // RFC 9110 §9.3.6: CONNECT has no content, what follows is a tunnel: the listeners are no
   // proxy and refuse it (server.cc FramingRefusal); http_parser reads a tunnel's start.
@@ -373,6 +376,9 @@ std::string_view WhyOursMayRefuse(std::string_view wire, const Reference& ref) {
     one_chunked = HeaderNameEquals(ComparedValue(header.value, false), "chunked");
   }
   if (codings > 1 || (codings == 1 && !one_chunked)) return "transfer coding other than chunked";
+  // RFC 9112 §6.1: an HTTP/1.0 message with a Transfer-Encoding has faulty framing; the listener
+  // refuses it (400 and close), http_parser reads it chunked.
+  if (codings > 0 && version == " HTTP/1.0") return "Transfer-Encoding in HTTP/1.0";
   // RFC 9112 §7.1.1: a chunk extension is ";" token ["=" (token / quoted-string)], which Beast
   // checks and http_parser skips unread.
   if (framing.find(';', head.size()) != std::string::npos) return "chunk extension";
