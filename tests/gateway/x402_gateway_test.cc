@@ -15,6 +15,7 @@
 #include "chain/eip712.h"
 #include "chain/settlement_tx.h"
 #include "gateway/gateway.h"
+#include "gateway/hashing.h"
 #include "gateway_test_support.h"
 #include "http/timers.h"
 #include "workers/reconciler.h"
@@ -1144,6 +1145,44 @@ TEST_F(X402GatewayTest, AWeakKeyWithThePublicAuthorizationYieldsNothing) {
   EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
   EXPECT_EQ(Transfers(), 2);
   EXPECT_EQ(upstream_.calls(), 2);
+}
+
+// An operation stored before keys named their payer has the key's digest alone ("sha256:"): its
+// payer's retry still finds it (no second charge) and its payer, named, still reads it; another
+// payer's equal string does not.
+TEST_F(X402GatewayTest, AnOperationUnderTheOlderKeyDigestStaysItsPayers) {
+  Signed paid = Sign();
+  HttpResponse first = Pay(paid.header, "legacy-1");
+  ASSERT_EQ(first.status, 200) << first.body;
+  const std::string id(*first.Header("AgentPay-Operation-Id"));
+  const std::string payer = chain::ToLowerHex(buyer());
+  ASSERT_TRUE(store_
+                  ->Write([&](Transaction& tx) -> Status {
+                    auto record = tx.FindKey("payer:" + payer, PayerKeyDigest(payer, "legacy-1"));
+                    if (!record.ok()) return record.status();
+                    if (!record->has_value()) return Status::Error(ErrorCode::kStoreNotFound, "key");
+                    KeyRecord older = **record;
+                    older.key = LegacyKeyDigest("legacy-1");
+                    if (Status s = tx.DeleteKey(older.principal, (*record)->key); !s.ok()) return s;
+                    auto inserted = tx.InsertKey(older);
+                    if (!inserted.ok()) return inserted.status();
+                    auto op = tx.FindOperation(id);
+                    if (!op.ok()) return op.status();
+                    (*op)->idempotency_key = older.key;
+                    return tx.UpdateOperation(**op);
+                  })
+                  .ok());
+  Signed fresh = Sign();
+  HttpResponse again = Pay(fresh.header, "legacy-1");
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(again.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
+  EXPECT_FALSE(NonceUsed(fresh.nonce));
+  EXPECT_EQ(Transfers(), 1);
+  const std::string target = "/v1/operations/" + id;
+  EXPECT_EQ(Get(target, PayerView("legacy-1")).status, 200);
+  EXPECT_EQ(Get(target, PayerView("legacy-1", 0x02)).status, 404);
+  EXPECT_EQ(Get(target, {{"Idempotency-Key", "legacy-1"}}).status, 404);
 }
 
 // In settle=before the transaction is in the mempool while the upstream works: a watcher's copy
