@@ -52,7 +52,8 @@ enum class PayerProof {
 // A fresh, valid, unused authorization can only come from the payer's key: it proves the payer as
 // a signature over the request would (it is never settled; it expires unused). A used one may have
 // been read off the chain. A weak key (`order-42`) is guessable, so with the public authorization
-// it proves nothing once the transaction exists; with a fresh one it proves what the fresh one does.
+// it proves nothing once the transaction exists; with a fresh one it proves what the fresh one
+// does.
 PayerProof DecidePayerProof(const PayerProofFacts& facts);
 
 std::string_view PayerProofName(PayerProof proof);

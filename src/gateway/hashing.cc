@@ -1,12 +1,11 @@
 // See hashing.h.
 #include "gateway/hashing.h"
 
-#include <cctype>
-
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
+#include <cctype>
 #include <memory>
 
 #include "core/check.h"

@@ -89,13 +89,12 @@ struct ChosenKey {
   std::string key, legacy_key;
   PayerProofFacts::Key kind;
 };
-ChosenKey DigestChosenKey(std::string_view payer, std::string_view secret,
-                          std::string_view chosen, int64_t min_bits) {
+ChosenKey DigestChosenKey(std::string_view payer, std::string_view secret, std::string_view chosen,
+                          int64_t min_bits) {
   return {PayerKeyDigest(payer, secret), LegacyKeyDigest(secret),
           EstimateKeyBits(chosen) >= min_bits ? PayerProofFacts::Key::kSecret
                                               : PayerProofFacts::Key::kWeak};
 }
-
 
 // A new key: preflight, then the decision. A key whose operation was paid with another
 // authorization: the chain is asked about this one, then the decision. One round to spare.

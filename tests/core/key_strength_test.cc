@@ -12,7 +12,7 @@ TEST(KeyStrengthTest, GuessableShapesScoreLow) {
   EXPECT_EQ(EstimateKeyBits(""), 0);
   EXPECT_EQ(EstimateKeyBits("order-42"), 42);  // 7 counted (d-e is a step) x log2(69)
   EXPECT_LT(EstimateKeyBits("lost-response-1"), 96);
-  EXPECT_EQ(EstimateKeyBits(std::string(255, 'x')), 4);      // one unit of 'x'
+  EXPECT_EQ(EstimateKeyBits(std::string(255, 'x')), 4);         // one unit of 'x'
   EXPECT_EQ(EstimateKeyBits("abcdefghijklmnopqrstuvwxyz"), 4);  // a sequence counts its start
   EXPECT_EQ(EstimateKeyBits("0123456789012345678901234567890123456789"), 3);
   EXPECT_EQ(EstimateKeyBits("order-42order-42order-42order-42"), EstimateKeyBits("order-42"));

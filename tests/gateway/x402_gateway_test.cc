@@ -4,9 +4,8 @@
 // payTo gained, and that is the price times the operations that are settled.
 #include <gtest/gtest.h>
 
-#include <atomic>
-
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -1160,7 +1159,8 @@ TEST_F(X402GatewayTest, AnOperationUnderTheOlderKeyDigestStaysItsPayers) {
                   ->Write([&](Transaction& tx) -> Status {
                     auto record = tx.FindKey("payer:" + payer, PayerKeyDigest(payer, "legacy-1"));
                     if (!record.ok()) return record.status();
-                    if (!record->has_value()) return Status::Error(ErrorCode::kStoreNotFound, "key");
+                    if (!record->has_value())
+                      return Status::Error(ErrorCode::kStoreNotFound, "key");
                     KeyRecord older = **record;
                     older.key = LegacyKeyDigest("legacy-1");
                     if (Status s = tx.DeleteKey(older.principal, (*record)->key); !s.ok()) return s;
@@ -1234,9 +1234,13 @@ TEST_F(X402GatewayTest, OperationViewsNeedThePayersKeyOrTheAdminToken) {
   for (const std::string suffix : {"", "/trace"}) {
     const std::string target = "/v1/operations/" + id + suffix;
     for (const std::vector<HttpHeader>& strangers :
-         {std::vector<HttpHeader>{}, PayerView("view-2"), {{"Idempotency-Key", "view-1"}},
-          PayerView("view-1", 0x02), {{"AgentPay-Payer", "0x1234"}, {"Idempotency-Key", "view-1"}},
-          {{"Authorization", "Bearer admin-secreT"}}, {{"Authorization", "Bearer view-1"}}}) {
+         {std::vector<HttpHeader>{},
+          PayerView("view-2"),
+          {{"Idempotency-Key", "view-1"}},
+          PayerView("view-1", 0x02),
+          {{"AgentPay-Payer", "0x1234"}, {"Idempotency-Key", "view-1"}},
+          {{"Authorization", "Bearer admin-secreT"}},
+          {{"Authorization", "Bearer view-1"}}}) {
       HttpResponse refused = Get(target, strangers);
       EXPECT_EQ(refused.status, 404) << target;
       EXPECT_EQ(refused.body, unknown.body) << target;
@@ -1244,15 +1248,16 @@ TEST_F(X402GatewayTest, OperationViewsNeedThePayersKeyOrTheAdminToken) {
     }
     EXPECT_EQ(Get(target, PayerView("view-1")).status, 200) << target;
     // The payer's address in any case.
-    EXPECT_EQ(Get(target, {{"AgentPay-Payer", chain::ToLowerHex(buyer())},
-                           {"Idempotency-Key", "view-1"}})
-                  .status,
-              200)
+    EXPECT_EQ(
+        Get(target, {{"AgentPay-Payer", chain::ToLowerHex(buyer())}, {"Idempotency-Key", "view-1"}})
+            .status,
+        200)
         << target;
     EXPECT_EQ(Get(target).status, 200) << target;  // the admin token
   }
   // The key is stored as a digest only, bound to the payer: the view never shows it.
-  nlohmann::json view = nlohmann::json::parse(Get("/v1/operations/" + id, PayerView("view-1")).body);
+  nlohmann::json view =
+      nlohmann::json::parse(Get("/v1/operations/" + id, PayerView("view-1")).body);
   EXPECT_EQ(view["idempotency_key"].get<std::string>().rfind("payer-sha256:", 0), 0u);
   EXPECT_EQ(view.dump().find("view-1"), std::string::npos);
   // An operation paid with the default key has no secret: only the admin reads it.
