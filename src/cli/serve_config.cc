@@ -67,6 +67,11 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"sweep-interval-ms", &o.sweep_interval_ms, "hold sweeper period"},
       {"receipt-timeout-ms", &o.receipt_timeout_ms, "x402: wait for a receipt before 202"},
       {"attach-wait-ms", &o.attach_wait_ms, "how long a duplicate waits for the one in flight"},
+      {"min-idempotency-key-bits", &o.min_idempotency_key_bits,
+       "x402: the estimated bits (docs/protocol.md 5a) an Idempotency-Key or payment-identifier "
+       "id needs to prove the payer with the payment's public authorization; a weaker key still "
+       "deduplicates, but its retry needs a fresh authorization once the payment is on chain "
+       "(0: every key proves)"},
       {"max-body-bytes", &o.max_body_bytes, "largest request body accepted (413 past it)"},
       {"max-body-bytes-in-flight", &o.max_body_bytes_in_flight,
        "request body bytes held at once by the public listener, a quarter of it per client "
@@ -635,6 +640,7 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
         Range{"sweep-interval-ms", options.sweep_interval_ms, 10, kMaxTimeoutMs},
         Range{"receipt-timeout-ms", options.receipt_timeout_ms, 1, kMaxTimeoutMs},
         Range{"attach-wait-ms", options.attach_wait_ms, 0, kMaxTimeoutMs},
+        Range{"min-idempotency-key-bits", options.min_idempotency_key_bits, 0, 1024},
         Range{"max-body-bytes", options.max_body_bytes, 1, kMaxBodyLimit},
         Range{"max-body-bytes-in-flight", options.max_body_bytes_in_flight, options.max_body_bytes,
               kMaxBodyBytesInFlight},
@@ -701,6 +707,7 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   config.sweep_interval_ms = options.sweep_interval_ms;
   config.receipt_timeout_ms = options.receipt_timeout_ms;
   config.attach_wait_ms = options.attach_wait_ms;
+  config.min_idempotency_key_bits = options.min_idempotency_key_bits;
   config.max_body_bytes = static_cast<uint64_t>(options.max_body_bytes);
   auto rate_limit = ParseRateLimit(options.rate_limit, "rate-limit");
   if (!rate_limit.ok()) return rate_limit.status();

@@ -61,7 +61,8 @@ class PayRun {
                       const std::vector<HttpHeader>& headers, const std::string& body);
   std::vector<HttpHeader> PaidHeaders() const;
   // What proves to the gateway that this client paid for the operation it asks about: the API key
-  // (wallet), or the Idempotency-Key the payment was sent with (x402; docs/protocol.md).
+  // (wallet), or the payer and the Idempotency-Key the payment was sent with (x402;
+  // docs/protocol.md).
   std::vector<HttpHeader> ProofHeaders() const;
   void NoteEvidence(const ClientResponse& response);
   void KeepEvidence(const std::string& operation_id, const std::string& tx_hash);
@@ -483,7 +484,9 @@ std::vector<HttpHeader> PayRun::PaidHeaders() const {
 
 std::vector<HttpHeader> PayRun::ProofHeaders() const {
   if (reservation_.scheme == "wallet") return {{"Authorization", "Bearer " + options_.api_key}};
-  return {{"Idempotency-Key", result_.key}};
+  // x402: the gateway shows an operation to the payer it names with the key it was paid with
+  // (docs/protocol.md §5a): another payer's equal key string reads nothing.
+  return {{"AgentPay-Payer", reservation_.payer}, {"Idempotency-Key", result_.key}};
 }
 
 void PayRun::TakeResponse(const ClientResponse& response) {

@@ -6,11 +6,14 @@
 namespace agentpay {
 
 PayerProof DecidePayerProof(const PayerProofFacts& facts) {
+  using Key = PayerProofFacts::Key;
   if (facts.identical_authorization) {
-    if (facts.secret_key || !facts.transaction_public) return PayerProof::kProven;
+    if (facts.key == Key::kSecret || !facts.transaction_public) return PayerProof::kProven;
     return PayerProof::kRefusePublic;
   }
-  if (!facts.secret_key || !facts.authorization_valid) return PayerProof::kRefusePublic;
+  // Another authorization: only a fresh one that the chain never saw, which only the payer's key
+  // can sign, proves the payer; the key is only what found the operation.
+  if (facts.key == Key::kDefault || !facts.authorization_valid) return PayerProof::kRefusePublic;
   switch (facts.chain) {
     case PayerProofFacts::Chain::kNotAsked:
       return PayerProof::kAskChain;

@@ -11,9 +11,11 @@ namespace agentpay {
 
 // What the request presents, beside the key that found the operation.
 struct PayerProofFacts {
-  // The key is a secret the payer chose and the chain never sees (an Idempotency-Key or a
-  // payment-identifier id), found by its digest; false for the default key (payer, nonce).
-  bool secret_key = false;
+  // What the key that found the operation is: the default key (payer, nonce); a key the payer
+  // chose (an Idempotency-Key or a payment-identifier id, which the chain never sees) that is too
+  // easy to guess to be a secret (below --min-idempotency-key-bits, core/key_strength.h); or one
+  // hard enough to guess to prove the payer.
+  enum class Key { kDefault, kWeak, kSecret } key = Key::kDefault;
   // The request's authorization is the one stored with the operation (same nonce and signature).
   bool identical_authorization = false;
   // The stored payment's relayer transaction exists (signed, so it may be in a mempool or mined).
@@ -31,11 +33,17 @@ enum class PayerProof {
   kRefusePublic,  // 409 authorization_already_used: no body, no operation id
 };
 
-// The table (docs/threat-model.md T1; every row tested in tests/core/payer_proof_test.cc):
+// The table (docs/threat-model.md T1, T25; every row tested in tests/core/payer_proof_test.cc):
 //  | key     | authorization presented            | transaction public | decision      |
 //  | default | identical                          | no                 | proven        |
 //  | default | identical                          | yes                | refuse public |
 //  | default | another (same nonce, other fields) | any                | refuse public |
+//  | weak    | identical                          | no                 | proven        |
+//  | weak    | identical                          | yes                | refuse public |
+//  | weak    | another, failing a route check     | any                | refuse public |
+//  | weak    | another, valid, chain not asked    | any                | ask chain     |
+//  | weak    | another, valid, unused on chain    | any                | proven        |
+//  | weak    | another, valid, used on chain      | any                | refuse public |
 //  | secret  | identical                          | any                | proven        |
 //  | secret  | another, failing a route check     | any                | refuse public |
 //  | secret  | another, valid, chain not asked    | any                | ask chain     |
@@ -43,7 +51,9 @@ enum class PayerProof {
 //  | secret  | another, valid, used on chain      | any                | refuse public |
 // A fresh, valid, unused authorization can only come from the payer's key: it proves the payer as
 // a signature over the request would (it is never settled; it expires unused). A used one may have
-// been read off the chain.
+// been read off the chain. A weak key (`order-42`) is guessable, so with the public authorization
+// it proves nothing once the transaction exists; with a fresh one it proves what the fresh one
+// does.
 PayerProof DecidePayerProof(const PayerProofFacts& facts);
 
 std::string_view PayerProofName(PayerProof proof);

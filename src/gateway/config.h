@@ -78,6 +78,10 @@ struct GatewayConfig {
   // (--reorg-watch-ms; 0: not watched).
   int64_t reorg_watch_ms = 900000;
   int64_t attach_wait_ms = 5000;
+  // x402: an Idempotency-Key or payment-identifier id proves the payer (with the payment's public
+  // authorization) only if EstimateKeyBits gives it at least this many bits; a weaker one still
+  // deduplicates (core/payer_proof.h, T25). --min-idempotency-key-bits.
+  int64_t min_idempotency_key_bits = 96;
   uint64_t max_body_bytes = 1048576;
   RateLimitConfig rate_limits;
   uint64_t max_upstream_response_bytes = 8 * 1024 * 1024;

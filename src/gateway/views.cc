@@ -1,6 +1,8 @@
 // The read-only answers; see views.h.
 #include "gateway/views.h"
 
+#include <cctype>
+
 #include "gateway/answers.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
@@ -34,6 +36,22 @@ HttpResponse NoSuchOperation() {
   return ProblemResponse(404, ProblemCode::kNotFound,
                          "no operation with this id is visible with these credentials");
 }
+
+// The payer an x402 view is asked for: AgentPay-Payer, 0x and 40 hex digits (any case), in
+// lowercase; none if absent or malformed (which reads like a wrong payer: 404).
+std::optional<std::string> NamedPayer(const HttpRequest& request) {
+  auto named = request.Header("AgentPay-Payer");
+  if (!named || named->size() != 42 || (*named)[0] != '0' ||
+      ((*named)[1] != 'x' && (*named)[1] != 'X')) {
+    return std::nullopt;
+  }
+  std::string payer = "0x";
+  for (char c : named->substr(2)) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    payer += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return payer;
+}
 }  // namespace
 
 Result<bool> Views::MayRead(const HttpRequest& request, const ::agentpay::Operation& op) {
@@ -43,9 +61,14 @@ Result<bool> Views::MayRead(const HttpRequest& request, const ::agentpay::Operat
     if (!caller.ok()) return caller.status();
     return caller->has_value() && **caller == *account;
   }
-  // x402: the payer's secret, whose digest is the operation's key (a default key has none).
+  // x402: the payer named (AgentPay-Payer) and its secret, whose digest over both is the
+  // operation's key (a default key has none). Naming the payer keeps another payer's equal key
+  // string out (T25); an operation stored before keys named their payer has the key's digest
+  // alone, which the named payer must still match.
+  auto payer = NamedPayer(request);
   auto key = request.Header("Idempotency-Key");
-  return key.has_value() && KeyMatchesDigest(*key, op.idempotency_key);
+  if (!payer || !key || op.principal != "payer:" + *payer) return false;
+  return KeyMatchesDigest(*payer, *key, op.idempotency_key);
 }
 
 Result<std::optional<OperationRecords>> ReadOperationRecords(Store& store, std::string_view id,

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/idempotency.h"
+#include "core/key_strength.h"
 #include "core/payer_proof.h"
 #include "gateway/answers.h"
 #include "gateway/hashing.h"
@@ -46,9 +47,12 @@ struct X402Path::Payment {
   x402::PaymentPayload payload;
   X402PaymentRecord presented;  // the authorization this request carries (no operation yet)
   std::string principal, key, fingerprint;
-  // `key` is the digest of a secret the payer chose (Idempotency-Key or payment-identifier), not
-  // the default (payer, nonce): see core/payer_proof.h.
-  bool secret_key = false;
+  // The digest the key had before it named the payer (hashing.h): a retry of an operation begun
+  // before the upgrade is found by it. Empty for the default key.
+  std::string legacy_key;
+  // What `key` is for the payer proof: the default (payer, nonce), or a key the payer chose
+  // (Idempotency-Key or payment-identifier), weak or secret by its estimated bits (T25).
+  PayerProofFacts::Key key_kind = PayerProofFacts::Key::kDefault;
   // What the chain said of this request's authorization, when its key found an operation that
   // was paid with another one.
   PayerProofFacts::Chain presented_on_chain = PayerProofFacts::Chain::kNotAsked;
@@ -78,6 +82,19 @@ struct X402Path::Payment {
 namespace {
 
 using x402::Failure;
+
+// A key the payer chose: stored as a digest bound to the payer; a secret only if it is hard
+// enough to guess (`chosen` is what the payer typed, `secret` what the digest is over).
+struct ChosenKey {
+  std::string key, legacy_key;
+  PayerProofFacts::Key kind;
+};
+ChosenKey DigestChosenKey(std::string_view payer, std::string_view secret, std::string_view chosen,
+                          int64_t min_bits) {
+  return {PayerKeyDigest(payer, secret), LegacyKeyDigest(secret),
+          EstimateKeyBits(chosen) >= min_bits ? PayerProofFacts::Key::kSecret
+                                              : PayerProofFacts::Key::kWeak};
+}
 
 // A new key: preflight, then the decision. A key whose operation was paid with another
 // authorization: the chain is asked about this one, then the decision. One round to spare.
@@ -211,22 +228,27 @@ std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
   x.presented.signature_hex = chain::Hex(x.payload.signature.bytes);
   x.presented.x402_version = static_cast<int>(x.version);
   // The payer's secret is kept as a digest only: it is what proves the payer later.
+  std::optional<ChosenKey> chosen;
   if (auto key = request.Header("Idempotency-Key")) {
     if (!ValidIdempotencyKey(*key)) {
       return ProblemResponse(400, ProblemCode::kInvalidIdempotencyKey,
                              "Idempotency-Key must be 1-255 visible ASCII characters");
     }
-    x.key = KeyDigest(*key);
-    x.secret_key = true;
+    chosen = DigestChosenKey(payer, *key, *key, ctx_.config.min_idempotency_key_bits);
   } else if (x.payload.payment_identifier) {
-    x.key = KeyDigest("payment-id:" + *x.payload.payment_identifier);
-    x.secret_key = true;
+    chosen = DigestChosenKey(payer, "payment-id:" + *x.payload.payment_identifier,
+                             *x.payload.payment_identifier, ctx_.config.min_idempotency_key_bits);
   } else if (x.route->require_idempotency_key) {
     return ProblemResponse(400, ProblemCode::kIdempotencyKeyRequired,
                            "this route requires an Idempotency-Key header (or the x402 "
                            "payment-identifier extension)");
   } else {
     x.key = "authorization:" + x.presented.authorization.nonce_hex;  // scoped to the payer
+  }
+  if (chosen) {
+    x.key = std::move(chosen->key);
+    x.legacy_key = std::move(chosen->legacy_key);
+    x.key_kind = chosen->kind;
   }
   x.fingerprint =
       Sha256Hex(FingerprintMaterial(request.method, request.Path(), request.Query(),
@@ -246,7 +268,7 @@ void X402Path::Arrive(PaymentPtr p) {
     // of the writer's. The decision after the preflight reads all of it again.
     std::optional<Begin::Kind> seen;
     Status read = ctx_.store.ReadUnsynced([&](Transaction& tx) -> Status {
-      auto record = tx.FindKey(p->principal, p->key);
+      auto record = FindPayerKey(tx, *p);
       if (!record.ok()) return record.status();
       if (record->has_value()) return Status::Ok();
       auto without = WithoutPreflight(tx, *p);
@@ -386,7 +408,7 @@ void X402Path::AskChainForProof(PaymentPtr p) {
 Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payment& x) const {
   Begin begin;
   const int64_t now = ctx_.clock.NowMs();
-  auto record = tx.FindKey(x.principal, x.key);
+  auto record = FindPayerKey(tx, x);
   if (!record.ok()) return record.status();
   if (record->has_value()) {
     auto op = tx.FindOperation((*record)->operation_id);
@@ -488,7 +510,7 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
     return begin;
   }
   if (record->has_value()) {
-    if (Status s = tx.DeleteKey(x.principal, x.key); !s.ok()) return s;
+    if (Status s = tx.DeleteKey(x.principal, (*record)->key); !s.ok()) return s;
   }
   return DecideNew(tx, x, now);
 }
@@ -927,9 +949,18 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
   });
 }
 
+// The payer's key record: under the digest that names the payer, else (an operation begun before
+// keys named their payer, still within retention) under the older digest of the key alone. Both
+// are looked up under the payer's principal, so the older form never reaches another payer's.
+Result<std::optional<KeyRecord>> X402Path::FindPayerKey(Transaction& tx, const Payment& x) {
+  auto record = tx.FindKey(x.principal, x.key);
+  if (!record.ok() || record->has_value() || x.legacy_key.empty()) return record;
+  return tx.FindKey(x.principal, x.legacy_key);
+}
+
 PayerProofFacts X402Path::ProofFacts(const Payment& x, const X402PaymentRecord& stored) {
   const X402PaymentRecord& presented = x.presented;
-  return {x.secret_key,
+  return {x.key_kind,
           presented.authorization.from == stored.authorization.from &&
               presented.authorization.nonce_hex == stored.authorization.nonce_hex &&
               presented.signature_hex == stored.signature_hex,

@@ -52,6 +52,7 @@ class X402Path {
   struct Begin;
 
   std::optional<HttpResponse> Prepare(Payment& p) const;
+  static Result<std::optional<KeyRecord>> FindPayerKey(Transaction& tx, const Payment& x);
   void Arrive(PaymentPtr p);
   void OnArrived(PaymentPtr p, Status status);
   void Preflight(PaymentPtr p);

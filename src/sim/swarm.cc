@@ -530,7 +530,7 @@ class Run {
     accounts_.push_back(std::move(account));
   }
 
-  std::string NewKey() { return "k-" + RandomHex(world_, 8); }
+  std::string NewKey() { return "k-" + RandomHex(world_, 16); }  // 128 bits: a secret (T25)
 
   void MakeClients() {
     int id = 0;
@@ -1118,7 +1118,7 @@ class Run {
   }
   // The key as the store holds it: an x402 key only as its digest (the secret proves the payer).
   static std::string StoredKey(const Client& c, const std::string& key) {
-    return c.payer ? KeyDigest(key) : key;
+    return c.payer ? PayerKeyDigest(chain::ToLowerHex(c.payer->address), key) : key;
   }
 
   // Every charged operation bought work the seller did (x402 settling before the upstream call:
@@ -1217,7 +1217,8 @@ class Run {
         bool answered = false;
         for (const std::string& key : keys) {
           if (delivered_.count(key) > 0) answered = true;
-          auto found = tx.FindKey(payer.principal(), KeyDigest(key));
+          auto found =
+              tx.FindKey(payer.principal(), PayerKeyDigest(chain::ToLowerHex(payer.address), key));
           if (!found.ok()) return found.status();
           if (!*found) continue;
           auto op = tx.FindOperation((*found)->operation_id);

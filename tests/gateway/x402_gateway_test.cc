@@ -4,9 +4,8 @@
 // payTo gained, and that is the price times the operations that are settled.
 #include <gtest/gtest.h>
 
-#include <atomic>
-
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "chain/eip712.h"
 #include "chain/settlement_tx.h"
 #include "gateway/gateway.h"
+#include "gateway/hashing.h"
 #include "gateway_test_support.h"
 #include "http/timers.h"
 #include "workers/reconciler.h"
@@ -146,6 +146,7 @@ class X402GatewayTest : public ::testing::Test {
     config.attach_wait_ms = 2000;
     config.admin_token = "admin-secret";
     config.public_url = kPublicUrl;
+    config.min_idempotency_key_bits = min_key_bits_;
     config_ = config;
     gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, timers_, upstream_,
                                          settler_.get());
@@ -159,6 +160,15 @@ class X402GatewayTest : public ::testing::Test {
   }
 
   chain::Address buyer() const { return chain::AddressOf(Key(0x01)); }
+  // The view headers of an x402 operation: the payer it names and the key (docs/protocol.md §5a).
+  std::vector<HttpHeader> PayerView(const std::string& key, uint8_t signer = 0x01) const {
+    return {{"AgentPay-Payer", chain::ToChecksumHex(chain::AddressOf(Key(signer)))},
+            {"Idempotency-Key", key}};
+  }
+
+  // These tests name their keys for the reader (`lost-1`): every key proves the payer unless a
+  // test asks for the default of --min-idempotency-key-bits (T25).
+  int64_t min_key_bits_ = 0;
 
   struct Signed {
     std::string header;
@@ -291,8 +301,12 @@ class X402GatewayTest : public ::testing::Test {
       return Status::Ok();
     }).ok());
     EXPECT_EQ(TokenBalance(pay_to_), settled * kPrice + stranger_paid_);
-    EXPECT_EQ(TokenBalance(buyer()) + TokenBalance(pay_to_), kFunding);
+    const int64_t second_payer =
+        second_payer_funding_ > 0 ? TokenBalance(chain::AddressOf(Key(0x02))) : 0;
+    EXPECT_EQ(TokenBalance(buyer()) + second_payer + TokenBalance(pay_to_),
+              kFunding + second_payer_funding_);
   }
+  int64_t second_payer_funding_ = 0;  // minted to Key(0x02) by a test that counts it
 
   // The route's requirements as this test configured them (not read from the gateway).
   x402::Requirements Offered(std::string resource_url) const {
@@ -1071,6 +1085,106 @@ TEST_F(X402GatewayTest, TheKeyWithAFreshAuthorizationGetsTheStoredBody) {
   EXPECT_EQ(upstream_.calls(), 1);
 }
 
+// Issue 36 item 6 (T25): two payers who pick the same key string (`order-42`) have two
+// operations, and neither reads the other's with its own key, whatever payer it names.
+TEST_F(X402GatewayTest, AnotherPayersEqualKeyStringReadsNothing) {
+  ASSERT_TRUE(devnet_->Mint(chain::AddressOf(Key(0x02)), chain::U256(kFunding)).ok());
+  second_payer_funding_ = kFunding;
+  HttpResponse alice = Pay(Sign().header, "order-42");
+  ASSERT_EQ(alice.status, 200) << alice.body;
+  HttpResponse bob = Pay(Sign(kPrice, 0x02).header, "order-42");
+  ASSERT_EQ(bob.status, 200) << bob.body;
+  const std::string alice_id(*alice.Header("AgentPay-Operation-Id"));
+  const std::string bob_id(*bob.Header("AgentPay-Operation-Id"));
+  EXPECT_NE(alice_id, bob_id);
+  HttpResponse unknown = Get("/v1/operations/op_doesnotexist", {});
+  for (const std::string suffix : {"", "/trace"}) {
+    const std::string target = "/v1/operations/" + alice_id + suffix;
+    for (const std::vector<HttpHeader>& bobs :
+         {std::vector<HttpHeader>{{"Idempotency-Key", "order-42"}}, PayerView("order-42", 0x02)}) {
+      HttpResponse refused = Get(target, bobs);
+      EXPECT_EQ(refused.status, 404) << target;
+      EXPECT_EQ(refused.body, unknown.body) << target;
+    }
+    EXPECT_EQ(Get(target, PayerView("order-42")).status, 200) << target;
+  }
+  // Equal strings of two payers do not look alike in the store or the views.
+  EXPECT_NE(OperationJson(alice)["idempotency_key"], OperationJson(bob)["idempotency_key"]);
+}
+
+// Issue 36 item 6 (T25): a key too easy to guess (`order-42`) with the payment's authorization
+// read off the chain gets nothing once the transaction exists; the payer's retry with a fresh
+// authorization (what @x402/fetch sends) still gets its stored answer, and a strong key still
+// proves with the identical authorization.
+TEST_F(X402GatewayTest, AWeakKeyWithThePublicAuthorizationYieldsNothing) {
+  min_key_bits_ = 96;
+  MakeGateway(SettleTiming::kBefore);
+  Signed paid = Sign();
+  HttpResponse first = Pay(paid.header, "order-42");
+  ASSERT_EQ(first.status, 200) << first.body;
+  for (const std::string body : {"{}", "{\"other\":1}"}) {
+    HttpResponse stolen = Pay(paid.header, "order-42", body);
+    EXPECT_EQ(stolen.status, 409) << stolen.body;
+    EXPECT_EQ(Code(stolen), "authorization_already_used");
+    EXPECT_FALSE(stolen.Header("AgentPay-Operation-Id").has_value());
+    EXPECT_FALSE(stolen.Header("PAYMENT-RESPONSE").has_value());
+  }
+  Signed fresh = Sign();
+  HttpResponse retry = Pay(fresh.header, "order-42");
+  EXPECT_EQ(retry.status, 200) << retry.body;
+  EXPECT_EQ(retry.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(retry.body, first.body);
+  EXPECT_FALSE(NonceUsed(fresh.nonce));
+  // A key that scores at least 96 bits is a secret: the identical authorization proves it.
+  const std::string strong = "3f2a9c4e-71b0-4d5e-9a8f-c2e6b1d07f53";
+  Signed other = Sign();
+  ASSERT_EQ(Pay(other.header, strong).status, 200);
+  HttpResponse again = Pay(other.header, strong);
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(Transfers(), 2);
+  EXPECT_EQ(upstream_.calls(), 2);
+}
+
+// An operation stored before keys named their payer has the key's digest alone ("sha256:"): its
+// payer's retry still finds it (no second charge) and its payer, named, still reads it; another
+// payer's equal string does not.
+TEST_F(X402GatewayTest, AnOperationUnderTheOlderKeyDigestStaysItsPayers) {
+  Signed paid = Sign();
+  HttpResponse first = Pay(paid.header, "legacy-1");
+  ASSERT_EQ(first.status, 200) << first.body;
+  const std::string id(*first.Header("AgentPay-Operation-Id"));
+  const std::string payer = chain::ToLowerHex(buyer());
+  ASSERT_TRUE(store_
+                  ->Write([&](Transaction& tx) -> Status {
+                    auto record = tx.FindKey("payer:" + payer, PayerKeyDigest(payer, "legacy-1"));
+                    if (!record.ok()) return record.status();
+                    if (!record->has_value())
+                      return Status::Error(ErrorCode::kStoreNotFound, "key");
+                    KeyRecord older = **record;
+                    older.key = LegacyKeyDigest("legacy-1");
+                    if (Status s = tx.DeleteKey(older.principal, (*record)->key); !s.ok()) return s;
+                    auto inserted = tx.InsertKey(older);
+                    if (!inserted.ok()) return inserted.status();
+                    auto op = tx.FindOperation(id);
+                    if (!op.ok()) return op.status();
+                    (*op)->idempotency_key = older.key;
+                    return tx.UpdateOperation(**op);
+                  })
+                  .ok());
+  Signed fresh = Sign();
+  HttpResponse again = Pay(fresh.header, "legacy-1");
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(again.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
+  EXPECT_FALSE(NonceUsed(fresh.nonce));
+  EXPECT_EQ(Transfers(), 1);
+  const std::string target = "/v1/operations/" + id;
+  EXPECT_EQ(Get(target, PayerView("legacy-1")).status, 200);
+  EXPECT_EQ(Get(target, PayerView("legacy-1", 0x02)).status, 404);
+  EXPECT_EQ(Get(target, {{"Idempotency-Key", "legacy-1"}}).status, 404);
+}
+
 // In settle=before the transaction is in the mempool while the upstream works: a watcher's copy
 // of the authorization does not attach to the call in flight.
 TEST_F(X402GatewayTest, AWatcherCannotAttachToTheCallInFlight) {
@@ -1120,20 +1234,31 @@ TEST_F(X402GatewayTest, OperationViewsNeedThePayersKeyOrTheAdminToken) {
   for (const std::string suffix : {"", "/trace"}) {
     const std::string target = "/v1/operations/" + id + suffix;
     for (const std::vector<HttpHeader>& strangers :
-         {std::vector<HttpHeader>{}, {{"Idempotency-Key", "view-2"}},
-          {{"Authorization", "Bearer admin-secreT"}}, {{"Authorization", "Bearer view-1"}}}) {
+         {std::vector<HttpHeader>{},
+          PayerView("view-2"),
+          {{"Idempotency-Key", "view-1"}},
+          PayerView("view-1", 0x02),
+          {{"AgentPay-Payer", "0x1234"}, {"Idempotency-Key", "view-1"}},
+          {{"Authorization", "Bearer admin-secreT"}},
+          {{"Authorization", "Bearer view-1"}}}) {
       HttpResponse refused = Get(target, strangers);
       EXPECT_EQ(refused.status, 404) << target;
       EXPECT_EQ(refused.body, unknown.body) << target;
       EXPECT_EQ(refused.body.find(id), std::string::npos);
     }
-    EXPECT_EQ(Get(target, {{"Idempotency-Key", "view-1"}}).status, 200) << target;
+    EXPECT_EQ(Get(target, PayerView("view-1")).status, 200) << target;
+    // The payer's address in any case.
+    EXPECT_EQ(
+        Get(target, {{"AgentPay-Payer", chain::ToLowerHex(buyer())}, {"Idempotency-Key", "view-1"}})
+            .status,
+        200)
+        << target;
     EXPECT_EQ(Get(target).status, 200) << target;  // the admin token
   }
-  // The key is stored as a digest only: the view never shows it.
+  // The key is stored as a digest only, bound to the payer: the view never shows it.
   nlohmann::json view =
-      nlohmann::json::parse(Get("/v1/operations/" + id, {{"Idempotency-Key", "view-1"}}).body);
-  EXPECT_EQ(view["idempotency_key"].get<std::string>().rfind("sha256:", 0), 0u);
+      nlohmann::json::parse(Get("/v1/operations/" + id, PayerView("view-1")).body);
+  EXPECT_EQ(view["idempotency_key"].get<std::string>().rfind("payer-sha256:", 0), 0u);
   EXPECT_EQ(view.dump().find("view-1"), std::string::npos);
   // An operation paid with the default key has no secret: only the admin reads it.
   HttpResponse bare = Pay(Sign().header);

@@ -288,10 +288,13 @@ class X402Gateway(harness.ManagedProcess):
                     pass
 
     def __init__(self, workdir, chain, upstream_url, routes=DEFAULT_ROUTES, asset_name=TOKEN_NAME,
-                 extra_args=(), name="gateway", chain_url=None, tls=None, db=None):
+                 extra_args=(), name="gateway", chain_url=None, tls=None, db=None, min_key_bits=0):
         """chain_url: --chain-rpc (default: the Anvil's own URL). tls: an ssl.SSLContext when the
         extra_args make the gateway serve HTTPS (--tls-cert), for the harness's own requests. db: (the
-        --db URL, what open_db takes) of a store to share; default a fresh one."""
+        --db URL, what open_db takes) of a store to share; default a fresh one. min_key_bits:
+        --min-idempotency-key-bits; these tests name their keys for the reader (`lost-v2`), so by
+        default every key proves the payer; None keeps the gateway's default (96), which
+        security.replay tests (threat model T25)."""
         self.workdir = workdir
         self.tls = tls
         self.chain = chain
@@ -322,6 +325,8 @@ class X402Gateway(harness.ManagedProcess):
                 "--asset-version", TOKEN_VERSION,
                 "--pay-to", PAY_TO.address,
                 "--relayer-key-file", self.relayer_key_file] + list(extra_args)
+        if min_key_bits is not None:
+            argv += ["--min-idempotency-key-bits", str(min_key_bits)]
         super().__init__(name, argv, os.path.join(workdir, name + ".log"))
 
     def start(self, **kw):
@@ -622,6 +627,7 @@ class X402TestCase(unittest.TestCase):
     gateway_args = ()
     routes = DEFAULT_ROUTES
     quiesce_timeout = 15.0
+    min_key_bits = 0  # see X402Gateway
 
     @classmethod
     def setUpClass(cls):
@@ -644,6 +650,7 @@ class X402TestCase(unittest.TestCase):
     def start_gateway(cls, **kw):
         kw.setdefault("routes", cls.routes)
         kw.setdefault("extra_args", cls.gateway_args)
+        kw.setdefault("min_key_bits", cls.min_key_bits)
         gw = X402Gateway(cls.workdir, cls.chain, cls.seller.url, **kw)
         gw.start()
         cls.gateways.append(gw)

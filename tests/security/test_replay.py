@@ -9,6 +9,9 @@ before the upstream: the transaction is public before the answer). Each attempt 
 no operation id, no attach and no view, and move nothing on chain or in the seller; the honest payer's
 retry after a lost response still gets its body and pays once.
 
+T25: keys bind to their payer (views name the payer; another payer's equal key string reads nothing) and
+a key too easy to guess (`order-43`) with the public authorization proves nothing.
+
 Run:  python3 tests/security/test_replay.py --agentpay build/agentpay
 """
 
@@ -48,6 +51,8 @@ def authorization_from_calldata(tx):
 class PublicAuthorizationReplay(X402TestCase):
     """An attacker with the chain and the public 402: nothing paid is readable, replayable or attachable."""
 
+    min_key_bits = None  # the gateway's default --min-idempotency-key-bits (96): T25
+
     def rebuilt_header(self, tx_hash, path="/resource", method="POST"):
         tx = self.chain.tx(tx_hash)
         self.assertTrue(eq_addr(tx["from"], X.RELAYER.address), tx)
@@ -55,10 +60,11 @@ class PublicAuthorizationReplay(X402TestCase):
         _, _, required, _ = self.gw.challenge(path, method, BODY.encode(), "application/json")
         return b64json(v2_payload(required["accepts"][0], signed, resource=required.get("resource")))
 
-    def honest(self, key=None, fault=None):
+    def honest(self, key=None, fault=None, payer=BUYER):
         headers = [JSON_HEADER] + (["Idempotency-Key: " + key] if key else []) + (
             ["X-Seller-Fault: " + fault] if fault else [])
-        out = run_client(self.chain, 2, self.gw.url("/resource"), method="POST", body=BODY, headers=headers)
+        out = run_client(self.chain, 2, self.gw.url("/resource"), key=payer, method="POST", body=BODY,
+                         headers=headers)
         self.assertEqual(out["status"], 200, out)
         self.assertTrue(out["payment_response"]["success"], out)
         return out
@@ -128,11 +134,61 @@ class PublicAuthorizationReplay(X402TestCase):
         self.assertEqual(self.seller.executed(), executed)
         # The payer (and only it) reads its operation with its key.
         op_id = first["headers"]["agentpay-operation-id"]
-        view = self.gw.request("GET", "/v1/operations/" + op_id, headers={"Idempotency-Key": "lost-response-1"})
+        view = self.gw.request("GET", "/v1/operations/" + op_id,
+                               headers={"AgentPay-Payer": BUYER.address, "Idempotency-Key": "lost-response-1"})
         self.assertEqual(view.status, 200, view)
         self.assertEqual(view.json()["settlement"], "settled")
-        self.assertTrue(view.json()["idempotency_key"].startswith("sha256:"), view)
+        self.assertTrue(view.json()["idempotency_key"].startswith("payer-sha256:"), view)
         self.assertNotIn("lost-response-1", view.body.decode())
+
+    def test_another_payer_with_the_same_key_string_reads_nothing(self):
+        """T25 (issue 36 item 6): two payers pick the docs' own key `order-42`. Bob, holding the same
+        string and Alice's operation id (say it leaked from a log), reads neither her operation nor its
+        trace, whatever payer he names; Alice reads hers by naming herself."""
+        alice = self.honest(key="order-42")
+        bob = self.honest(key="order-42", payer=X.BUYER2)
+        alice_id = alice["headers"]["agentpay-operation-id"]
+        bob_id = bob["headers"]["agentpay-operation-id"]
+        self.assertNotEqual(alice_id, bob_id)
+        unknown = self.gw.request("GET", "/v1/operations/op_" + "0" * 32)
+        self.assertEqual(unknown.status, 404, unknown)
+        for suffix in ("", "/trace"):
+            path = "/v1/operations/%s%s" % (alice_id, suffix)
+            for headers in ({"Idempotency-Key": "order-42"},
+                            {"AgentPay-Payer": X.BUYER2.address, "Idempotency-Key": "order-42"},
+                            {"AgentPay-Payer": "not-an-address", "Idempotency-Key": "order-42"}):
+                r = self.gw.request("GET", path, headers=headers)
+                self.assertEqual((r.status, r.body), (unknown.status, unknown.body), (path, headers, r))
+            mine = self.gw.request("GET", path, headers={"AgentPay-Payer": BUYER.address.lower(),
+                                                         "Idempotency-Key": "order-42"})
+            self.assertEqual(mine.status, 200, (path, mine))
+        # Equal strings of two payers do not even look alike.
+        self.assertNotEqual(self.gw.operation(alice_id)["idempotency_key"],
+                            self.gw.operation(bob_id)["idempotency_key"])
+
+    def test_a_weak_key_with_the_public_authorization_yields_nothing(self):
+        """T25 (issue 36 item 6): `order-43` is no secret. An attacker who guesses it and rebuilds the
+        payment from the relayer's calldata gets no paid body and no operation id, with the same body
+        or another; the payer's own retry (@x402/fetch signs a fresh authorization) still gets its
+        stored answer for free."""
+        paid = self.honest(key="order-43")
+        op_id = paid["headers"]["agentpay-operation-id"]
+        paid_body = paid["body"].encode()
+        before = self.books()
+        header = self.rebuilt_header(paid["payment_response"]["transaction"])
+        for body in (BODY, '{"task":"something else"}'):
+            resp = self.gw.pay("/resource", "POST", body.encode(), v2=header, key="order-43")
+            self.assertNothingGiven(resp, op_id, paid_body)
+        self.assertEqual(self.books(), before)
+        transfers = len(self.chain.transfers_to_pay_to())
+        again = self.honest(key="order-43")
+        self.assertEqual(again["headers"].get("idempotent-replayed"), "true", again)
+        self.assertEqual(again["body"], paid["body"])
+        self.assertEqual(again["headers"]["agentpay-operation-id"], op_id)
+        fresh = again["payment_payload"]["payload"]["authorization"]
+        self.assertFalse(self.chain.used(fresh["from"], fresh["nonce"]), "the fresh authorization was used")
+        self.assertEqual(len(self.chain.transfers_to_pay_to()), transfers)
+        self.assertEqual(self.books(), before)
 
     def test_a_mempool_watcher_cannot_attach_to_the_call_in_flight(self):
         """settle=before: the transaction is mined before the (slow) upstream answers; the watcher's
