@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace agentpay {
 namespace {
 
@@ -164,6 +166,101 @@ TEST(PayerReservations, NoOverflowNearTheLimits) {
   check = table.BeginCheck("0xa", kNow);
   EXPECT_EQ(table.Reserve("0xa", "m", 1, kValidBefore, INT64_MAX, check.epoch, kNow),
             ReserveOutcome::kInsufficientBalance);
+}
+
+// The cluster's decision (issue 36 item 8): every row of the table in payer_reservations.h.
+TEST(ClusterReserve, EveryRowOfTheTable) {
+  struct Row {
+    bool epoch_moved;
+    int64_t reserved, covered;
+    bool covered_is_balance;
+    ClusterReserve expected;
+  };
+  const Row rows[] = {
+      // epoch moved: whatever the sums, read again
+      {true, 0, kPrice, false, ClusterReserve::kReadAgain},
+      {true, 0, 10 * kPrice, true, ClusterReserve::kReadAgain},
+      {true, kPrice, kPrice, true, ClusterReserve::kReadAgain},
+      // covered: reserve, the simulation's cover or the balance
+      {false, 0, kPrice, false, ClusterReserve::kReserve},
+      {false, 0, kPrice, true, ClusterReserve::kReserve},
+      {false, kPrice, 2 * kPrice, true, ClusterReserve::kReserve},  // exactly covered
+      // not covered by the balance: refused
+      {false, kPrice, kPrice, true, ClusterReserve::kInsufficientBalance},
+      {false, 0, kPrice - 1, true, ClusterReserve::kInsufficientBalance},
+      // not covered by the simulation alone (another gateway reserved meanwhile): read the balance
+      {false, kPrice, kPrice, false, ClusterReserve::kReadAgain},
+  };
+  for (const Row& row : rows) {
+    ClusterReserveFacts facts{kPrice, row.reserved, row.covered, row.covered_is_balance,
+                              row.epoch_moved};
+    EXPECT_EQ(DecideClusterReserve(facts), row.expected)
+        << "moved " << row.epoch_moved << " reserved " << row.reserved << " covered "
+        << row.covered << " balance " << row.covered_is_balance;
+  }
+}
+
+TEST(ClusterReserve, OnePriceAmongTwentyAcrossGatewaysGetsOne) {
+  // Twenty decisions, one at a time as the store's writer runs them, each with the simulation's
+  // cover first and the balance after a kReadAgain: one reservation, nineteen refusals.
+  int64_t reserved = 0;
+  int reservations = 0, refused = 0;
+  for (int i = 0; i < 20; ++i) {
+    ClusterReserve first = DecideClusterReserve({kPrice, reserved, kPrice, false, false});
+    if (first == ClusterReserve::kReadAgain) {
+      first = DecideClusterReserve({kPrice, reserved, kPrice, true, false});
+    }
+    if (first == ClusterReserve::kReserve) {
+      reserved += kPrice;
+      ++reservations;
+    } else {
+      EXPECT_EQ(first, ClusterReserve::kInsufficientBalance);
+      ++refused;
+    }
+  }
+  EXPECT_EQ(reservations, 1);
+  EXPECT_EQ(refused, 19);
+}
+
+TEST(ClusterReserve, NoOverflowNearTheLimits) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(DecideClusterReserve({kMax, kMax, kMax, true, false}),
+            ClusterReserve::kInsufficientBalance);
+  EXPECT_EQ(DecideClusterReserve({1, kMax - 1, kMax, true, false}), ClusterReserve::kReserve);
+}
+
+TEST(ClusterReserve, NamesAreStable) {
+  EXPECT_EQ(ClusterReserveName(ClusterReserve::kReserve), "reserve");
+  EXPECT_EQ(ClusterReserveName(ClusterReserve::kReadAgain), "read_again");
+  EXPECT_EQ(ClusterReserveName(ClusterReserve::kInsufficientBalance), "insufficient_balance");
+}
+
+TEST(ClusterReserve, APaymentStillMovingKeepsItsReservation) {
+  Operation op;
+  op.fulfillment = Fulfillment::kInProgress;
+  const struct {
+    Settlement settlement;
+    Fulfillment fulfillment;
+    bool keeps;
+  } rows[] = {
+      {Settlement::kSubmitted, Fulfillment::kInProgress, true},
+      {Settlement::kUnknown, Fulfillment::kPendingRetry, true},
+      {Settlement::kUnknown, Fulfillment::kSucceeded, true},
+      {Settlement::kNone, Fulfillment::kInProgress, true},      // settle=after, upstream called
+      {Settlement::kNone, Fulfillment::kPendingRetry, true},    // settle=after, a retry may settle
+      {Settlement::kNone, Fulfillment::kRejected, false},       // never to be submitted
+      {Settlement::kSettled, Fulfillment::kInProgress, false},  // the balance shows it now
+      {Settlement::kVoid, Fulfillment::kPendingRetry, false},
+      {Settlement::kFailed, Fulfillment::kSucceeded, false},
+      {Settlement::kReleased, Fulfillment::kRejected, false},
+      {Settlement::kHeld, Fulfillment::kInProgress, false},  // the wallet's: never reserved
+  };
+  for (const auto& row : rows) {
+    op.settlement = row.settlement;
+    op.fulfillment = row.fulfillment;
+    EXPECT_EQ(PaymentMayStillMove(op), row.keeps)
+        << SettlementName(row.settlement) << " " << FulfillmentName(row.fulfillment);
+  }
 }
 
 }  // namespace
