@@ -159,12 +159,15 @@ std::string_view ClusterReserveName(ClusterReserve decision) {
 }
 
 ClusterReserve DecideClusterReserve(const ClusterReserveFacts& facts) {
-  AGENTPAY_CHECK(facts.amount > 0 && facts.reserved >= 0 && facts.covered >= 0);
-  if (facts.epoch_moved) return ClusterReserve::kReadAgain;
-  // reserved + amount <= covered, without overflow.
-  if (facts.reserved <= facts.covered - facts.amount) return ClusterReserve::kReserve;
-  return facts.covered_is_balance ? ClusterReserve::kInsufficientBalance
-                                  : ClusterReserve::kReadAgain;
+  AGENTPAY_CHECK(facts.amount > 0 && facts.reserved >= 0 && facts.covered >= 0 &&
+                 facts.released_since >= 0);
+  // reserved + amount + released_since <= covered, without overflow.
+  const bool fits = facts.reserved <= facts.covered - facts.amount &&
+                    facts.released_since <= facts.covered - facts.amount - facts.reserved;
+  if (fits) return ClusterReserve::kReserve;
+  return facts.covered_is_balance && facts.released_since == 0
+             ? ClusterReserve::kInsufficientBalance
+             : ClusterReserve::kReadAgain;
 }
 
 bool PaymentMayStillMove(const Operation& op) {

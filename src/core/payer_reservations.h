@@ -99,30 +99,31 @@ class PayerReservations {
 // would each let a payer funded for one price broadcast once. The reservation that counts across
 // the cluster is a row of the store (payer_reservations), written in the decision that stores the
 // operation and signs its transaction, and dropped in the decision that makes its payment final;
-// every such drop moves the payer's epoch (payer_epochs) on. The shell reads the epoch and the
-// payer's reservations before it reads the chain, and the decision reads both again:
+// every drop moves the payer's epoch (payer_epochs) on by the amount dropped. The shell reads the
+// epoch and the payer's reservations before it reads the chain; the decision reads both again.
+// What was dropped between (`released_since`, the epoch's move) may have left the chain after the
+// balance was read and no longer be reserved, so the balance read counts for that much less:
 //
-//   epoch moved | reserved + amount <= covered | covered is the balance | decision
-//   ------------+------------------------------+------------------------+---------------------
-//   yes         | any                          | any                    | kReadAgain
-//   no          | yes                          | any                    | kReserve
-//   no          | no                           | yes                    | kInsufficientBalance
-//   no          | no                           | no                     | kReadAgain
+//   reserved + amount <= covered - released_since | covered is the balance | released_since | →
+//   ----------------------------------------------+------------------------+----------------+-----------------------
+//   yes                                           | any                    | any            | kReserve
+//   no                                            | yes                    | 0              | kInsufficientBalance
+//   no                                            | yes                    | > 0            | kReadAgain
+//   no                                            | no                     | any            | kReadAgain
 //
 // "Covered" is what the chain showed the payer holds at least: its balance (balanceOf), or only
 // this payment's value when the simulation of the transfer was all that was asked (the payer had
-// nothing reserved when the shell looked). A moved epoch means a settlement was decided since the
-// chain was read, so the balance read may predate it. kReadAgain: read the epoch and the chain
+// nothing reserved in the store when the shell looked). kReadAgain: read the epoch and the chain
 // once more (a bounded number of times), never a refusal on stale facts.
 enum class ClusterReserve { kReserve, kReadAgain, kInsufficientBalance };
 std::string_view ClusterReserveName(ClusterReserve decision);
 
 struct ClusterReserveFacts {
-  int64_t amount = 0;    // this payment's value (> 0)
-  int64_t reserved = 0;  // the payer's other reservations in force in the store (>= 0)
-  int64_t covered = 0;   // what the chain showed the payer holds at least (>= 0)
+  int64_t amount = 0;          // this payment's value (> 0)
+  int64_t reserved = 0;        // the payer's other reservations in force in the store (>= 0)
+  int64_t covered = 0;         // what the chain showed the payer holds at least (>= 0)
   bool covered_is_balance = false;
-  bool epoch_moved = false;
+  int64_t released_since = 0;  // the epoch's move since it was read before the chain (>= 0)
 };
 ClusterReserve DecideClusterReserve(const ClusterReserveFacts& facts);
 

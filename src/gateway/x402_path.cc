@@ -388,9 +388,13 @@ void X402Path::Preflight(PaymentPtr p) {
         } else {
           // The payer's bucket only for an authorization the chain calls fresh, which only the
           // payer can make: re-sending its public ones (or junk in its name) cannot drain it.
+          // Once per request: a preflight asked again (kReadAgain) takes no second token.
           const std::string& payer = p->presented.authorization.from;
-          if (auto retry_after_s = ctx_.rate_limiters.payer.Take(payer, ctx_.timers.MonotonicMs())) {
-            return Reply(p, TooManyRequests(*retry_after_s, "payer"));
+          if (p->cover_reads == 1) {
+            if (auto retry_after_s =
+                    ctx_.rate_limiters.payer.Take(payer, ctx_.timers.MonotonicMs())) {
+              return Reply(p, TooManyRequests(*retry_after_s, "payer"));
+            }
           }
           p->inputs = preflight->inputs;
           p->reservation = std::move(preflight->hold);
@@ -560,13 +564,13 @@ Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, i
   Begin begin;
   // The payer's reservations in the store, every gateway's, against what the chain showed.
   const Authorization& authorization = x.presented.authorization;
-  auto stored = tx.ReadPayerReservations(settler_.Network(), settler_.AssetHex(),
-                                         authorization.from,
-                                         now / 1000 - ctx_.config.expiry_buffer_seconds);
-  if (!stored.ok()) return stored.status();
+  auto reservations = tx.ReadPayerReservations(settler_.Network(), settler_.AssetHex(),
+                                               authorization.from,
+                                               now / 1000 - ctx_.config.expiry_buffer_seconds);
+  if (!reservations.ok()) return reservations.status();
   const ClusterReserve reserve = DecideClusterReserve(
-      {authorization.value, stored->reserved, x.cover->covered, x.cover->is_balance,
-       stored->epoch != x.cover->epoch});
+      {authorization.value, reservations->reserved, x.cover->covered, x.cover->is_balance,
+       std::max<int64_t>(0, reservations->epoch - x.cover->epoch)});
   switch (reserve) {
     case ClusterReserve::kReserve:
       break;

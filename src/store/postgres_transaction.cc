@@ -231,13 +231,13 @@ Status PostgresTransaction::InsertPayerReservation(const PayerReservationRecord&
 }
 
 Status PostgresTransaction::ReleasePayerReservation(std::string_view operation_id) {
-  // The epoch moves on (its row created at 1) and the reservation goes, in one statement.
+  // The reservation goes and the epoch moves on by its amount, in one statement.
   return conn_.Defer(
       "WITH dropped AS (DELETE FROM payer_reservations WHERE operation_id = $1 "
-      "RETURNING network, asset, payer) "
+      "RETURNING network, asset, payer, amount) "
       "INSERT INTO payer_epochs AS e (network, asset, payer, epoch) "
-      "SELECT network, asset, payer, 1 FROM dropped "
-      "ON CONFLICT (network, asset, payer) DO UPDATE SET epoch = e.epoch + 1",
+      "SELECT network, asset, payer, amount FROM dropped "
+      "ON CONFLICT (network, asset, payer) DO UPDATE SET epoch = e.epoch + excluded.epoch",
       pg::Params().Add(operation_id));
 }
 

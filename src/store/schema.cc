@@ -386,7 +386,8 @@ CREATE TABLE payer_reservations (
   valid_before_s BIGINT NOT NULL,
   PRIMARY KEY (network, asset, payer, nonce)
 );
--- Moves on with every reservation dropped: a balance read before may not show that settlement.
+-- Moves on by the amount of every reservation dropped: a balance read before may still show
+-- money that settlement took.
 CREATE TABLE payer_epochs (
   network TEXT NOT NULL,
   asset TEXT NOT NULL,

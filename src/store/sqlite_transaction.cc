@@ -226,9 +226,10 @@ Status SqliteTransaction::ReleasePayerReservation(std::string_view operation_id)
   {
     AGENTPAY_PREPARE(bump, db_,
                      "INSERT INTO payer_epochs (network, asset, payer, epoch) "
-                     "SELECT network, asset, payer, 1 FROM payer_reservations "
+                     "SELECT network, asset, payer, amount FROM payer_reservations "
                      "WHERE operation_id = ?1 "
-                     "ON CONFLICT (network, asset, payer) DO UPDATE SET epoch = epoch + 1");
+                     "ON CONFLICT (network, asset, payer) DO UPDATE SET epoch = epoch + "
+                     "excluded.epoch");
     if (Status s = bump.Bind(1, operation_id).Run(); !s.ok()) return s;
   }
   AGENTPAY_PREPARE(drop, db_, "DELETE FROM payer_reservations WHERE operation_id = ?1");

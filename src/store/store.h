@@ -124,7 +124,9 @@ struct PayerReservationRecord {
   bool operator==(const PayerReservationRecord&) const = default;
 };
 struct PayerReservationState {
-  int64_t epoch = 0;     // moved on by every reservation of the payer dropped
+  // The amounts of the payer's reservations dropped so far, summed: moved on by every drop, by
+  // at most what a balance read before it may still show and the chain no longer holds.
+  int64_t epoch = 0;
   int64_t reserved = 0;  // the sum of its reservations in force
   bool operator==(const PayerReservationState&) const = default;
 };
@@ -225,7 +227,8 @@ class Transaction {
                                                               int64_t lapsed_at_s) = 0;
   // Precondition: amount > 0 and no reservation of this (network, asset, payer, nonce) or operation.
   virtual Status InsertPayerReservation(const PayerReservationRecord& record) = 0;
-  // Drops the operation's reservation, if it has one, and moves its payer's epoch on. The backends
+  // Drops the operation's reservation, if it has one, and moves its payer's epoch on by its
+  // amount. The backends
   // call it themselves when an update makes an x402 operation's payment final
   // (!PaymentMayStillMove), in the decision that does so.
   virtual Status ReleasePayerReservation(std::string_view operation_id) = 0;

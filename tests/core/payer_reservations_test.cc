@@ -171,32 +171,34 @@ TEST(PayerReservations, NoOverflowNearTheLimits) {
 // The cluster's decision (issue 36 item 8): every row of the table in payer_reservations.h.
 TEST(ClusterReserve, EveryRowOfTheTable) {
   struct Row {
-    bool epoch_moved;
     int64_t reserved, covered;
     bool covered_is_balance;
+    int64_t released_since;
     ClusterReserve expected;
   };
   const Row rows[] = {
-      // epoch moved: whatever the sums, read again
-      {true, 0, kPrice, false, ClusterReserve::kReadAgain},
-      {true, 0, 10 * kPrice, true, ClusterReserve::kReadAgain},
-      {true, kPrice, kPrice, true, ClusterReserve::kReadAgain},
-      // covered: reserve, the simulation's cover or the balance
-      {false, 0, kPrice, false, ClusterReserve::kReserve},
-      {false, 0, kPrice, true, ClusterReserve::kReserve},
-      {false, kPrice, 2 * kPrice, true, ClusterReserve::kReserve},  // exactly covered
-      // not covered by the balance: refused
-      {false, kPrice, kPrice, true, ClusterReserve::kInsufficientBalance},
-      {false, 0, kPrice - 1, true, ClusterReserve::kInsufficientBalance},
+      // covered, less what was released since the read: reserve
+      {0, kPrice, false, 0, ClusterReserve::kReserve},  // the simulation's cover, nothing else
+      {0, kPrice, true, 0, ClusterReserve::kReserve},
+      {kPrice, 2 * kPrice, true, 0, ClusterReserve::kReserve},       // exactly covered
+      {0, 2 * kPrice, true, kPrice, ClusterReserve::kReserve},       // a release counted against
+      {kPrice, 3 * kPrice, true, kPrice, ClusterReserve::kReserve},  // exactly, with a release
+      // not covered by the balance, nothing released since: refused
+      {kPrice, kPrice, true, 0, ClusterReserve::kInsufficientBalance},
+      {0, kPrice - 1, true, 0, ClusterReserve::kInsufficientBalance},
+      // not covered by the balance once a release since is counted: the read may be stale
+      {0, kPrice, true, kPrice, ClusterReserve::kReadAgain},
+      {kPrice, 2 * kPrice, true, 1, ClusterReserve::kReadAgain},
       // not covered by the simulation alone (another gateway reserved meanwhile): read the balance
-      {false, kPrice, kPrice, false, ClusterReserve::kReadAgain},
+      {kPrice, kPrice, false, 0, ClusterReserve::kReadAgain},
+      {0, kPrice, false, 1, ClusterReserve::kReadAgain},
   };
   for (const Row& row : rows) {
     ClusterReserveFacts facts{kPrice, row.reserved, row.covered, row.covered_is_balance,
-                              row.epoch_moved};
+                              row.released_since};
     EXPECT_EQ(DecideClusterReserve(facts), row.expected)
-        << "moved " << row.epoch_moved << " reserved " << row.reserved << " covered "
-        << row.covered << " balance " << row.covered_is_balance;
+        << "reserved " << row.reserved << " covered " << row.covered << " balance "
+        << row.covered_is_balance << " released " << row.released_since;
   }
 }
 
@@ -206,9 +208,9 @@ TEST(ClusterReserve, OnePriceAmongTwentyAcrossGatewaysGetsOne) {
   int64_t reserved = 0;
   int reservations = 0, refused = 0;
   for (int i = 0; i < 20; ++i) {
-    ClusterReserve first = DecideClusterReserve({kPrice, reserved, kPrice, false, false});
+    ClusterReserve first = DecideClusterReserve({kPrice, reserved, kPrice, false, 0});
     if (first == ClusterReserve::kReadAgain) {
-      first = DecideClusterReserve({kPrice, reserved, kPrice, true, false});
+      first = DecideClusterReserve({kPrice, reserved, kPrice, true, 0});
     }
     if (first == ClusterReserve::kReserve) {
       reserved += kPrice;
@@ -222,11 +224,22 @@ TEST(ClusterReserve, OnePriceAmongTwentyAcrossGatewaysGetsOne) {
   EXPECT_EQ(refused, 19);
 }
 
+TEST(ClusterReserve, AReleaseAfterTheBalanceReadIsNotSpentTwice) {
+  // Funded for two prices, one reserved and broadcast. The shell reads epoch 0, then the balance:
+  // 2 prices (the first transfer not mined yet). Meanwhile it is mined and released (epoch moves
+  // by one price): the balance read shows a price the chain no longer holds.
+  EXPECT_EQ(DecideClusterReserve({kPrice, 0, 2 * kPrice, true, kPrice}), ClusterReserve::kReserve);
+  // Funded for one price: the same read would have let a second broadcast revert.
+  EXPECT_EQ(DecideClusterReserve({kPrice, 0, kPrice, true, kPrice}), ClusterReserve::kReadAgain);
+}
+
 TEST(ClusterReserve, NoOverflowNearTheLimits) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  EXPECT_EQ(DecideClusterReserve({kMax, kMax, kMax, true, false}),
+  EXPECT_EQ(DecideClusterReserve({kMax, kMax, kMax, true, 0}),
             ClusterReserve::kInsufficientBalance);
-  EXPECT_EQ(DecideClusterReserve({1, kMax - 1, kMax, true, false}), ClusterReserve::kReserve);
+  EXPECT_EQ(DecideClusterReserve({1, kMax - 1, kMax, true, 0}), ClusterReserve::kReserve);
+  EXPECT_EQ(DecideClusterReserve({1, kMax - 1, kMax, true, kMax}), ClusterReserve::kReadAgain);
+  EXPECT_EQ(DecideClusterReserve({1, 0, kMax, true, kMax - 1}), ClusterReserve::kReserve);
 }
 
 TEST(ClusterReserve, NamesAreStable) {

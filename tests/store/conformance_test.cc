@@ -772,14 +772,14 @@ TEST_P(StoreConformance, PayerReservationsAreSharedAndReleasedWithTheirPayment) 
   EXPECT_EQ(state(0), (PayerReservationState{0, 300}));
   EXPECT_EQ(state(1000), (PayerReservationState{0, 200}));  // validBefore 1000 lapsed
   EXPECT_EQ(state(1200), (PayerReservationState{0, 0}));
-  // Still moving money (unknown): kept. Settled by a plain update: dropped, epoch 1.
+  // Still moving money (unknown): kept. Settled by a plain update: dropped, the epoch moves by 100.
   ops[0].settlement = Settlement::kUnknown;
   ASSERT_TRUE(Write([&](Transaction& tx) { return tx.UpdateOperation(ops[0]); }).ok());
   EXPECT_EQ(state(0), (PayerReservationState{0, 300}));
   ops[0].settlement = Settlement::kSettled;
   ASSERT_TRUE(Write([&](Transaction& tx) { return tx.UpdateOperation(ops[0]); }).ok());
-  EXPECT_EQ(state(0), (PayerReservationState{1, 200}));
-  // Void through a claimed update: dropped, epoch 2. A lost claim drops nothing.
+  EXPECT_EQ(state(0), (PayerReservationState{100, 200}));
+  // Void through a claimed update: dropped, the epoch moves by 100 more. A lost claim drops nothing.
   ops[1].settlement = Settlement::kVoid;
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
     auto lost = tx.UpdateClaimedOperation(ops[1], ops[1].attempts + 7);
@@ -787,27 +787,27 @@ TEST_P(StoreConformance, PayerReservationsAreSharedAndReleasedWithTheirPayment) 
     EXPECT_FALSE(*lost);
     return Status::Ok();
   }).ok());
-  EXPECT_EQ(state(0), (PayerReservationState{1, 200}));
+  EXPECT_EQ(state(0), (PayerReservationState{100, 200}));
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
     auto won = tx.UpdateClaimedOperation(ops[1], ops[1].attempts);
     if (!won.ok()) return won.status();
     EXPECT_TRUE(*won);
     return Status::Ok();
   }).ok());
-  EXPECT_EQ(state(0), (PayerReservationState{2, 100}));
+  EXPECT_EQ(state(0), (PayerReservationState{200, 100}));
   // A rolled-back decision's release leaves the reservation and the epoch.
   ops[2].settlement = Settlement::kFailed;
   EXPECT_FALSE(Write([&](Transaction& tx) -> Status {
                  if (Status s = tx.UpdateOperation(ops[2]); !s.ok()) return s;
                  return Status::Error(ErrorCode::kStoreConflict, "changed its mind");
                }).ok());
-  EXPECT_EQ(state(0), (PayerReservationState{2, 100}));
+  EXPECT_EQ(state(0), (PayerReservationState{200, 100}));
   // A wallet operation's update releases nothing (and finds nothing to release).
   Operation wallet = SampleOperation("op_w");
   ASSERT_TRUE(Write([&](Transaction& tx) { return tx.InsertOperation(wallet); }).ok());
   wallet.settlement = Settlement::kReleased;
   ASSERT_TRUE(Write([&](Transaction& tx) { return tx.UpdateOperation(wallet); }).ok());
-  EXPECT_EQ(state(0), (PayerReservationState{2, 100}));
+  EXPECT_EQ(state(0), (PayerReservationState{200, 100}));
   // One reservation per authorization and per operation.
   EXPECT_FALSE(Write([&](Transaction& tx) {
                  return tx.InsertPayerReservation({net, asset, payer, "0xn2", "op_new", 1, 9});
