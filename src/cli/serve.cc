@@ -23,6 +23,7 @@
 #include "gateway/admin_surface.h"
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
+#include "gateway/rate_sync.h"
 #include "gateway/settlement_config.h"
 #include "http/browser_guard.h"
 #include "http/origin.h"
@@ -698,6 +699,19 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
       log.Error("pruner_failed", "pruner: " + report.status().ToString(),
                 {{"code", report.status().code()}});
     }
+  });
+
+  // The rate limits' usage exchanged with the other gateways of the database (issue 36 item 8):
+  // a store error loses this exchange's counts only, and is logged once until one succeeds.
+  RateSync rate_sync(**store, gateway.rate_limiters());
+  bool rate_sync_failing = false;
+  PeriodicWorker rate_syncer(config->rate_limit_sync_ms, [&] {
+    Status synced = rate_sync.Run(clock.NowMs(), timers.MonotonicMs());
+    if (!synced.ok() && !rate_sync_failing) {
+      log.Error("rate_sync_failed", "rate limit exchange: " + synced.ToString(),
+                {{"code", synced.code()}});
+    }
+    rate_sync_failing = !synced.ok();
   });
 
   const std::string base = ListenerUrl(listen->first, (*server)->port(), tls);

@@ -93,6 +93,10 @@ std::vector<Flag> Flags(ServeOptions& o) {
        "PER_SECOND[:BURST] or off for wallet accounts only (default: --rate-limit)"},
       {"rate-limit-per-payer", &o.rate_limit_per_payer,
        "PER_SECOND[:BURST] or off for x402 payers only (default: --rate-limit)"},
+      {"rate-limit-sync-ms", &o.rate_limit_sync_ms,
+       "how often the tokens each rate limit took are exchanged with the other gateways of the "
+       "database, so that a client over its rate on one is over it on all within about twice "
+       "this"},
       {"io-threads", &o.io_threads,
        "threads serving client connections (0: half the CPUs, at least 1)"},
       {"chain", &o.chain, "chain: devnet (built in); see --chain-rpc for any EVM node"},
@@ -638,6 +642,7 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
         Range{"hold-ttl-ms", options.hold_ttl_ms, 1000, 30LL * 86400 * 1000},
         Range{"retention-ms", options.retention_ms, 0, 365LL * 86400 * 1000},
         Range{"sweep-interval-ms", options.sweep_interval_ms, 10, kMaxTimeoutMs},
+        Range{"rate-limit-sync-ms", options.rate_limit_sync_ms, 10, 60000},
         Range{"receipt-timeout-ms", options.receipt_timeout_ms, 1, kMaxTimeoutMs},
         Range{"attach-wait-ms", options.attach_wait_ms, 0, kMaxTimeoutMs},
         Range{"min-idempotency-key-bits", options.min_idempotency_key_bits, 0, 1024},
@@ -705,6 +710,7 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   config.hold_ttl_ms = options.hold_ttl_ms;
   config.retention_ms = options.retention_ms;
   config.sweep_interval_ms = options.sweep_interval_ms;
+  config.rate_limit_sync_ms = options.rate_limit_sync_ms;
   config.receipt_timeout_ms = options.receipt_timeout_ms;
   config.attach_wait_ms = options.attach_wait_ms;
   config.min_idempotency_key_bits = options.min_idempotency_key_bits;

@@ -29,6 +29,9 @@ struct ServeOptions {
   int64_t hold_ttl_ms = 600000;
   int64_t retention_ms = 86400000;
   int64_t sweep_interval_ms = 1000;
+  // How often the rate limits' usage is exchanged with the other gateways of the database
+  // (gateway/rate_sync.h).
+  int64_t rate_limit_sync_ms = 200;
   int64_t receipt_timeout_ms = 5000;
   int64_t attach_wait_ms = 5000;
   int64_t min_idempotency_key_bits = 96;

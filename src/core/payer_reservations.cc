@@ -146,4 +146,45 @@ int64_t PayerReservations::InFlight(const std::string& payer) const {
                              : static_cast<int64_t>(it->second.held.size()) + it->second.checks;
 }
 
+std::string_view ClusterReserveName(ClusterReserve decision) {
+  switch (decision) {
+    case ClusterReserve::kReserve:
+      return "reserve";
+    case ClusterReserve::kReadAgain:
+      return "read_again";
+    case ClusterReserve::kInsufficientBalance:
+      return "insufficient_balance";
+  }
+  AGENTPAY_CHECK(false);
+}
+
+ClusterReserve DecideClusterReserve(const ClusterReserveFacts& facts) {
+  AGENTPAY_CHECK(facts.amount > 0 && facts.reserved >= 0 && facts.covered >= 0 &&
+                 facts.released_since >= 0);
+  // reserved + amount + released_since <= covered, without overflow.
+  const bool fits = facts.reserved <= facts.covered - facts.amount &&
+                    facts.released_since <= facts.covered - facts.amount - facts.reserved;
+  if (fits) return ClusterReserve::kReserve;
+  return facts.covered_is_balance && facts.released_since == 0
+             ? ClusterReserve::kInsufficientBalance
+             : ClusterReserve::kReadAgain;
+}
+
+bool PaymentMayStillMove(const Operation& op) {
+  switch (op.settlement) {
+    case Settlement::kSubmitted:
+    case Settlement::kUnknown:
+      return true;
+    case Settlement::kNone:
+      return !IsFinal(op);
+    case Settlement::kHeld:
+    case Settlement::kSettled:
+    case Settlement::kReleased:
+    case Settlement::kVoid:
+    case Settlement::kFailed:
+      return false;
+  }
+  AGENTPAY_CHECK(false);
+}
+
 }  // namespace agentpay

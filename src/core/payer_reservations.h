@@ -24,6 +24,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/operation.h"
+
 namespace agentpay {
 
 struct PayerReservationLimits {
@@ -91,5 +93,43 @@ class PayerReservations {
   // compared with the entry it was taken from.
   std::map<std::string, Payer, std::less<>> payers_;
 };
+
+// ---- The cluster's reservations (issue 36 item 8) ----------------------------------------------
+// The table above is one process's. Several gateways on one database (each with its own table)
+// would each let a payer funded for one price broadcast once. The reservation that counts across
+// the cluster is a row of the store (payer_reservations), written in the decision that stores the
+// operation and signs its transaction, and dropped in the decision that makes its payment final;
+// every drop moves the payer's epoch (payer_epochs) on by the amount dropped. The shell reads the
+// epoch and the payer's reservations before it reads the chain; the decision reads both again.
+// What was dropped between (`released_since`, the epoch's move) may have left the chain after the
+// balance was read and no longer be reserved, so the balance read counts for that much less:
+//
+//   reserved + amount <= covered - released_since | covered is the balance | released_since | →
+//   ----------------------------------------------+------------------------+----------------+-----------------------
+//   yes                                           | any                    | any            | kReserve
+//   no                                            | yes                    | 0              | kInsufficientBalance
+//   no                                            | yes                    | > 0            | kReadAgain
+//   no                                            | no                     | any            | kReadAgain
+//
+// "Covered" is what the chain showed the payer holds at least: its balance (balanceOf), or only
+// this payment's value when the simulation of the transfer was all that was asked (the payer had
+// nothing reserved in the store when the shell looked). kReadAgain: read the epoch and the chain
+// once more (a bounded number of times), never a refusal on stale facts.
+enum class ClusterReserve { kReserve, kReadAgain, kInsufficientBalance };
+std::string_view ClusterReserveName(ClusterReserve decision);
+
+struct ClusterReserveFacts {
+  int64_t amount = 0;          // this payment's value (> 0)
+  int64_t reserved = 0;        // the payer's other reservations in force in the store (>= 0)
+  int64_t covered = 0;         // what the chain showed the payer holds at least (>= 0)
+  bool covered_is_balance = false;
+  int64_t released_since = 0;  // the epoch's move since it was read before the chain (>= 0)
+};
+ClusterReserve DecideClusterReserve(const ClusterReserveFacts& facts);
+
+// Whether an x402 operation's payment may still move the payer's money, so that its reservation
+// stays: submitted or unknown, or not settled yet and not final (settle=after waiting for its
+// upstream or a retry). Settled, void, failed or final unpaid: released.
+bool PaymentMayStillMove(const Operation& op);
 
 }  // namespace agentpay

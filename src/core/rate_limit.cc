@@ -50,6 +50,25 @@ TakeDecision TakeToken(const TokenBucket& bucket, const RateLimit& limit, int64_
   return decision;
 }
 
+TokenBucket DebitTokens(const TokenBucket& bucket, const RateLimit& limit, int64_t count,
+                        int64_t now_ms) {
+  CheckLimit(limit);
+  AGENTPAY_CHECK(count >= 0);
+  TokenBucket debited;
+  debited.milli_tokens = Refilled(bucket, limit, now_ms);
+  debited.updated_ms = std::max(now_ms, bucket.updated_ms);
+  const int64_t floor = -limit.burst * kMilli;
+  // milli_tokens - count * kMilli, never below the floor (count may be as large as it likes).
+  const int64_t room = (debited.milli_tokens - floor) / kMilli;
+  debited.milli_tokens = count >= room ? floor : debited.milli_tokens - count * kMilli;
+  return debited;
+}
+
+int64_t UsageElsewhere(int64_t total, int64_t seen, int64_t own) {
+  AGENTPAY_CHECK(total >= 0 && seen >= 0 && own >= 0);
+  return std::max<int64_t>(0, total - seen - own);
+}
+
 bool BucketIsFull(const TokenBucket& bucket, const RateLimit& limit, int64_t now_ms) {
   CheckLimit(limit);
   return Refilled(bucket, limit, now_ms) >= limit.burst * kMilli;

@@ -39,6 +39,18 @@ struct TakeDecision {
 // nothing.
 TakeDecision TakeToken(const TokenBucket& bucket, const RateLimit& limit, int64_t now_ms);
 
+// The bucket after `count` tokens were taken elsewhere (other gateways of the cluster, issue 36
+// item 8): refilled to now_ms, then `count` tokens less, down to at most one burst in debt (so that
+// a key drained elsewhere waits its refill here too, and no arithmetic overflows). Preconditions:
+// as TakeToken; count >= 0.
+TokenBucket DebitTokens(const TokenBucket& bucket, const RateLimit& limit, int64_t count,
+                        int64_t now_ms);
+
+// Tokens of one key and window that other gateways took (issue 36 item 8): the store's total now,
+// less the total this gateway saw last and what it just added itself; never negative (a total
+// seen out of order takes nothing back).
+int64_t UsageElsewhere(int64_t total, int64_t seen, int64_t own);
+
 // Whether the bucket would be full at now_ms, i.e. equal to a new one: such a bucket can be
 // forgotten without changing any later decision.
 bool BucketIsFull(const TokenBucket& bucket, const RateLimit& limit, int64_t now_ms);

@@ -62,6 +62,7 @@ struct GatewayConfig {
   int64_t hold_ttl_ms = 600000;
   int64_t retention_ms = 86400000;
   int64_t sweep_interval_ms = 1000;
+  int64_t rate_limit_sync_ms = 200;  // --rate-limit-sync-ms (gateway/rate_sync.h)
   int64_t receipt_timeout_ms = 5000;
   // x402: an unknown settlement whose authorization is past validBefore plus this many seconds,
   // with its nonce unused on chain, is void (CONTRACT §5).

@@ -99,6 +99,8 @@ class Gateway {
 
   const GatewayConfig& config() const { return config_; }
   Metrics& metrics() { return metrics_; }
+  // The rate limits' buckets, for the exchange with the other gateways (gateway/rate_sync.h).
+  RateLimiters& rate_limiters() { return rate_limiters_; }
 
  private:
   HttpResponse HandleBlocking(const HttpRequest& request);

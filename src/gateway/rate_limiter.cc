@@ -11,9 +11,7 @@ RateLimiter::RateLimiter(RateLimit limit, size_t max_buckets)
   if (!limit_.unlimited()) (void)FullBucket(limit_, 0);  // checks the limit's range
 }
 
-std::optional<int64_t> RateLimiter::Take(std::string_view key, int64_t now_ms) {
-  if (limit_.unlimited()) return std::nullopt;
-  std::lock_guard lock(mutex_);
+RateLimiter::Entry& RateLimiter::Touch(std::string_view key, int64_t now_ms) {
   auto found = index_.find(std::string(key));
   if (found == index_.end()) {
     if (index_.size() >= max_buckets_) {
@@ -27,9 +25,22 @@ std::optional<int64_t> RateLimiter::Take(std::string_view key, int64_t now_ms) {
   } else if (found->second != recent_.begin()) {
     recent_.splice(recent_.begin(), recent_, found->second);
   }
-  Entry& entry = *found->second;
+  return *found->second;
+}
+
+std::optional<int64_t> RateLimiter::Take(std::string_view key, int64_t now_ms) {
+  if (limit_.unlimited()) return std::nullopt;
+  std::lock_guard lock(mutex_);
+  Entry& entry = Touch(key, now_ms);
   TakeDecision decision = TakeToken(entry.bucket, limit_, now_ms);
   entry.bucket = decision.bucket;
+  if (decision.allowed && track_) {
+    if (auto counted = taken_.find(entry.key); counted != taken_.end()) {
+      ++counted->second;
+    } else if (taken_.size() < max_buckets_) {
+      taken_.emplace(entry.key, 1);
+    }
+  }
   // Full buckets at the cold end carry no information: forget them, a few per call.
   for (int i = 0; i < 2 && recent_.size() > 1; ++i) {
     Entry& oldest = recent_.back();
@@ -39,6 +50,29 @@ std::optional<int64_t> RateLimiter::Take(std::string_view key, int64_t now_ms) {
   }
   if (decision.allowed) return std::nullopt;
   return decision.retry_after_s;
+}
+
+std::vector<std::pair<std::string, int64_t>> RateLimiter::TakeUsage() {
+  std::unordered_map<std::string, int64_t> taken;
+  {
+    std::lock_guard lock(mutex_);
+    taken.swap(taken_);
+  }
+  return {taken.begin(), taken.end()};
+}
+
+void RateLimiter::Debit(std::string_view key, int64_t count, int64_t now_ms) {
+  if (limit_.unlimited() || count <= 0) return;
+  std::lock_guard lock(mutex_);
+  Entry& entry = Touch(key, now_ms);
+  entry.bucket = DebitTokens(entry.bucket, limit_, count, now_ms);
+}
+
+RateLimiter* RateLimiters::ByKind(std::string_view kind) {
+  if (kind == "client") return &client;
+  if (kind == "account") return &account;
+  if (kind == "payer") return &payer;
+  return nullptr;
 }
 
 size_t RateLimiter::Size() {

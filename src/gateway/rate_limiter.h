@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "core/rate_limit.h"
 #include "gateway/config.h"
@@ -32,16 +34,29 @@ class RateLimiter {
   size_t Size();
   const RateLimit& limit() const { return limit_; }
 
+  // Sharing with the other gateways of the database (gateway/rate_sync.h). With tracking on, every
+  // token taken is counted per key until TakeUsage hands the counts over (at most max_buckets keys
+  // between two calls; past that a new key's tokens are not shared, only counted here).
+  void TrackUsage() { track_ = true; }
+  std::vector<std::pair<std::string, int64_t>> TakeUsage();
+  // `count` tokens of `key` taken by other gateways (core/rate_limit.h DebitTokens).
+  void Debit(std::string_view key, int64_t count, int64_t now_ms);
+
  private:
   struct Entry {
     std::string key;
     TokenBucket bucket;
   };
+  // The key's entry, created full (the least recently used forgotten past max_buckets) and made
+  // the most recently used. Precondition: mutex_ held.
+  Entry& Touch(std::string_view key, int64_t now_ms);
   const RateLimit limit_;
   const size_t max_buckets_;
   std::mutex mutex_;
   std::list<Entry> recent_;  // most recently used first
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+  bool track_ = false;
+  std::unordered_map<std::string, int64_t> taken_;  // tracking: tokens per key since TakeUsage
 };
 
 // The gateway's three tables.
@@ -53,6 +68,8 @@ struct RateLimiters {
   RateLimiter client;   // keyed by ClientKey(remote address)
   RateLimiter account;  // keyed by account id
   RateLimiter payer;    // keyed by lower-case payer address
+  // The tables by the kind name rate_usage rows carry ("client", "account", "payer").
+  RateLimiter* ByKind(std::string_view kind);
 };
 
 // 429 limit_exceeded with Retry-After; `who` names the bucket ("client address", "account", ...).

@@ -8,6 +8,7 @@
 #include "core/idempotency.h"
 #include "core/key_strength.h"
 #include "core/payer_proof.h"
+#include "core/payer_reservations.h"
 #include "gateway/answers.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
@@ -29,12 +30,14 @@ struct X402Path::Begin {
     kAuthorizationTaken,  // this authorization already pays for another operation (rolled back)
     kNeedsProof,          // the key's operation exists: ask the chain about this authorization
     kRefusePublic,        // the request does not prove the payer: 409, nothing said of the op
+    kReadAgain,           // the store's payer reservations moved since the chain was read
+    kUnderfunded,         // the payer's reservations in the store leave no room for this one
   } kind = kProceed;
   Operation op;
   X402PaymentRecord payment;
   bool RollsBack() const {
     return kind == kNeedsPreflight || kind == kAuthorizationTaken || kind == kNeedsProof ||
-           kind == kRefusePublic;
+           kind == kRefusePublic || kind == kReadAgain || kind == kUnderfunded;
   }
 };
 
@@ -66,6 +69,15 @@ struct X402Path::Payment {
   std::optional<TxInputs> inputs;
   std::optional<Settler::Preflight> preflight_failure;
   std::shared_ptr<ReservationHold> reservation;  // taken by the preflight (Settler::Check)
+  // With inputs: the store's epoch of the payer, read before the chain, and what the chain showed
+  // the payer holds at least (core/payer_reservations.h ClusterReserveFacts).
+  struct Cover {
+    int64_t epoch = 0;
+    int64_t covered = 0;
+    bool is_balance = false;
+  };
+  std::optional<Cover> cover;
+  int cover_reads = 0;  // preflights asked again because the store's reservations moved
 
   // The attempt, once this request holds the operation's claim.
   Operation op;
@@ -98,7 +110,10 @@ ChosenKey DigestChosenKey(std::string_view payer, std::string_view secret, std::
 
 // A new key: preflight, then the decision. A key whose operation was paid with another
 // authorization: the chain is asked about this one, then the decision. One round to spare.
-constexpr int kMaxBeginRounds = 4;
+// Each kReadAgain (the store's reservations of the payer moved, core/payer_reservations.h) costs
+// two more: at most kMaxCoverReads preflights per request.
+constexpr int kMaxBeginRounds = 8;
+constexpr int kMaxCoverReads = 3;
 constexpr size_t kMaxQueuedChainCalls = 4096;
 // How long the first transaction signed waits for others to go to the node with it (Settle): a
 // payment waits at most this much longer for its receipt, where a block takes a second or more on
@@ -325,6 +340,21 @@ void X402Path::OnArrived(PaymentPtr p, Status status) {
     case Begin::kRefusePublic:
       ctx_.metrics.CountProofRefused();
       return Reply(p, PublicAuthorizationAnswer());
+    case Begin::kReadAgain:
+      // Another gateway's settlement or reservation of this payer came between: the preflight
+      // again, with the epoch and the balance read anew (a bounded number of times).
+      if (p->cover_reads >= kMaxCoverReads) {
+        return Reply(p, RetryLater(ProblemCode::kLimitExceeded,
+                                   "the payer's other payments kept settling while its balance "
+                                   "was read; nothing was submitted, retry later"));
+      }
+      p->inputs.reset();
+      p->cover.reset();
+      return Preflight(std::move(p));
+    case Begin::kUnderfunded:
+      return Reply(p, Challenge(*p, x402::ReasonCode(Failure::kInsufficientBalance, p->version),
+                                "the token refuses this authorization: the payer's other "
+                                "payments in flight already reserve its balance"));
     case Begin::kNeedsProof:
       return AskChainForProof(std::move(p));
     case Begin::kNeedsPreflight:
@@ -349,8 +379,22 @@ void X402Path::OnArrived(PaymentPtr p, Status status) {
 void X402Path::Preflight(PaymentPtr p) {
   OnChain(
       [this, p] {
-        auto preflight =
-            settler_.Check(p->payload.authorization, p->payload.signature, ctx_.clock.NowMs());
+        // The store's reservations of the payer (every gateway's) and its epoch, read before the
+        // chain: the decision compares them with what it finds then (DecideNew).
+        ++p->cover_reads;
+        const int64_t now_ms = ctx_.clock.NowMs();
+        PayerReservationState stored;
+        Status read = ctx_.store.ReadUnsynced([&](Transaction& tx) -> Status {
+          auto state = tx.ReadPayerReservations(settler_.Network(), settler_.AssetHex(),
+                                                p->presented.authorization.from,
+                                                now_ms / 1000 - ctx_.config.expiry_buffer_seconds);
+          if (!state.ok()) return state.status();
+          stored = *state;
+          return Status::Ok();
+        });
+        if (!read.ok()) return Reply(p, StoreProblem(read));
+        auto preflight = settler_.Check(p->payload.authorization, p->payload.signature, now_ms,
+                                        stored.reserved);
         if (!preflight.ok() && preflight.status().error() == ErrorCode::kChainFeesTooHigh) {
           return Reply(p, FeesTooHigh(preflight.status().message()));
         }
@@ -366,12 +410,18 @@ void X402Path::Preflight(PaymentPtr p) {
         } else {
           // The payer's bucket only for an authorization the chain calls fresh, which only the
           // payer can make: re-sending its public ones (or junk in its name) cannot drain it.
+          // Once per request: a preflight asked again (kReadAgain) takes no second token.
           const std::string& payer = p->presented.authorization.from;
-          if (auto retry_after_s = ctx_.rate_limiters.payer.Take(payer, ctx_.timers.MonotonicMs())) {
-            return Reply(p, TooManyRequests(*retry_after_s, "payer"));
+          if (p->cover_reads == 1) {
+            if (auto retry_after_s =
+                    ctx_.rate_limiters.payer.Take(payer, ctx_.timers.MonotonicMs())) {
+              return Reply(p, TooManyRequests(*retry_after_s, "payer"));
+            }
           }
           p->inputs = preflight->inputs;
           p->reservation = std::move(preflight->hold);
+          p->cover = Payment::Cover{stored.epoch, preflight->covered,
+                                    preflight->covered_is_balance};
         }
         Arrive(p);
       },
@@ -532,7 +582,27 @@ Result<X402Path::Begin> X402Path::WithoutPreflight(Transaction& tx, const Paymen
 // when settling first) commit together; the broadcast follows the commit.
 Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, int64_t now) const {
   const TxInputs& inputs = *x.inputs;
+  AGENTPAY_CHECK(x.cover.has_value());
   Begin begin;
+  // The payer's reservations in the store, every gateway's, against what the chain showed.
+  const Authorization& authorization = x.presented.authorization;
+  auto reservations = tx.ReadPayerReservations(settler_.Network(), settler_.AssetHex(),
+                                               authorization.from,
+                                               now / 1000 - ctx_.config.expiry_buffer_seconds);
+  if (!reservations.ok()) return reservations.status();
+  const ClusterReserve reserve = DecideClusterReserve(
+      {authorization.value, reservations->reserved, x.cover->covered, x.cover->is_balance,
+       std::max<int64_t>(0, reservations->epoch - x.cover->epoch)});
+  switch (reserve) {
+    case ClusterReserve::kReserve:
+      break;
+    case ClusterReserve::kReadAgain:
+      begin.kind = Begin::kReadAgain;
+      return begin;
+    case ClusterReserve::kInsufficientBalance:
+      begin.kind = Begin::kUnderfunded;
+      return begin;
+  }
   const std::string op_id = NewOperationId(ctx_.random, now);
   auto inserted = tx.InsertKey({x.principal, x.key, op_id, x.fingerprint, now});
   if (!inserted.ok()) return inserted.status();
@@ -553,6 +623,12 @@ Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, i
        ctx_.config.receipt_timeout_ms + x.route->timeout_ms + kLeaseMarginMs, ctx_.instance_id},
       now);
   if (Status s = tx.InsertOperation(op); !s.ok()) return s;
+  if (Status s = tx.InsertPayerReservation({settler_.Network(), settler_.AssetHex(),
+                                            authorization.from, authorization.nonce_hex, op_id,
+                                            authorization.value, authorization.valid_before_s});
+      !s.ok()) {
+    return s;
+  }
   if (settle_first) {
     auto relayer_nonce = tx.TakeRelayerNonce(settler_.RelayerHex(), inputs.pending_nonce);
     if (!relayer_nonce.ok()) return relayer_nonce.status();

@@ -91,6 +91,8 @@ Settler::Settler(chain::Chain& chain, SettlerConfig config, chain::PrivateKey re
 }
 
 std::string Settler::RelayerHex() const { return chain::ToLowerHex(relayer_); }
+std::string Settler::Network() const { return "eip155:" + std::to_string(config_.chain_id); }
+std::string Settler::AssetHex() const { return chain::ToLowerHex(config_.token); }
 
 Result<Settler::Preflight> Settler::ReserveBalance(
     const chain::TransferAuthorization& authorization, int64_t now_s) {
@@ -120,6 +122,8 @@ Result<Settler::Preflight> Settler::ReserveBalance(
                                   now_s)) {
       case ReserveOutcome::kReserved:
         preflight.hold = std::make_shared<ReservationHold>(reservations_, payer, nonce);
+        preflight.covered = usable;
+        preflight.covered_is_balance = true;
         return preflight;
       case ReserveOutcome::kInsufficientBalance:
         preflight.failure = Failure::kInsufficientBalance;
@@ -140,7 +144,8 @@ Result<Settler::Preflight> Settler::ReserveBalance(
 }
 
 Result<Settler::Preflight> Settler::Check(const chain::TransferAuthorization& authorization,
-                                          const chain::Signature& signature, int64_t now_ms) {
+                                          const chain::Signature& signature, int64_t now_ms,
+                                          int64_t reserved_elsewhere) {
   const int64_t now_s = now_ms / 1000;
   Preflight preflight;
   if (!authorization.value.FitsInt64() || !authorization.valid_before.FitsInt64()) {
@@ -164,10 +169,19 @@ Result<Settler::Preflight> Settler::Check(const chain::TransferAuthorization& au
   // since may have made the simulation stale) the balance itself is read.
   const int64_t value = authorization.value.ToInt64();
   const std::string nonce = chain::Hex(authorization.nonce);
-  switch (reservations_.Reserve(payer, nonce, value, authorization.valid_before.ToInt64(), value,
-                                check.epoch, now_s)) {
+  // Other gateways' reservations of the payer: the balance must be read to count them.
+  ReserveOutcome simulated = ReserveOutcome::kStale;
+  if (reserved_elsewhere > 0) {
+    reservations_.EndCheck(payer);
+  } else {
+    simulated = reservations_.Reserve(payer, nonce, value, authorization.valid_before.ToInt64(),
+                                      value, check.epoch, now_s);
+  }
+  switch (simulated) {
     case ReserveOutcome::kReserved:
       preflight.hold = std::make_shared<ReservationHold>(reservations_, payer, nonce);
+      preflight.covered = value;
+      preflight.covered_is_balance = false;
       break;
     case ReserveOutcome::kInsufficientBalance:
     case ReserveOutcome::kStale: {

@@ -94,10 +94,21 @@ class Settler {
     // kNone only: this request's hold on the reservation (dropped with the request unless the
     // operation it creates keeps it).
     std::shared_ptr<ReservationHold> hold;
+    // kNone only: what the chain showed the payer holds at least (core/payer_reservations.h
+    // ClusterReserveFacts): its balance when balanceOf was read, else this payment's value.
+    int64_t covered = 0;
+    bool covered_is_balance = false;
   };
-  // `now_ms`: wall clock (reservation lapses, the fee and nonce caches).
+  // `now_ms`: wall clock (reservation lapses, the fee and nonce caches). `reserved_elsewhere`:
+  // what the store's reservations of the payer (every gateway's) hold; above 0 the balance is
+  // read, so that the decision can count them (the simulation covers this payment alone).
   Result<Preflight> Check(const chain::TransferAuthorization& authorization,
-                          const chain::Signature& signature, int64_t now_ms);
+                          const chain::Signature& signature, int64_t now_ms,
+                          int64_t reserved_elsewhere = 0);
+  // The network ("eip155:<chain id>") and asset (lower-case 0x hex) the store's payer
+  // reservations are kept under.
+  std::string Network() const;
+  std::string AssetHex() const;
   Reservations& reservations() { return reservations_; }
   // authorizationState(from, nonce) of the token: whether the authorization was used (or cancelled).
   Result<bool> AuthorizationUsed(const chain::TransferAuthorization& authorization);

@@ -3,6 +3,8 @@
 #include "store/postgres_transaction.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "core/check.h"
 #include "store/ledger.h"
@@ -164,9 +166,11 @@ Status PostgresTransaction::UpdateOperation(const Operation& op) {
       std::string("UPDATE operations SET ") + kOperationAssignments + " WHERE id = $1";
   pg::Params params;
   WriteOperation(params, op);
-  return conn_.Defer(
+  Status updated = conn_.Defer(
       kSql, params,
       pg::Connection::Expect{1, Status::Error(ErrorCode::kStoreNotFound, "no operation " + op.id)});
+  if (updated.ok() && ReleasesPayerReservation(op)) return ReleasePayerReservation(op.id);
+  return updated;
 }
 
 Result<bool> PostgresTransaction::UpdateClaimedOperation(const Operation& op,
@@ -175,6 +179,9 @@ Result<bool> PostgresTransaction::UpdateClaimedOperation(const Operation& op,
   WriteOperation(params, op);
   params.Add(static_cast<int64_t>(expected_attempts));
   AGENTPAY_ROWS(rows, conn_.Query(UpdateClaimedSql(), params));
+  if (rows.changed() == 1 && ReleasesPayerReservation(op)) {
+    if (Status s = ReleasePayerReservation(op.id); !s.ok()) return s;
+  }
   return rows.changed() == 1;
 }
 
@@ -183,11 +190,118 @@ Status PostgresTransaction::UpdateClaimedOperationOrFail(const Operation& op,
   pg::Params params;
   WriteOperation(params, op);
   params.Add(static_cast<int64_t>(expected_attempts));
-  return conn_.Defer(
+  Status updated = conn_.Defer(
       UpdateClaimedSql(), params,
       pg::Connection::Expect{
           1, Status::Error(ErrorCode::kStoreClaimLost,
                            "operation " + op.id + " is no longer claimed by this attempt")});
+  // A lost claim fails the whole decision, this release with it.
+  if (updated.ok() && ReleasesPayerReservation(op)) return ReleasePayerReservation(op.id);
+  return updated;
+}
+
+Result<PayerReservationState> PostgresTransaction::ReadPayerReservations(
+    std::string_view network, std::string_view asset, std::string_view payer,
+    int64_t lapsed_at_s) {
+  // One round trip for both. Decisions of every gateway run one batch at a time under the
+  // writers' lock (postgres_store.cc), so no row lock is needed to serialise a payer's reservers.
+  AGENTPAY_ROWS(rows,
+                conn_.Query("SELECT COALESCE((SELECT epoch FROM payer_epochs WHERE network = $1 "
+                            "AND asset = $2 AND payer = $3), 0), COALESCE((SELECT SUM(amount) "
+                            "FROM payer_reservations WHERE network = $1 AND asset = $2 AND "
+                            "payer = $3 AND valid_before_s > $4), 0)",
+                            pg::Params().Add(network).Add(asset).Add(payer).Add(lapsed_at_s)));
+  AGENTPAY_CHECK(rows.size() == 1);
+  return PayerReservationState{rows.Int(0, 0), rows.Int(0, 1)};
+}
+
+Status PostgresTransaction::InsertPayerReservation(const PayerReservationRecord& record) {
+  AGENTPAY_CHECK(record.amount > 0);
+  return conn_.Defer(
+      "INSERT INTO payer_reservations (network, asset, payer, nonce, operation_id, amount, "
+      "valid_before_s) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+      pg::Params()
+          .Add(record.network)
+          .Add(record.asset)
+          .Add(record.payer)
+          .Add(record.nonce)
+          .Add(record.operation_id)
+          .Add(record.amount)
+          .Add(record.valid_before_s));
+}
+
+Status PostgresTransaction::ReleasePayerReservation(std::string_view operation_id) {
+  // The reservation goes and the epoch moves on by its amount, in one statement.
+  return conn_.Defer(
+      "WITH dropped AS (DELETE FROM payer_reservations WHERE operation_id = $1 "
+      "RETURNING network, asset, payer, amount) "
+      "INSERT INTO payer_epochs AS e (network, asset, payer, epoch) "
+      "SELECT network, asset, payer, amount FROM dropped "
+      "ON CONFLICT (network, asset, payer) DO UPDATE SET epoch = e.epoch + excluded.epoch",
+      pg::Params().Add(operation_id));
+}
+
+Result<std::vector<int64_t>> PostgresTransaction::AddRateUsage(
+    const std::vector<RateUsageRecord>& usage, int64_t updated_ms) {
+  if (usage.empty()) return std::vector<int64_t>{};
+  std::vector<std::string> kinds, keys;
+  std::vector<int64_t> windows, counts;
+  for (const RateUsageRecord& row : usage) {
+    AGENTPAY_CHECK(row.count >= 0);
+    kinds.push_back(row.kind);
+    keys.push_back(row.key);
+    windows.push_back(row.window_start_ms);
+    counts.push_back(row.count);
+  }
+  // One statement for all rows (the caller gives each (kind, key, window) once).
+  AGENTPAY_ROWS(rows,
+                conn_.Query("INSERT INTO rate_usage AS r (kind, key, window_start_ms, count, "
+                            "updated_ms) SELECT u.kind, u.key, u.w, u.c, $5 FROM "
+                            "unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) "
+                            "AS u(kind, key, w, c) ON CONFLICT (kind, key, window_start_ms) DO "
+                            "UPDATE SET count = r.count + excluded.count, updated_ms = "
+                            "excluded.updated_ms RETURNING kind, key, window_start_ms, count",
+                            pg::Params()
+                                .AddArray(kinds)
+                                .AddArray(keys)
+                                .AddArray(windows)
+                                .AddArray(counts)
+                                .Add(updated_ms)));
+  std::map<std::tuple<std::string, std::string, int64_t>, int64_t> by_row;
+  for (int i = 0; i < rows.size(); ++i) {
+    by_row[{rows.Text(i, 0), rows.Text(i, 1), rows.Int(i, 2)}] = rows.Int(i, 3);
+  }
+  std::vector<int64_t> totals;
+  for (const RateUsageRecord& row : usage) {
+    auto found = by_row.find({row.kind, row.key, row.window_start_ms});
+    if (found == by_row.end()) {
+      return Status::Error(ErrorCode::kStoreCorrupt, "rate usage upsert lost a row");
+    }
+    totals.push_back(found->second);
+  }
+  return totals;
+}
+
+Result<std::vector<RateUsageRecord>> PostgresTransaction::ListRateUsage(
+    int64_t min_window_start_ms, int64_t updated_since_ms, int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  AGENTPAY_ROWS(rows, conn_.Query("SELECT kind, key, window_start_ms, count FROM rate_usage "
+                                  "WHERE updated_ms >= $2 AND window_start_ms >= $1 "
+                                  "ORDER BY updated_ms LIMIT $3",
+                                  pg::Params()
+                                      .Add(min_window_start_ms)
+                                      .Add(updated_since_ms)
+                                      .Add(int64_t{limit})));
+  std::vector<RateUsageRecord> out;
+  for (int i = 0; i < rows.size(); ++i) {
+    out.push_back({rows.Text(i, 0), rows.Text(i, 1), rows.Int(i, 2), rows.Int(i, 3)});
+  }
+  return out;
+}
+
+Status PostgresTransaction::PruneRateUsage(int64_t window_start_ms) {
+  return conn_.Defer("DELETE FROM rate_usage WHERE window_start_ms < $1",
+                     pg::Params().Add(window_start_ms));
 }
 
 Result<std::optional<Operation>> PostgresTransaction::FindOperation(std::string_view id) {

@@ -128,6 +128,17 @@ class PostgresTransaction final : public Transaction {
   Status UpdateOperation(const Operation& op) override;
   Result<bool> UpdateClaimedOperation(const Operation& op, int32_t expected_attempts) override;
   Status UpdateClaimedOperationOrFail(const Operation& op, int32_t expected_attempts) override;
+  Result<PayerReservationState> ReadPayerReservations(std::string_view network,
+                                                      std::string_view asset,
+                                                      std::string_view payer,
+                                                      int64_t lapsed_at_s) override;
+  Status InsertPayerReservation(const PayerReservationRecord& record) override;
+  Status ReleasePayerReservation(std::string_view operation_id) override;
+  Result<std::vector<int64_t>> AddRateUsage(const std::vector<RateUsageRecord>& usage,
+                                            int64_t updated_ms) override;
+  Result<std::vector<RateUsageRecord>> ListRateUsage(int64_t min_window_start_ms,
+                                                     int64_t updated_since_ms, int limit) override;
+  Status PruneRateUsage(int64_t window_start_ms) override;
   Result<std::optional<Operation>> FindOperation(std::string_view id) override;
   Result<std::vector<Operation>> ListOperations(const OperationFilter& filter) override;
   Result<std::vector<Operation>> ListSettlingOperations(std::string_view after_id,

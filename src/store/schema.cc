@@ -371,6 +371,74 @@ BEGIN
 END
 $$;
 )sql"},
+      {12, "payer reservations shared by the gateways of one database",
+       R"sql(
+-- A payer's x402 payment that may still move its money, reserved against its balance in the
+-- decision that stores the operation; dropped when the payment is final (core/payer_reservations.h).
+CREATE TABLE payer_reservations (
+  network TEXT NOT NULL,
+  asset TEXT NOT NULL,
+  payer TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  operation_id TEXT NOT NULL UNIQUE,
+  amount BIGINT NOT NULL CHECK (amount > 0),
+  valid_before_s BIGINT NOT NULL,
+  PRIMARY KEY (network, asset, payer, nonce)
+);
+-- Moves on by the amount of every reservation dropped: a balance read before may still show
+-- money that settlement took.
+CREATE TABLE payer_epochs (
+  network TEXT NOT NULL,
+  asset TEXT NOT NULL,
+  payer TEXT NOT NULL,
+  epoch BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (network, asset, payer)
+);
+)sql",
+       R"sql(
+CREATE TABLE payer_reservations (
+  network TEXT COLLATE "C" NOT NULL,
+  asset TEXT COLLATE "C" NOT NULL,
+  payer TEXT COLLATE "C" NOT NULL,
+  nonce TEXT COLLATE "C" NOT NULL,
+  operation_id TEXT COLLATE "C" NOT NULL UNIQUE,
+  amount BIGINT NOT NULL CHECK (amount > 0),
+  valid_before_s BIGINT NOT NULL,
+  PRIMARY KEY (network, asset, payer, nonce)
+);
+CREATE TABLE payer_epochs (
+  network TEXT COLLATE "C" NOT NULL,
+  asset TEXT COLLATE "C" NOT NULL,
+  payer TEXT COLLATE "C" NOT NULL,
+  epoch BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (network, asset, payer)
+);
+)sql"},
+      {13, "rate limit usage shared by the gateways of one database",
+       R"sql(
+-- Tokens taken per rate limit key and window (gateway/rate_sync.h): each gateway adds what it took
+-- and debits its own buckets with what the others took.
+CREATE TABLE rate_usage (
+  kind TEXT NOT NULL,
+  key TEXT NOT NULL,
+  window_start_ms BIGINT NOT NULL,
+  count BIGINT NOT NULL CHECK (count >= 0),
+  updated_ms BIGINT NOT NULL,
+  PRIMARY KEY (kind, key, window_start_ms)
+);
+CREATE INDEX rate_usage_updated ON rate_usage (updated_ms);
+)sql",
+       R"sql(
+CREATE TABLE rate_usage (
+  kind TEXT COLLATE "C" NOT NULL,
+  key TEXT COLLATE "C" NOT NULL,
+  window_start_ms BIGINT NOT NULL,
+  count BIGINT NOT NULL CHECK (count >= 0),
+  updated_ms BIGINT NOT NULL,
+  PRIMARY KEY (kind, key, window_start_ms)
+);
+CREATE INDEX rate_usage_updated ON rate_usage (updated_ms);
+)sql"},
   };
   return kMigrations;
 }

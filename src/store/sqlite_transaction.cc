@@ -166,6 +166,7 @@ Status SqliteTransaction::UpdateOperation(const Operation& op) {
   if (status.ok() && db_.Changes() != 1) {
     return Status::Error(ErrorCode::kStoreNotFound, "no operation " + op.id);
   }
+  if (status.ok() && ReleasesPayerReservation(op)) return ReleasePayerReservation(op.id);
   return status;
 }
 
@@ -181,7 +182,108 @@ Result<bool> SqliteTransaction::UpdateClaimedOperation(const Operation& op,
                    "WHERE id = ?1 AND fulfillment = 'in_progress' AND attempts = ?20");
   BindOperation(stmt, op);
   stmt.Bind(20, static_cast<int64_t>(expected_attempts));
-  return RunChangingOneRow(stmt);
+  auto updated = RunChangingOneRow(stmt);
+  if (updated.ok() && *updated && ReleasesPayerReservation(op)) {
+    if (Status s = ReleasePayerReservation(op.id); !s.ok()) return s;
+  }
+  return updated;
+}
+
+Result<PayerReservationState> SqliteTransaction::ReadPayerReservations(std::string_view network,
+                                                                      std::string_view asset,
+                                                                      std::string_view payer,
+                                                                      int64_t lapsed_at_s) {
+  PayerReservationState state;
+  Status status;
+  {
+    AGENTPAY_PREPARE(read, db_,
+                     "SELECT epoch FROM payer_epochs WHERE network = ?1 AND asset = ?2 AND "
+                     "payer = ?3");
+    read.Bind(1, network).Bind(2, asset).Bind(3, payer);
+    if (read.Step(&status)) state.epoch = read.Int(0);
+    if (!status.ok()) return status;
+  }
+  AGENTPAY_PREPARE(sum, db_,
+                   "SELECT COALESCE(SUM(amount), 0) FROM payer_reservations WHERE network = ?1 "
+                   "AND asset = ?2 AND payer = ?3 AND valid_before_s > ?4");
+  sum.Bind(1, network).Bind(2, asset).Bind(3, payer).Bind(4, lapsed_at_s);
+  if (sum.Step(&status)) state.reserved = sum.Int(0);
+  if (!status.ok()) return status;
+  return state;
+}
+
+Status SqliteTransaction::InsertPayerReservation(const PayerReservationRecord& record) {
+  AGENTPAY_CHECK(record.amount > 0);
+  AGENTPAY_PREPARE(stmt, db_,
+                   "INSERT INTO payer_reservations (network, asset, payer, nonce, operation_id, "
+                   "amount, valid_before_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  stmt.Bind(1, record.network).Bind(2, record.asset).Bind(3, record.payer).Bind(4, record.nonce);
+  stmt.Bind(5, record.operation_id).Bind(6, record.amount).Bind(7, record.valid_before_s);
+  return stmt.Run();
+}
+
+Status SqliteTransaction::ReleasePayerReservation(std::string_view operation_id) {
+  {
+    AGENTPAY_PREPARE(bump, db_,
+                     "INSERT INTO payer_epochs (network, asset, payer, epoch) "
+                     "SELECT network, asset, payer, amount FROM payer_reservations "
+                     "WHERE operation_id = ?1 "
+                     "ON CONFLICT (network, asset, payer) DO UPDATE SET epoch = epoch + "
+                     "excluded.epoch");
+    if (Status s = bump.Bind(1, operation_id).Run(); !s.ok()) return s;
+  }
+  AGENTPAY_PREPARE(drop, db_, "DELETE FROM payer_reservations WHERE operation_id = ?1");
+  return drop.Bind(1, operation_id).Run();
+}
+
+Result<std::vector<int64_t>> SqliteTransaction::AddRateUsage(
+    const std::vector<RateUsageRecord>& usage, int64_t updated_ms) {
+  std::vector<int64_t> totals;
+  totals.reserve(usage.size());
+  static constexpr std::string_view kSql =
+      "INSERT INTO rate_usage (kind, key, window_start_ms, count, updated_ms) "
+      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (kind, key, window_start_ms) DO "
+      "UPDATE SET count = count + excluded.count, updated_ms = excluded.updated_ms "
+      "RETURNING count";
+  for (const RateUsageRecord& row : usage) {
+    AGENTPAY_CHECK(row.count >= 0);
+    AGENTPAY_PREPARE(stmt, db_, kSql);
+    stmt.Bind(1, row.kind).Bind(2, row.key).Bind(3, row.window_start_ms).Bind(4, row.count);
+    stmt.Bind(5, updated_ms);
+    Status status;
+    if (!stmt.Step(&status)) {
+      if (!status.ok()) return status;
+      return Status::Error(ErrorCode::kStoreCorrupt, "rate usage upsert returned no row");
+    }
+    totals.push_back(stmt.Int(0));
+    while (stmt.Step(&status)) {
+    }
+    if (!status.ok()) return status;
+  }
+  return totals;
+}
+
+Result<std::vector<RateUsageRecord>> SqliteTransaction::ListRateUsage(int64_t min_window_start_ms,
+                                                                     int64_t updated_since_ms,
+                                                                     int limit) {
+  AGENTPAY_CHECK(limit > 0);
+  AGENTPAY_PREPARE(stmt, db_,
+                   "SELECT kind, key, window_start_ms, count FROM rate_usage "
+                   "WHERE updated_ms >= ?2 AND window_start_ms >= ?1 "
+                   "ORDER BY updated_ms LIMIT ?3");
+  stmt.Bind(1, min_window_start_ms).Bind(2, updated_since_ms).Bind(3, int64_t{limit});
+  std::vector<RateUsageRecord> rows;
+  Status status;
+  while (stmt.Step(&status)) {
+    rows.push_back({stmt.Text(0), stmt.Text(1), stmt.Int(2), stmt.Int(3)});
+  }
+  if (!status.ok()) return status;
+  return rows;
+}
+
+Status SqliteTransaction::PruneRateUsage(int64_t window_start_ms) {
+  AGENTPAY_PREPARE(stmt, db_, "DELETE FROM rate_usage WHERE window_start_ms < ?1");
+  return stmt.Bind(1, window_start_ms).Run();
 }
 
 Result<std::optional<Operation>> SqliteTransaction::FindOperation(std::string_view id) {

@@ -2,6 +2,8 @@
 // Write over WriteAsync, the rollback status, and the settlement record the reconciler reads.
 #include "store/store.h"
 
+#include "core/payer_reservations.h"
+
 #include <future>
 
 #include "core/check.h"
@@ -107,6 +109,10 @@ Status Transaction::UpdateClaimedOperationOrFail(const Operation& op, int32_t ex
                          "operation " + op.id + " is no longer claimed by this attempt");
   }
   return Status::Ok();
+}
+
+bool ReleasesPayerReservation(const Operation& op) {
+  return op.principal.starts_with("payer:") && !PaymentMayStillMove(op);
 }
 
 }  // namespace agentpay

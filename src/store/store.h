@@ -113,6 +113,33 @@ struct PruneOutcome {
   bool key_deleted = false;  // its key record still named the operation and is now deleted
 };
 
+// A payer's payment that may still move its money, reserved in the store so that every gateway of
+// the database counts it (issue 36 item 8; core/payer_reservations.h). network "eip155:<id>",
+// asset, payer and nonce lower-case 0x hex.
+struct PayerReservationRecord {
+  std::string network, asset, payer, nonce;
+  std::string operation_id;
+  int64_t amount = 0;
+  int64_t valid_before_s = 0;
+  bool operator==(const PayerReservationRecord&) const = default;
+};
+struct PayerReservationState {
+  // The amounts of the payer's reservations dropped so far, summed: moved on by every drop, by
+  // at most what a balance read before it may still show and the chain no longer holds.
+  int64_t epoch = 0;
+  int64_t reserved = 0;  // the sum of its reservations in force
+  bool operator==(const PayerReservationState&) const = default;
+};
+
+// Tokens taken from one rate limit key in one window (gateway/rate_sync.h).
+struct RateUsageRecord {
+  std::string kind;  // "client", "account", "payer"
+  std::string key;
+  int64_t window_start_ms = 0;
+  int64_t count = 0;  // AddRateUsage: the tokens to add; read: the total of every gateway
+  bool operator==(const RateUsageRecord&) const = default;
+};
+
 // Everything one decision may read or write. Implementations run inside one database transaction.
 // A write's error may be reported by the write itself, by a later call of the same decision, or
 // only after the decision returned (the PostgreSQL writer sends writes without waiting for them):
@@ -191,6 +218,33 @@ class Transaction {
   // taken by a decision, or skipped because the chain had used it already.
   virtual Result<int64_t> NextRelayerNonce(std::string_view relayer) = 0;
 
+  // Payer reservations (issue 36 item 8). The payer's epoch and the sum of its reservations whose
+  // valid_before_s is after lapsed_at_s (an authorization past validBefore plus the buffer can no
+  // longer move money, whatever became of its operation).
+  virtual Result<PayerReservationState> ReadPayerReservations(std::string_view network,
+                                                              std::string_view asset,
+                                                              std::string_view payer,
+                                                              int64_t lapsed_at_s) = 0;
+  // Precondition: amount > 0 and no reservation of this (network, asset, payer, nonce) or operation.
+  virtual Status InsertPayerReservation(const PayerReservationRecord& record) = 0;
+  // Drops the operation's reservation, if it has one, and moves its payer's epoch on by its
+  // amount. The backends
+  // call it themselves when an update makes an x402 operation's payment final
+  // (!PaymentMayStillMove), in the decision that does so.
+  virtual Status ReleasePayerReservation(std::string_view operation_id) = 0;
+
+  // Rate limit usage shared by the gateways (gateway/rate_sync.h). Adds each record's count to its
+  // row (created at 0) and stamps it updated_ms; returns the rows' totals, in order.
+  virtual Result<std::vector<int64_t>> AddRateUsage(const std::vector<RateUsageRecord>& usage,
+                                                    int64_t updated_ms) = 0;
+  // Rows of windows at or after min_window_start_ms updated at or after updated_since_ms, at most
+  // `limit` (> 0), least recently updated first.
+  virtual Result<std::vector<RateUsageRecord>> ListRateUsage(int64_t min_window_start_ms,
+                                                             int64_t updated_since_ms,
+                                                             int limit) = 0;
+  // Deletes the rows of windows before window_start_ms.
+  virtual Status PruneRateUsage(int64_t window_start_ms) = 0;
+
   // Alerts for the admin, newest first.
   virtual Status InsertAlert(const Alert& alert) = 0;
   virtual Result<std::vector<Alert>> ListAlerts(int limit) = 0;
@@ -258,6 +312,10 @@ class Transaction {
   virtual Result<std::vector<SettledPayment>> ListSettledPayments(std::string_view after_id,
                                                                   int limit) = 0;
 };
+
+// Whether an update to `op` drops its payer reservation (an x402 operation whose payment can no
+// longer move money: core/payer_reservations.h PaymentMayStillMove).
+bool ReleasesPayerReservation(const Operation& op);
 
 // InsertAccount's second half, the same for every backend: records account.api_key_hash as the
 // new account's first key (id FirstApiKeyId); store_conflict when another account's key has that

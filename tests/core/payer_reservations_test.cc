@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace agentpay {
 namespace {
 
@@ -164,6 +166,114 @@ TEST(PayerReservations, NoOverflowNearTheLimits) {
   check = table.BeginCheck("0xa", kNow);
   EXPECT_EQ(table.Reserve("0xa", "m", 1, kValidBefore, INT64_MAX, check.epoch, kNow),
             ReserveOutcome::kInsufficientBalance);
+}
+
+// The cluster's decision (issue 36 item 8): every row of the table in payer_reservations.h.
+TEST(ClusterReserve, EveryRowOfTheTable) {
+  struct Row {
+    int64_t reserved, covered;
+    bool covered_is_balance;
+    int64_t released_since;
+    ClusterReserve expected;
+  };
+  const Row rows[] = {
+      // covered, less what was released since the read: reserve
+      {0, kPrice, false, 0, ClusterReserve::kReserve},  // the simulation's cover, nothing else
+      {0, kPrice, true, 0, ClusterReserve::kReserve},
+      {kPrice, 2 * kPrice, true, 0, ClusterReserve::kReserve},       // exactly covered
+      {0, 2 * kPrice, true, kPrice, ClusterReserve::kReserve},       // a release counted against
+      {kPrice, 3 * kPrice, true, kPrice, ClusterReserve::kReserve},  // exactly, with a release
+      // not covered by the balance, nothing released since: refused
+      {kPrice, kPrice, true, 0, ClusterReserve::kInsufficientBalance},
+      {0, kPrice - 1, true, 0, ClusterReserve::kInsufficientBalance},
+      // not covered by the balance once a release since is counted: the read may be stale
+      {0, kPrice, true, kPrice, ClusterReserve::kReadAgain},
+      {kPrice, 2 * kPrice, true, 1, ClusterReserve::kReadAgain},
+      // not covered by the simulation alone (another gateway reserved meanwhile): read the balance
+      {kPrice, kPrice, false, 0, ClusterReserve::kReadAgain},
+      {0, kPrice, false, 1, ClusterReserve::kReadAgain},
+  };
+  for (const Row& row : rows) {
+    ClusterReserveFacts facts{kPrice, row.reserved, row.covered, row.covered_is_balance,
+                              row.released_since};
+    EXPECT_EQ(DecideClusterReserve(facts), row.expected)
+        << "reserved " << row.reserved << " covered " << row.covered << " balance "
+        << row.covered_is_balance << " released " << row.released_since;
+  }
+}
+
+TEST(ClusterReserve, OnePriceAmongTwentyAcrossGatewaysGetsOne) {
+  // Twenty decisions, one at a time as the store's writer runs them, each with the simulation's
+  // cover first and the balance after a kReadAgain: one reservation, nineteen refusals.
+  int64_t reserved = 0;
+  int reservations = 0, refused = 0;
+  for (int i = 0; i < 20; ++i) {
+    ClusterReserve first = DecideClusterReserve({kPrice, reserved, kPrice, false, 0});
+    if (first == ClusterReserve::kReadAgain) {
+      first = DecideClusterReserve({kPrice, reserved, kPrice, true, 0});
+    }
+    if (first == ClusterReserve::kReserve) {
+      reserved += kPrice;
+      ++reservations;
+    } else {
+      EXPECT_EQ(first, ClusterReserve::kInsufficientBalance);
+      ++refused;
+    }
+  }
+  EXPECT_EQ(reservations, 1);
+  EXPECT_EQ(refused, 19);
+}
+
+TEST(ClusterReserve, AReleaseAfterTheBalanceReadIsNotSpentTwice) {
+  // Funded for two prices, one reserved and broadcast. The shell reads epoch 0, then the balance:
+  // 2 prices (the first transfer not mined yet). Meanwhile it is mined and released (epoch moves
+  // by one price): the balance read shows a price the chain no longer holds.
+  EXPECT_EQ(DecideClusterReserve({kPrice, 0, 2 * kPrice, true, kPrice}), ClusterReserve::kReserve);
+  // Funded for one price: the same read would have let a second broadcast revert.
+  EXPECT_EQ(DecideClusterReserve({kPrice, 0, kPrice, true, kPrice}), ClusterReserve::kReadAgain);
+}
+
+TEST(ClusterReserve, NoOverflowNearTheLimits) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(DecideClusterReserve({kMax, kMax, kMax, true, 0}),
+            ClusterReserve::kInsufficientBalance);
+  EXPECT_EQ(DecideClusterReserve({1, kMax - 1, kMax, true, 0}), ClusterReserve::kReserve);
+  EXPECT_EQ(DecideClusterReserve({1, kMax - 1, kMax, true, kMax}), ClusterReserve::kReadAgain);
+  EXPECT_EQ(DecideClusterReserve({1, 0, kMax, true, kMax - 1}), ClusterReserve::kReserve);
+}
+
+TEST(ClusterReserve, NamesAreStable) {
+  EXPECT_EQ(ClusterReserveName(ClusterReserve::kReserve), "reserve");
+  EXPECT_EQ(ClusterReserveName(ClusterReserve::kReadAgain), "read_again");
+  EXPECT_EQ(ClusterReserveName(ClusterReserve::kInsufficientBalance), "insufficient_balance");
+}
+
+TEST(ClusterReserve, APaymentStillMovingKeepsItsReservation) {
+  Operation op;
+  op.fulfillment = Fulfillment::kInProgress;
+  const struct {
+    Settlement settlement;
+    Fulfillment fulfillment;
+    bool keeps;
+  } rows[] = {
+      {Settlement::kSubmitted, Fulfillment::kInProgress, true},
+      {Settlement::kUnknown, Fulfillment::kPendingRetry, true},
+      {Settlement::kUnknown, Fulfillment::kSucceeded, true},
+      {Settlement::kNone, Fulfillment::kInProgress, true},      // settle=after, upstream called
+      {Settlement::kNone, Fulfillment::kPendingRetry, true},    // settle=after, a retry may settle
+      {Settlement::kNone, Fulfillment::kRejected, false},       // never to be submitted
+      {Settlement::kSettled, Fulfillment::kInProgress, false},  // the balance shows it now
+      {Settlement::kVoid, Fulfillment::kPendingRetry, false},
+      {Settlement::kFailed, Fulfillment::kSucceeded, false},
+      {Settlement::kReleased, Fulfillment::kRejected, false},
+      {Settlement::kHeld, Fulfillment::kInProgress, false},  // the wallet's: never reserved
+  };
+  for (const auto& row : rows) {
+    op.settlement = row.settlement;
+    op.fulfillment = row.fulfillment;
+    EXPECT_EQ(PaymentMayStillMove(op), row.keeps)
+        << SettlementName(row.settlement) << " " << FulfillmentName(row.fulfillment);
+  }
 }
 
 }  // namespace

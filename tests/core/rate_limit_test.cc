@@ -5,6 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "gateway/rate_limiter.h"
 #include "http/message.h"
 
@@ -86,6 +92,59 @@ TEST(TokenBucket, FullMeansForgettable) {
   EXPECT_FALSE(BucketIsFull(bucket, limit, 0));
   EXPECT_FALSE(BucketIsFull(bucket, limit, 99));
   EXPECT_TRUE(BucketIsFull(bucket, limit, 100));
+}
+
+// Issue 36 item 8: tokens taken by other gateways of the cluster.
+TEST(TokenBucket, DebitTokensDrainsDownToOneBurstOfDebt) {
+  const RateLimit limit{10, 5};  // 10 a second, burst 5
+  TokenBucket full = FullBucket(limit, 0);
+  EXPECT_EQ(DebitTokens(full, limit, 0, 0).milli_tokens, 5000);
+  EXPECT_EQ(DebitTokens(full, limit, 3, 0).milli_tokens, 2000);
+  EXPECT_EQ(DebitTokens(full, limit, 5, 0).milli_tokens, 0);
+  EXPECT_EQ(DebitTokens(full, limit, 8, 0).milli_tokens, -3000);  // in debt: waits its refill
+  EXPECT_EQ(DebitTokens(full, limit, 10, 0).milli_tokens, -5000);
+  EXPECT_EQ(DebitTokens(full, limit, 11, 0).milli_tokens, -5000);  // at most one burst of debt
+  EXPECT_EQ(DebitTokens(full, limit, std::numeric_limits<int64_t>::max(), 0).milli_tokens, -5000);
+  // Refilled to now first: 200 ms of 10/s is 2 tokens.
+  TokenBucket empty{0, 0};
+  TokenBucket debited = DebitTokens(empty, limit, 1, 200);
+  EXPECT_EQ(debited.milli_tokens, 1000);
+  EXPECT_EQ(debited.updated_ms, 200);
+  // A bucket in debt refuses, and says how long: 3 tokens of debt plus one at 10/s is 400 ms.
+  TakeDecision refused = TakeToken(DebitTokens(full, limit, 8, 0), limit, 0);
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.retry_after_s, 1);
+  EXPECT_FALSE(TakeToken(DebitTokens(full, limit, 8, 0), limit, 300).allowed);
+  EXPECT_TRUE(TakeToken(DebitTokens(full, limit, 8, 0), limit, 400).allowed);
+}
+
+TEST(TokenBucket, UsageElsewhereIsTheTotalLessWhatWasSeenAndOurOwn) {
+  EXPECT_EQ(UsageElsewhere(10, 0, 0), 10);  // a row new to us: all of it is theirs
+  EXPECT_EQ(UsageElsewhere(10, 4, 0), 6);
+  EXPECT_EQ(UsageElsewhere(10, 4, 6), 0);   // only ours since we looked
+  EXPECT_EQ(UsageElsewhere(10, 4, 2), 4);
+  EXPECT_EQ(UsageElsewhere(10, 12, 0), 0);  // seen out of order: nothing taken back
+}
+
+TEST(RateLimiter, DebitedElsewhereRefusesHere) {
+  RateLimiter limiter(RateLimit{1, 3}, 100);
+  limiter.TrackUsage();
+  EXPECT_FALSE(limiter.Take("a", 0));
+  EXPECT_FALSE(limiter.Take("b", 0));
+  EXPECT_FALSE(limiter.Take("a", 0));
+  auto usage = limiter.TakeUsage();
+  std::sort(usage.begin(), usage.end());
+  EXPECT_EQ(usage, (std::vector<std::pair<std::string, int64_t>>{{"a", 2}, {"b", 1}}));
+  EXPECT_TRUE(limiter.TakeUsage().empty());  // handed over once
+  // Another gateway took 5 of "a" and 3 of "c" (a key new here): both refused here now.
+  limiter.Debit("a", 5, 0);
+  limiter.Debit("c", 3, 0);
+  EXPECT_TRUE(limiter.Take("a", 0));
+  EXPECT_TRUE(limiter.Take("c", 0));
+  EXPECT_FALSE(limiter.Take("b", 0));
+  EXPECT_TRUE(limiter.TakeUsage() == (std::vector<std::pair<std::string, int64_t>>{{"b", 1}}));
+  // A refused take is not usage; "c" refills at its rate.
+  EXPECT_FALSE(limiter.Take("c", 1000));
 }
 
 TEST(RateLimiter, PerKeyAndRefill) {

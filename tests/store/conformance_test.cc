@@ -736,6 +736,127 @@ TEST_P(StoreConformance, ListSettlingOperationsPagesOldestFirst) {
   }).ok());
 }
 
+// Issue 36 item 8: the reservations every gateway of the database counts, dropped by the update
+// that makes the payment final (whichever update does it), each drop moving the payer's epoch on.
+TEST_P(StoreConformance, PayerReservationsAreSharedAndReleasedWithTheirPayment) {
+  const std::string net = "eip155:84532", asset = "0xa5", payer = "0xp1";
+  std::vector<Operation> ops;
+  for (const char* id : {"op_r1", "op_r2", "op_r3"}) {
+    Operation op = SampleOperation(id);
+    op.principal = "payer:" + payer;
+    op.settlement = Settlement::kSubmitted;
+    ops.push_back(op);
+  }
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (Status s = tx.InsertOperation(ops[i]); !s.ok()) return s;
+      if (Status s = tx.InsertPayerReservation({net, asset, payer, "0xn" + std::to_string(i),
+                                                ops[i].id, 100, 1000 + 100 * int64_t(i)});
+          !s.ok()) {
+        return s;
+      }
+    }
+    // Another payer's and another asset's do not count.
+    return tx.InsertPayerReservation({net, "0xother", payer, "0xn9", "op_other", 5, 5000});
+  }).ok());
+  auto state = [&](int64_t lapsed_at_s) {
+    PayerReservationState out;
+    EXPECT_TRUE(Read([&](Transaction& tx) -> Status {
+      auto read = tx.ReadPayerReservations(net, asset, payer, lapsed_at_s);
+      if (!read.ok()) return read.status();
+      out = *read;
+      return Status::Ok();
+    }).ok());
+    return out;
+  };
+  EXPECT_EQ(state(0), (PayerReservationState{0, 300}));
+  EXPECT_EQ(state(1000), (PayerReservationState{0, 200}));  // validBefore 1000 lapsed
+  EXPECT_EQ(state(1200), (PayerReservationState{0, 0}));
+  // Still moving money (unknown): kept. Settled by a plain update: dropped, the epoch moves by 100.
+  ops[0].settlement = Settlement::kUnknown;
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.UpdateOperation(ops[0]); }).ok());
+  EXPECT_EQ(state(0), (PayerReservationState{0, 300}));
+  ops[0].settlement = Settlement::kSettled;
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.UpdateOperation(ops[0]); }).ok());
+  EXPECT_EQ(state(0), (PayerReservationState{100, 200}));
+  // Void through a claimed update: dropped, the epoch moves by 100 more. A lost claim drops nothing.
+  ops[1].settlement = Settlement::kVoid;
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto lost = tx.UpdateClaimedOperation(ops[1], ops[1].attempts + 7);
+    if (!lost.ok()) return lost.status();
+    EXPECT_FALSE(*lost);
+    return Status::Ok();
+  }).ok());
+  EXPECT_EQ(state(0), (PayerReservationState{100, 200}));
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto won = tx.UpdateClaimedOperation(ops[1], ops[1].attempts);
+    if (!won.ok()) return won.status();
+    EXPECT_TRUE(*won);
+    return Status::Ok();
+  }).ok());
+  EXPECT_EQ(state(0), (PayerReservationState{200, 100}));
+  // A rolled-back decision's release leaves the reservation and the epoch.
+  ops[2].settlement = Settlement::kFailed;
+  EXPECT_FALSE(Write([&](Transaction& tx) -> Status {
+                 if (Status s = tx.UpdateOperation(ops[2]); !s.ok()) return s;
+                 return Status::Error(ErrorCode::kStoreConflict, "changed its mind");
+               }).ok());
+  EXPECT_EQ(state(0), (PayerReservationState{200, 100}));
+  // A wallet operation's update releases nothing (and finds nothing to release).
+  Operation wallet = SampleOperation("op_w");
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.InsertOperation(wallet); }).ok());
+  wallet.settlement = Settlement::kReleased;
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.UpdateOperation(wallet); }).ok());
+  EXPECT_EQ(state(0), (PayerReservationState{200, 100}));
+  // One reservation per authorization and per operation.
+  EXPECT_FALSE(Write([&](Transaction& tx) {
+                 return tx.InsertPayerReservation({net, asset, payer, "0xn2", "op_new", 1, 9});
+               }).ok());
+  EXPECT_FALSE(Write([&](Transaction& tx) {
+                 return tx.InsertPayerReservation({net, asset, payer, "0xnew", "op_r3", 1, 9});
+               }).ok());
+}
+
+// Issue 36 item 8: the rate limits' usage rows the gateways exchange (gateway/rate_sync.h).
+TEST_P(StoreConformance, RateUsageAddsUpListsAndPrunes) {
+  std::vector<int64_t> totals;
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto added = tx.AddRateUsage({{"client", "127.0.0.1", 60000, 3}, {"payer", "0xp", 60000, 1}},
+                                 61000);
+    if (!added.ok()) return added.status();
+    totals = *added;
+    return Status::Ok();
+  }).ok());
+  EXPECT_EQ(totals, (std::vector<int64_t>{3, 1}));
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+    auto added = tx.AddRateUsage({{"payer", "0xp", 60000, 4}, {"client", "127.0.0.1", 0, 2}},
+                                 62000);
+    if (!added.ok()) return added.status();
+    totals = *added;
+    auto none = tx.AddRateUsage({}, 62000);
+    if (!none.ok()) return none.status();
+    EXPECT_TRUE(none->empty());
+    return Status::Ok();
+  }).ok());
+  EXPECT_EQ(totals, (std::vector<int64_t>{5, 2}));
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    auto since = tx.ListRateUsage(60000, 62000, 10);  // updated at 62000, windows from 60000
+    if (!since.ok()) return since.status();
+    EXPECT_EQ(*since, (std::vector<RateUsageRecord>{{"payer", "0xp", 60000, 5}}));
+    auto all = tx.ListRateUsage(0, 0, 10);
+    if (!all.ok()) return all.status();
+    EXPECT_EQ(all->size(), 3u);
+    EXPECT_EQ(all->front(), (RateUsageRecord{"client", "127.0.0.1", 60000, 3}));  // oldest first
+    EXPECT_EQ(tx.ListRateUsage(0, 0, 1)->size(), 1u);
+    return Status::Ok();
+  }).ok());
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.PruneRateUsage(60000); }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+    EXPECT_EQ(tx.ListRateUsage(0, 0, 10)->size(), 2u);
+    return Status::Ok();
+  }).ok());
+}
+
 TEST_P(StoreConformance, EventsKeepTheirOrder) {
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
     for (int i = 0; i < 3; ++i) {
