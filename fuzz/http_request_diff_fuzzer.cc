@@ -494,20 +494,68 @@ std::vector<HttpHeader> InComparedOrder(std::vector<HttpHeader> headers, bool ob
   return headers;
 }
 
+bool ListsClose(const std::vector<HttpHeader>& headers) {
+  for (const auto& header : headers) {
+    if (!HeaderNameEquals(header.name, "Connection")) continue;
+    std::string_view rest = header.value;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      std::string_view item = rest.substr(0, comma);
+      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+      if (HeaderNameEquals(item, "close")) return true;
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
+  return false;
+}
+
 void CompareRequests(std::string_view wire, const RequestRead& ours, const Reference& ref) {
   const HttpRequest& request = *ours.request;
   if (!ref.method_replaced) Require(request.method == ref.method, "the same method");
   if (!ref.target_replaced) Require(request.target == ref.target, "the same target");
   Require(request.headers.size() == ref.headers.size(), "the same number of header fields");
   const bool obs_fold = HasObsFold(RefHead(wire, ref));
-  const auto ours_fields = InComparedOrder(request.headers, obs_fold);
-  const auto ref_fields = InComparedOrder(ref.headers, obs_fold);
+  auto ours_fields = InComparedOrder(request.headers, obs_fold);
+  auto ref_fields = InComparedOrder(ref.headers, obs_fold);
+  // A field literally named like a masked one ("~ransfer-Encoding2") is one name with the masked
+  // fields for the reference, and another for ours, which groups fields by name: among the
+  // fields of such a name the order says nothing, so they are compared as sets.
+  for (auto* fields : {&ours_fields, &ref_fields}) {
+    for (auto first = fields->begin(); first != fields->end();) {
+      auto last = std::find_if(first, fields->end(),
+                               [&](const HttpHeader& h) { return h.name != first->name; });
+      if (first->name.starts_with('~')) {
+        std::sort(first, last,
+                  [](const HttpHeader& a, const HttpHeader& b) { return a.value < b.value; });
+      }
+      first = last;
+    }
+  }
   for (size_t i = 0; i < ours_fields.size(); ++i) {
     Require(ours_fields[i].name == ref_fields[i].name, "the same field names");
     Require(ours_fields[i].value == ref_fields[i].value, "the same field values, in order");
   }
   Require(request.body == ref.body, "the same body");
-  Require(ours.keep_alive == ref.keep_alive, "the same keep-alive");
+  // RFC 9112 §9.6: a "close" option in any Connection field ends the connection. http_parser
+  // misses it among empty list elements ("keep-alive,,, close") or in a second field; ours may
+  // close where it keeps the connection, never the other way round.
+  Require(ours.keep_alive == ref.keep_alive || (!ours.keep_alive && ListsClose(request.headers)),
+          "the same keep-alive");
+}
+
+// RFC 9112 §7.1.1: chunk-ext = *( BWS ";" ... ), and BWS may be HTAB; http_parser takes only SP
+// between a chunk size and its ';'. Ours (Beast) reads "0\t;x" as the RFC does.
+bool TabBeforeChunkExtension(std::string_view wire, const Reference& ref) {
+  if (!ref.head_done) return false;
+  for (size_t at = wire.find('\t', ref.head_bytes); at != std::string_view::npos;
+       at = wire.find('\t', at + 1)) {
+    size_t end = at;
+    while (end < wire.size() && (wire[end] == '\t' || wire[end] == ' ')) ++end;
+    const bool after_size = at > 0 && std::isxdigit(static_cast<unsigned char>(wire[at - 1])) != 0;
+    if (after_size && end < wire.size() && wire[end] == ';') return true;
+  }
+  return false;
 }
 
 void Compare(std::string_view wire, const RequestRead& ours, const Reference& ref,
@@ -517,6 +565,10 @@ void Compare(std::string_view wire, const RequestRead& ours, const Reference& re
   const bool within_limits = ref_whole && head_within && ref.body.size() <= limits.max_body_bytes;
   if (ours.request) {
     if (RepeatedLengthOursMayRead(*ours.request, ref, HasObsFold(wire.substr(0, 16384)))) return;
+    if (ref.outcome == Reference::Outcome::kRefused && ref.error == HPE_INVALID_CHUNK_SIZE &&
+        TabBeforeChunkExtension(wire, ref)) {
+      return;
+    }
     Require(within_limits,
             "ours read a request the reference refused, did not finish, or found past a limit");
     CompareRequests(wire, ours, ref);
@@ -529,8 +581,11 @@ void Compare(std::string_view wire, const RequestRead& ours, const Reference& re
     Require(lines_differ, "ours refused a request the reference read whole within the limits");
     // Refused for a reason the RFCs allow: with a 400, by waiting for a head whose end (a CRLF
     // CRLF) never comes, or with a 431 for the longer head it reads.
+    // A chunk line read otherwise (a bare LF in an extension, say) can make ours find a chunk
+    // past the body limit: a 413, as final a refusal as a 400.
     Require(!ours.answer || ours.answer->status == 400 ||
-                (ours.answer->status == 431 && wire.size() >= limits.max_header_bytes),
+                (ours.answer->status == 431 && wire.size() >= limits.max_header_bytes) ||
+                (ours.answer->status == 413 && ref.body.size() > 0),
             "such a refusal is a 400");
     return;
   }
