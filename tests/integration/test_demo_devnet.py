@@ -11,6 +11,7 @@ usage: test_demo_devnet.py [--agentpay PATH] [unittest args]"""
 import base64
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -112,7 +113,10 @@ class DemoDevnetTest(unittest.TestCase):
 
         # Hold settlements back: the gateway waits --receipt-timeout-ms (5 s), then answers 202.
         demo.devnet({"automine": False})
-        held = demo.pay(["--header", "Idempotency-Key: held-1"])
+        # A key of 128 random bits: with the identical authorization it proves the payer even once
+        # the transaction is public (a guessable key would get 409 there, threat model T25).
+        key = "held-" + secrets.token_hex(16)
+        held = demo.pay(["--header", "Idempotency-Key: " + key])
         self.assertEqual(held["status"], 202, held)
         self.assertEqual(json.loads(held["body"])["code"], "settlement_unknown")
         self.assertEqual(held["attempts"], 2, "the client must not sign a second authorization")
@@ -120,7 +124,7 @@ class DemoDevnetTest(unittest.TestCase):
         self.assertEqual(held["headers"]["location"], "/v1/operations/" + op_id)
         self.assertEqual(demo.operation(op_id)["settlement"], "unknown")
         # Resending the same signature while unknown: 202 again, nothing new submitted.
-        status, _, body = demo.resend(held["payment_header"], "held-1")
+        status, _, body = demo.resend(held["payment_header"], key)
         self.assertEqual(status, 202, body)
 
         before = demo.devnet()["block_number"]
@@ -130,7 +134,7 @@ class DemoDevnetTest(unittest.TestCase):
         while demo.operation(op_id)["settlement"] != "settled":
             self.assertLess(time.monotonic(), deadline, "the reconciler did not settle it")
             time.sleep(0.2)
-        status, headers, body = demo.resend(held["payment_header"], "held-1")
+        status, headers, body = demo.resend(held["payment_header"], key)
         self.assertEqual(status, 200, body)
         response = json.loads(base64.b64decode(headers["PAYMENT-RESPONSE"]))
         self.assertTrue(response["success"])
