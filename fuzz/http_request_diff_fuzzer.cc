@@ -388,6 +388,21 @@ std::string_view WhyOursMayRefuse(std::string_view wire, const Reference& ref) {
   return {};
 }
 
+// The elements of a comma-separated field value, each without the OWS around it (an empty element
+// stays, as "5,,5" has one; nothing follows a trailing comma).
+std::vector<std::string_view> ListItems(std::string_view value) {
+  std::vector<std::string_view> items;
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    std::string_view item = value.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    items.push_back(item);
+    value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
+  }
+  return items;
+}
+
 // Why ours may read what the reference refuses: RFC 9110 §8.6 lets a recipient take a
 // Content-Length whose value repeats one decimal number ("42, 42", "05, 5", or the field twice)
 // as that number; http_parser refuses it. And RFC 9112 §5.2 lets a server replace an obs-fold by
@@ -404,16 +419,10 @@ bool RepeatedLengthOursMayRead(const HttpRequest& ours, const Reference& ref, bo
   for (const auto& header : ours.headers) {
     if (!HeaderNameEquals(header.name, "Content-Length")) continue;
     ++fields;
-    std::string_view rest = header.value;
-    while (!rest.empty()) {
-      const size_t comma = rest.find(',');
-      std::string_view item = rest.substr(0, comma);
-      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    for (std::string_view item : ListItems(header.value)) {
       while (item.size() > 1 && item.front() == '0') item.remove_prefix(1);  // "05" is 5
       if (item != length) return false;
       ++numbers;
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
   }
   return fields > 0 && (numbers > 1 || obs_fold);
@@ -497,14 +506,8 @@ std::vector<HttpHeader> InComparedOrder(std::vector<HttpHeader> headers, bool ob
 bool ListsClose(const std::vector<HttpHeader>& headers) {
   for (const auto& header : headers) {
     if (!HeaderNameEquals(header.name, "Connection")) continue;
-    std::string_view rest = header.value;
-    while (!rest.empty()) {
-      const size_t comma = rest.find(',');
-      std::string_view item = rest.substr(0, comma);
-      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    for (std::string_view item : ListItems(header.value)) {
       if (HeaderNameEquals(item, "close")) return true;
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
   }
   return false;
