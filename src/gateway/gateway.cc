@@ -147,37 +147,55 @@ HeadDecision Gateway::AnswerHead(const HttpRequest& head, HeadDone done) {
     case Destination::Kind::kPaid:
       break;
   }
-  HttpRequest normal = head;  // a head: no body to copy
-  normal.target = std::move(destination.target);
   const RouteConfig* route = destination.route;
-  if (!OffersPayment(normal)) {
-    return HeadDecision::Answer(AnswerFromHead(head, RouteChallenge(x402_offers_, normal, *route)));
+  // Only the paths that read the target copy the head (no body yet: headers only).
+  auto normal = [&head, &destination] {
+    HttpRequest copy = head;
+    copy.target = destination.target;
+    return copy;
+  };
+  if (!OffersPayment(head)) {
+    return HeadDecision::Answer(
+        AnswerFromHead(head, RouteChallenge(x402_offers_, normal(), *route)));
   }
+  auto verdict = std::make_shared<HeadVerdict>();
+  verdict->target = std::move(destination.target);
+  verdict->route = route;
+  verdict->head_ms = clock_.NowMs();
   // The payment is checked before the body is read: a stranger cannot make the gateway hold a
   // body (memory) for a key it does not have or a payment header that will be refused anyway.
-  if (normal.Header("Authorization")) {
-    auto later = [this, head = normal, done](ApiKeys::Lookup account) {
-      auto refused = ApiKeys::Refusal(account);
-      done(refused ? HeadDecision::Answer(AnswerFromHead(head, std::move(*refused)))
-                   : HeadDecision::ReadBody());
+  // The key's account goes on with the request (HeadVerdict): it is not looked up twice.
+  if (head.Header("Authorization")) {
+    auto decide = [this](const HttpRequest& head, std::shared_ptr<HeadVerdict> verdict,
+                         ApiKeys::Lookup account) {
+      if (auto refused = ApiKeys::Refusal(account)) {
+        return HeadDecision::Answer(AnswerFromHead(head, std::move(*refused)));
+      }
+      verdict->account = std::move(**account);
+      return HeadDecision::ReadBody(std::move(verdict));
     };
-    auto account = api_keys_.AuthenticateOrDefer(normal, blocking_, std::move(later));
+    auto later = [decide, head_copy = head, verdict, done](ApiKeys::Lookup account) {
+      done(decide(head_copy, verdict, std::move(account)));
+    };
+    auto account = api_keys_.AuthenticateOrDefer(head, blocking_, std::move(later));
     if (!account) return HeadDecision::Later();
-    auto refused = ApiKeys::Refusal(*account);
-    return refused ? HeadDecision::Answer(AnswerFromHead(head, std::move(*refused)))
-                   : HeadDecision::ReadBody();
+    return decide(head, std::move(verdict), std::move(*account));
   }
   if (x402_) {
-    if (auto refused = x402_->RefuseFromHead(normal, *route)) {
+    if (auto refused = x402_->RefuseFromHead(normal(), *route)) {
       return HeadDecision::Answer(AnswerFromHead(head, std::move(*refused)));
     }
   }
-  return HeadDecision::ReadBody();
+  return HeadDecision::ReadBody(std::move(verdict));
 }
 
 void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond respond) {
   // Routes, prices, fingerprints and the upstream all see the normalised target (issue 13 item 6).
-  Destination destination = Route(request->target);
+  // A paid request whose head AnswerHead let through was routed (and its key authenticated) then.
+  auto verdict = std::dynamic_pointer_cast<const HeadVerdict>(request->head_note);
+  Destination destination =
+      verdict ? Destination{Destination::Kind::kPaid, verdict->target, verdict->route, {}}
+              : Route(request->target);
   if (destination.kind == Destination::Kind::kRefused) {
     return respond(std::move(destination.refusal));
   }
@@ -187,7 +205,13 @@ void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond re
     request = std::move(normal);
   }
   if (destination.kind == Destination::Kind::kPaid) {
-    return HandlePaid(std::move(request), *destination.route, std::move(respond));
+    std::optional<std::string> account;
+    const int64_t now_ms = clock_.NowMs();
+    if (verdict && now_ms >= verdict->head_ms && now_ms - verdict->head_ms < kMaxHeadVerdictAgeMs) {
+      account = verdict->account;
+    }
+    return HandlePaid(std::move(request), *destination.route, std::move(account),
+                      std::move(respond));
   }
   bool queued = blocking_.TrySubmit([this, request, respond] {
     // Nothing here is meant to throw; if something does, the pool thread must not die with it and
@@ -264,7 +288,7 @@ Gateway::Destination Gateway::Route(std::string_view raw_target) const {
 }
 
 void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
-                         Respond respond) {
+                         std::optional<std::string> account, Respond respond) {
   // Every answer on a paid route is counted and says whether it was replayed; answers given before
   // any operation existed (402 challenge, 401, 400) were not.
   {
@@ -287,7 +311,9 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
   };
   bool has_wallet = request->Header("Authorization").has_value();
   if (!OffersPayment(*request)) return answer(RouteChallenge(x402_offers_, *request, route));
-  if (has_wallet) return wallet_.Pay(std::move(request), route, std::move(answer));
+  if (has_wallet) {
+    return wallet_.Pay(std::move(request), route, std::move(account), std::move(answer));
+  }
   if (!x402_) {
     return answer(ProblemResponse(501, ProblemCode::kX402NotEnabled,
                                   "x402 payments are not enabled on this gateway; pay with a "

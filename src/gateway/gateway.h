@@ -106,8 +106,9 @@ class Gateway {
   HttpResponse HandleBlocking(const HttpRequest& request);
   // An answer given from a request's head: the client address's rate limit first, then counted.
   HttpResponse AnswerFromHead(const HttpRequest& head, HttpResponse answer);
+  // `account`: the wallet key's account when AnswerHead authenticated it already.
   void HandlePaid(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
-                  Respond respond);
+                  std::optional<std::string> account, Respond respond);
   // Where a target goes (T10, T21). AnswerHead and HandleAsync both ask this one function, so the
   // early 402 and the paid pipeline never disagree on a route.
   struct Destination {
@@ -122,6 +123,18 @@ class Gateway {
     HttpResponse refusal;                // kRefused: the 400
   };
   Destination Route(std::string_view target) const;
+  // What AnswerHead learnt of a paid request whose body it let in (its HttpRequest::head_note):
+  // HandleAsync goes on from there instead of routing, and authenticating a wallet key, again.
+  struct HeadVerdict : RequestNote {
+    std::string target;                  // the normalised target
+    const RouteConfig* route = nullptr;  // the paid route
+    std::optional<std::string> account;  // a wallet key's account, authenticated from the head
+    int64_t head_ms = 0;                 // clock_ when the head was decided
+  };
+  // How long a key authenticated from a head is believed for its body. A body that took longer
+  // (a slow client) has its key looked up again: with ApiKeys::kMaxKeyStalenessMs, a key revoked
+  // while a body was on its way is still refused within a second, as for any other request.
+  static constexpr int64_t kMaxHeadVerdictAgeMs = 250;
 
   GatewayConfig config_;
   Store& store_;

@@ -31,7 +31,11 @@ struct WalletPath::PaidRequest {
 };
 
 void WalletPath::Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
-                     Respond respond) {
+                     std::optional<std::string> account_known, Respond respond) {
+  if (account_known) {
+    return Authenticated(std::move(request), route, std::move(respond),
+                         ApiKeys::Lookup(std::move(account_known)));
+  }
   // A key not remembered is read on the blocking pool: this is an I/O thread.
   auto later = [this, request, route = &route, respond](ApiKeys::Lookup account) {
     Authenticated(request, *route, respond, std::move(account));

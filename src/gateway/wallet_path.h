@@ -21,7 +21,9 @@ class WalletPath {
       : ctx_(context), api_keys_(api_keys), attempts_(context.instance_id) {}
 
   // A request on `route` carrying `Authorization: Bearer <api key>`; answers through `respond`.
-  void Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig& route, Respond respond);
+  // `account`: the key's account when it was authenticated already (from the request's head).
+  void Pay(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
+           std::optional<std::string> account, Respond respond);
 
  private:
   enum class BeginKind { kProceed, kReplay, kMismatch, kAttach, kInsufficientFunds };

@@ -20,6 +20,12 @@ struct HttpHeader {
 // Case-insensitive ASCII comparison, as HTTP header names require.
 bool HeaderNameEquals(std::string_view a, std::string_view b);
 
+// What a listener's head handler learnt of a request before its body was read, for the request
+// handler to go on from (HeadDecision::ReadBody); each handler defines its own kind of note.
+struct RequestNote {
+  virtual ~RequestNote() = default;
+};
+
 struct HttpRequest {
   std::string method;
   std::string target;  // origin-form: path and optional "?query"
@@ -29,6 +35,9 @@ struct HttpRequest {
   // Whatever must live as long as the body does: the listener's count of body bytes in flight
   // (ServerLimits::max_body_bytes_in_flight) is given back when the last copy lets go of it.
   std::shared_ptr<const void> body_lease;
+  // The head handler's note (HeadDecision::ReadBody), if it left one: the handler reads it with
+  // std::dynamic_pointer_cast to its own kind and may trust it, since only the listener sets it.
+  std::shared_ptr<const RequestNote> head_note;
 
   // The first header with this name, if any.
   std::optional<std::string_view> Header(std::string_view name) const;

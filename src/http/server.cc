@@ -555,6 +555,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void OnHeadDecision(HeadDecision decision) {
     switch (decision.kind) {
       case HeadDecision::Kind::kReadBody:
+        request_->head_note = std::move(decision.note);
         return ReadBodyWithin();
       case HeadDecision::Kind::kAnswer:
         return SendAndLinger(std::move(decision.answer));

@@ -74,11 +74,16 @@ struct HeadDecision {
     kLater,     // the decision comes through HeadDone (the head handler's only non-final kind)
   };
   Kind kind = Kind::kReadBody;
-  HttpResponse answer;  // kAnswer only
+  HttpResponse answer;                      // kAnswer only
+  std::shared_ptr<const RequestNote> note;  // kReadBody: becomes the request's head_note
 
-  static HeadDecision ReadBody() { return {}; }
-  static HeadDecision Answer(HttpResponse response) { return {Kind::kAnswer, std::move(response)}; }
-  static HeadDecision Later() { return {Kind::kLater, {}}; }
+  static HeadDecision ReadBody(std::shared_ptr<const RequestNote> note = nullptr) {
+    return {Kind::kReadBody, {}, std::move(note)};
+  }
+  static HeadDecision Answer(HttpResponse response) {
+    return {Kind::kAnswer, std::move(response), nullptr};
+  }
+  static HeadDecision Later() { return {Kind::kLater, {}, nullptr}; }
 };
 // Delivers the decision of a head handler that returned kLater: exactly once, from any thread,
 // with kReadBody or kAnswer.

@@ -234,6 +234,56 @@ TEST_F(GatewayTest, TargetsReadAsAnotherRouteAreRefusedBeforeAnyMoneyMoves) {
   EXPECT_EQ(BalancesOf(id), (Balances{1000000, 500000, 0}));
 }
 
+// A wallet key checked on the request's head is not looked up again for its body (the head's
+// note carries the account), but only while the note is fresh: a key revoked while a slow body was
+// on its way is refused within the staleness bound, as for any other request, and nothing moves.
+TEST_F(GatewayTest, AKeyCheckedOnTheHeadIsBelievedForItsBodyOnlyWhileFresh) {
+  auto [id, key] = Account(1000);
+  auto head_of = [&key](const std::string& idempotency_key) {
+    HttpRequest head;
+    head.method = "POST";
+    head.target = "/work";
+    head.headers = {{"Authorization", "Bearer " + key},
+                    {"Idempotency-Key", idempotency_key},
+                    {"Content-Length", "2"}};
+    return head;
+  };
+  auto with_body = [](HttpRequest head, const HeadDecision& early) {
+    head.body = "{}";
+    head.head_note = early.note;
+    return head;
+  };
+  // A key not remembered is read on the blocking pool: the decision then comes through `done`.
+  auto decide = [this](const HttpRequest& head) {
+    auto later = std::make_shared<std::promise<HeadDecision>>();
+    HeadDecision early =
+        gateway_->AnswerHead(head, [later](HeadDecision decision) { later->set_value(decision); });
+    return early.kind == HeadDecision::Kind::kLater ? later->get_future().get() : early;
+  };
+  HttpRequest quick = head_of("quick");
+  HeadDecision quick_early = decide(quick);
+  ASSERT_EQ(quick_early.kind, HeadDecision::Kind::kReadBody);
+  ASSERT_NE(quick_early.note, nullptr);
+  HttpRequest slow = head_of("slow");
+  HeadDecision slow_early = decide(slow);
+  ASSERT_EQ(slow_early.kind, HeadDecision::Kind::kReadBody);
+
+  auto keys =
+      nlohmann::json::parse(Admin("GET", "/admin/v1/accounts/" + id + "/api-keys", "").body);
+  const std::string key_id = keys["api_keys"][0]["key_id"];
+  ASSERT_EQ(Admin("DELETE", "/admin/v1/accounts/" + id + "/api-keys/" + key_id, "").status, 200);
+  // Authenticated on its head a moment before the revocation: served, as a request in flight.
+  clock_.Advance(10);
+  EXPECT_EQ(gateway_->Handle(with_body(quick, quick_early)).status, 200);
+  // Its body came after the note and the remembered key had both gone stale: looked up, refused.
+  clock_.Advance(ApiKeys::kMaxKeyStalenessMs);
+  HttpResponse refused = gateway_->Handle(with_body(slow, slow_early));
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_FALSE(refused.Header("AgentPay-Operation-Id").has_value());
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+}
+
 TEST(UpstreamRequest, ReplacesCredentialsAndKeyWithTheOperationsOwn) {
   RouteConfig route;
   route.upstream = *ParseHttpUrl("http://127.0.0.1:9/base");
