@@ -158,10 +158,14 @@ HeadDecision Gateway::AnswerHead(const HttpRequest& head, HeadDone done) {
     return HeadDecision::Answer(
         AnswerFromHead(head, RouteChallenge(x402_offers_, normal(), *route)));
   }
-  auto verdict = std::make_shared<HeadVerdict>();
-  verdict->target = std::move(destination.target);
-  verdict->route = route;
-  verdict->head_ms = clock_.NowMs();
+  // Called once, last, on the paths that let the body in: it moves the target out of `destination`.
+  auto make_verdict = [this, &destination, route] {
+    auto verdict = std::make_shared<HeadVerdict>();
+    verdict->target = std::move(destination.target);
+    verdict->route = route;
+    verdict->head_ms = clock_.NowMs();
+    return verdict;
+  };
   // The payment is checked before the body is read: a stranger cannot make the gateway hold a
   // body (memory) for a key it does not have or a payment header that will be refused anyway.
   // The key's account goes on with the request (HeadVerdict): it is not looked up twice.
@@ -174,6 +178,7 @@ HeadDecision Gateway::AnswerHead(const HttpRequest& head, HeadDone done) {
       verdict->account = std::move(**account);
       return HeadDecision::ReadBody(std::move(verdict));
     };
+    auto verdict = make_verdict();
     auto later = [decide, head_copy = head, verdict, done](ApiKeys::Lookup account) {
       done(decide(head_copy, verdict, std::move(account)));
     };
@@ -186,7 +191,7 @@ HeadDecision Gateway::AnswerHead(const HttpRequest& head, HeadDone done) {
       return HeadDecision::Answer(AnswerFromHead(head, std::move(*refused)));
     }
   }
-  return HeadDecision::ReadBody(std::move(verdict));
+  return HeadDecision::ReadBody(make_verdict());
 }
 
 void Gateway::HandleAsync(std::shared_ptr<const HttpRequest> request, Respond respond) {
