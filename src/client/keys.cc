@@ -5,7 +5,7 @@
 #include <openssl/hmac.h>
 
 #include "core/check.h"
-#include "core/world.h"
+#include "core/hex.h"
 #include "http/message.h"
 
 namespace agentpay::client {

@@ -114,7 +114,7 @@ std::string TargetOf(std::string_view url) {
 // paid), the API key as given.
 std::string KeyCredential(const PayOptions& options,
                           const std::optional<chain::PrivateKey>& buyer) {
-  if (buyer) return "0x" + ToHex(buyer->bytes().data(), buyer->bytes().size());
+  if (buyer) return chain::Hex(buyer->bytes());
   return options.api_key;
 }
 

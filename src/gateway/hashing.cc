@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "core/check.h"
-#include "core/world.h"
+#include "core/hex.h"
 
 namespace agentpay {
 
