@@ -11,14 +11,6 @@
 
 namespace agentpay::client {
 
-bool ValidIdempotencyKey(std::string_view key) {
-  if (key.empty() || key.size() > 255) return false;
-  for (char c : key) {
-    if (c < 0x21 || c > 0x7e) return false;
-  }
-  return true;
-}
-
 std::string DeriveKey(std::string_view credential, std::string_view task, uint64_t step) {
   const std::string step_text = std::to_string(step);
   std::string message = std::to_string(task.size()) + ":";

@@ -14,6 +14,7 @@
 #include "client/challenge.h"
 #include "client/keys.h"
 #include "client/x402_signer.h"
+#include "core/idempotency.h"
 #include "core/retry_policy.h"
 #include "http/client.h"
 #include "x402/wire.h"
