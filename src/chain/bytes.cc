@@ -8,8 +8,6 @@
 namespace agentpay::chain {
 namespace {
 
-constexpr char kHexDigits[] = "0123456789abcdef";
-
 Status InvalidHex(std::string message) {
   return Status::Error(ErrorCode::kInvalidHex, std::move(message));
 }
@@ -29,11 +27,7 @@ bool DecodeDigits(std::string_view digits, uint8_t* out) {
 
 std::string Hex(std::span<const uint8_t> data) {
   std::string text = "0x";
-  text.reserve(2 + data.size() * 2);
-  for (uint8_t byte : data) {
-    text.push_back(kHexDigits[byte >> 4]);
-    text.push_back(kHexDigits[byte & 0x0f]);
-  }
+  AppendHex(text, data.data(), data.size());
   return text;
 }
 

@@ -5,25 +5,11 @@
 #include <openssl/hmac.h>
 
 #include "core/check.h"
-#include "core/world.h"
+#include "core/hex.h"
 #include "http/message.h"
+#include "http/sha256.h"
 
 namespace agentpay::client {
-
-bool ValidIdempotencyKey(std::string_view key) {
-  if (key.empty() || key.size() > 255) return false;
-  for (char c : key) {
-    if (c < 0x21 || c > 0x7e) return false;
-  }
-  return true;
-}
-
-std::string Sha256Hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  AGENTPAY_CHECK(EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr) == 1);
-  return ToHex(digest, size);
-}
 
 std::string DeriveKey(std::string_view credential, std::string_view task, uint64_t step) {
   const std::string step_text = std::to_string(step);

@@ -12,12 +12,6 @@
 
 namespace agentpay::client {
 
-// 1 to 255 visible ASCII characters (0x21–0x7e), as the gateway requires.
-bool ValidIdempotencyKey(std::string_view key);
-
-// Lower-case hex SHA-256.
-std::string Sha256Hex(std::string_view data);
-
 // The key earlier versions derived for --task/--step: "task:" + the first 32 hex digits of
 // SHA-256(task) + ":step:" + step. Anyone who knows the task text can compute it, so it is never
 // chosen for a new step; a step the budget file already holds under it keeps it (a new key would

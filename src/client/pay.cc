@@ -14,6 +14,7 @@
 #include "client/challenge.h"
 #include "client/keys.h"
 #include "client/x402_signer.h"
+#include "core/idempotency.h"
 #include "core/retry_policy.h"
 #include "http/client.h"
 #include "x402/wire.h"
@@ -114,7 +115,7 @@ std::string TargetOf(std::string_view url) {
 // paid), the API key as given.
 std::string KeyCredential(const PayOptions& options,
                           const std::optional<chain::PrivateKey>& buyer) {
-  if (buyer) return "0x" + ToHex(buyer->bytes().data(), buyer->bytes().size());
+  if (buyer) return chain::Hex(buyer->bytes());
   return options.api_key;
 }
 

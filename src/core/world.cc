@@ -3,17 +3,9 @@
 
 #include <vector>
 
-namespace agentpay {
+#include "core/hex.h"
 
-std::string ToHex(const unsigned char* data, size_t size) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(size * 2, '0');
-  for (size_t i = 0; i < size; ++i) {
-    out[2 * i] = kDigits[data[i] >> 4];
-    out[2 * i + 1] = kDigits[data[i] & 0xf];
-  }
-  return out;
-}
+namespace agentpay {
 
 std::string RandomHex(Random& random, size_t size) {
   std::vector<unsigned char> bytes(size);
@@ -22,11 +14,11 @@ std::string RandomHex(Random& random, size_t size) {
 }
 
 std::string NewOperationId(Random& random, int64_t now_ms) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string time(12, '0');
+  unsigned char big_endian[8];
   uint64_t value = now_ms < 0 ? 0 : static_cast<uint64_t>(now_ms);
-  for (int i = 11; i >= 0; --i, value >>= 4) time[static_cast<size_t>(i)] = kDigits[value & 0xf];
-  return "op_" + time + RandomHex(random, 16);
+  for (int i = 7; i >= 0; --i, value >>= 8) big_endian[i] = static_cast<unsigned char>(value & 0xff);
+  // The low 48 bits, 12 digits: milliseconds until the year 10889.
+  return "op_" + ToHex(big_endian + 2, 6) + RandomHex(random, 16);
 }
 std::string NewAccountId(Random& random) { return "acct_" + RandomHex(random, 12); }
 std::string NewApiKey(Random& random) { return "ak_" + RandomHex(random, 32); }

@@ -57,6 +57,4 @@ std::string NewOperationId(Random& random, int64_t now_ms);
 std::string NewAccountId(Random& random);    // "acct_" + 24 hex
 std::string NewApiKey(Random& random);       // "ak_" + 64 hex (256 bits)
 
-std::string ToHex(const unsigned char* data, size_t size);
-
 }  // namespace agentpay

@@ -1,15 +1,15 @@
-// SHA-256 and base64 for the gateway (OpenSSL): request fingerprints, API key hashes, x402 headers.
+// The gateway's secrets: constant-time comparison and the stored digests of idempotency keys, on
+// the SHA-256 of http/sha256.h (which this header brings, as its callers hash with it too).
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "http/sha256.h"
+
 namespace agentpay {
 
-std::string Sha256Hex(std::string_view data);
-// Standard alphabet with '=' padding, as x402 requires.
-std::string Base64Encode(std::string_view data);
 // Constant-time equality for secrets.
 bool SecretEquals(std::string_view a, std::string_view b);
 

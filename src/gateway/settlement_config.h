@@ -4,9 +4,9 @@
 #pragma once
 
 #include "gateway/config.h"
+#include "settlement/reconciler_config.h"
 #include "settlement/reservations.h"
 #include "settlement/settler.h"
-#include "workers/reconciler.h"
 
 namespace agentpay {
 

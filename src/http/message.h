@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "http/problem_code.h"
+#include "core/problem.h"
 
 namespace agentpay {
 
@@ -77,9 +77,6 @@ HttpResponse InternalErrorResponse(std::string_view reason, InternalErrorLog log
 // IPv4-mapped IPv6 address is its IPv4 host), its /64 network for IPv6 (one host usually holds a
 // whole /64, so per-address limits would not limit it at all).
 std::string ClientKey(std::string_view remote_address);
-
-// The reason phrase for a status code ("Payment Required").
-std::string_view StatusTitle(int status);
 
 // application/x-www-form-urlencoded decoding of one query name or value: '+' is a space, %XX a
 // byte; nullopt for a malformed escape.

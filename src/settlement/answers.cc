@@ -1,16 +1,16 @@
 // See answers.h.
 #include "settlement/answers.h"
 
-#include "http/message.h"
+#include "core/problem.h"
 
 namespace agentpay {
 
 namespace {
-// The body ProblemResponse builds (one writer of problem JSON), kept for replay.
+// The body http's ProblemResponse sends (core's one writer of problem JSON), kept for replay.
 StoredResponse Problem(int status, ProblemCode code, const std::string& detail,
                        const std::string& operation_id) {
-  HttpResponse problem = ProblemResponse(status, code, detail, operation_id);
-  return StoredResponse{problem.status, "application/problem+json", std::move(problem.body)};
+  return StoredResponse{status, "application/problem+json",
+                        ProblemJson(status, code, detail, operation_id)};
 }
 
 // An open alert of `kind` with a fresh id.

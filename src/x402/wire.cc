@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <span>
 
+#include "core/hex.h"
 #include "x402/base64.h"
 #include "x402/json_tape.h"
 
@@ -165,14 +166,12 @@ Status ParseObject(std::string_view text, std::string_view what, JsonTape& tape)
 
 // --- the exact-scheme EVM payload --------------------------------------------------------------
 
-// Nibble value of each byte, or -1 for a byte that is not a hex digit (either case).
+// Nibble value of each byte, or -1 for a byte that is not a hex digit (either case): core's
+// HexDigitValue, tabled at compile time for the hot path.
 constexpr std::array<int8_t, 256> MakeHexTable() {
   std::array<int8_t, 256> table{};
-  for (int8_t& entry : table) entry = -1;
-  for (int i = 0; i < 10; ++i) table['0' + i] = static_cast<int8_t>(i);
-  for (int i = 0; i < 6; ++i) {
-    table['a' + i] = static_cast<int8_t>(10 + i);
-    table['A' + i] = static_cast<int8_t>(10 + i);
+  for (int byte = 0; byte < 256; ++byte) {
+    table[static_cast<size_t>(byte)] = static_cast<int8_t>(HexDigitValue(static_cast<char>(byte)));
   }
   return table;
 }

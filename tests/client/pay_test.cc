@@ -16,6 +16,7 @@
 #include "client/budget_db.h"
 #include "client/challenge.h"
 #include "client/keys.h"
+#include "core/idempotency.h"
 #include "http/server.h"
 #include "x402/base64.h"
 #include "x402/verify.h"

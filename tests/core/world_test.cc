@@ -5,6 +5,8 @@
 
 #include <set>
 
+#include "core/hex.h"
+
 namespace agentpay {
 namespace {
 
@@ -31,6 +33,16 @@ TEST(Ids, OperationIdsAreTimeOrderedAndCarry128RandomBits) {
   EXPECT_NE(NewOperationId(random, 5), NewOperationId(random, 5));
 }
 
+// The time part is the low 48 bits of the time in lower-case hex, as it was before the hex
+// writers became one (core/hex.h): ids already stored keep sorting with new ones.
+TEST(Ids, OperationIdTimeDigitsAreTheLow48BitsInLowerCaseHex) {
+  SequenceRandom random;
+  EXPECT_EQ(NewOperationId(random, 0xabcdef012345).substr(3, 12), "abcdef012345");
+  EXPECT_EQ(NewOperationId(random, 0x1000000000001).substr(3, 12), "000000000001");
+  EXPECT_EQ(NewOperationId(random, -7).substr(3, 12), "000000000000");
+  EXPECT_EQ(NewOperationId(random, 5).substr(15), "303132333435363738393a3b3c3d3e3f");
+}
+
 TEST(Ids, AccountsAndKeys) {
   SequenceRandom random;
   EXPECT_EQ(NewAccountId(random).size(), 5u + 24u);
@@ -39,6 +51,10 @@ TEST(Ids, AccountsAndKeys) {
   EXPECT_EQ(key.size(), 3u + 64u);
   const unsigned char bytes[] = {0x00, 0x0f, 0xa5, 0xff};
   EXPECT_EQ(ToHex(bytes, 4), "000fa5ff");
+  std::string prefixed = "0x";
+  AppendHex(prefixed, bytes, 4);
+  EXPECT_EQ(prefixed, "0x000fa5ff");
+  EXPECT_EQ(ToHex(bytes, 0), "");
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ def all_help() -> dict[str, str]:
     return found
 
 
-PROBLEM_CODE_TABLE = ROOT / "src" / "http" / "problem_code.h"
+PROBLEM_CODE_TABLE = ROOT / "src" / "core" / "problem.h"
 
 
 def problem_code_table() -> dict[str, str]:

@@ -1,10 +1,12 @@
-// The `code` of AgentPay's application/problem+json answers (RFC 9457; docs/protocol.md lists
-// each with its status and meaning): one enumerator per code and one table, ProblemCodeName, to the
-// wire string. Clients branch on these strings, so a released one never changes. A 402 for a
-// refused x402 payment carries the x402 reason instead (x402::ReasonCode, the x402 vocabulary).
+// AgentPay's application/problem+json answers (RFC 9457; docs/protocol.md lists each code with its
+// status and meaning): the `code` enum with one table, ProblemCodeName, to the wire string, and the
+// one writer of the body. Clients branch on these strings, so a released one never changes. A 402
+// for a refused x402 payment carries the x402 reason instead (x402::ReasonCode, the x402
+// vocabulary). Pure, so in core: http/ sends these bodies and settlement/ stores them for replay.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "core/check.h"
@@ -91,5 +93,14 @@ constexpr std::string_view ProblemCodeName(ProblemCode code) {
   AGENTPAY_CHECK(false && "ProblemCode out of range");
   return "";
 }
+
+// The reason phrase for a status code ("Payment Required"); "Status" for one not listed.
+std::string_view StatusTitle(int status);
+
+// The application/problem+json body of an answer with `status` and `code`: type, title, status,
+// code, detail, and operation_id when not empty. Bytes that are not UTF-8 in `detail` or
+// `operation_id` come out as U+FFFD.
+std::string ProblemJson(int status, ProblemCode code, std::string_view detail,
+                        std::string_view operation_id = {});
 
 }  // namespace agentpay
