@@ -21,14 +21,14 @@ enum class ErrorCode : uint8_t {
   kListenFailed,     // http: the listening socket could not be opened
   kInvalidTarget,    // http: a request target that is not a normalisable origin-form path
   // store/ and sqlite/.
-  kStoreUnavailable,   // the database cannot be opened, read or committed to
-  kStoreOverloaded,    // the writer's queue is full (StoreOptions::max_queued_writes)
-  kStoreError,         // an SQL statement failed
-  kStoreConstraint,    // an SQL statement broke a constraint
-  kStoreCorrupt,       // a stored row does not decode or breaks an invariant
-  kStoreNotFound,      // an update named a row that does not exist
-  kStoreConflict,      // a generated id collided with an existing row
-  kStoreTooNew,        // the schema is newer than this binary
+  kStoreUnavailable,  // the database cannot be opened, read or committed to
+  kStoreOverloaded,  // the writer's queue (StoreOptions::max_queued_writes) or the readers' is full
+  kStoreError,       // an SQL statement failed
+  kStoreConstraint,  // an SQL statement broke a constraint
+  kStoreCorrupt,     // a stored row does not decode or breaks an invariant
+  kStoreNotFound,    // an update named a row that does not exist
+  kStoreConflict,    // a generated id collided with an existing row
+  kStoreTooNew,      // the schema is newer than this binary
   kStoreIncompatible,  // the schema is from a pre-release build
   kStoreKeyTaken,      // a key reserved as new exists (Transaction::ReserveNewKey)
   kStoreClaimLost,     // a claimed update found the claim taken (UpdateClaimedOperationOrFail)

@@ -27,15 +27,27 @@ std::optional<std::string> ApiKeys::Remembered(const std::string& hash, int64_t 
   return std::nullopt;
 }
 
-ApiKeys::Lookup ApiKeys::ReadAndRemember(const std::string& hash, int64_t now_ms) {
-  std::optional<std::string> account_id;
-  Status status = store_.Read([&](Transaction& tx) {
+namespace {
+// The read of a key's account, into `account_id`.
+TransactionFn FindAccountOf(const std::string& hash, std::optional<std::string>& account_id) {
+  return [&hash, &account_id](Transaction& tx) {
     auto found = tx.FindAccountByKeyHash(hash);
     if (!found.ok()) return found.status();
     if (found->has_value()) account_id = (*found)->id;
     return Status::Ok();
-  });
+  };
+}
+}  // namespace
+
+ApiKeys::Lookup ApiKeys::ReadAndRemember(const std::string& hash, int64_t now_ms) {
+  std::optional<std::string> account_id;
+  Status status = store_.Read(FindAccountOf(hash, account_id));
   if (!status.ok()) return status;
+  return Remember(hash, std::move(account_id), now_ms);
+}
+
+ApiKeys::Lookup ApiKeys::Remember(const std::string& hash, std::optional<std::string> account_id,
+                                  int64_t now_ms) {
   std::lock_guard lock(mutex_);
   if (!account_id) {
     account_by_key_hash_.erase(hash);  // revoked: forgotten at once
@@ -62,11 +74,17 @@ std::optional<ApiKeys::Lookup> ApiKeys::AuthenticateOrDefer(const HttpRequest& r
   std::string hash = Sha256Hex(*credential);
   const int64_t now = clock_.NowMs();
   if (auto known = Remembered(hash, now)) return Lookup(std::move(known));
-  const bool queued =
-      executor.TrySubmit([this, hash, now, later] { later(ReadAndRemember(hash, now)); });
-  if (!queued) {
-    return Lookup(Status::Error(ErrorCode::kStoreOverloaded, "too many key lookups queued"));
-  }
+  struct Pending {
+    std::string hash;
+    std::optional<std::string> account_id;
+  };
+  auto pending = std::make_shared<Pending>(Pending{std::move(hash), std::nullopt});
+  // `later` runs from here, at once, when the executor takes no more reads: answered 503.
+  store_.ReadAsync(executor, FindAccountOf(pending->hash, pending->account_id),
+                   [this, pending, now, later = std::move(later)](Status status) {
+                     if (!status.ok()) return later(Lookup(std::move(status)));
+                     later(Remember(pending->hash, std::move(pending->account_id), now));
+                   });
   return std::nullopt;
 }
 

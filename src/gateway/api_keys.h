@@ -33,8 +33,8 @@ class ApiKeys {
   // the key is not remembered: call it only where blocking is allowed.
   Lookup Authenticate(const HttpRequest& request);
   // The same without blocking the caller: the answer when no store read is needed; otherwise
-  // nullopt, and `later` gets the answer from a task on `executor` (a store_overloaded error
-  // at once, from here, when the executor takes no more tasks).
+  // nullopt, and `later` gets the answer of a Store::ReadAsync on `executor` (store_overloaded,
+  // from within this call, when the executor takes no more tasks).
   std::optional<Lookup> AuthenticateOrDefer(const HttpRequest& request, Executor& executor,
                                             LookupDone later);
   // The answer to a request whose lookup found no account (401), or failed (503); nullopt for a
@@ -45,6 +45,7 @@ class ApiKeys {
   // The account remembered for this key hash, if read less than kMaxKeyStalenessMs ago.
   std::optional<std::string> Remembered(const std::string& hash, int64_t now_ms);
   Lookup ReadAndRemember(const std::string& hash, int64_t now_ms);
+  Lookup Remember(const std::string& hash, std::optional<std::string> account_id, int64_t now_ms);
 
   static constexpr size_t kMaxCachedKeys = 100000;
   struct Known {

@@ -86,49 +86,70 @@ void WalletPath::Start(std::shared_ptr<PaidRequest> paid) {
   LookThenBegin(std::move(paid), /*after_conflict=*/false);
 }
 
+// What the fast path's read found of a key.
+struct WalletPath::Look {
+  std::optional<KeyRecord> record;
+  std::optional<Operation> existing;
+};
+
 void WalletPath::LookThenBegin(std::shared_ptr<PaidRequest> paid, bool after_conflict) {
   // Fast path: a final operation never changes, so replays and mismatches need no decision (the
   // trace's record of the key's first repeated arrivals is written after the answer, and only
   // while the write queue is short: it never crowds out a payment's decision).
-  std::optional<KeyRecord> record;
-  std::optional<Operation> existing;
-  int64_t now = ctx_.clock.NowMs();
   // Unsynced: most requests find no key and go on to the begin decision, which waits for its own
-  // durability; an answer given from this snapshot waits for it first (AwaitDurable below).
-  Status read = ctx_.store.ReadUnsynced([&](Transaction& tx) {
-    auto found = tx.FindKey(paid->principal(), paid->key);
-    if (!found.ok()) return found.status();
-    record = std::move(*found);
-    if (!record) return Status::Ok();
-    auto op = tx.FindOperation(record->operation_id);
-    if (!op.ok()) return op.status();
-    existing = std::move(*op);
-    return Status::Ok();
-  });
+  // durability; an answer given from this snapshot waits for it first (WhenDurable in Looked).
+  auto look = std::make_shared<Look>();
+  ctx_.store.ReadAsync(
+      ctx_.blocking,
+      [paid, look](Transaction& tx) {
+        auto found = tx.FindKey(paid->principal(), paid->key);
+        if (!found.ok()) return found.status();
+        look->record = std::move(*found);
+        if (!look->record) return Status::Ok();
+        auto op = tx.FindOperation(look->record->operation_id);
+        if (!op.ok()) return op.status();
+        look->existing = std::move(*op);
+        return Status::Ok();
+      },
+      [this, paid, look, after_conflict](Status read) {
+        Looked(paid, *look, after_conflict, std::move(read));
+      },
+      ReadWait::kUnsynced);
+}
+
+void WalletPath::Looked(std::shared_ptr<PaidRequest> paid, const Look& look, bool after_conflict,
+                        Status read) {
+  if (read.error() == ErrorCode::kStoreOverloaded) {
+    // No reader free: the writer decides against the key as it is, which needs no look.
+    return QueueBegin(std::move(paid), /*key_presumed_new=*/false);
+  }
   if (!read.ok()) return paid->respond(StoreProblem(read));
-  if (record && existing) {
-    Arrival arrival =
-        DecideArrival(&*record, &*existing, paid->fingerprint, now, attempts_.ViewOf(*existing));
+  if (look.record && look.existing) {
+    const int64_t now = ctx_.clock.NowMs();
+    Arrival arrival = DecideArrival(&*look.record, &*look.existing, paid->fingerprint, now,
+                                    attempts_.ViewOf(*look.existing));
     if (arrival.outcome == ArrivalOutcome::kReplay ||
         arrival.outcome == ArrivalOutcome::kMismatch) {
       ctx_.metrics.CountArrival(arrival.outcome);
       // The trace records the key's first repeated arrivals; the answer does not wait for it.
-      auto event = ArrivalEvent(*record, *existing, arrival.outcome, now);
+      auto event = ArrivalEvent(*look.record, *look.existing, arrival.outcome, now);
       if (event && ctx_.store.Stats().write_queue_depth < kMaxQueueForArrivalRecords) {
         ctx_.store.WriteAsync(
-            [record = *record, event = std::move(*event)](Transaction& tx) {
+            [record = *look.record, event = std::move(*event)](Transaction& tx) {
               return tx.RecordArrival(record, event).status();
             },
             [](Status) {});
       }
-      ctx_.store.AwaitDurable();
-      return paid->respond(arrival.outcome == ArrivalOutcome::kReplay
-                               ? StoredAnswer(*existing, true)
-                               : MismatchAnswer(*existing));
+      HttpResponse answer = arrival.outcome == ArrivalOutcome::kReplay
+                                ? StoredAnswer(*look.existing, true)
+                                : MismatchAnswer(*look.existing);
+      ctx_.store.WhenDurable(
+          [paid, answer = std::move(answer)]() mutable { paid->respond(std::move(answer)); });
+      return;
     }
   }
   // After a conflict the key is decided as it is, whatever this read saw: no second presumption.
-  QueueBegin(std::move(paid), /*key_presumed_new=*/!record && !after_conflict);
+  QueueBegin(std::move(paid), /*key_presumed_new=*/!look.record && !after_conflict);
 }
 
 void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_presumed_new) {
@@ -149,11 +170,8 @@ void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_presumed
         if (!status.ok()) DropAttempt(*paid);
         if (key_presumed_new && status.error() == ErrorCode::kStoreKeyTaken) {
           // The key was there (a retry, or a concurrent request reserved it after the read that
-          // found it absent): looked at, then decided against the key as it is. The look is a
-          // read, which may wait: not on the store's thread, which runs this. With the pool full,
-          // decided without it.
-          if (ctx_.blocking.TrySubmit([this, paid] { LookThenBegin(paid, true); })) return;
-          return QueueBegin(paid, /*key_presumed_new=*/false);
+          // found it absent): looked at, then decided against the key as it is.
+          return LookThenBegin(paid, /*after_conflict=*/true);
         }
         OnBegun(paid, std::move(status));
       });

@@ -38,9 +38,15 @@ class WalletPath {
   void Authenticated(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
                      Respond respond, ApiKeys::Lookup account);
   void Start(std::shared_ptr<PaidRequest> paid);
-  // Reads the key: a replay or a mismatch is answered from the read, anything else goes on to the
-  // begin decision. `after_conflict`: a begin decision that presumed the key new found it taken.
+  // Reads the key off the calling thread (a read may wait on the database: Store::ReadAsync on
+  // the blocking pool): a replay or a mismatch is answered from the read once what it saw is
+  // durable, anything else goes on to the begin decision, and so does a request whose read the
+  // full pool refused (decided by the writer, which reads the key itself). `after_conflict`: a
+  // begin decision that presumed the key new found it taken.
   void LookThenBegin(std::shared_ptr<PaidRequest> paid, bool after_conflict);
+  struct Look;
+  void Looked(std::shared_ptr<PaidRequest> paid, const Look& look, bool after_conflict,
+              Status read);
   // Queues the begin decision; `key_presumed_new`: a read just found no such key, or reads are
   // remote and the key was not looked at (DecideBegin).
   void QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_presumed_new);

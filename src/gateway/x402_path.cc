@@ -280,23 +280,37 @@ void X402Path::Arrive(PaymentPtr p) {
   if (!p->inputs) {
     // The usual first look at a new payment finds neither its key nor its authorization stored:
     // it needs the chain's preflight and changes nothing, which a read tells without a decision
-    // of the writer's. The decision after the preflight reads all of it again.
-    std::optional<Begin::Kind> seen;
-    Status read = ctx_.store.ReadUnsynced([&](Transaction& tx) -> Status {
-      auto record = FindPayerKey(tx, *p);
-      if (!record.ok()) return record.status();
-      if (record->has_value()) return Status::Ok();
-      auto without = WithoutPreflight(tx, *p);
-      if (!without.ok()) return without.status();
-      seen = without->kind;
-      return Status::Ok();
-    });
-    if (!read.ok()) return Reply(p, StoreProblem(read));
-    if (seen == Begin::kNeedsPreflight) {
-      p->begin_kind = Begin::kNeedsPreflight;
-      return OnArrived(std::move(p), Status::Ok());
-    }
+    // of the writer's. The decision after the preflight reads all of it again. The read may wait
+    // on the database: off this thread (an I/O thread), and back here with what it saw.
+    auto seen = std::make_shared<std::optional<Begin::Kind>>();
+    ctx_.store.ReadAsync(
+        ctx_.blocking,
+        [this, p, seen](Transaction& tx) -> Status {
+          auto record = FindPayerKey(tx, *p);
+          if (!record.ok()) return record.status();
+          if (record->has_value()) return Status::Ok();
+          auto without = WithoutPreflight(tx, *p);
+          if (!without.ok()) return without.status();
+          *seen = without->kind;
+          return Status::Ok();
+        },
+        [this, p, seen](Status read) {
+          // No reader free: the arrival decision reads it all itself.
+          if (read.error() == ErrorCode::kStoreOverloaded) return QueueArrival(p);
+          if (!read.ok()) return Reply(p, StoreProblem(read));
+          if (*seen == Begin::kNeedsPreflight) {
+            p->begin_kind = Begin::kNeedsPreflight;
+            return OnArrived(p, Status::Ok());
+          }
+          QueueArrival(p);
+        },
+        ReadWait::kUnsynced);
+    return;
   }
+  QueueArrival(std::move(p));
+}
+
+void X402Path::QueueArrival(PaymentPtr p) {
   ctx_.store.WriteAsync(
       [this, p](Transaction& tx) -> Status {
         auto begin = DecideX402Arrival(tx, *p);

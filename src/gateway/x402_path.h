@@ -53,7 +53,9 @@ class X402Path {
 
   std::optional<HttpResponse> Prepare(Payment& p) const;
   static Result<std::optional<KeyRecord>> FindPayerKey(Transaction& tx, const Payment& x);
+  // Arrive: the first look at a new payment (a read), then the arrival decision (QueueArrival).
   void Arrive(PaymentPtr p);
+  void QueueArrival(PaymentPtr p);
   void OnArrived(PaymentPtr p, Status status);
   void Preflight(PaymentPtr p);
   void AskChainForProof(PaymentPtr p);

@@ -19,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/event_threads.h"
 #include "http/tls_context.h"
 #include "http/wire_stream.h"
 
@@ -464,6 +465,7 @@ ClientResponse ReadResponseBytes(std::string_view wire, const ClientOptions& opt
 
 ClientResponse SendHttp(const Endpoint& endpoint, const ClientRequest& request,
                         const ClientOptions& options) {
+  AssertMayBlock("SendHttp");
   ThreadState& state = State();
   ClientResponse response;
   std::make_shared<Exchange>(state.ioc, state.pool, endpoint, request, options,
@@ -478,7 +480,10 @@ struct AsyncHttpClient::Impl {
   net::io_context ioc{1};
   net::executor_work_guard<net::io_context::executor_type> work = net::make_work_guard(ioc);
   IdlePool pool;  // touched only on the client's thread
-  std::thread thread{[this] { ioc.run(); }};
+  std::thread thread{[this] {
+    MarkEventThread("upstream-client");
+    ioc.run();
+  }};
 };
 
 AsyncHttpClient::AsyncHttpClient() : impl_(std::make_unique<Impl>()) {}

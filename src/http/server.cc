@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/event_threads.h"
 #include "http/tls_context.h"
 #include "http/wire_stream.h"
 #include "http/worker_pool.h"
@@ -769,7 +770,10 @@ class BeastServer final : public HttpServer {
     port_ = acceptor_.local_endpoint().port();
     Accept();
     for (size_t i = 0; i < shared_->limits.io_threads; ++i) {
-      threads_.emplace_back([this] { shared_->ioc.run(); });
+      threads_.emplace_back([this] {
+        MarkEventThread("http-io");
+        shared_->ioc.run();
+      });
     }
     return Status::Ok();
   }

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <thread>
 
+#include "core/event_threads.h"
+
 namespace agentpay {
 
 namespace net = boost::asio;
@@ -14,7 +16,10 @@ namespace net = boost::asio;
 struct AsioTimers::Impl {
   net::io_context ioc{1};
   net::executor_work_guard<net::io_context::executor_type> work = net::make_work_guard(ioc);
-  std::thread thread{[this] { ioc.run(); }};
+  std::thread thread{[this] {
+    MarkEventThread("timers");
+    ioc.run();
+  }};
 };
 
 AsioTimers::AsioTimers() : impl_(std::make_unique<Impl>()) {}

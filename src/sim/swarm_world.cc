@@ -260,6 +260,11 @@ Status SimStore::Read(const TransactionFn& fn) {
 
 void SimStore::AwaitDurable() { Sync(); }
 
+void SimStore::WhenDurable(std::function<void()> then) {
+  Sync();
+  then();
+}
+
 Status SimStore::Crash(const std::string& instance_id) {
   live_instances_.erase(instance_id);
   queued_ = 0;  // every queued write was the dead process's

@@ -179,6 +179,8 @@ class SimStore final : public Store {
   Status Read(const TransactionFn& fn) override;
   Status ReadUnsynced(const TransactionFn& fn) override;
   void AwaitDurable() override;
+  // Synced now, as AwaitDurable does, then `then`.
+  void WhenDurable(std::function<void()> then) override;
   StoreStats Stats() override;
   bool ReadsAreRemote() const override { return false; }
   Status RegisterInstance(const std::string& instance_id) override;

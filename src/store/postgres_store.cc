@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/event_threads.h"
 #include "store/backends.h"
 #include "store/pg_connection.h"
 #include "store/postgres_transaction.h"
@@ -138,6 +139,7 @@ class PostgresStore final : public Store {
       : url_(std::move(url)), options_(options), writer_(std::move(writer)), queue_(options) {
     writer_thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "store-writer");
+      MarkEventThread("store-writer");  // it runs every decision's completion
       WriterLoop();
     });
     liveness_thread_ = std::thread([this] {
@@ -163,13 +165,18 @@ class PostgresStore final : public Store {
 
   // The server made every commit durable before COMMIT returned (synchronous_commit = on), and a
   // snapshot sees committed transactions only: a read never reports what a crash could erase.
-  Status Read(const TransactionFn& fn) override { return ReadUnsynced(fn); }
-  void AwaitDurable() override {}
+  Status Read(const TransactionFn& fn) override {
+    AssertMayBlock("Store::Read");
+    return ReadUnsynced(fn);
+  }
+  void AwaitDurable() override { AssertMayBlock("Store::AwaitDurable"); }
+  void WhenDurable(std::function<void()> then) override { then(); }
 
   // A read is one implicit transaction on a reader connection (repeatable read, read only: the
   // session's defaults, ReaderSetup): its statements share one snapshot, with no BEGIN and no
   // COMMIT of their own, and its end goes out unawaited (pg::Connection::UseImplicitTransactions).
   Status ReadUnsynced(const TransactionFn& fn) override {
+    AssertMayBlock("Store::ReadUnsynced");
     auto conn = AcquireReader();
     if (!conn.ok()) return conn.status();
     PostgresTransaction tx(**conn);
@@ -223,6 +230,7 @@ class PostgresStore final : public Store {
   }
 
   Result<bool> InstanceAlive(const std::string& instance_id) override {
+    AssertMayBlock("Store::InstanceAlive");
     if (!ValidInstanceId(instance_id)) return false;
     const uint64_t key = static_cast<uint64_t>(InstanceKey(instance_id));
     auto conn = AcquireReader();

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,7 +15,9 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
+#include "core/event_threads.h"
 #include "sqlite/sqlite_db.h"
 #include "store/backends.h"
 #include "store/instance_locks.h"
@@ -90,6 +93,7 @@ class SqliteStore final : public Store {
     // Named for top -H and debuggers (at most 15 characters).
     writer_thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "store-writer");
+      MarkEventThread("store-writer");  // it runs every decision's completion
       WriterLoop();
     });
     checkpoint_thread_ = std::thread([this] {
@@ -115,15 +119,34 @@ class SqliteStore final : public Store {
   }
 
   Status Read(const TransactionFn& fn) override {
+    AssertMayBlock("Store::Read");
     Status status = ReadUnsynced(fn);
     // The snapshot may hold a commit whose WAL frames are written but not yet synced.
     AwaitDurable();
     return status;
   }
 
-  void AwaitDurable() override { AwaitDurable(commits_started_.load(std::memory_order_acquire)); }
+  void AwaitDurable() override {
+    AssertMayBlock("Store::AwaitDurable");
+    AwaitDurable(commits_started_.load(std::memory_order_acquire));
+  }
+
+  void WhenDurable(std::function<void()> then) override {
+    const uint64_t sequence = commits_started_.load(std::memory_order_acquire);
+    {
+      // Checked again under the lock SyncWal publishes under: a sync between a check outside it
+      // and the push would leave `then` waiting for the next commit, which may never come.
+      std::lock_guard lock(durable_mutex_);
+      if (durable_through_.load(std::memory_order_acquire) < sequence) {
+        durable_waiters_.push_back({sequence, std::move(then)});
+        return;
+      }
+    }
+    then();
+  }
 
   Status ReadUnsynced(const TransactionFn& fn) override {
+    AssertMayBlock("Store::ReadUnsynced");
     auto db = AcquireReader();
     if (!db.ok()) return db.status();
     Status status = (*db)->Run("BEGIN");
@@ -327,11 +350,20 @@ class SqliteStore final : public Store {
       std::abort();
     }
     syncs_.fetch_add(1, std::memory_order_relaxed);
+    std::vector<std::function<void()>> ready;
     {
       std::lock_guard lock(durable_mutex_);
       durable_through_.store(through, std::memory_order_release);
+      // Waiters are few (one per answer waiting for durability), and pushed in any order.
+      auto synced =
+          std::partition(durable_waiters_.begin(), durable_waiters_.end(),
+                         [through](const DurableWaiter& w) { return w.sequence > through; });
+      for (auto it = synced; it != durable_waiters_.end(); ++it)
+        ready.push_back(std::move(it->then));
+      durable_waiters_.erase(synced, durable_waiters_.end());
     }
     durable_.notify_all();
+    for (auto& then : ready) then();
   }
 
   void AwaitDurable(uint64_t sequence) {
@@ -403,6 +435,11 @@ class SqliteStore final : public Store {
   std::atomic<uint64_t> syncs_{0};
   std::mutex durable_mutex_;
   std::condition_variable durable_;
+  struct DurableWaiter {
+    uint64_t sequence;  // runs once durable_through_ reaches it
+    std::function<void()> then;
+  };
+  std::vector<DurableWaiter> durable_waiters_;  // guarded by durable_mutex_ (WhenDurable)
 
   std::mutex reader_mutex_;
   std::condition_variable reader_free_;

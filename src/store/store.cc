@@ -2,11 +2,11 @@
 // Write over WriteAsync, the rollback status, and the settlement record the reconciler reads.
 #include "store/store.h"
 
-#include "core/payer_reservations.h"
-
 #include <future>
 
 #include "core/check.h"
+#include "core/event_threads.h"
+#include "core/payer_reservations.h"
 #include "store/backends.h"
 
 namespace agentpay {
@@ -73,10 +73,24 @@ bool ValidInstanceId(std::string_view id) {
 }
 
 Status Store::Write(TransactionFn fn) {
+  AssertMayBlock("Store::Write");
   std::promise<Status> result;
   auto future = result.get_future();
   WriteAsync(std::move(fn), [&result](Status status) { result.set_value(std::move(status)); });
   return future.get();
+}
+
+void Store::ReadAsync(Executor& readers, TransactionFn fn, ReadDone done, ReadWait wait) {
+  // Shared: the task owns a copy, and a task the executor refuses is dropped with it.
+  auto answer = std::make_shared<ReadDone>(std::move(done));
+  const bool queued = readers.TrySubmit([this, fn = std::move(fn), answer, wait] {
+    Status status = ReadUnsynced(fn);
+    if (wait == ReadWait::kUnsynced || !status.ok()) return (*answer)(std::move(status));
+    WhenDurable([answer, status = std::move(status)]() mutable { (*answer)(std::move(status)); });
+  });
+  if (!queued) {
+    (*answer)(Status::Error(ErrorCode::kStoreOverloaded, "too many reads queued; retry later"));
+  }
 }
 
 SettlementRecord ToSettlementRecord(const X402PaymentRecord& record) {

@@ -17,6 +17,7 @@
 #include "core/result.h"
 #include "core/settlement.h"
 #include "core/wallet.h"
+#include "core/world.h"
 
 namespace agentpay {
 
@@ -329,6 +330,13 @@ Status RecordRepeatedArrival(Transaction& tx, const KeyRecord& record, const Ope
 
 using TransactionFn = std::function<Status(Transaction&)>;
 using WriteDone = std::function<void(Status)>;
+using ReadDone = std::function<void(Status)>;
+
+// What an asynchronous read waits for before its `done` runs (Store::ReadAsync).
+enum class ReadWait {
+  kDurable,   // everything the snapshot can see is durable: an answer may be built from it
+  kUnsynced,  // nothing: for a read that only chooses the next step (which waits itself)
+};
 
 struct StoreStats {
   uint64_t commits = 0;           // database commits
@@ -359,12 +367,26 @@ class Store {
   Status Write(TransactionFn fn);
   // Runs `fn` on a consistent read-only snapshot, and returns once everything that snapshot can
   // see is durable: an answer built from it never reports a commit a power loss could erase.
+  // Blocking (so are ReadUnsynced, AwaitDurable and Write): never on an event thread
+  // (core/event_threads.h; each backend asserts it).
   virtual Status Read(const TransactionFn& fn) = 0;
   // Read without that wait, for a caller that either acts on what it read only after
-  // AwaitDurable(), or only uses it to choose a write (whose acknowledgement waits anyway).
+  // AwaitDurable() or WhenDurable(), or only uses it to choose a write (whose acknowledgement
+  // waits anyway).
   virtual Status ReadUnsynced(const TransactionFn& fn) = 0;
   // Waits until every commit made so far is durable.
   virtual void AwaitDurable() = 0;
+  // AwaitDurable without the wait: `then` runs once every commit made so far is durable, at once
+  // on the calling thread when they are already, otherwise on the store's writer thread after
+  // the sync that makes them so (it must not block). Always runs exactly once.
+  virtual void WhenDurable(std::function<void()> then) = 0;
+  // A read without a wait on the caller's thread (reads are asynchronous like writes): `fn` runs
+  // on a snapshot as a task of `readers` (an Executor whose threads may wait on the database),
+  // then `done` gets its outcome, after what `wait` asks for, on that task's thread or (kDurable)
+  // the writer's. When `readers` takes no more tasks, `done` gets store_overloaded at once, on
+  // the calling thread. `fn` and `done` must not block on anything but the snapshot.
+  void ReadAsync(Executor& readers, TransactionFn fn, ReadDone done,
+                 ReadWait wait = ReadWait::kDurable);
   virtual StoreStats Stats() = 0;
   // Whether a read is a round trip to a database server (PostgreSQL) rather than a look at a local
   // file (SQLite). A caller that reads only to spare the writer a decision that usually goes ahead

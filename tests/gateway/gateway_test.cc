@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <future>
 #include <mutex>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
+#include "core/event_threads.h"
 #include "gateway/attempts_in_hand.h"
 #include "gateway/hashing.h"
 #include "gateway_test_support.h"
@@ -513,6 +515,69 @@ TEST_F(GatewayTest, GatewayMayBeDestroyedFromItsOwnAnswer) {
   EXPECT_EQ(BalancesOf(id), (Balances{100000, 50 * kPrice, 0}));
 }
 
+// The HTTP server's I/O threads are event threads (core/event_threads.h): a paid request's
+// every step that may wait on the store (the API key's lookup, the key's fast-path read, the
+// durability an answer waits for) runs elsewhere and comes back by callback. Here each request is
+// handed to the gateway on a thread marked as an I/O thread, as the server does: a blocking store
+// call on it would abort the test. Covered: an unknown key (a read), a new payment, its replay (a
+// read, then durability), a tampered retry (422), and a refusal for want of funds.
+TEST_F(GatewayTest, APaidRequestNeverWaitsOnItsIoThread) {
+  auto [id, key] = Account(2 * kPrice);
+  auto send = [this](std::vector<HttpHeader> headers, const std::string& body) {
+    auto request = std::make_shared<HttpRequest>();
+    request->method = "POST";
+    request->target = "/work";
+    request->headers = std::move(headers);
+    request->body = body;
+    auto answered = std::make_shared<std::promise<HttpResponse>>();
+    std::thread io([&, request, answered] {
+      MarkEventThread("http-io");
+      gateway_->HandleAsync(request, [answered](HttpResponse r) { answered->set_value(r); });
+    });
+    io.join();
+    return answered->get_future().get();
+  };
+  const std::string bearer = "Bearer " + key;
+  EXPECT_EQ(send({{"Authorization", "Bearer ap_unknown"}, {"Idempotency-Key", "a"}}, "{}").status,
+            401);
+  EXPECT_EQ(send({{"Authorization", bearer}, {"Idempotency-Key", "a"}}, "{}").status, 200);
+  HttpResponse replay = send({{"Authorization", bearer}, {"Idempotency-Key", "a"}}, "{}");
+  EXPECT_EQ(replay.status, 200);
+  EXPECT_EQ(replay.Header("Idempotent-Replayed").value_or(""), "true");
+  EXPECT_EQ(send({{"Authorization", bearer}, {"Idempotency-Key", "a"}}, "{\"x\":1}").status, 422);
+  EXPECT_EQ(send({{"Authorization", bearer}, {"Idempotency-Key", "b"}}, "{}").status, 200);
+  EXPECT_EQ(send({{"Authorization", bearer}, {"Idempotency-Key", "c"}}, "{}").status, 402);
+  EXPECT_EQ(BalancesOf(id), (Balances{2 * kPrice, 2 * kPrice, 0}));
+}
+
+// The blocking pool full: the key's fast-path read cannot be queued, so the writer decides
+// against the key as it is (it reads it itself). New payments and replays are still served, once.
+TEST_F(GatewayTest, APaymentWhoseReadFindsNoFreeReaderIsDecidedByTheWriter) {
+  // Runs tasks at once while open (the API key's first lookup), refuses them once closed.
+  struct Closable final : Executor {
+    bool TrySubmit(std::function<void()> task) override {
+      if (closed) return false;
+      task();
+      return true;
+    }
+    std::atomic<bool> closed{false};
+  } pool;
+  GatewayExecutors executors;
+  executors.blocking = &pool;
+  auto [id, key] = Account(1000);
+  auto full = std::make_unique<Gateway>(gateway_->config(), *store_, clock_, random_, timers_,
+                                        upstream_, nullptr, executors);
+  EXPECT_EQ(Pay(key, "k0", "{}", full.get()).status, 200);  // the key is remembered now
+  pool.closed = true;
+  EXPECT_EQ(Pay(key, "k1", "{}", full.get()).status, 200);
+  HttpResponse replay = Pay(key, "k1", "{}", full.get());
+  EXPECT_EQ(replay.status, 200);
+  EXPECT_EQ(replay.Header("Idempotent-Replayed").value_or(""), "true");
+  EXPECT_EQ(Pay(key, "k1", "{\"x\":1}", full.get()).status, 422);
+  full.reset();
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 2 * kPrice, 0}));
+}
+
 TEST_F(GatewayTest, KeysAreScopedByAccount) {
   auto [a_id, a_key] = Account(1000);
   auto [b_id, b_key] = Account(1000);
@@ -658,6 +723,7 @@ class FlakyStore final : public Store {
   Status Read(const TransactionFn& fn) override { return inner_.Read(fn); }
   Status ReadUnsynced(const TransactionFn& fn) override { return inner_.ReadUnsynced(fn); }
   void AwaitDurable() override { inner_.AwaitDurable(); }
+  void WhenDurable(std::function<void()> then) override { inner_.WhenDurable(std::move(then)); }
   StoreStats Stats() override { return inner_.Stats(); }
   // Remote reads: the wallet path presumes each key new and reads only a key found taken, as it
   // does on PostgreSQL.

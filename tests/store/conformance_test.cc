@@ -15,8 +15,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
+#include <mutex>
+#include <optional>
 #include <thread>
 
+#include "core/event_threads.h"
 #include "store/ledger.h"
 #include "store/pg_connection.h"
 #include "store/store.h"
@@ -463,6 +467,142 @@ TEST_P(StoreConformance, AReadSeesOneSnapshotWhateverCommitsMeanwhile) {
     EXPECT_EQ(other.deposited, 5 + 50 * round) << round;
     EXPECT_EQ(BalancesOf("acct_s").deposited, 150 + 50 * round) << round;
   }
+}
+
+// Reads are asynchronous like writes (Store::ReadAsync): `fn` runs as a task of the executor given,
+// `done` gets its outcome once (after durability when asked), and an executor that takes no more
+// tasks gets store_overloaded at once, with `fn` never run.
+TEST_P(StoreConformance, AnAsynchronousReadRunsOnItsExecutorAndAnswersOnce) {
+  AddAccount("acct_r", 70);
+  // Runs each task on a thread of its own, as a pool would, and counts them.
+  struct Threads final : Executor {
+    bool TrySubmit(std::function<void()> task) override {
+      if (refuse) return false;
+      std::lock_guard lock(mutex);
+      threads.emplace_back(std::move(task));
+      return true;
+    }
+    void Join() {
+      std::lock_guard lock(mutex);
+      for (auto& t : threads) t.join();
+      threads.clear();
+    }
+    bool refuse = false;
+    std::mutex mutex;
+    std::vector<std::thread> threads;
+  } readers;
+  for (ReadWait wait : {ReadWait::kDurable, ReadWait::kUnsynced}) {
+    auto seen = std::make_shared<std::optional<Balances>>();
+    auto answers = std::make_shared<std::atomic<int>>(0);
+    std::promise<Status> outcome;
+    const auto caller = std::this_thread::get_id();
+    auto ran_on = std::make_shared<std::thread::id>();
+    store_->ReadAsync(
+        readers,
+        [seen, ran_on](Transaction& tx) -> Status {
+          *ran_on = std::this_thread::get_id();
+          auto account = tx.FindAccount("acct_r");
+          if (!account.ok()) return account.status();
+          if (account->has_value()) *seen = (*account)->balances;
+          return Status::Ok();
+        },
+        [&outcome, answers](Status status) {
+          if (++*answers == 1) outcome.set_value(std::move(status));
+        },
+        wait);
+    Status status = outcome.get_future().get();
+    readers.Join();
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    ASSERT_TRUE(seen->has_value());
+    EXPECT_EQ((*seen)->deposited, 70);
+    EXPECT_NE(*ran_on, caller);
+    EXPECT_EQ(answers->load(), 1);
+  }
+  readers.refuse = true;
+  bool ran = false;
+  std::optional<Status> refused;
+  store_->ReadAsync(
+      readers,
+      [&ran](Transaction&) {
+        ran = true;
+        return Status::Ok();
+      },
+      [&refused](Status status) { refused = std::move(status); });
+  ASSERT_TRUE(refused.has_value());  // at once, on this thread
+  EXPECT_EQ(refused->error(), ErrorCode::kStoreOverloaded);
+  EXPECT_FALSE(ran);
+}
+
+// WhenDurable: with nothing waiting for the disk it runs at once on the caller's thread; while
+// decisions commit from many threads, every `then` runs exactly once, and none is left waiting.
+TEST_P(StoreConformance, WhenDurableRunsEachCallbackOnce) {
+  bool at_once = false;
+  store_->WhenDurable([&at_once] { at_once = true; });
+  EXPECT_TRUE(at_once);
+  AddAccount("acct_d", 0);
+  constexpr int kThreads = 4, kEach = 50;
+  std::atomic<int> ran{0}, written{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        store_->WriteAsync(
+            [](Transaction& tx) -> Status {
+              auto moved = tx.Move("acct_d", MoveKind::kDeposit, 1, "", 2);
+              return moved.ok() ? Status::Ok() : moved.status();
+            },
+            [&written](Status) { ++written; });
+        store_->WhenDurable([&ran] { ++ran; });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 10000 && (ran.load() < kThreads * kEach || written.load() < kThreads * kEach);
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(ran.load(), kThreads * kEach);
+  EXPECT_EQ(written.load(), kThreads * kEach);
+  // Once every write's acknowledgement came, its commit is durable: a callback asked now runs at
+  // once.
+  bool after = false;
+  store_->WhenDurable([&after] { after = true; });
+  EXPECT_TRUE(after);
+  EXPECT_EQ(BalancesOf("acct_d").deposited, kThreads * kEach);
+}
+
+// A blocking read, write or durability wait on an event thread (core/event_threads.h: an HTTP I/O
+// thread, a store's writer) is a bug that would stall every client of that thread: it aborts.
+// (Fork-style death tests: a re-executed child would recreate this test's database under the
+// parent's store; the child aborts before it needs any of the store's threads.)
+TEST_P(StoreConformance, ABlockingCallOnAnEventThreadAborts) {
+  auto noop = [](Transaction&) { return Status::Ok(); };
+  EXPECT_DEATH(
+      {
+        MarkEventThread("http-io");
+        (void)store_->Read(noop);
+      },
+      "Store::Read would wait on the event thread \"http-io\"");
+  EXPECT_DEATH(
+      {
+        MarkEventThread("http-io");
+        (void)store_->ReadUnsynced(noop);
+      },
+      "Store::ReadUnsynced would wait");
+  EXPECT_DEATH(
+      {
+        MarkEventThread("store-writer");
+        (void)store_->Write(noop);
+      },
+      "Store::Write would wait on the event thread \"store-writer\"");
+  EXPECT_DEATH(
+      {
+        MarkEventThread("timers");
+        store_->AwaitDurable();
+      },
+      "Store::AwaitDurable would wait");
+  // The same calls on a thread that may block are fine.
+  EXPECT_TRUE(store_->Read(noop).ok());
 }
 
 // A decision that inserts an account and is undone after it returned takes the account with it:
