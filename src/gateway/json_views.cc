@@ -39,7 +39,7 @@ nlohmann::json TraceJson(const std::vector<TraceEvent>& events) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& event : events) {
     nlohmann::json json = {{"at_ms", event.at_ms},
-                           {"actor", event.actor},
+                           {"actor", TraceActorName(event.actor)},
                            {"kind", event.kind},
                            {"detail", event.detail}};
     // The structured facts, each present only where it applies.

@@ -37,6 +37,19 @@ auto ReadAll(const pg::Rows& rows, Reader read) -> std::vector<decltype(read(Row
   return out;
 }
 
+// Every row of `rows`, read by `read` (which returns a Result<T>): the first error ends it.
+template <typename T, typename Reader>
+Result<std::vector<T>> ReadAllChecked(const pg::Rows& rows, Reader read) {
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(rows.size()));
+  for (int i = 0; i < rows.size(); ++i) {
+    Result<T> row = read(RowView(rows, i));
+    if (!row.ok()) return row.status();
+    out.push_back(std::move(*row));
+  }
+  return out;
+}
+
 std::string PostgresPlaceholder(int n) { return "$" + std::to_string(n); }
 
 // The first row of `rows` read by `read`, or nullopt when there is none.
@@ -502,7 +515,7 @@ Result<std::vector<TraceEvent>> PostgresTransaction::ListEvents(std::string_view
   AGENTPAY_ROWS(rows, conn_.Query(std::string("SELECT ") + kEventColumns +
                                       " FROM operation_events WHERE operation_id = $1 ORDER BY id",
                                   pg::Params().Add(operation_id)));
-  return ReadAll(rows, ReadEvent<RowView>);
+  return ReadAllChecked<TraceEvent>(rows, ReadEvent<RowView>);
 }
 
 Result<bool> PostgresTransaction::InsertAccount(const AccountRecord& account) {

@@ -96,15 +96,21 @@ KeyRecord ReadKey(const Row& row) {
 // The columns of kEventColumns, in order.
 template <typename Out>
 void WriteEvent(Out& out, const TraceEvent& e) {
-  out.Add(e.operation_id).Add(e.at_ms).Add(e.actor).Add(e.kind).Add(e.detail);
+  out.Add(e.operation_id).Add(e.at_ms).Add(TraceActorName(e.actor)).Add(e.kind).Add(e.detail);
   out.Add(static_cast<int64_t>(e.facts.attempt)).Add(e.facts.amount);
   out.Add(static_cast<int64_t>(e.facts.http_status)).Add(e.facts.tx_hash).Add(e.facts.block);
   out.Add(e.facts.reason);
 }
 
+// An actor the core does not know is a corrupt row, reported, never guessed.
 template <typename Row>
-TraceEvent ReadEvent(const Row& row) {
-  TraceEvent e{row.Text(0), row.Int(1), row.Text(2), row.Text(3), row.Text(4)};
+Result<TraceEvent> ReadEvent(const Row& row) {
+  const std::optional<TraceActor> actor = ParseTraceActor(row.Text(2));
+  if (!actor) {
+    return Status::Error(ErrorCode::kStoreCorrupt,
+                         "an event of operation " + row.Text(0) + " has an unknown actor");
+  }
+  TraceEvent e{row.Text(0), row.Int(1), *actor, row.Text(3), row.Text(4)};
   e.facts.attempt = static_cast<int32_t>(row.Int(5));
   e.facts.amount = row.OptionalInt(6);
   e.facts.http_status = static_cast<int32_t>(row.Int(7));

@@ -535,7 +535,7 @@ Result<std::vector<TraceEvent>> SqliteTransaction::ListEvents(std::string_view o
                    std::string("SELECT ") + kEventColumns +
                        " FROM operation_events WHERE operation_id = ?1 ORDER BY id");
   stmt.Bind(1, operation_id);
-  return ReadRows(stmt, ReadEvent<Statement>);
+  return ReadCheckedRows<TraceEvent>(stmt, ReadEvent<Statement>);
 }
 
 Result<bool> SqliteTransaction::InsertAccount(const AccountRecord& account) {

@@ -939,7 +939,7 @@ TEST_F(ResolveTest, ResolutionIsAuditedAndIdempotent) {
   EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));  // no resolution here moves money
   std::vector<TraceEvent> events = Events(op_id);
   ASSERT_FALSE(events.empty());
-  EXPECT_EQ(events.back().actor, "admin");
+  EXPECT_EQ(events.back().actor, TraceActor::kAdmin);
   EXPECT_EQ(events.back().kind, "resolved");
   int resolved_events = 0;
   for (const auto& event : events) resolved_events += event.kind == "resolved";

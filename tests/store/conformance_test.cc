@@ -17,6 +17,7 @@
 #include <functional>
 #include <thread>
 
+#include "sqlite/sqlite_db.h"
 #include "store/ledger.h"
 #include "store/pg_connection.h"
 #include "store/store.h"
@@ -104,6 +105,19 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
 
   Status Write(const TransactionFn& fn) { return store_->Write(fn); }
   Status Read(const TransactionFn& fn) { return store_->Read(fn); }
+
+  // Runs `sql` on the test's database behind the store's back, as another binary or a hand might:
+  // SQLite through a connection of its own, PostgreSQL through one of libpq.
+  Status RunBehindTheStore(const std::string& sql) {
+    if (url_.starts_with("sqlite:")) {
+      auto db = sqlite::Database::Open(url_.substr(7), /*read_only=*/false);
+      if (!db.ok()) return db.status();
+      return (*db)->Exec(sql);
+    }
+    auto conn = pg::Connection::Open(url_, 10);
+    if (!conn.ok()) return conn.status();
+    return (*conn)->Run(sql);
+  }
 
   void AddAccount(const std::string& id, int64_t deposit) {
     ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
@@ -299,7 +313,8 @@ TEST_P(StoreConformance, ReservedKeysAndClaimedUpdatesFailTheirDecisionWhenTheyC
   Status taken = Write([&](Transaction& tx) -> Status {
     auto moved = tx.Move("acct_f", MoveKind::kHold, 7, "op_f2", 6);
     if (!moved.ok()) return moved.status();
-    if (Status s = tx.AppendEvent({"op_f2", 6, "t", "hold", ""}); !s.ok()) return s;
+    if (Status s = tx.AppendEvent({"op_f2", 6, TraceActor::kGateway, "hold", ""}); !s.ok())
+      return s;
     return tx.ReserveNewKey(again);
   });
   EXPECT_EQ(taken.error(), ErrorCode::kStoreKeyTaken) << taken.ToString();
@@ -307,7 +322,7 @@ TEST_P(StoreConformance, ReservedKeysAndClaimedUpdatesFailTheirDecisionWhenTheyC
   Operation done = op;
   done.fulfillment = Fulfillment::kSucceeded;
   Status lost = Write([&](Transaction& tx) -> Status {
-    if (Status s = tx.AppendEvent({"op_f", 7, "t", "lost", ""}); !s.ok()) return s;
+    if (Status s = tx.AppendEvent({"op_f", 7, TraceActor::kGateway, "lost", ""}); !s.ok()) return s;
     if (Status s = tx.UpdateClaimedOperationOrFail(done, 2); !s.ok()) return s;  // not our claim
     auto moved = tx.Move("acct_f", MoveKind::kHold, 7, "op_f", 7);
     return moved.ok() ? Status::Ok() : moved.status();
@@ -347,7 +362,7 @@ TEST_P(StoreConformance, KeysReservedAtOnceFailAloneAndTakeOnlyTheirOwnMoney) {
     auto moved = tx.Move("acct_k", MoveKind::kHold, 10, op, 5);
     if (!moved.ok()) return moved.status();
     if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "refused");
-    return tx.AppendEvent({op, 5, "t", "hold", ""});
+    return tx.AppendEvent({op, 5, TraceActor::kGateway, "hold", ""});
   });
   int held = 0;
   for (int i = 0; i < kDecisions; ++i) {
@@ -860,12 +875,13 @@ TEST_P(StoreConformance, RateUsageAddsUpListsAndPrunes) {
 TEST_P(StoreConformance, EventsKeepTheirOrder) {
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
     for (int i = 0; i < 3; ++i) {
-      if (Status s = tx.AppendEvent({"op_e", 50 - i, "gateway", "k" + std::to_string(i), "d"});
+      if (Status s =
+              tx.AppendEvent({"op_e", 50 - i, TraceActor::kGateway, "k" + std::to_string(i), "d"});
           !s.ok()) {
         return s;
       }
     }
-    return tx.AppendEvent({"op_other", 1, "gateway", "x", ""});
+    return tx.AppendEvent({"op_other", 1, TraceActor::kGateway, "x", ""});
   }).ok());
   ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
     auto events = tx.ListEvents("op_e");
@@ -876,15 +892,28 @@ TEST_P(StoreConformance, EventsKeepTheirOrder) {
   }).ok());
 }
 
+// An event row whose actor this binary does not know (another version's, or a hand's) is a corrupt
+// store, reported as such: never read as some other actor, never a crash.
+TEST_P(StoreConformance, AnEventOfAnUnknownActorIsReportedAsCorrupt) {
+  ASSERT_TRUE(Write([](Transaction& tx) {
+                return tx.AppendEvent({"op_u", 1, TraceActor::kWorker, "hold_expired", ""});
+              }).ok());
+  ASSERT_TRUE(
+      RunBehindTheStore("UPDATE operation_events SET actor = 'robot' WHERE operation_id = 'op_u'")
+          .ok());
+  Status read = Read([](Transaction& tx) -> Status { return tx.ListEvents("op_u").status(); });
+  EXPECT_EQ(read.error(), ErrorCode::kStoreCorrupt) << read.ToString();
+}
+
 TEST_P(StoreConformance, EventsKeepTheirStructuredFacts) {
   TraceEvent full{
       "op_f",
       7,
-      "chain",
+      TraceActor::kChain,
       "settled",
       "receipt",
       TraceFacts().Attempt(2).Amount(1500).HttpStatus(202).TxHash("0xab").Block(9).Reason("why")};
-  TraceEvent bare{"op_f", 8, "gateway", "note", ""};
+  TraceEvent bare{"op_f", 8, TraceActor::kGateway, "note", ""};
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
                 if (Status s = tx.AppendEvent(full); !s.ok()) return s;
                 return tx.AppendEvent(bare);
@@ -903,19 +932,20 @@ TEST_P(StoreConformance, RepeatedArrivalsAreRecordedUpToTheCap) {
   ASSERT_TRUE(Write([&](Transaction& tx) { return tx.InsertKey(record).status(); }).ok());
   int recorded = 0;
   for (int i = 0; i < kMaxRecordedArrivals + 3; ++i) {
-    ASSERT_TRUE(
-        Write([&](Transaction& tx) -> Status {
-          auto done = tx.RecordArrival(record, {"op_r", 10 + i, "client", "replayed", "again"});
-          if (!done.ok()) return done.status();
-          recorded += *done ? 1 : 0;
-          return Status::Ok();
-        }).ok());
+    ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                  auto done = tx.RecordArrival(
+                      record, {"op_r", 10 + i, TraceActor::kClient, "replayed", "again"});
+                  if (!done.ok()) return done.status();
+                  recorded += *done ? 1 : 0;
+                  return Status::Ok();
+                }).ok());
   }
   // A key that names another operation now (forgotten and reserved again) records nothing.
   KeyRecord stale = record;
   stale.operation_id = "op_old";
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
-                auto done = tx.RecordArrival(stale, {"op_old", 99, "client", "replayed", "late"});
+                auto done = tx.RecordArrival(
+                    stale, {"op_old", 99, TraceActor::kClient, "replayed", "late"});
                 if (!done.ok()) return done.status();
                 EXPECT_FALSE(*done);
                 return Status::Ok();
@@ -1033,7 +1063,9 @@ TEST_P(StoreConformance, AFailedWriteFailsItsDecisionAlone) {
           Operation missing = SampleOperation("op_missing_" + std::to_string(i));
           if (Status s = tx.UpdateOperation(missing); !s.ok()) return s;
         }
-        if (Status s = tx.AppendEvent({"op_w" + std::to_string(i), 1, "t", "k", ""}); !s.ok()) {
+        if (Status s =
+                tx.AppendEvent({"op_w" + std::to_string(i), 1, TraceActor::kGateway, "k", ""});
+            !s.ok()) {
           return s;
         }
         auto found = tx.FindKey("account:w", "k" + std::to_string(i));  // a read after the write
@@ -1079,7 +1111,7 @@ TEST_P(StoreConformance, AFailedLastWriteFailsItsDecisionAloneWithItsMoney) {
       auto moved = tx.Move(account_of(i), MoveKind::kHold, 10, op, 5);
       if (!moved.ok()) return moved.status();
       if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "refused");
-      if (Status s = tx.AppendEvent({op, 5, "t", "hold", ""}); !s.ok()) return s;
+      if (Status s = tx.AppendEvent({op, 5, TraceActor::kGateway, "hold", ""}); !s.ok()) return s;
       if (i % 3 == 0) return tx.UpdateOperation(SampleOperation("op_missing_" + op));
       return Status::Ok();
     });
@@ -1205,7 +1237,9 @@ TEST_P(StoreConformance, FailedDecisionRollsBackOnlyItself) {
       Status status = Write([&](Transaction& tx) -> Status {
         auto moved = tx.Move("acct_r", MoveKind::kHold, 1, "op_" + std::to_string(i), 5);
         if (!moved.ok()) return moved.status();
-        if (Status s = tx.AppendEvent({"op_" + std::to_string(i), 5, "t", "hold", ""}); !s.ok()) {
+        if (Status s =
+                tx.AppendEvent({"op_" + std::to_string(i), 5, TraceActor::kGateway, "hold", ""});
+            !s.ok()) {
           return s;
         }
         // Every odd decision changes its mind after writing: none of its writes may survive.
@@ -1592,7 +1626,9 @@ TEST_P(StoreConformance, AuditReadsTheBooks) {
                   auto moved = tx.Move("a", kind, 7, "op_3", 30);
                   if (!moved.ok()) return moved.status();
                 }
-                if (Status s = tx.AppendEvent({"op_3", 31, "worker", "hold_expired", "r"}); !s.ok())
+                if (Status s =
+                        tx.AppendEvent({"op_3", 31, TraceActor::kWorker, "hold_expired", "r"});
+                    !s.ok())
                   return s;
                 if (Status s =
                         tx.InsertAlert({"alert_1", "op_3", "hold_expired_after_possible_work", "r",
