@@ -202,6 +202,11 @@ struct TraceEvent {
   std::string operation_id;
   int64_t at_ms = 0;
   TraceActor actor = TraceActor::kGateway;
+  // What happened, in snake_case. Text, not an enum, on purpose (issue 37): it is the name of a
+  // posting (MoveKindName), of a reconciler's action (ReconcileActionName), of an event row
+  // (docs/protocol.md) or, in the simulator's trace, of a world event (a client's "timeout");
+  // and older databases keep rows of kinds no binary writes any more ("hold_placed",
+  // "upstream_result"), whose traces must still read.
   std::string kind;
   std::string detail;
   TraceFacts facts;
