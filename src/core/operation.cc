@@ -257,9 +257,10 @@ std::vector<TraceEvent> BuildTrace(const Operation& op, const std::vector<Postin
        "key " + op.idempotency_key + ", " + std::to_string(op.amount) + " on route " + op.route,
        TraceFacts().Attempt(1).Amount(op.amount)});
   for (const auto& posting : postings) {
-    trace.push_back({op.id, posting.at_ms, TraceActor::kLedger, posting.kind,
-                     posting.kind + " " + std::to_string(posting.amount) + ": " + posting.debit +
-                         " -> " + posting.credit,
+    const std::string kind(MoveKindName(posting.kind));
+    trace.push_back({op.id, posting.at_ms, TraceActor::kLedger, kind,
+                     kind + " " + std::to_string(posting.amount) + ": " + posting.debit + " -> " +
+                         posting.credit,
                      TraceFacts().Amount(posting.amount)});
   }
   trace.insert(trace.end(), events.begin(), events.end());

@@ -72,7 +72,7 @@ struct ResolveResult {
 int64_t RefundedTotal(const std::vector<PostingRecord>& postings) {
   int64_t total = 0;
   for (const PostingRecord& posting : postings) {
-    if (posting.kind == "refund") total += posting.amount;
+    if (posting.kind == MoveKind::kRefund) total += posting.amount;
   }
   return total;
 }

@@ -918,10 +918,7 @@ Result<std::vector<PostingRecord>> PostgresTransaction::ListPostings(
   AGENTPAY_ROWS(rows, conn_.Query("SELECT operation_id, kind, debit, credit, amount, at_ms "
                                   "FROM ledger_entries WHERE operation_id = $1 ORDER BY id",
                                   pg::Params().Add(operation_id)));
-  return ReadAll(rows, [](const RowView& row) {
-    return PostingRecord{row.Text(0), row.Text(1), row.Text(2),
-                         row.Text(3), row.Int(4),  row.Int(5)};
-  });
+  return ReadAllChecked<PostingRecord>(rows, ReadPosting<RowView>);
 }
 
 Result<LedgerAudit> PostgresTransaction::Audit() {
@@ -929,8 +926,11 @@ Result<LedgerAudit> PostgresTransaction::Audit() {
   if (!accounts.ok()) return accounts.status();
   AGENTPAY_ROWS(sums, conn_.Query(kLedgerSumsSql));
   LedgerAuditBuilder builder(*accounts);
-  for (int i = 0; i < sums.size(); ++i)
-    builder.Add(sums.Text(i, 0), sums.Text(i, 1), sums.Int(i, 2));
+  for (int i = 0; i < sums.size(); ++i) {
+    if (Status added = builder.Add(sums.Text(i, 0), sums.Text(i, 1), sums.Int(i, 2)); !added.ok()) {
+      return added;
+    }
+  }
   return std::move(builder).Finish();
 }
 

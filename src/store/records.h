@@ -186,14 +186,27 @@ Alert ReadAlert(const Row& row) {
                row.Int(4),  row.OptionalInt(5), row.Text(6), row.Text(7)};
 }
 
+// A posting read back: operation_id, kind, debit, credit, amount, at_ms. A kind the core does not
+// know is a corrupt row, reported, never guessed.
+template <typename Row>
+Result<PostingRecord> ReadPosting(const Row& row) {
+  const std::optional<MoveKind> kind = ParseMoveKind(row.Text(1));
+  if (!kind) {
+    return Status::Error(ErrorCode::kStoreCorrupt,
+                         "a posting of operation " + row.Text(0) + " has an unknown kind");
+  }
+  return PostingRecord{row.Text(0), *kind, row.Text(2), row.Text(3), row.Int(4), row.Int(5)};
+}
+
 // LedgerAudit from the accounts and the net of each (ledger account, posting kind): the same
 // arithmetic whichever database summed the postings.
 class LedgerAuditBuilder {
  public:
   explicit LedgerAuditBuilder(const std::vector<AccountRecord>& accounts);
   // `ledger_account` is "external", "revenue" or "<prefix>:<account id>"; `net` is credits less
-  // debits of postings of `kind` to it.
-  void Add(const std::string& ledger_account, const std::string& kind, int64_t net);
+  // debits of postings of kind `kind_name` (as stored) to it. A kind the core does not know is
+  // kStoreCorrupt: the books cannot be checked around money whose meaning is unknown.
+  Status Add(const std::string& ledger_account, std::string_view kind_name, int64_t net);
   LedgerAudit Finish() &&;
 
  private:

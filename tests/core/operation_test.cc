@@ -198,8 +198,9 @@ TEST(Principal, WalletAccountOf) {
 
 TEST(Trace, MergesArrivalPostingsEventsAndAnswerInTimeOrder) {
   Operation op = CompleteWalletOperation(Fresh(1000), Answered(200), 3000, 86400000).next;
-  std::vector<PostingRecord> postings = {{"op_1", "hold", "wallet:a", "hold:a", 250, 1000},
-                                         {"op_1", "capture", "hold:a", "revenue", 250, 3000}};
+  std::vector<PostingRecord> postings = {
+      {"op_1", MoveKind::kHold, "wallet:a", "hold:a", 250, 1000},
+      {"op_1", MoveKind::kCapture, "hold:a", "revenue", 250, 3000}};
   std::vector<TraceEvent> events = {
       {"op_1", 2000, TraceActor::kUpstream, "hold_kept", "upstream answered 503"}};
   auto trace = BuildTrace(op, postings, events);
@@ -219,8 +220,9 @@ TEST(Trace, WithinOneMillisecondTheOrderIsCausal) {
   // A retry resumed, captured, answered and replayed, all at 2000: the resumption before the
   // capture it led to, the answer after it, the replay of the answer last.
   Operation op = CompleteWalletOperation(Fresh(1000), Answered(200), 2000, 86400000).next;
-  std::vector<PostingRecord> postings = {{"op_1", "hold", "wallet:a", "hold:a", 250, 1000},
-                                         {"op_1", "capture", "hold:a", "revenue", 250, 2000}};
+  std::vector<PostingRecord> postings = {
+      {"op_1", MoveKind::kHold, "wallet:a", "hold:a", 250, 1000},
+      {"op_1", MoveKind::kCapture, "hold:a", "revenue", 250, 2000}};
   std::vector<TraceEvent> events = {
       {"op_1", 2000, TraceActor::kClient, "replayed", "again"},
       {"op_1", 1000, TraceActor::kUpstream, "hold_kept", "503"},

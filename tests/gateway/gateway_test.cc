@@ -962,13 +962,14 @@ TEST_F(ResolveTest, RefundReturnsTheCaptureOnceThroughTheLedger) {
   EXPECT_EQ(replay.status, 200);
   EXPECT_EQ(replay.body, refunded.body);
   EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));  // refunded once
-  std::vector<std::string> kinds;
+  std::vector<MoveKind> kinds;
   ASSERT_TRUE(store_->Read([&](Transaction& tx) {
     auto postings = tx.ListPostings(op_id);
     for (const auto& posting : *postings) kinds.push_back(posting.kind);
     return Status::Ok();
   }).ok());
-  EXPECT_EQ(kinds, (std::vector<std::string>{"hold", "release", "hold", "capture", "refund"}));
+  EXPECT_EQ(kinds, (std::vector<MoveKind>{MoveKind::kHold, MoveKind::kRelease, MoveKind::kHold,
+                                          MoveKind::kCapture, MoveKind::kRefund}));
   // The stored answer still replays, with no new charge.
   HttpResponse replayed = Pay(key, "k1", "{}");
   EXPECT_EQ(replayed.status, 200);

@@ -905,6 +905,32 @@ TEST_P(StoreConformance, AnEventOfAnUnknownActorIsReportedAsCorrupt) {
   EXPECT_EQ(read.error(), ErrorCode::kStoreCorrupt) << read.ToString();
 }
 
+// A posting whose kind this binary does not know is a corrupt store, reported as such: neither the
+// operation's postings nor the books are read around money whose meaning is unknown.
+TEST_P(StoreConformance, APostingOfAnUnknownKindIsReportedAsCorrupt) {
+  AddAccount("acct_k", 1000);
+  ASSERT_TRUE(Write([](Transaction& tx) -> Status {
+                auto moved = tx.Move("acct_k", MoveKind::kHold, 10, "op_k", 5);
+                if (!moved.ok()) return moved.status();
+                return *moved == MoveOutcome::kOk
+                           ? Status::Ok()
+                           : Status::Error(ErrorCode::kStoreError, "refused");
+              }).ok());
+  Status listed = Read([](Transaction& tx) -> Status { return tx.ListPostings("op_k").status(); });
+  ASSERT_TRUE(listed.ok()) << listed.ToString();
+  ASSERT_TRUE(
+      RunBehindTheStore("UPDATE ledger_entries SET kind = 'bonus' WHERE operation_id = 'op_k'")
+          .ok());
+  listed = Read([](Transaction& tx) -> Status { return tx.ListPostings("op_k").status(); });
+  EXPECT_EQ(listed.error(), ErrorCode::kStoreCorrupt) << listed.ToString();
+  Status audited = Read([](Transaction& tx) -> Status { return tx.Audit().status(); });
+  EXPECT_EQ(audited.error(), ErrorCode::kStoreCorrupt) << audited.ToString();
+  // Put back, so that the books this test leaves still balance (TearDown checks them).
+  ASSERT_TRUE(
+      RunBehindTheStore("UPDATE ledger_entries SET kind = 'hold' WHERE operation_id = 'op_k'")
+          .ok());
+}
+
 TEST_P(StoreConformance, EventsKeepTheirStructuredFacts) {
   TraceEvent full{
       "op_f",
@@ -1386,7 +1412,7 @@ TEST_P(StoreConformance, ExpiredHoldsAlertsAndPostings) {
     EXPECT_FALSE((*alerts)[0].resolved_ms.has_value());
     auto postings = tx.ListPostings("op_h0");
     EXPECT_EQ(postings->size(), 1u);
-    EXPECT_EQ((*postings)[0].kind, "hold");
+    EXPECT_EQ((*postings)[0].kind, MoveKind::kHold);
     EXPECT_EQ((*postings)[0].debit, "wallet:acct_h");
     EXPECT_EQ((*postings)[0].credit, "hold:acct_h");
     EXPECT_EQ((*postings)[0].amount, 5);
@@ -1458,7 +1484,7 @@ TEST_P(StoreConformance, RefundReturnsCapturedMoneyThroughTheLedger) {
   ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
     auto postings = tx.ListPostings("op_ref");
     EXPECT_EQ(postings->size(), 3u);
-    EXPECT_EQ((*postings)[2].kind, "refund");
+    EXPECT_EQ((*postings)[2].kind, MoveKind::kRefund);
     EXPECT_EQ((*postings)[2].debit, "revenue");
     EXPECT_EQ((*postings)[2].credit, "wallet:acct_r");
     return Status::Ok();
