@@ -4,6 +4,7 @@
 // once.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -19,12 +20,38 @@ enum class ExitCode : int {
   kPaid = 0,   // paid (or free) and served: the body is in PayResult::body
   kError = 1,  // could not run (bad setup, budget file, no price): nothing was reserved or paid
   // Refused for good: by the server (4xx, a payment it will not take), or by this client before
-  // paying (outcome "refused": the offer is outside the spend controls or the budget's asset;
+  // paying (PayOutcome::kRefused: the offer is outside the spend controls or the budget's asset;
   // nothing was reserved, signed or sent).
   kRejected = 2,
   kUnknown = 3,     // the outcome is not known after the attempt budget; state kept for reconcile
   kOverBudget = 4,  // the budget cannot cover the price: no payment was signed or sent
 };
+
+// How a run of Pay() ended, finer than its exit code (which it determines: shown on each line).
+enum class PayOutcome {
+  kPaid,              // kPaid: paid and served
+  kFree,              // kPaid: served without payment (the server asked for none)
+  kRejected,          // kRejected: refused for good by the server (4xx, a payment it will not take)
+  kUnknown,           // kUnknown: whether money moved is not known after the attempt budget
+  kPaidNotDelivered,  // kUnknown: paid (the evidence says so), the answer never came
+  kOverBudget,        // kOverBudget: the budget cannot cover the price; nothing was signed or sent
+  kRefused,           // kRejected: refused by this client before paying (spend controls, the
+                      // budget's asset); nothing was reserved, signed or sent
+  kError,             // kError: could not run; nothing was reserved or paid
+};
+inline constexpr std::array<PayOutcome, 8> kPayOutcomes{PayOutcome::kPaid,
+                                                        PayOutcome::kFree,
+                                                        PayOutcome::kRejected,
+                                                        PayOutcome::kUnknown,
+                                                        PayOutcome::kPaidNotDelivered,
+                                                        PayOutcome::kOverBudget,
+                                                        PayOutcome::kRefused,
+                                                        PayOutcome::kError};
+// The outcome's name in `agentpay pay --json` ("outcome") and docs/agent-client.md: "paid",
+// "free", "rejected", "unknown", "paid_not_delivered", "over_budget", "refused", "error".
+std::string_view PayOutcomeName(PayOutcome outcome);
+// The outcome of one of those names; nullopt for any other text (e.g. when reading --json output).
+std::optional<PayOutcome> ParsePayOutcome(std::string_view text);
 
 // The budget file used when none is given: in the current directory.
 inline constexpr std::string_view kDefaultBudgetDb = "agentpay-budget.db";
@@ -58,7 +85,7 @@ struct PayOptions {
   int64_t timeout_ms = 60000;          // deadline of the whole run, polling included
   int64_t attempt_timeout_ms = 15000;  // one HTTP exchange
   // Spend controls, checked against the 402 before anything is reserved or signed; an offer
-  // outside them ends the run with ExitCode::kRejected, outcome "refused".
+  // outside them ends the run with ExitCode::kRejected, PayOutcome::kRefused.
   int x402_version = 0;             // 0: v2 when usable, else v1; or 1 / 2
   std::vector<std::string> assets;  // when set, only an offer in one of these tokens (0x + 40 hex)
   std::vector<std::string> networks;       // when set, only an offer on one of these (eip155:<id>)
@@ -82,9 +109,7 @@ struct Evidence {
 
 struct PayResult {
   ExitCode exit_code = ExitCode::kError;
-  // "paid", "free", "rejected", "unknown", "paid_not_delivered", "over_budget", "refused" (by
-  // this client's own spend controls or the budget's asset, before anything was reserved), "error"
-  std::string outcome;
+  PayOutcome outcome = PayOutcome::kError;
   std::string message;  // one sentence in plain words
   std::string key;
   int64_t amount = 0;             // reserved for this key (0 when nothing was reserved)
@@ -95,7 +120,7 @@ struct PayResult {
   int attempts = 0;          // paid sends made in this run
   bool replayed = false;     // Idempotent-Replayed: true
   std::string operation_id;  // AgentPay-Operation-Id, when seen
-  // Problem code or x402 reason of the server's refusal; for outcome "refused" this client's own
+  // Problem code or x402 reason of the server's refusal; for PayOutcome::kRefused this client's own
   // code: x402_version_not_usable, network_not_allowed, chain_rpc_mismatch, asset_not_allowed,
   // budget_asset_mismatch, payee_not_allowed or amount_above_max.
   std::string reason;

@@ -54,7 +54,7 @@ Json ResultJson(const client::PayResult& r) {
   if (r.evidence.authorization_used)
     evidence["authorization_used"] = *r.evidence.authorization_used;
   return Json{
-      {"outcome", r.outcome},
+      {"outcome", client::PayOutcomeName(r.outcome)},
       {"exit_code", static_cast<int>(r.exit_code)},
       {"message", r.message},
       {"key", r.key},

@@ -41,10 +41,10 @@ class PayRun {
   void Say(const std::string& line) {
     if (progress_) progress_(line);
   }
-  PayResult Finish(ExitCode code, std::string outcome, std::string message);
+  PayResult Finish(ExitCode code, PayOutcome outcome, std::string message);
   // Finish for the steps that return whether the run goes on.
-  bool Stop(ExitCode code, std::string outcome, std::string message) {
-    Finish(code, std::move(outcome), std::move(message));
+  bool Stop(ExitCode code, PayOutcome outcome, std::string message) {
+    Finish(code, outcome, std::move(message));
     return false;
   }
   bool Setup();
@@ -74,7 +74,7 @@ class PayRun {
   PayResult OnRejected(const ClientResponse& response, bool money_may_have_moved);
   PayResult PaidNotDelivered(const std::string& reason);
   std::optional<OperationView> FetchOperation(const std::string& operation_id);
-  PayResult Conclude(ReservationState learned, ExitCode code, std::string outcome,
+  PayResult Conclude(ReservationState learned, ExitCode code, PayOutcome outcome,
                      std::string message);
   void TakeResponse(const ClientResponse& response);
 
@@ -132,9 +132,9 @@ std::string Amount(int64_t amount) { return std::to_string(amount); }
 
 }  // namespace
 
-PayResult PayRun::Finish(ExitCode code, std::string outcome, std::string message) {
+PayResult PayRun::Finish(ExitCode code, PayOutcome outcome, std::string message) {
   result_.exit_code = code;
-  result_.outcome = std::move(outcome);
+  result_.outcome = outcome;
   result_.message = std::move(message);
   if (budget_) {
     if (auto figures = budget_->Figures(); figures.ok()) {
@@ -156,30 +156,31 @@ PayResult PayRun::Finish(ExitCode code, std::string outcome, std::string message
 bool PayRun::Setup() {
   auto endpoint = ParseHttpUrl(options_.url);
   if (!endpoint.ok()) {
-    return Stop(ExitCode::kError, "error", endpoint.status().message());
+    return Stop(ExitCode::kError, PayOutcome::kError, endpoint.status().message());
   }
   auto trust = TlsTrust::Load(options_.ca_file);
-  if (!trust.ok()) return Stop(ExitCode::kError, "error", trust.status().message());
+  if (!trust.ok()) return Stop(ExitCode::kError, PayOutcome::kError, trust.status().message());
   trust_ = *trust;
   endpoint_ = *endpoint;
   target_ = TargetOf(options_.url);
   if (options_.task.has_value() != options_.step.has_value()) {
-    return Stop(ExitCode::kError, "error", "give --task and --step together");
+    return Stop(ExitCode::kError, PayOutcome::kError, "give --task and --step together");
   }
   if (options_.api_key.empty() == options_.buyer_key.empty()) {
-    return Stop(ExitCode::kError, "error", "pay with exactly one of an API key or a buyer key");
+    return Stop(ExitCode::kError, PayOutcome::kError,
+                "pay with exactly one of an API key or a buyer key");
   }
   if (!options_.buyer_key.empty()) {
     auto key = chain::ParsePrivateKey(options_.buyer_key);
     if (!key.ok()) {
-      return Stop(ExitCode::kError, "error",
+      return Stop(ExitCode::kError, PayOutcome::kError,
                   "the buyer key is not 0x + 64 hex digits of a valid key");
     }
     buyer_ = *key;
   }
   result_.key = KeyFor(options_, buyer_, *world_.random);
   if (!ValidIdempotencyKey(result_.key)) {
-    return Stop(ExitCode::kError, "error",
+    return Stop(ExitCode::kError, PayOutcome::kError,
                 "the idempotency key must be 1-255 visible ASCII characters");
   }
   if (!ReadAllowance()) return false;
@@ -187,7 +188,7 @@ bool PayRun::Setup() {
                                     options_.body);
   auto budget = BudgetDb::Open(options_.budget_db, options_.budget, Now());
   if (!budget.ok()) {
-    return Stop(ExitCode::kError, "error", budget.status().message());
+    return Stop(ExitCode::kError, PayOutcome::kError, budget.status().message());
   }
   budget_ = std::move(*budget);
   return true;
@@ -196,7 +197,8 @@ bool PayRun::Setup() {
 // The spend controls, checked before anything is sent.
 bool PayRun::ReadAllowance() {
   if (options_.x402_version < 0 || options_.x402_version > 2) {
-    return Stop(ExitCode::kError, "error", "the x402 version must be 1 or 2 (or 0: either)");
+    return Stop(ExitCode::kError, PayOutcome::kError,
+                "the x402 version must be 1 or 2 (or 0: either)");
   }
   allowance_.x402_version = options_.x402_version;
   if (!ReadAddresses(options_.assets, "--asset", allowance_.assets)) return false;
@@ -204,20 +206,21 @@ bool PayRun::ReadAllowance() {
   for (const std::string& network : options_.networks) {
     auto chain_id = x402::ChainIdForNetwork(network);
     if (!chain_id) {
-      return Stop(ExitCode::kError, "error",
+      return Stop(ExitCode::kError, PayOutcome::kError,
                   "--network '" + network + "' is not a network: give eip155:<chain id>");
     }
     allowance_.chain_ids.push_back(*chain_id);
   }
   if (options_.max_amount <= 0) {
-    return Stop(ExitCode::kError, "error",
+    return Stop(ExitCode::kError, PayOutcome::kError,
                 "--max-amount must be a positive number of atomic units");
   }
   allowance_.max_amount = options_.max_amount;
   if (!options_.chain_rpc.empty()) {
     auto endpoint = ParseHttpUrl(options_.chain_rpc);
     if (!endpoint.ok()) {
-      return Stop(ExitCode::kError, "error", "--chain-rpc: " + endpoint.status().message());
+      return Stop(ExitCode::kError, PayOutcome::kError,
+                  "--chain-rpc: " + endpoint.status().message());
     }
     chain_rpc_ = *endpoint;
   }
@@ -229,7 +232,7 @@ bool PayRun::ReadAddresses(const std::vector<std::string>& texts, const char* fl
   for (const std::string& text : texts) {
     auto address = chain::ParseAddress(text);
     if (!address.ok()) {
-      return Stop(ExitCode::kError, "error",
+      return Stop(ExitCode::kError, PayOutcome::kError,
                   std::string(flag) + " '" + text + "' is not an address (0x + 40 hex digits)");
     }
     out.push_back(*address);
@@ -242,14 +245,14 @@ PayResult PayRun::Run() {
   if (!Setup()) return result_;
   const int64_t lease_until = deadline_ms_ + kLeaseMarginMs;
   auto claim = budget_->ClaimExisting(result_.key, fingerprint_, Now(), lease_until);
-  if (!claim.ok()) return Finish(ExitCode::kError, "error", claim.status().message());
+  if (!claim.ok()) return Finish(ExitCode::kError, PayOutcome::kError, claim.status().message());
   if (claim->kind == ClaimKind::kNeedsPrice && options_.idempotency_key.empty() && options_.task &&
       options_.step) {
     // A step an earlier version began (or finished) under the older key keeps it: under a new
     // key the gateway would take it for a new action and charge again.
     const std::string legacy = LegacyTaskKey(*options_.task, *options_.step);
     auto older = budget_->ClaimExisting(legacy, fingerprint_, Now(), lease_until);
-    if (!older.ok()) return Finish(ExitCode::kError, "error", older.status().message());
+    if (!older.ok()) return Finish(ExitCode::kError, PayOutcome::kError, older.status().message());
     if (older->kind != ClaimKind::kNeedsPrice) {
       Say("this step is in the budget file under the key an earlier version derived: " + legacy);
       result_.key = legacy;
@@ -257,7 +260,7 @@ PayResult PayRun::Run() {
     }
   }
   if (claim->kind == ClaimKind::kMismatch) {
-    return Finish(ExitCode::kRejected, "rejected",
+    return Finish(ExitCode::kRejected, PayOutcome::kRejected,
                   "the key " + result_.key + " was already used for a different request (" +
                       claim->reservation.method + " " + claim->reservation.url + ")");
   }
@@ -270,7 +273,7 @@ PayResult PayRun::Run() {
              ? "sending with the same key"
              : "re-presenting the same signed payment, nothing new is signed"));
     if (reservation_.scheme == "wallet" && options_.api_key.empty()) {
-      return Finish(ExitCode::kError, "error",
+      return Finish(ExitCode::kError, PayOutcome::kError,
                     "this step was reserved for a wallet payment: give --api-key to resume it");
     }
     return SendUntilFinal();
@@ -319,33 +322,34 @@ std::optional<Challenge> PayRun::FetchPrice() {
     TakeResponse(response);
     if (response.error == ClientError::kTls) {
       // The server could not prove who it is: asking again changes nothing.
-      Stop(ExitCode::kError, "error", response.detail + "; nothing was paid or reserved");
+      Stop(ExitCode::kError, PayOutcome::kError,
+           response.detail + "; nothing was paid or reserved");
       return std::nullopt;
     }
     if (response.error == ClientError::kNone && response.status == 402) {
       auto parsed = ParseChallenge(response);
       if (!parsed.ok()) {
-        Stop(ExitCode::kError, "error", parsed.status().message());
+        Stop(ExitCode::kError, PayOutcome::kError, parsed.status().message());
         return std::nullopt;
       }
       return std::move(*parsed);
     }
     AttemptVerdict verdict = ClassifyAttempt(response);
     if (verdict == AttemptVerdict::kServed) {
-      Stop(ExitCode::kPaid, "free",
+      Stop(ExitCode::kPaid, PayOutcome::kFree,
            "served without payment (HTTP " + std::to_string(response.status) +
                "); nothing reserved");
       return std::nullopt;
     }
     if (verdict != AttemptVerdict::kRetry && verdict != AttemptVerdict::kPoll) {
-      Stop(ExitCode::kRejected, "rejected",
+      Stop(ExitCode::kRejected, PayOutcome::kRejected,
            "the server refused the request before any payment (HTTP " +
                std::to_string(response.status) + "); nothing reserved");
       return std::nullopt;
     }
     const std::string why = DescribeAnswer(response);
     if (attempt >= options_.max_attempts || !Backoff(attempt, response, why.c_str())) {
-      Stop(ExitCode::kError, "error",
+      Stop(ExitCode::kError, PayOutcome::kError,
            "could not learn the price (" + why + "); nothing was paid or reserved");
       return std::nullopt;
     }
@@ -367,13 +371,13 @@ Status PayRun::SignInto(const Offer& offer, StoredReservation& row) {
 // --chain-rpc, the chain that node serves (evidence read from another chain would be wrong).
 bool PayRun::LearnWhatIsFixed() {
   auto binding = budget_->Asset();
-  if (!binding.ok()) return Stop(ExitCode::kError, "error", binding.status().message());
+  if (!binding.ok()) return Stop(ExitCode::kError, PayOutcome::kError, binding.status().message());
   allowance_.budget = *binding;
   if (!chain_rpc_) return true;
   chain::RpcChain chain(*chain_rpc_, std::max<int64_t>(1000, options_.attempt_timeout_ms), trust_);
   auto chain_id = chain.ChainId();
   if (!chain_id.ok()) {
-    return Stop(ExitCode::kError, "error",
+    return Stop(ExitCode::kError, PayOutcome::kError,
                 "could not ask --chain-rpc " + options_.chain_rpc + " which chain it serves (" +
                     chain_id.status().message() + "); nothing was reserved, signed or sent");
   }
@@ -402,7 +406,7 @@ BudgetAsset PayRun::AssetOf(const Offer& offer) {
 // The client's own refusal: nothing was reserved, signed or sent after the 402.
 bool PayRun::Refuse(ErrorCode code, const std::string& message) {
   result_.reason = std::string(ErrorCodeName(code));
-  return Stop(ExitCode::kRejected, "refused", message);
+  return Stop(ExitCode::kRejected, PayOutcome::kRefused, message);
 }
 
 bool PayRun::ReserveFor(const Challenge& challenge) {
@@ -434,7 +438,7 @@ bool PayRun::ReserveFor(const Challenge& challenge) {
   auto sign = [&](StoredReservation& row) { return offer ? SignInto(*offer, row) : Status::Ok(); };
   auto claim =
       budget_->Reserve(wanted, AssetOf(*chosen), sign, Now(), deadline_ms_ + kLeaseMarginMs);
-  if (!claim.ok()) return Stop(ExitCode::kError, "error", claim.status().message());
+  if (!claim.ok()) return Stop(ExitCode::kError, PayOutcome::kError, claim.status().message());
   const BudgetFigures& f = claim->figures;
   switch (claim->kind) {
     case ClaimKind::kAssetMismatch:  // another run bound the file since its asset was read
@@ -444,12 +448,12 @@ bool PayRun::ReserveFor(const Challenge& challenge) {
                         DescribeBinding(claim->binding) + "; nothing was reserved, signed or sent");
     case ClaimKind::kOverBudget:
       result_.amount = wanted.amount;
-      return Stop(ExitCode::kOverBudget, "over_budget",
+      return Stop(ExitCode::kOverBudget, PayOutcome::kOverBudget,
                   "over budget: the price is " + Amount(wanted.amount) + " but only " +
                       Amount(f.total - f.committed) + " of " + Amount(f.total) +
                       " is left; nothing was signed or sent");
     case ClaimKind::kMismatch:
-      return Stop(ExitCode::kRejected, "rejected",
+      return Stop(ExitCode::kRejected, PayOutcome::kRejected,
                   "the key " + result_.key + " was already used for a different request");
     case ClaimKind::kResume:
       Say("another run reserved this key meanwhile; re-presenting its payment");
@@ -521,7 +525,7 @@ void PayRun::NoteEvidence(const ClientResponse& response) {
   if (!tx_hash.empty()) reservation_.tx_hash = tx_hash;
 }
 
-PayResult PayRun::Conclude(ReservationState learned, ExitCode code, std::string outcome,
+PayResult PayRun::Conclude(ReservationState learned, ExitCode code, PayOutcome outcome,
                            std::string message) {
   auto row = budget_->Finish(result_.key, learned, message, Now());
   if (row.ok()) {
@@ -530,7 +534,7 @@ PayResult PayRun::Conclude(ReservationState learned, ExitCode code, std::string 
     message += " (warning: the budget file could not be updated: " + row.status().message() +
                "; the reservation stays as it was)";
   }
-  return Finish(code, std::move(outcome), std::move(message));
+  return Finish(code, outcome, std::move(message));
 }
 
 PayResult PayRun::SendUntilFinal() {
@@ -541,14 +545,14 @@ PayResult PayRun::SendUntilFinal() {
   int retries = 0;
   for (;;) {
     if (result_.attempts >= options_.max_attempts || Remaining() <= 0 || out_of_time_) {
-      return Conclude(ReservationState::kUnknown, ExitCode::kUnknown, "unknown",
+      return Conclude(ReservationState::kUnknown, ExitCode::kUnknown, PayOutcome::kUnknown,
                       "no final answer after " + std::to_string(result_.attempts) +
                           " attempt(s); the payment may have gone through. The reservation is "
                           "kept: run the same step again to resume it, or `agentpay pay "
                           "reconcile` later");
     }
     if (Status s = budget_->RecordSend(result_.key, Now()); !s.ok()) {
-      return Finish(ExitCode::kUnknown, "unknown",
+      return Finish(ExitCode::kUnknown, PayOutcome::kUnknown,
                     "the budget file cannot be written (" + s.message() + "); nothing more sent");
     }
     ++reservation_.sends;
@@ -623,7 +627,7 @@ PayResult PayRun::OnServed(const ClientResponse& response) {
   if (result_.replayed) how += "; the stored result was replayed, no new charge";
   if (!reservation_.tx_hash.empty()) how += "; transaction " + reservation_.tx_hash;
   if (again && !result_.replayed) how += "; this step had already been paid";
-  return Conclude(ReservationState::kSpent, ExitCode::kPaid, "paid", how);
+  return Conclude(ReservationState::kSpent, ExitCode::kPaid, PayOutcome::kPaid, how);
 }
 
 PayResult PayRun::OnRefused(const ClientResponse& response) {
@@ -632,7 +636,7 @@ PayResult PayRun::OnRefused(const ClientResponse& response) {
   const std::string said = "the server refused the payment (402 " + reason + ")";
   if (reservation_.scheme == "wallet") {
     // The gateway never answers 402 to a key whose charge is held or settled (CONTRACT §3).
-    return Conclude(ReservationState::kReleased, ExitCode::kRejected, "rejected",
+    return Conclude(ReservationState::kReleased, ExitCode::kRejected, PayOutcome::kRejected,
                     said + "; nothing was charged and the reservation is released");
   }
   if (IsNonceUsedReason(reason)) return PaidNotDelivered(reason);
@@ -642,9 +646,10 @@ PayResult PayRun::OnRefused(const ClientResponse& response) {
       std::to_string(reservation_.valid_before_s) +
       ") and the chain confirms it unused: `agentpay pay reconcile`";
   if (reason == "settlement_void" || (reservation_.sends == 1 && IsVerificationReason(reason))) {
-    return Conclude(ReservationState::kUnknown, ExitCode::kRejected, "rejected", said + kept);
+    return Conclude(ReservationState::kUnknown, ExitCode::kRejected, PayOutcome::kRejected,
+                    said + kept);
   }
-  return Conclude(ReservationState::kUnknown, ExitCode::kUnknown, "unknown",
+  return Conclude(ReservationState::kUnknown, ExitCode::kUnknown, PayOutcome::kUnknown,
                   said +
                       " after an earlier attempt may have reached it, so the payment may "
                       "have moved" +
@@ -682,7 +687,7 @@ PayResult PayRun::PaidNotDelivered(const std::string& reason) {
       (result_.evidence.transaction.empty() ? ""
                                             : ", transaction " + result_.evidence.transaction) +
       ". Nothing new was signed; ask the seller for the result of key " + result_.key;
-  return Conclude(learned, ExitCode::kUnknown, "paid_not_delivered", message);
+  return Conclude(learned, ExitCode::kUnknown, PayOutcome::kPaidNotDelivered, message);
 }
 
 std::optional<OperationView> PayRun::FetchOperation(const std::string& operation_id) {
@@ -721,7 +726,8 @@ PayResult PayRun::OnRejected(const ClientResponse& response, bool money_may_have
     cost = "the payment settled before the refusal (transaction " + settle->transaction + ")";
   }
   const ExitCode exit_code = money_may_have_moved ? ExitCode::kUnknown : ExitCode::kRejected;
-  return Conclude(learned, exit_code, money_may_have_moved ? "unknown" : "rejected",
+  return Conclude(learned, exit_code,
+                  money_may_have_moved ? PayOutcome::kUnknown : PayOutcome::kRejected,
                   "the server answered " + said + "; " + cost);
 }
 

@@ -27,7 +27,7 @@ std::string_view ArrivalOutcomeName(ArrivalOutcome outcome) {
 std::optional<TraceEvent> ArrivalEvent(const KeyRecord& record, const Operation& op,
                                        ArrivalOutcome outcome, int64_t now_ms) {
   if (record.arrivals_recorded >= kMaxRecordedArrivals) return std::nullopt;
-  TraceEvent event{op.id, now_ms, "client", "", ""};
+  TraceEvent event{op.id, now_ms, TraceActor::kClient, "", ""};
   switch (outcome) {
     case ArrivalOutcome::kReplay:
       event.kind = "replayed";

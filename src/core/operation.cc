@@ -63,6 +63,33 @@ std::optional<Fulfillment> ParseFulfillment(std::string_view text) {
   return ParseName(kFulfillmentNames, text);
 }
 
+std::string_view TraceActorName(TraceActor actor) {
+  switch (actor) {
+    case TraceActor::kClient:
+      return "client";
+    case TraceActor::kGateway:
+      return "gateway";
+    case TraceActor::kUpstream:
+      return "upstream";
+    case TraceActor::kLedger:
+      return "ledger";
+    case TraceActor::kChain:
+      return "chain";
+    case TraceActor::kWorker:
+      return "worker";
+    case TraceActor::kAdmin:
+      return "admin";
+  }
+  AGENTPAY_CHECK(false);
+}
+
+std::optional<TraceActor> ParseTraceActor(std::string_view text) {
+  for (TraceActor actor : kTraceActors) {
+    if (TraceActorName(actor) == text) return actor;
+  }
+  return std::nullopt;
+}
+
 bool IsFinal(const Operation& op) {
   return op.fulfillment == Fulfillment::kSucceeded || op.fulfillment == Fulfillment::kRejected;
 }
@@ -226,13 +253,14 @@ std::vector<TraceEvent> BuildTrace(const Operation& op, const std::vector<Postin
                                    const std::vector<TraceEvent>& events) {
   std::vector<TraceEvent> trace;
   trace.push_back(
-      {op.id, op.created_ms, "client", "request",
+      {op.id, op.created_ms, TraceActor::kClient, "request",
        "key " + op.idempotency_key + ", " + std::to_string(op.amount) + " on route " + op.route,
        TraceFacts().Attempt(1).Amount(op.amount)});
   for (const auto& posting : postings) {
-    trace.push_back({op.id, posting.at_ms, "ledger", posting.kind,
-                     posting.kind + " " + std::to_string(posting.amount) + ": " + posting.debit +
-                         " -> " + posting.credit,
+    const std::string kind(MoveKindName(posting.kind));
+    trace.push_back({op.id, posting.at_ms, TraceActor::kLedger, kind,
+                     kind + " " + std::to_string(posting.amount) + ": " + posting.debit + " -> " +
+                         posting.credit,
                      TraceFacts().Amount(posting.amount)});
   }
   trace.insert(trace.end(), events.begin(), events.end());
@@ -242,20 +270,21 @@ std::vector<TraceEvent> BuildTrace(const Operation& op, const std::vector<Postin
     // updated_ms; a replay can only follow the answer).
     int64_t answered_ms = op.updated_ms;
     for (const TraceEvent& e : events) {
-      if (e.actor == "client" && e.kind == "replayed") answered_ms = std::min(answered_ms, e.at_ms);
+      if (e.actor == TraceActor::kClient && e.kind == "replayed")
+        answered_ms = std::min(answered_ms, e.at_ms);
     }
-    trace.push_back({op.id, answered_ms, "upstream", "response",
+    trace.push_back({op.id, answered_ms, TraceActor::kUpstream, "response",
                      "answered " + std::to_string(op.response->status) + "; fulfillment " +
                          std::string(FulfillmentName(op.fulfillment)),
                      TraceFacts().Attempt(op.attempts).HttpStatus(op.response->status)});
   }
   // Stable, and at equal times causal (operation.h); the rows of one table keep their order.
   auto rank = [](const TraceEvent& e) {
-    if (e.actor == "client" && e.kind == "request") return 0;
+    if (e.actor == TraceActor::kClient && e.kind == "request") return 0;
     if (e.kind == "retry_resumed") return 1;
-    if (e.actor == "ledger") return 2;
-    if (e.actor == "upstream" && e.kind == "response") return 4;
-    if (e.actor == "client" && e.kind == "replayed") return 5;
+    if (e.actor == TraceActor::kLedger) return 2;
+    if (e.actor == TraceActor::kUpstream && e.kind == "response") return 4;
+    if (e.actor == TraceActor::kClient && e.kind == "replayed") return 5;
     return 3;
   };
   std::stable_sort(trace.begin(), trace.end(), [&](const TraceEvent& a, const TraceEvent& b) {

@@ -3,6 +3,7 @@
 // persists what they return, together with the ledger moves they name, in one transaction.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -177,9 +178,20 @@ struct TraceFacts {
   TraceFacts& Reason(std::string v) { return reason = std::move(v), *this; }
 };
 
+// Who a trace event says acted. Its name is what the store keeps and every trace (JSON, console,
+// inspector, docs) shows.
+enum class TraceActor { kClient, kGateway, kUpstream, kLedger, kChain, kWorker, kAdmin };
+inline constexpr std::array<TraceActor, 7> kTraceActors{
+    TraceActor::kClient, TraceActor::kGateway, TraceActor::kUpstream, TraceActor::kLedger,
+    TraceActor::kChain,  TraceActor::kWorker,  TraceActor::kAdmin};
+// "client", "gateway", "upstream", "ledger", "chain", "worker", "admin".
+std::string_view TraceActorName(TraceActor actor);
+// The actor of a stored name; nullopt for any other text (a store reports it as corrupt).
+std::optional<TraceActor> ParseTraceActor(std::string_view text);
+
 struct TraceEvent {
   TraceEvent() = default;
-  TraceEvent(std::string operation_id_, int64_t at_ms_, std::string actor_, std::string kind_,
+  TraceEvent(std::string operation_id_, int64_t at_ms_, TraceActor actor_, std::string kind_,
              std::string detail_, TraceFacts facts_ = {})
       : operation_id(std::move(operation_id_)),
         at_ms(at_ms_),
@@ -189,7 +201,12 @@ struct TraceEvent {
         facts(std::move(facts_)) {}
   std::string operation_id;
   int64_t at_ms = 0;
-  std::string actor;  // "client", "gateway", "upstream", "ledger", "chain", "worker", "admin"
+  TraceActor actor = TraceActor::kGateway;
+  // What happened, in snake_case. Text, not an enum, on purpose (issue 37): it is the name of a
+  // posting (MoveKindName), of a reconciler's action (ReconcileActionName), of an event row
+  // (docs/protocol.md) or, in the simulator's trace, of a world event (a client's "timeout");
+  // and older databases keep rows of kinds no binary writes any more ("hold_placed",
+  // "upstream_result"), whose traces must still read.
   std::string kind;
   std::string detail;
   TraceFacts facts;

@@ -73,8 +73,18 @@ Alert ResolveAlert(const Alert& alert, ResolutionOutcome outcome, const std::str
 int64_t RefundableAmount(const std::vector<PostingRecord>& postings) {
   int64_t captured = 0;
   for (const PostingRecord& posting : postings) {
-    if (posting.kind == "capture") captured += posting.amount;
-    if (posting.kind == "refund") captured -= posting.amount;
+    switch (posting.kind) {
+      case MoveKind::kCapture:
+        captured += posting.amount;
+        break;
+      case MoveKind::kRefund:
+        captured -= posting.amount;
+        break;
+      case MoveKind::kDeposit:
+      case MoveKind::kHold:
+      case MoveKind::kRelease:
+        break;
+    }
   }
   AGENTPAY_CHECK(captured >= 0);  // the ledger never refunds more than an operation captured
   return captured;

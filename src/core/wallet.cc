@@ -19,6 +19,13 @@ std::string_view MoveKindName(MoveKind kind) {
   AGENTPAY_CHECK(false);
 }
 
+std::optional<MoveKind> ParseMoveKind(std::string_view text) {
+  for (MoveKind kind : kMoveKinds) {
+    if (MoveKindName(kind) == text) return kind;
+  }
+  return std::nullopt;
+}
+
 Posting PostingFor(MoveKind kind) {
   switch (kind) {
     case MoveKind::kDeposit: return {"external", "wallet"};

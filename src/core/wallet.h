@@ -2,7 +2,9 @@
 // Invariants (CONTRACT §4): balance = deposited − captured, 0 ≤ held ≤ balance, available = balance − held.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,7 +36,14 @@ enum class MoveOutcome {
   kNotCaptured,        // a refund of more than is captured
 };
 
+inline constexpr std::array<MoveKind, 5> kMoveKinds{
+    MoveKind::kDeposit, MoveKind::kHold, MoveKind::kCapture, MoveKind::kRelease, MoveKind::kRefund};
+
+// "deposit", "hold", "capture", "release", "refund": the kind a ledger posting is stored, shown
+// (postings JSON, the trace's ledger events) and summed by (the books' SQL) under.
 std::string_view MoveKindName(MoveKind kind);
+// The kind of a stored name; nullopt for any other text (a store reports it as corrupt).
+std::optional<MoveKind> ParseMoveKind(std::string_view text);
 
 // The ledger accounts a move debits and credits (double entry). Wallet money sits in
 // "wallet:<account>" while available and in "hold:<account>" while held; captured money is the gateway's
@@ -49,7 +58,7 @@ Posting PostingFor(MoveKind kind);
 // One stored posting, as the ledger keeps it.
 struct PostingRecord {
   std::string operation_id;
-  std::string kind;  // MoveKindName
+  MoveKind kind = MoveKind::kDeposit;
   std::string debit;
   std::string credit;
   int64_t amount = 0;

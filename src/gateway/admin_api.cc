@@ -72,7 +72,7 @@ struct ResolveResult {
 int64_t RefundedTotal(const std::vector<PostingRecord>& postings) {
   int64_t total = 0;
   for (const PostingRecord& posting : postings) {
-    if (posting.kind == "refund") total += posting.amount;
+    if (posting.kind == MoveKind::kRefund) total += posting.amount;
   }
   return total;
 }
@@ -124,7 +124,7 @@ Status DecideResolution(Transaction& tx, std::string_view operation_id, Resoluti
   } else if (outcome == ResolutionOutcome::kRefunded) {
     money = "x402: the refund is made on chain outside the gateway; recorded only";
   }
-  return tx.AppendEvent({std::string(operation_id), now, "admin", "resolved",
+  return tx.AppendEvent({std::string(operation_id), now, TraceActor::kAdmin, "resolved",
                          std::string(ResolutionOutcomeName(outcome)) + ": " + note + " (" +
                              std::to_string(result.resolved_now) + " alert(s) resolved; " + money +
                              ")",

@@ -377,7 +377,7 @@ Result<int> Gateway::RecoverInterrupted() {
                                   ? "its gateway process is gone"
                                   : "its gateway process (" + op.claimed_by + ") is gone";
       Status appended = tx.AppendEvent(
-          {op.id, now, "gateway", "recovered",
+          {op.id, now, TraceActor::kGateway, "recovered",
            "attempt " + std::to_string(op.attempts) + " was interrupted (" + who + ")" +
                (wallet ? "; hold kept"
                        : "; settlement " + std::string(SettlementName(op.settlement))) +

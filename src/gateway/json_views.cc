@@ -39,7 +39,7 @@ nlohmann::json TraceJson(const std::vector<TraceEvent>& events) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& event : events) {
     nlohmann::json json = {{"at_ms", event.at_ms},
-                           {"actor", event.actor},
+                           {"actor", TraceActorName(event.actor)},
                            {"kind", event.kind},
                            {"detail", event.detail}};
     // The structured facts, each present only where it applies.
@@ -178,7 +178,7 @@ nlohmann::json OperationDetailJson(const Operation& op, const std::vector<Alert>
   for (const Alert& alert : alerts) alert_list.push_back(AlertJson(alert));
   nlohmann::json posting_list = nlohmann::json::array();
   for (const PostingRecord& p : postings) {
-    posting_list.push_back({{"kind", p.kind},
+    posting_list.push_back({{"kind", MoveKindName(p.kind)},
                             {"debit", p.debit},
                             {"credit", p.credit},
                             {"amount", FormatAmount(p.amount)},

@@ -293,7 +293,7 @@ Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transacti
   }
   if (Status s = tx.UpdateOperation(resumption.next); !s.ok()) return s;
   Status appended =
-      tx.AppendEvent({resumption.next.id, now, "gateway", "retry_resumed",
+      tx.AppendEvent({resumption.next.id, now, TraceActor::kGateway, "retry_resumed",
                       "attempt " + std::to_string(resumption.next.attempts) +
                           (resumption.needs_hold ? ", new hold placed" : ", hold reused") +
                           (claim == ClaimView::kEndedHere && (*op)->lease_expires_ms > now
@@ -356,7 +356,7 @@ Result<Completion> WalletPath::DecideFinish(Transaction& tx, const PaidRequest& 
                              ? "upstream answered " + std::to_string(outcome.status)
                              : "upstream " + outcome.detail;
     Status appended =
-        tx.AppendEvent({op.id, now, "upstream", "hold_kept",
+        tx.AppendEvent({op.id, now, TraceActor::kUpstream, "hold_kept",
                         detail + "; hold kept after attempt " + std::to_string(op.attempts),
                         TraceFacts()
                             .Attempt(op.attempts)

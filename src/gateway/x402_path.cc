@@ -538,7 +538,7 @@ Result<X402Path::Begin> X402Path::DecideX402Arrival(Transaction& tx, const Payme
             begin.op = std::move(next);
             begin.kind = Begin::kProceed;
             Status appended = tx.AppendEvent(
-                {begin.op.id, now, "gateway", "retry_resumed",
+                {begin.op.id, now, TraceActor::kGateway, "retry_resumed",
                  "attempt " + std::to_string(begin.op.attempts) + ", settlement " +
                      std::string(SettlementName(begin.op.settlement)),
                  TraceFacts().Attempt(begin.op.attempts).TxHash(begin.payment.tx_hash)});
@@ -650,7 +650,7 @@ Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, i
     if (!signed_payment.ok()) return signed_payment.status();
     payment = std::move(*signed_payment);
     if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
-    Status s = tx.AppendEvent({op_id, now, "gateway", "settlement_submitted",
+    Status s = tx.AppendEvent({op_id, now, TraceActor::kGateway, "settlement_submitted",
                                "transaction " + payment.tx_hash + ", relayer nonce " +
                                    std::to_string(payment.relayer_nonce),
                                TraceFacts()
@@ -751,7 +751,8 @@ void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, X402Co
               if (!signed_payment.ok()) return signed_payment.status();
               *payment = std::move(*signed_payment);
               if (Status s = tx.UpdateX402Payment(*payment); !s.ok()) return s;
-              return tx.AppendEvent({payment->operation_id, now, "gateway", "settlement_submitted",
+              return tx.AppendEvent({payment->operation_id, now, TraceActor::kGateway,
+                                     "settlement_submitted",
                                      "upstream answered " + std::to_string(status) +
                                          "; transaction " + payment->tx_hash,
                                      TraceFacts()
@@ -782,7 +783,7 @@ void X402Path::FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Comp
   if (keep) {
     kept = TraceEvent{p->op.id,
                       now,
-                      "upstream",
+                      TraceActor::kUpstream,
                       "fulfillment_pending",
                       outcome.kind == UpstreamKind::kResponded
                           ? "upstream answered " + std::to_string(outcome.status)
@@ -973,7 +974,7 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
     TraceEvent event{
         op.id,
         now,
-        "chain",
+        TraceActor::kChain,
         "settled",
         "receipt of " + tx_hash + " in block " + std::to_string(p->payment.settled_block),
         TraceFacts()
@@ -1012,7 +1013,7 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
         MarkFailed(op, now, SettlementFailedResponse(op.id), ctx_.config.retention_ms);
     TraceEvent event{op.id,
                      now,
-                     "chain",
+                     TraceActor::kChain,
                      "settlement_failed",
                      decided->reason,
                      TraceFacts().Attempt(op.attempts).TxHash(tx_hash).Reason("settlement_failed")};
@@ -1028,7 +1029,7 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
   Operation unknown = MarkUnknown(op, now);
   TraceEvent event{op.id,
                    now,
-                   "gateway",
+                   TraceActor::kGateway,
                    "settlement_unknown",
                    "no receipt for " + tx_hash + " within " +
                        std::to_string(ctx_.config.receipt_timeout_ms) + " ms",

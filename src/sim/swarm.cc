@@ -301,7 +301,12 @@ class Run {
 
   // The run as a trace (RunSeedTraced): the world's events, then every operation's own trace.
   nlohmann::json Trace() {
-    std::vector<TraceEvent> events = std::move(world_events_);
+    // Each event with the actor it shows ("" for its actor's name): the world's first.
+    std::vector<std::pair<TraceEvent, std::string>> events;
+    for (WorldEvent& world : world_events_) {
+      events.emplace_back(std::move(world.event), std::move(world.shown_actor));
+    }
+    world_events_.clear();
     // An x402 key is stored as its digest: the trace shows the key the client sent.
     std::map<std::string, std::string> keys;
     for (const Client& c : clients_) {
@@ -327,14 +332,20 @@ class Run {
         const std::string& shown = key != keys.end() ? key->second : op.idempotency_key;
         for (TraceEvent& event : (*records)->Trace()) {
           event.detail = shown + ": " + event.detail;
-          events.push_back(std::move(event));
+          events.emplace_back(std::move(event), "");
         }
       }
       page.before_id = ops.back().id;
     }
     std::stable_sort(events.begin(), events.end(),
-                     [](const TraceEvent& a, const TraceEvent& b) { return a.at_ms < b.at_ms; });
-    nlohmann::json trace = TraceJson(events);
+                     [](const auto& a, const auto& b) { return a.first.at_ms < b.first.at_ms; });
+    std::vector<TraceEvent> plain;
+    plain.reserve(events.size());
+    for (const auto& [event, shown] : events) plain.push_back(event);
+    nlohmann::json trace = TraceJson(plain);
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (!events[i].second.empty()) trace["events"][i]["actor"] = events[i].second;
+    }
     trace["seed"] = std::to_string(seed_);
     trace["mix"] = outcome_.mix;
     if (outcome_.violation) {
@@ -348,10 +359,17 @@ class Run {
  private:
   // ---- bookkeeping ----
   // A world event for the trace (clients, crashes), stamped with the gateway's wall clock.
-  void Record(std::string actor, std::string kind, std::string detail, TraceFacts facts = {}) {
+  void Record(TraceActor actor, std::string kind, std::string detail, TraceFacts facts = {}) {
     if (!tracing_) return;
-    world_events_.emplace_back("", clock_.NowMs(), std::move(actor), std::move(kind),
-                               std::move(detail), std::move(facts));
+    world_events_.push_back(
+        {{"", clock_.NowMs(), actor, std::move(kind), std::move(detail), std::move(facts)}, ""});
+  }
+  // A client's event: the trace names the client ("client 3"), an actor no stored trace has.
+  void RecordClient(const Client& c, std::string kind, std::string detail, TraceFacts facts = {}) {
+    if (!tracing_) return;
+    world_events_.push_back({{"", clock_.NowMs(), TraceActor::kClient, std::move(kind),
+                              std::move(detail), std::move(facts)},
+                             "client " + std::to_string(c.id)});
   }
   void Note(const std::string& text) {
     for (unsigned char ch : text) {
@@ -452,7 +470,7 @@ class Run {
                                                  ReconcilerConfigOf(config_));
     }
     Note("start " + std::to_string(epoch) + " recovered " + std::to_string(*recovered));
-    Record("gateway", "started",
+    Record(TraceActor::kGateway, "started",
            "gateway process " + std::to_string(epoch) + " started; it recovered " +
                std::to_string(*recovered) + " operation(s) of a dead one");
     ScheduleSweep(epoch);
@@ -476,7 +494,7 @@ class Run {
       if (!gateway_) return;
       ++outcome_.crashes;
       Note("crash");
-      Record("gateway", "crashed", "the gateway process was killed (kill -9)");
+      Record(TraceActor::kGateway, "crashed", "the gateway process was killed (kill -9)");
       if (Status s = store_->Crash(gateway_->instance_id()); !s.ok()) {
         return Violate("store_recovers",
                        "the database did not open after a crash: " + s.ToString());
@@ -582,8 +600,6 @@ class Run {
   }
 
   // ---- clients and the network ----
-  static std::string ClientActor(const Client& c) { return "client " + std::to_string(c.id); }
-
   int64_t Delay() { return world_.Between(0, mix_.max_delay_ms); }
 
   void Send(Client& c) {
@@ -603,7 +619,7 @@ class Run {
       if (violated()) return;
       if (!payment) {
         Note(std::to_string(c.id) + " " + a.key + " over budget");
-        Record(ClientActor(c), "over_budget", a.key + ": not sent, the budget cannot cover it");
+        RecordClient(c, "over_budget", a.key + ": not sent, the budget cannot cover it");
         return NextAction(c);
       }
       request->headers.push_back({client::PaymentHeaderFor(2), *payment});
@@ -613,10 +629,10 @@ class Run {
     ++outcome_.requests;
     const uint64_t attempt = ++attempts_;
     c.live_attempt = attempt;
-    Record(ClientActor(c), "sent",
-           a.key + ": sent by " + std::string(KindName(c.kind)) + " client " +
-               std::to_string(c.id) + (c.probing ? " (without payment, for the price)" : ""),
-           TraceFacts().Attempt(a.attempts));
+    RecordClient(c, "sent",
+                 a.key + ": sent by " + std::string(KindName(c.kind)) + " client " +
+                     std::to_string(c.id) + (c.probing ? " (without payment, for the price)" : ""),
+                 TraceFacts().Attempt(a.attempts));
     const int copies = faults_ && world_.Chance(mix_.duplicate) ? 2 : 1;
     for (int i = 0; i < copies; ++i) {
       if (faults_ && world_.Chance(mix_.drop_request)) continue;
@@ -720,16 +736,16 @@ class Run {
     Action& a = c.actions[c.next];
     if (!response) {
       Note(std::to_string(c.id) + " " + a.key + " " + failure);
-      Record(ClientActor(c), failure, a.key + ": no answer (" + failure + ")",
-             TraceFacts().Attempt(a.attempts));
+      RecordClient(c, failure, a.key + ": no answer (" + failure + ")",
+                   TraceFacts().Attempt(a.attempts));
       // A refusal was never sent; a timeout may have been acted on.
       return Retry(c, /*timed_out=*/failure == "timeout" && !c.probing);
     }
     ++outcome_.answers;
     const int status = response->status;
     Note(std::to_string(c.id) + " " + a.key + " " + std::to_string(status) + " " + response->body);
-    Record(ClientActor(c), "answered", a.key + ": answered " + std::to_string(status),
-           TraceFacts().Attempt(a.attempts).HttpStatus(status));
+    RecordClient(c, "answered", a.key + ": answered " + std::to_string(status),
+                 TraceFacts().Attempt(a.attempts).HttpStatus(status));
     if (c.probing) return OnPrice(c, *response);
     switch (status) {  // what the contract lets a paid route answer (any 2xx the seller's)
       case 200:
@@ -888,7 +904,8 @@ class Run {
         if (dropped.ok() && *dropped) {
           ++outcome_.dropped;
           Note("drop " + chain::Hex(accepted[i]));
-          Record("chain", "dropped", "the node dropped transaction " + chain::Hex(accepted[i]));
+          Record(TraceActor::kChain, "dropped",
+                 "the node dropped transaction " + chain::Hex(accepted[i]));
           return;
         }
       }
@@ -905,7 +922,7 @@ class Run {
       if (!reorganised.ok()) return Violate("chain_reorganises", reorganised.status().ToString());
       ++outcome_.reorgs;
       Note("reorg " + std::to_string(depth));
-      Record("chain", "reorganised",
+      Record(TraceActor::kChain, "reorganised",
              "a reorganisation removed the latest " + std::to_string(depth) + " block(s)");
     });
   }
@@ -1248,7 +1265,12 @@ class Run {
 
   const uint64_t seed_;
   const bool tracing_;
-  std::vector<TraceEvent> world_events_;  // when tracing
+  // A world event of the trace and the actor it shows instead of its actor's name ("" for none).
+  struct WorldEvent {
+    TraceEvent event;
+    std::string shown_actor;
+  };
+  std::vector<WorldEvent> world_events_;  // when tracing
   SeededRandom world_;  // the world's draws: faults, delays, the seller, the clients
   SeededRandom ids_;    // the gateway's randomness (ids, keys)
   Scheduler scheduler_;

@@ -37,6 +37,19 @@ auto ReadAll(const pg::Rows& rows, Reader read) -> std::vector<decltype(read(Row
   return out;
 }
 
+// Every row of `rows`, read by `read` (which returns a Result<T>): the first error ends it.
+template <typename T, typename Reader>
+Result<std::vector<T>> ReadAllChecked(const pg::Rows& rows, Reader read) {
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(rows.size()));
+  for (int i = 0; i < rows.size(); ++i) {
+    Result<T> row = read(RowView(rows, i));
+    if (!row.ok()) return row.status();
+    out.push_back(std::move(*row));
+  }
+  return out;
+}
+
 std::string PostgresPlaceholder(int n) { return "$" + std::to_string(n); }
 
 // The first row of `rows` read by `read`, or nullopt when there is none.
@@ -502,7 +515,7 @@ Result<std::vector<TraceEvent>> PostgresTransaction::ListEvents(std::string_view
   AGENTPAY_ROWS(rows, conn_.Query(std::string("SELECT ") + kEventColumns +
                                       " FROM operation_events WHERE operation_id = $1 ORDER BY id",
                                   pg::Params().Add(operation_id)));
-  return ReadAll(rows, ReadEvent<RowView>);
+  return ReadAllChecked<TraceEvent>(rows, ReadEvent<RowView>);
 }
 
 Result<bool> PostgresTransaction::InsertAccount(const AccountRecord& account) {
@@ -905,10 +918,7 @@ Result<std::vector<PostingRecord>> PostgresTransaction::ListPostings(
   AGENTPAY_ROWS(rows, conn_.Query("SELECT operation_id, kind, debit, credit, amount, at_ms "
                                   "FROM ledger_entries WHERE operation_id = $1 ORDER BY id",
                                   pg::Params().Add(operation_id)));
-  return ReadAll(rows, [](const RowView& row) {
-    return PostingRecord{row.Text(0), row.Text(1), row.Text(2),
-                         row.Text(3), row.Int(4),  row.Int(5)};
-  });
+  return ReadAllChecked<PostingRecord>(rows, ReadPosting<RowView>);
 }
 
 Result<LedgerAudit> PostgresTransaction::Audit() {
@@ -916,8 +926,11 @@ Result<LedgerAudit> PostgresTransaction::Audit() {
   if (!accounts.ok()) return accounts.status();
   AGENTPAY_ROWS(sums, conn_.Query(kLedgerSumsSql));
   LedgerAuditBuilder builder(*accounts);
-  for (int i = 0; i < sums.size(); ++i)
-    builder.Add(sums.Text(i, 0), sums.Text(i, 1), sums.Int(i, 2));
+  for (int i = 0; i < sums.size(); ++i) {
+    if (Status added = builder.Add(sums.Text(i, 0), sums.Text(i, 1), sums.Int(i, 2)); !added.ok()) {
+      return added;
+    }
+  }
   return std::move(builder).Finish();
 }
 

@@ -30,20 +30,26 @@ LedgerAuditBuilder::LedgerAuditBuilder(const std::vector<AccountRecord>& account
   }
 }
 
-void LedgerAuditBuilder::Add(const std::string& ledger_account, const std::string& kind,
-                             int64_t net) {
+Status LedgerAuditBuilder::Add(const std::string& ledger_account, std::string_view kind_name,
+                               int64_t net) {
+  const std::optional<MoveKind> kind = ParseMoveKind(kind_name);
+  if (!kind) {
+    return Status::Error(ErrorCode::kStoreCorrupt,
+                         "postings of an unknown kind on ledger account " + ledger_account);
+  }
   if (ledger_account == "external") audit_.external_total += net;
   if (ledger_account == "revenue") audit_.revenue_total += net;
   auto colon = ledger_account.find(':');
-  if (colon == std::string::npos) return;
+  if (colon == std::string::npos) return Status::Ok();
   std::string prefix = ledger_account.substr(0, colon);
   auto& entry = by_account_[ledger_account.substr(colon + 1)];
   entry.account_id = ledger_account.substr(colon + 1);
-  if (prefix == "wallet" && kind == "deposit") entry.from_ledger.deposited += net;
-  if (prefix == "hold" && kind == "capture") entry.from_ledger.captured -= net;
-  if (prefix == "wallet" && kind == "refund") entry.from_ledger.captured -= net;
+  if (prefix == "wallet" && kind == MoveKind::kDeposit) entry.from_ledger.deposited += net;
+  if (prefix == "hold" && kind == MoveKind::kCapture) entry.from_ledger.captured -= net;
+  if (prefix == "wallet" && kind == MoveKind::kRefund) entry.from_ledger.captured -= net;
   if (prefix == "hold") entry.from_ledger.held += net;
   if (prefix == "wallet") entry.wallet_net += net;
+  return Status::Ok();
 }
 
 LedgerAudit LedgerAuditBuilder::Finish() && {
@@ -52,17 +58,19 @@ LedgerAudit LedgerAuditBuilder::Finish() && {
 }
 
 std::string OperationBooksSql(Placeholder p) {
-  auto postings = [](const char* kind) {
+  auto postings = [](MoveKind kind) {
     return std::string(
                "COALESCE((SELECT SUM(l.amount) FROM ledger_entries l WHERE l.operation_id = "
                "o.id AND l.kind = '") +
-           kind + "'), 0), ";
+           std::string(MoveKindName(kind)) + "'), 0), ";
   };
   return "SELECT o.id, o.principal, o.idempotency_key, o.amount, o.settlement, o.fulfillment, "
          "o.hold_expires_ms, o.lease_expires_ms, o.created_ms, " +
-         postings("hold") + postings("capture") + postings("release") + postings("refund") +
-         "(SELECT COUNT(*) FROM ledger_entries l WHERE l.operation_id = o.id AND l.kind = "
-         "'capture'), "
+         postings(MoveKind::kHold) + postings(MoveKind::kCapture) + postings(MoveKind::kRelease) +
+         postings(MoveKind::kRefund) +
+         "(SELECT COUNT(*) FROM ledger_entries l WHERE l.operation_id = o.id AND l.kind = '" +
+         std::string(MoveKindName(MoveKind::kCapture)) +
+         "'), "
          "(SELECT COUNT(*) FROM alerts a WHERE a.operation_id = o.id), "
          "(SELECT COUNT(*) FROM alerts a WHERE a.operation_id = o.id AND a.kind = "
          "'hold_expired_after_possible_work'), "
@@ -137,9 +145,11 @@ SqlWithParams OperationListSql(const OperationFilter& filter, Placeholder p) {
 }
 
 std::string OverviewCapturedSql(Placeholder p) {
-  return "SELECT COALESCE(SUM(CASE WHEN kind = 'capture' THEN amount ELSE -amount END), 0) "
-         "FROM ledger_entries WHERE kind IN ('capture', 'refund') AND at_ms >= " +
-         p(1);
+  const std::string capture(MoveKindName(MoveKind::kCapture));
+  const std::string refund(MoveKindName(MoveKind::kRefund));
+  return "SELECT COALESCE(SUM(CASE WHEN kind = '" + capture +
+         "' THEN amount ELSE -amount END), 0) FROM ledger_entries WHERE kind IN ('" + capture +
+         "', '" + refund + "') AND at_ms >= " + p(1);
 }
 
 }  // namespace agentpay

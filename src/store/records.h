@@ -96,15 +96,21 @@ KeyRecord ReadKey(const Row& row) {
 // The columns of kEventColumns, in order.
 template <typename Out>
 void WriteEvent(Out& out, const TraceEvent& e) {
-  out.Add(e.operation_id).Add(e.at_ms).Add(e.actor).Add(e.kind).Add(e.detail);
+  out.Add(e.operation_id).Add(e.at_ms).Add(TraceActorName(e.actor)).Add(e.kind).Add(e.detail);
   out.Add(static_cast<int64_t>(e.facts.attempt)).Add(e.facts.amount);
   out.Add(static_cast<int64_t>(e.facts.http_status)).Add(e.facts.tx_hash).Add(e.facts.block);
   out.Add(e.facts.reason);
 }
 
+// An actor the core does not know is a corrupt row, reported, never guessed.
 template <typename Row>
-TraceEvent ReadEvent(const Row& row) {
-  TraceEvent e{row.Text(0), row.Int(1), row.Text(2), row.Text(3), row.Text(4)};
+Result<TraceEvent> ReadEvent(const Row& row) {
+  const std::optional<TraceActor> actor = ParseTraceActor(row.Text(2));
+  if (!actor) {
+    return Status::Error(ErrorCode::kStoreCorrupt,
+                         "an event of operation " + row.Text(0) + " has an unknown actor");
+  }
+  TraceEvent e{row.Text(0), row.Int(1), *actor, row.Text(3), row.Text(4)};
   e.facts.attempt = static_cast<int32_t>(row.Int(5));
   e.facts.amount = row.OptionalInt(6);
   e.facts.http_status = static_cast<int32_t>(row.Int(7));
@@ -180,14 +186,27 @@ Alert ReadAlert(const Row& row) {
                row.Int(4),  row.OptionalInt(5), row.Text(6), row.Text(7)};
 }
 
+// A posting read back: operation_id, kind, debit, credit, amount, at_ms. A kind the core does not
+// know is a corrupt row, reported, never guessed.
+template <typename Row>
+Result<PostingRecord> ReadPosting(const Row& row) {
+  const std::optional<MoveKind> kind = ParseMoveKind(row.Text(1));
+  if (!kind) {
+    return Status::Error(ErrorCode::kStoreCorrupt,
+                         "a posting of operation " + row.Text(0) + " has an unknown kind");
+  }
+  return PostingRecord{row.Text(0), *kind, row.Text(2), row.Text(3), row.Int(4), row.Int(5)};
+}
+
 // LedgerAudit from the accounts and the net of each (ledger account, posting kind): the same
 // arithmetic whichever database summed the postings.
 class LedgerAuditBuilder {
  public:
   explicit LedgerAuditBuilder(const std::vector<AccountRecord>& accounts);
   // `ledger_account` is "external", "revenue" or "<prefix>:<account id>"; `net` is credits less
-  // debits of postings of `kind` to it.
-  void Add(const std::string& ledger_account, const std::string& kind, int64_t net);
+  // debits of postings of kind `kind_name` (as stored) to it. A kind the core does not know is
+  // kStoreCorrupt: the books cannot be checked around money whose meaning is unknown.
+  Status Add(const std::string& ledger_account, std::string_view kind_name, int64_t net);
   LedgerAudit Finish() &&;
 
  private:

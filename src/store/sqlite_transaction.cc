@@ -535,7 +535,7 @@ Result<std::vector<TraceEvent>> SqliteTransaction::ListEvents(std::string_view o
                    std::string("SELECT ") + kEventColumns +
                        " FROM operation_events WHERE operation_id = ?1 ORDER BY id");
   stmt.Bind(1, operation_id);
-  return ReadRows(stmt, ReadEvent<Statement>);
+  return ReadCheckedRows<TraceEvent>(stmt, ReadEvent<Statement>);
 }
 
 Result<bool> SqliteTransaction::InsertAccount(const AccountRecord& account) {
@@ -677,14 +677,7 @@ Result<std::vector<PostingRecord>> SqliteTransaction::ListPostings(std::string_v
                    "SELECT operation_id, kind, debit, credit, amount, at_ms FROM ledger_entries "
                    "WHERE operation_id = ?1 ORDER BY id");
   stmt.Bind(1, operation_id);
-  std::vector<PostingRecord> postings;
-  Status status;
-  while (stmt.Step(&status)) {
-    postings.push_back(
-        {stmt.Text(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4), stmt.Int(5)});
-  }
-  if (!status.ok()) return status;
-  return postings;
+  return ReadCheckedRows<PostingRecord>(stmt, ReadPosting<Statement>);
 }
 
 Result<LedgerAudit> SqliteTransaction::Audit() {
@@ -693,7 +686,11 @@ Result<LedgerAudit> SqliteTransaction::Audit() {
   AGENTPAY_PREPARE(sums, db_, kLedgerSumsSql);
   LedgerAuditBuilder builder(*accounts);
   Status status;
-  while (sums.Step(&status)) builder.Add(sums.Text(0), sums.Text(1), sums.Int(2));
+  while (sums.Step(&status)) {
+    if (Status added = builder.Add(sums.Text(0), sums.Text(1), sums.Int(2)); !added.ok()) {
+      return added;
+    }
+  }
   if (!status.ok()) return status;
   return std::move(builder).Finish();
 }

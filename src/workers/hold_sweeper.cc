@@ -25,7 +25,7 @@ Status ReleaseOne(Transaction& tx, const Operation& op, int64_t now, Random& ran
   }
   if (Status s = tx.UpdateOperation(expiry->next); !s.ok()) return s;
   if (Status s = tx.AppendEvent(
-          {op.id, now, "worker", "hold_expired", expiry->reason,
+          {op.id, now, TraceActor::kWorker, "hold_expired", expiry->reason,
            TraceFacts().Attempt(op.attempts).Amount(op.amount).Reason("hold_ttl_passed")});
       !s.ok()) {
     return s;
@@ -64,7 +64,7 @@ Status CloseOne(Transaction& tx, const Operation& op, int64_t now, Random& rando
                              "), after " + std::to_string(op.attempts) +
                              " upstream call(s) that may have done the work";
   if (Status s =
-          tx.AppendEvent({op.id, now, "worker", "closed_unpaid", reason,
+          tx.AppendEvent({op.id, now, TraceActor::kWorker, "closed_unpaid", reason,
                           TraceFacts().Attempt(op.attempts).Reason("authorization_expired")});
       !s.ok()) {
     return s;

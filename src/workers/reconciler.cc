@@ -91,7 +91,7 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
       // X4 for an attempt that is gone (crash, lost claim): its receipt deadline has passed.
       op = MarkUnknown(op, now);
       ++report.marked_unknown;
-      events.push_back({op.id, now, "worker", "settlement_unknown",
+      events.push_back({op.id, now, TraceActor::kWorker, "settlement_unknown",
                         "no attempt is waiting on " + seen_candidate.payment.tx_hash,
                         TraceFacts()
                             .Attempt(op.attempts)
@@ -117,7 +117,7 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
                                  seen_candidate.payment.tx_hash + " replaced by " +
                                  replacement->record->tx_hash + " at relayer nonce " +
                                  std::to_string(replacement->record->relayer_nonce);
-      events.push_back({op.id, now, "worker", "tx_replaced", detail,
+      events.push_back({op.id, now, TraceActor::kWorker, "tx_replaced", detail,
                         TraceFacts().TxHash(replacement->record->tx_hash).Reason("fee_bump")});
       report.decisions.push_back({op.id, "tx_replaced", detail});
       r.action = ReconcileAction::kWait;  // the replacement is this decision's broadcast
@@ -191,12 +191,12 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
       if (r.action == ReconcileAction::kMarkSettled) {
         // What the chain showed, on its own row of the trace, then what the reconciler made of it.
         events.push_back(
-            {op.id, now, "chain", "mined",
+            {op.id, now, TraceActor::kChain, "mined",
              "receipt of " + event_tx + " in block " + std::to_string(seen.receipt_block),
              TraceFacts().Amount(op.amount).TxHash(event_tx).Block(seen.receipt_block)});
       }
-      events.push_back({op.id, now, "worker", std::string(ReconcileActionName(r.action)), r.reason,
-                        TraceFacts().TxHash(event_tx)});
+      events.push_back({op.id, now, TraceActor::kWorker, std::string(ReconcileActionName(r.action)),
+                        r.reason, TraceFacts().TxHash(event_tx)});
       report.decisions.push_back({op.id, std::string(ReconcileActionName(r.action)), r.reason});
     }
     if (op == listed && !applied.broadcast) return Status::Ok();
@@ -335,11 +335,12 @@ Result<bool> ApplyReorganised(Store& store, const X402PaymentRecord& watched,
                                ": back to unknown; the same signed transaction settles it again";
     if (Status s = tx.UpdateOperation(MarkReorganised(op, now)); !s.ok()) return s;
     if (Status s = tx.UpdateX402Payment(unsettled); !s.ok()) return s;
-    if (Status s = tx.AppendEvent({op.id, now, "worker", "settlement_reorganised", reason,
-                                   TraceFacts()
-                                       .TxHash(watched.tx_hash)
-                                       .Block(watched.settled_block)
-                                       .Reason("reorganisation")});
+    if (Status s =
+            tx.AppendEvent({op.id, now, TraceActor::kWorker, "settlement_reorganised", reason,
+                            TraceFacts()
+                                .TxHash(watched.tx_hash)
+                                .Block(watched.settled_block)
+                                .Reason("reorganisation")});
         !s.ok()) {
       return s;
     }

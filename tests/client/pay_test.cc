@@ -200,6 +200,30 @@ class PayTest : public ::testing::Test {
 
 // The vectors were computed apart from this code, with Python's hmac module:
 //   hmac.new(b"ak_test", b"9:q3-report:2", hashlib.sha256).hexdigest()[:32]
+// The names are what `agentpay pay --json` prints as "outcome" and docs/agent-client.md lists (the
+// integration tests and scripts read them): each outcome has exactly the name it had as a string,
+// and every name reads back as its outcome.
+TEST(PayOutcomeTest, NamesRoundTrip) {
+  const std::vector<std::pair<PayOutcome, std::string_view>> expected = {
+      {PayOutcome::kPaid, "paid"},
+      {PayOutcome::kFree, "free"},
+      {PayOutcome::kRejected, "rejected"},
+      {PayOutcome::kUnknown, "unknown"},
+      {PayOutcome::kPaidNotDelivered, "paid_not_delivered"},
+      {PayOutcome::kOverBudget, "over_budget"},
+      {PayOutcome::kRefused, "refused"},
+      {PayOutcome::kError, "error"}};
+  ASSERT_EQ(kPayOutcomes.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(kPayOutcomes[i], expected[i].first);  // the list names every enumerator, in order
+    EXPECT_EQ(PayOutcomeName(expected[i].first), expected[i].second);
+    EXPECT_EQ(ParsePayOutcome(expected[i].second), expected[i].first);
+  }
+  for (std::string_view unknown : {"", "Paid", "paid ", "over-budget", "ok"}) {
+    EXPECT_FALSE(ParsePayOutcome(unknown).has_value()) << unknown;
+  }
+}
+
 TEST(KeysTest, DerivedKeyIsDocumentedAndStable) {
   EXPECT_EQ(DeriveKey("ak_test", "q3-report", 2), "task:cbb2914cc3c30480ae745e0a8f2b934e:step:2");
   EXPECT_EQ(DeriveKey("", "", 0), "task:8ce9999e00bc7da7ad24d71d24960d93:step:0");
@@ -224,7 +248,7 @@ TEST_F(PayTest, RetriesPresentTheSameKeyAndTheSameSignedPayment) {
   seller_.Script({Dropped(), std::move(busy)});
   PayResult r = Run(Options());
   ASSERT_EQ(r.exit_code, ExitCode::kPaid) << r.message;
-  EXPECT_EQ(r.outcome, "paid");
+  EXPECT_EQ(r.outcome, PayOutcome::kPaid);
   EXPECT_EQ(r.attempts, 3);
   EXPECT_EQ(r.reservation_state, "spent");
   auto paid = seller_.Paid();
@@ -357,7 +381,7 @@ TEST_F(PayTest, NonceUsedAfterALostAnswerIsPaidNotDelivered) {
   seller_.Script({Dropped(), Challenge("invalid_exact_evm_nonce_already_used")});
   PayResult r = Run(Options());
   EXPECT_EQ(r.exit_code, ExitCode::kUnknown);
-  EXPECT_EQ(r.outcome, "paid_not_delivered");
+  EXPECT_EQ(r.outcome, PayOutcome::kPaidNotDelivered);
   EXPECT_EQ(r.attempts, 2);
   EXPECT_FALSE(r.evidence.payer.empty());
   EXPECT_EQ(r.evidence.nonce.size(), 66u);
@@ -419,7 +443,7 @@ TEST_F(PayTest, AFreeAnswerReservesNothing) {
   seller_.challenge = Answer(200);
   PayResult r = Run(Options());
   EXPECT_EQ(r.exit_code, ExitCode::kPaid);
-  EXPECT_EQ(r.outcome, "free");
+  EXPECT_EQ(r.outcome, PayOutcome::kFree);
   EXPECT_EQ(Figures().committed, 0);
 }
 
@@ -451,7 +475,7 @@ class RefusalTest : public PayTest {
   // holds no reservation at all.
   void ExpectRefusedBeforePaying(const PayResult& r, std::string_view reason) {
     EXPECT_EQ(r.exit_code, ExitCode::kRejected) << r.message;
-    EXPECT_EQ(r.outcome, "refused");
+    EXPECT_EQ(r.outcome, PayOutcome::kRefused);
     EXPECT_EQ(r.reason, reason);
     EXPECT_EQ(r.evidence.nonce, "") << "nothing was signed";
     EXPECT_EQ(r.attempts, 0);
@@ -479,7 +503,7 @@ TEST_F(RefusalTest, V1OnAChainV1CannotNameIsRefusedBeforeSigning) {
     PayResult r = Run(options);
     EXPECT_EQ(seller_.Unpaid() - unpaid_before, 1);
     EXPECT_EQ(r.exit_code, ExitCode::kRejected) << r.message;
-    EXPECT_EQ(r.outcome, "refused");
+    EXPECT_EQ(r.outcome, PayOutcome::kRefused);
     EXPECT_EQ(r.reason, "x402_version_not_usable");
     EXPECT_TRUE(seller_.Paid().empty());
     EXPECT_EQ(Figures().committed, 0);
@@ -603,7 +627,7 @@ TEST_F(PayTest, MalformedSpendControlsStopBeforeAnythingIsSent) {
     if (!network.empty()) options.networks = {network};
     PayResult r = Run(options);
     EXPECT_EQ(r.exit_code, ExitCode::kError) << r.message;
-    EXPECT_EQ(r.outcome, "error");
+    EXPECT_EQ(r.outcome, PayOutcome::kError);
   }
   EXPECT_EQ(seller_.Unpaid(), 0);
   EXPECT_TRUE(seller_.Paid().empty());
@@ -644,7 +668,7 @@ class GuardTest : public RefusalTest {
   // budget file byte for byte as it was.
   void ExpectRefusedAfterFirst(const PayResult& r, std::string_view reason) {
     EXPECT_EQ(r.exit_code, ExitCode::kRejected) << r.message;
-    EXPECT_EQ(r.outcome, "refused");
+    EXPECT_EQ(r.outcome, PayOutcome::kRefused);
     EXPECT_EQ(r.reason, reason) << r.message;
     EXPECT_EQ(r.attempts, 0);
     EXPECT_EQ(r.reservation_state, "");
@@ -824,7 +848,7 @@ TEST_F(PayTest, BadPayeeOrMaximumStopsBeforeAnythingIsSent) {
   for (const PayOptions& options : {bad_payee, bad_max, bad_rpc}) {
     PayResult r = Run(options);
     EXPECT_EQ(r.exit_code, ExitCode::kError) << r.message;
-    EXPECT_EQ(r.outcome, "error");
+    EXPECT_EQ(r.outcome, PayOutcome::kError);
   }
   EXPECT_EQ(seller_.Unpaid(), 0);
 }

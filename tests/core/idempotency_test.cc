@@ -95,7 +95,7 @@ TEST(Idempotency, RepeatedArrivalsBecomeTraceEventsUpToTheCap) {
   auto replayed = ArrivalEvent(f.record, f.op, ArrivalOutcome::kReplay, 5000);
   ASSERT_TRUE(replayed.has_value());
   EXPECT_EQ(replayed->kind, "replayed");
-  EXPECT_EQ(replayed->actor, "client");
+  EXPECT_EQ(replayed->actor, TraceActor::kClient);
   EXPECT_EQ(replayed->at_ms, 5000);
   EXPECT_EQ(replayed->facts.http_status, 201);
   auto attached = ArrivalEvent(f.record, f.op, ArrivalOutcome::kAttach, 5000);

@@ -143,6 +143,25 @@ TEST(Operation, StateNamesRoundTrip) {
   EXPECT_FALSE(ParseFulfillment("").has_value());
 }
 
+// The names are what the store keeps and the trace JSON, the console and the inspector show: each
+// enumerator has exactly the name it had as a string, and every name reads back as its actor.
+TEST(Operation, TraceActorNamesRoundTrip) {
+  const std::vector<std::pair<TraceActor, std::string_view>> expected = {
+      {TraceActor::kClient, "client"},     {TraceActor::kGateway, "gateway"},
+      {TraceActor::kUpstream, "upstream"}, {TraceActor::kLedger, "ledger"},
+      {TraceActor::kChain, "chain"},       {TraceActor::kWorker, "worker"},
+      {TraceActor::kAdmin, "admin"}};
+  ASSERT_EQ(kTraceActors.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(kTraceActors[i], expected[i].first);  // the list names every enumerator, in order
+    EXPECT_EQ(TraceActorName(expected[i].first), expected[i].second);
+    EXPECT_EQ(ParseTraceActor(expected[i].second), expected[i].first);
+  }
+  for (std::string_view unknown : {"", "Client", "client ", "robot", "t"}) {
+    EXPECT_FALSE(ParseTraceActor(unknown).has_value()) << unknown;
+  }
+}
+
 }  // namespace
 }  // namespace agentpay
 
@@ -179,9 +198,11 @@ TEST(Principal, WalletAccountOf) {
 
 TEST(Trace, MergesArrivalPostingsEventsAndAnswerInTimeOrder) {
   Operation op = CompleteWalletOperation(Fresh(1000), Answered(200), 3000, 86400000).next;
-  std::vector<PostingRecord> postings = {{"op_1", "hold", "wallet:a", "hold:a", 250, 1000},
-                                         {"op_1", "capture", "hold:a", "revenue", 250, 3000}};
-  std::vector<TraceEvent> events = {{"op_1", 2000, "upstream", "hold_kept", "upstream answered 503"}};
+  std::vector<PostingRecord> postings = {
+      {"op_1", MoveKind::kHold, "wallet:a", "hold:a", 250, 1000},
+      {"op_1", MoveKind::kCapture, "hold:a", "revenue", 250, 3000}};
+  std::vector<TraceEvent> events = {
+      {"op_1", 2000, TraceActor::kUpstream, "hold_kept", "upstream answered 503"}};
   auto trace = BuildTrace(op, postings, events);
   std::vector<std::string> kinds;
   for (const auto& event : trace) kinds.push_back(event.kind);
@@ -199,11 +220,13 @@ TEST(Trace, WithinOneMillisecondTheOrderIsCausal) {
   // A retry resumed, captured, answered and replayed, all at 2000: the resumption before the
   // capture it led to, the answer after it, the replay of the answer last.
   Operation op = CompleteWalletOperation(Fresh(1000), Answered(200), 2000, 86400000).next;
-  std::vector<PostingRecord> postings = {{"op_1", "hold", "wallet:a", "hold:a", 250, 1000},
-                                         {"op_1", "capture", "hold:a", "revenue", 250, 2000}};
-  std::vector<TraceEvent> events = {{"op_1", 2000, "client", "replayed", "again"},
-                                    {"op_1", 1000, "upstream", "hold_kept", "503"},
-                                    {"op_1", 2000, "gateway", "retry_resumed", "attempt 2"}};
+  std::vector<PostingRecord> postings = {
+      {"op_1", MoveKind::kHold, "wallet:a", "hold:a", 250, 1000},
+      {"op_1", MoveKind::kCapture, "hold:a", "revenue", 250, 2000}};
+  std::vector<TraceEvent> events = {
+      {"op_1", 2000, TraceActor::kClient, "replayed", "again"},
+      {"op_1", 1000, TraceActor::kUpstream, "hold_kept", "503"},
+      {"op_1", 2000, TraceActor::kGateway, "retry_resumed", "attempt 2"}};
   std::vector<std::string> kinds;
   for (const auto& event : BuildTrace(op, postings, events)) kinds.push_back(event.kind);
   EXPECT_EQ(kinds, (std::vector<std::string>{"request", "hold", "hold_kept", "retry_resumed",
@@ -215,7 +238,7 @@ TEST(Trace, TheAnswerComesBeforeItsFirstReplay) {
   // whose time is not stored, is shown no later than the replay that repeated it.
   Operation op = CompleteWalletOperation(Fresh(1000), Answered(200), 3000, 86400000).next;
   op.updated_ms = 9000;
-  std::vector<TraceEvent> events = {{"op_1", 4000, "client", "replayed", "again"}};
+  std::vector<TraceEvent> events = {{"op_1", 4000, TraceActor::kClient, "replayed", "again"}};
   auto trace = BuildTrace(op, {}, events);
   ASSERT_EQ(trace.size(), 3u);
   EXPECT_EQ(trace[1].kind, "response");

@@ -53,6 +53,26 @@ TEST(Wallet, PostingsNameTwoDifferentAccounts) {
   }
 }
 
+// The names are what the ledger stores, the postings JSON and the trace show and the books' SQL
+// sums by: each kind has exactly the name it had as a string, and every name reads back as it.
+TEST(Wallet, MoveKindNamesRoundTrip) {
+  const std::vector<std::pair<MoveKind, std::string_view>> expected = {
+      {MoveKind::kDeposit, "deposit"},
+      {MoveKind::kHold, "hold"},
+      {MoveKind::kCapture, "capture"},
+      {MoveKind::kRelease, "release"},
+      {MoveKind::kRefund, "refund"}};
+  ASSERT_EQ(kMoveKinds.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(kMoveKinds[i], expected[i].first);  // the list names every enumerator, in order
+    EXPECT_EQ(MoveKindName(expected[i].first), expected[i].second);
+    EXPECT_EQ(ParseMoveKind(expected[i].second), expected[i].first);
+  }
+  for (std::string_view unknown : {"", "Hold", "hold ", "withdrawal", "wallet"}) {
+    EXPECT_FALSE(ParseMoveKind(unknown).has_value()) << unknown;
+  }
+}
+
 // Any sequence of moves keeps the invariants and conserves money: deposits = balance + captured.
 TEST(Wallet, RandomMovesConserveMoney) {
   std::mt19937_64 rng(42);

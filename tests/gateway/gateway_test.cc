@@ -1005,7 +1005,7 @@ TEST_F(ResolveTest, ResolutionIsAuditedAndIdempotent) {
   EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));  // no resolution here moves money
   std::vector<TraceEvent> events = Events(op_id);
   ASSERT_FALSE(events.empty());
-  EXPECT_EQ(events.back().actor, "admin");
+  EXPECT_EQ(events.back().actor, TraceActor::kAdmin);
   EXPECT_EQ(events.back().kind, "resolved");
   int resolved_events = 0;
   for (const auto& event : events) resolved_events += event.kind == "resolved";
@@ -1028,13 +1028,14 @@ TEST_F(ResolveTest, RefundReturnsTheCaptureOnceThroughTheLedger) {
   EXPECT_EQ(replay.status, 200);
   EXPECT_EQ(replay.body, refunded.body);
   EXPECT_EQ(BalancesOf(id), (Balances{1000, 0, 0}));  // refunded once
-  std::vector<std::string> kinds;
+  std::vector<MoveKind> kinds;
   ASSERT_TRUE(store_->Read([&](Transaction& tx) {
     auto postings = tx.ListPostings(op_id);
     for (const auto& posting : *postings) kinds.push_back(posting.kind);
     return Status::Ok();
   }).ok());
-  EXPECT_EQ(kinds, (std::vector<std::string>{"hold", "release", "hold", "capture", "refund"}));
+  EXPECT_EQ(kinds, (std::vector<MoveKind>{MoveKind::kHold, MoveKind::kRelease, MoveKind::kHold,
+                                          MoveKind::kCapture, MoveKind::kRefund}));
   // The stored answer still replays, with no new charge.
   HttpResponse replayed = Pay(key, "k1", "{}");
   EXPECT_EQ(replayed.status, 200);

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "core/event_threads.h"
+#include "sqlite/sqlite_db.h"
 #include "store/ledger.h"
 #include "store/pg_connection.h"
 #include "store/store.h"
@@ -108,6 +109,19 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
 
   Status Write(const TransactionFn& fn) { return store_->Write(fn); }
   Status Read(const TransactionFn& fn) { return store_->Read(fn); }
+
+  // Runs `sql` on the test's database behind the store's back, as another binary or a hand might:
+  // SQLite through a connection of its own, PostgreSQL through one of libpq.
+  Status RunBehindTheStore(const std::string& sql) {
+    if (url_.starts_with("sqlite:")) {
+      auto db = sqlite::Database::Open(url_.substr(7), /*read_only=*/false);
+      if (!db.ok()) return db.status();
+      return (*db)->Exec(sql);
+    }
+    auto conn = pg::Connection::Open(url_, 10);
+    if (!conn.ok()) return conn.status();
+    return (*conn)->Run(sql);
+  }
 
   void AddAccount(const std::string& id, int64_t deposit) {
     ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
@@ -303,7 +317,8 @@ TEST_P(StoreConformance, ReservedKeysAndClaimedUpdatesFailTheirDecisionWhenTheyC
   Status taken = Write([&](Transaction& tx) -> Status {
     auto moved = tx.Move("acct_f", MoveKind::kHold, 7, "op_f2", 6);
     if (!moved.ok()) return moved.status();
-    if (Status s = tx.AppendEvent({"op_f2", 6, "t", "hold", ""}); !s.ok()) return s;
+    if (Status s = tx.AppendEvent({"op_f2", 6, TraceActor::kGateway, "hold", ""}); !s.ok())
+      return s;
     return tx.ReserveNewKey(again);
   });
   EXPECT_EQ(taken.error(), ErrorCode::kStoreKeyTaken) << taken.ToString();
@@ -311,7 +326,7 @@ TEST_P(StoreConformance, ReservedKeysAndClaimedUpdatesFailTheirDecisionWhenTheyC
   Operation done = op;
   done.fulfillment = Fulfillment::kSucceeded;
   Status lost = Write([&](Transaction& tx) -> Status {
-    if (Status s = tx.AppendEvent({"op_f", 7, "t", "lost", ""}); !s.ok()) return s;
+    if (Status s = tx.AppendEvent({"op_f", 7, TraceActor::kGateway, "lost", ""}); !s.ok()) return s;
     if (Status s = tx.UpdateClaimedOperationOrFail(done, 2); !s.ok()) return s;  // not our claim
     auto moved = tx.Move("acct_f", MoveKind::kHold, 7, "op_f", 7);
     return moved.ok() ? Status::Ok() : moved.status();
@@ -351,7 +366,7 @@ TEST_P(StoreConformance, KeysReservedAtOnceFailAloneAndTakeOnlyTheirOwnMoney) {
     auto moved = tx.Move("acct_k", MoveKind::kHold, 10, op, 5);
     if (!moved.ok()) return moved.status();
     if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "refused");
-    return tx.AppendEvent({op, 5, "t", "hold", ""});
+    return tx.AppendEvent({op, 5, TraceActor::kGateway, "hold", ""});
   });
   int held = 0;
   for (int i = 0; i < kDecisions; ++i) {
@@ -1000,12 +1015,13 @@ TEST_P(StoreConformance, RateUsageAddsUpListsAndPrunes) {
 TEST_P(StoreConformance, EventsKeepTheirOrder) {
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
     for (int i = 0; i < 3; ++i) {
-      if (Status s = tx.AppendEvent({"op_e", 50 - i, "gateway", "k" + std::to_string(i), "d"});
+      if (Status s =
+              tx.AppendEvent({"op_e", 50 - i, TraceActor::kGateway, "k" + std::to_string(i), "d"});
           !s.ok()) {
         return s;
       }
     }
-    return tx.AppendEvent({"op_other", 1, "gateway", "x", ""});
+    return tx.AppendEvent({"op_other", 1, TraceActor::kGateway, "x", ""});
   }).ok());
   ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
     auto events = tx.ListEvents("op_e");
@@ -1016,15 +1032,54 @@ TEST_P(StoreConformance, EventsKeepTheirOrder) {
   }).ok());
 }
 
+// An event row whose actor this binary does not know (another version's, or a hand's) is a corrupt
+// store, reported as such: never read as some other actor, never a crash.
+TEST_P(StoreConformance, AnEventOfAnUnknownActorIsReportedAsCorrupt) {
+  ASSERT_TRUE(Write([](Transaction& tx) {
+                return tx.AppendEvent({"op_u", 1, TraceActor::kWorker, "hold_expired", ""});
+              }).ok());
+  ASSERT_TRUE(
+      RunBehindTheStore("UPDATE operation_events SET actor = 'robot' WHERE operation_id = 'op_u'")
+          .ok());
+  Status read = Read([](Transaction& tx) -> Status { return tx.ListEvents("op_u").status(); });
+  EXPECT_EQ(read.error(), ErrorCode::kStoreCorrupt) << read.ToString();
+}
+
+// A posting whose kind this binary does not know is a corrupt store, reported as such: neither the
+// operation's postings nor the books are read around money whose meaning is unknown.
+TEST_P(StoreConformance, APostingOfAnUnknownKindIsReportedAsCorrupt) {
+  AddAccount("acct_k", 1000);
+  ASSERT_TRUE(Write([](Transaction& tx) -> Status {
+                auto moved = tx.Move("acct_k", MoveKind::kHold, 10, "op_k", 5);
+                if (!moved.ok()) return moved.status();
+                return *moved == MoveOutcome::kOk
+                           ? Status::Ok()
+                           : Status::Error(ErrorCode::kStoreError, "refused");
+              }).ok());
+  Status listed = Read([](Transaction& tx) -> Status { return tx.ListPostings("op_k").status(); });
+  ASSERT_TRUE(listed.ok()) << listed.ToString();
+  ASSERT_TRUE(
+      RunBehindTheStore("UPDATE ledger_entries SET kind = 'bonus' WHERE operation_id = 'op_k'")
+          .ok());
+  listed = Read([](Transaction& tx) -> Status { return tx.ListPostings("op_k").status(); });
+  EXPECT_EQ(listed.error(), ErrorCode::kStoreCorrupt) << listed.ToString();
+  Status audited = Read([](Transaction& tx) -> Status { return tx.Audit().status(); });
+  EXPECT_EQ(audited.error(), ErrorCode::kStoreCorrupt) << audited.ToString();
+  // Put back, so that the books this test leaves still balance (TearDown checks them).
+  ASSERT_TRUE(
+      RunBehindTheStore("UPDATE ledger_entries SET kind = 'hold' WHERE operation_id = 'op_k'")
+          .ok());
+}
+
 TEST_P(StoreConformance, EventsKeepTheirStructuredFacts) {
   TraceEvent full{
       "op_f",
       7,
-      "chain",
+      TraceActor::kChain,
       "settled",
       "receipt",
       TraceFacts().Attempt(2).Amount(1500).HttpStatus(202).TxHash("0xab").Block(9).Reason("why")};
-  TraceEvent bare{"op_f", 8, "gateway", "note", ""};
+  TraceEvent bare{"op_f", 8, TraceActor::kGateway, "note", ""};
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
                 if (Status s = tx.AppendEvent(full); !s.ok()) return s;
                 return tx.AppendEvent(bare);
@@ -1043,19 +1098,20 @@ TEST_P(StoreConformance, RepeatedArrivalsAreRecordedUpToTheCap) {
   ASSERT_TRUE(Write([&](Transaction& tx) { return tx.InsertKey(record).status(); }).ok());
   int recorded = 0;
   for (int i = 0; i < kMaxRecordedArrivals + 3; ++i) {
-    ASSERT_TRUE(
-        Write([&](Transaction& tx) -> Status {
-          auto done = tx.RecordArrival(record, {"op_r", 10 + i, "client", "replayed", "again"});
-          if (!done.ok()) return done.status();
-          recorded += *done ? 1 : 0;
-          return Status::Ok();
-        }).ok());
+    ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                  auto done = tx.RecordArrival(
+                      record, {"op_r", 10 + i, TraceActor::kClient, "replayed", "again"});
+                  if (!done.ok()) return done.status();
+                  recorded += *done ? 1 : 0;
+                  return Status::Ok();
+                }).ok());
   }
   // A key that names another operation now (forgotten and reserved again) records nothing.
   KeyRecord stale = record;
   stale.operation_id = "op_old";
   ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
-                auto done = tx.RecordArrival(stale, {"op_old", 99, "client", "replayed", "late"});
+                auto done = tx.RecordArrival(
+                    stale, {"op_old", 99, TraceActor::kClient, "replayed", "late"});
                 if (!done.ok()) return done.status();
                 EXPECT_FALSE(*done);
                 return Status::Ok();
@@ -1173,7 +1229,9 @@ TEST_P(StoreConformance, AFailedWriteFailsItsDecisionAlone) {
           Operation missing = SampleOperation("op_missing_" + std::to_string(i));
           if (Status s = tx.UpdateOperation(missing); !s.ok()) return s;
         }
-        if (Status s = tx.AppendEvent({"op_w" + std::to_string(i), 1, "t", "k", ""}); !s.ok()) {
+        if (Status s =
+                tx.AppendEvent({"op_w" + std::to_string(i), 1, TraceActor::kGateway, "k", ""});
+            !s.ok()) {
           return s;
         }
         auto found = tx.FindKey("account:w", "k" + std::to_string(i));  // a read after the write
@@ -1219,7 +1277,7 @@ TEST_P(StoreConformance, AFailedLastWriteFailsItsDecisionAloneWithItsMoney) {
       auto moved = tx.Move(account_of(i), MoveKind::kHold, 10, op, 5);
       if (!moved.ok()) return moved.status();
       if (*moved != MoveOutcome::kOk) return Status::Error(ErrorCode::kStoreError, "refused");
-      if (Status s = tx.AppendEvent({op, 5, "t", "hold", ""}); !s.ok()) return s;
+      if (Status s = tx.AppendEvent({op, 5, TraceActor::kGateway, "hold", ""}); !s.ok()) return s;
       if (i % 3 == 0) return tx.UpdateOperation(SampleOperation("op_missing_" + op));
       return Status::Ok();
     });
@@ -1345,7 +1403,9 @@ TEST_P(StoreConformance, FailedDecisionRollsBackOnlyItself) {
       Status status = Write([&](Transaction& tx) -> Status {
         auto moved = tx.Move("acct_r", MoveKind::kHold, 1, "op_" + std::to_string(i), 5);
         if (!moved.ok()) return moved.status();
-        if (Status s = tx.AppendEvent({"op_" + std::to_string(i), 5, "t", "hold", ""}); !s.ok()) {
+        if (Status s =
+                tx.AppendEvent({"op_" + std::to_string(i), 5, TraceActor::kGateway, "hold", ""});
+            !s.ok()) {
           return s;
         }
         // Every odd decision changes its mind after writing: none of its writes may survive.
@@ -1492,7 +1552,7 @@ TEST_P(StoreConformance, ExpiredHoldsAlertsAndPostings) {
     EXPECT_FALSE((*alerts)[0].resolved_ms.has_value());
     auto postings = tx.ListPostings("op_h0");
     EXPECT_EQ(postings->size(), 1u);
-    EXPECT_EQ((*postings)[0].kind, "hold");
+    EXPECT_EQ((*postings)[0].kind, MoveKind::kHold);
     EXPECT_EQ((*postings)[0].debit, "wallet:acct_h");
     EXPECT_EQ((*postings)[0].credit, "hold:acct_h");
     EXPECT_EQ((*postings)[0].amount, 5);
@@ -1564,7 +1624,7 @@ TEST_P(StoreConformance, RefundReturnsCapturedMoneyThroughTheLedger) {
   ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
     auto postings = tx.ListPostings("op_ref");
     EXPECT_EQ(postings->size(), 3u);
-    EXPECT_EQ((*postings)[2].kind, "refund");
+    EXPECT_EQ((*postings)[2].kind, MoveKind::kRefund);
     EXPECT_EQ((*postings)[2].debit, "revenue");
     EXPECT_EQ((*postings)[2].credit, "wallet:acct_r");
     return Status::Ok();
@@ -1732,7 +1792,9 @@ TEST_P(StoreConformance, AuditReadsTheBooks) {
                   auto moved = tx.Move("a", kind, 7, "op_3", 30);
                   if (!moved.ok()) return moved.status();
                 }
-                if (Status s = tx.AppendEvent({"op_3", 31, "worker", "hold_expired", "r"}); !s.ok())
+                if (Status s =
+                        tx.AppendEvent({"op_3", 31, TraceActor::kWorker, "hold_expired", "r"});
+                    !s.ok())
                   return s;
                 if (Status s =
                         tx.InsertAlert({"alert_1", "op_3", "hold_expired_after_possible_work", "r",

@@ -285,7 +285,9 @@ TEST(SqliteLocks, AnOpenStoreKeepsItsLockOnTheSharedMemory) {
   auto store = OpenStore("sqlite:" + path);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ASSERT_TRUE((*store)
-                  ->Write([](Transaction& tx) { return tx.AppendEvent({"op", 1, "a", "b", "c"}); })
+                  ->Write([](Transaction& tx) {
+                    return tx.AppendEvent({"op", 1, TraceActor::kGateway, "b", "c"});
+                  })
                   .ok());
   const std::string shm = path + "-shm";
   pid_t child = ::fork();

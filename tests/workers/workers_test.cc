@@ -242,7 +242,7 @@ TEST_F(WorkersTest, TwoProcessesSweepAndPruneEachOperationOnce) {
       EXPECT_EQ(alerts_per_op[id], 1) << id;
       auto postings = tx.ListPostings(id);
       int releases = 0;
-      for (const auto& posting : *postings) releases += posting.kind == "release";
+      for (const auto& posting : *postings) releases += posting.kind == MoveKind::kRelease;
       EXPECT_EQ(releases, 1) << id;
       EXPECT_EQ((*tx.FindOperation(id))->settlement, Settlement::kReleased);
     }
