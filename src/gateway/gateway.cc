@@ -16,6 +16,11 @@ namespace agentpay {
 
 namespace {
 constexpr size_t kMaxBlockingQueue = 4096;
+// The paid path's reads: two threads keep the CPU cost of a replay at what it was when the read ran
+// on the I/O thread (bench/README.md, "Issue 37: no event thread waits"); the bound is the blocking
+// pool's, and a read refused past it is no error (the decision reads for itself, or 503).
+constexpr size_t kReaderThreads = 2;
+constexpr size_t kMaxQueuedReads = 4096;
 
 // The gateway's own endpoints and pages: never forwarded to a paid route.
 bool IsReservedPath(std::string_view path) {
@@ -61,10 +66,14 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
                     ? nullptr
                     : std::make_unique<WorkerPool>(config_.blocking_threads, kMaxBlockingQueue)),
       blocking_(executors.blocking != nullptr ? *executors.blocking : *own_pool_),
+      own_readers_(executors.readers != nullptr
+                       ? nullptr
+                       : std::make_unique<WorkerPool>(kReaderThreads, kMaxQueuedReads)),
+      readers_(executors.readers != nullptr ? *executors.readers : *own_readers_),
       attachments_(store, timers, blocking_, metrics_, config_.attach_wait_ms),
       rate_limiters_(config_.rate_limits),
-      context_{config_,  store,        clock,        random,         timers,   upstream,
-               metrics_, attachments_, instance_id_, rate_limiters_, blocking_},
+      context_{config_,  store,        clock,        random,         timers,    upstream,
+               metrics_, attachments_, instance_id_, rate_limiters_, blocking_, readers_},
       api_keys_(store, clock),
       wallet_(context_, api_keys_),
       views_(context_, api_keys_),
@@ -87,6 +96,7 @@ Gateway::~Gateway() {
   // injected executor's owner must not run this gateway's tasks once it is gone: the simulator
   // drops them with the process that scheduled them.)
   if (own_pool_) own_pool_->Stop();
+  if (own_readers_) own_readers_->Stop();
   // Duplicates still attached (only when Drain timed out) are answered now, while the members their
   // answers touch still exist; their later timers then find them answered.
   attachments_.Close();
@@ -182,7 +192,7 @@ HeadDecision Gateway::AnswerHead(const HttpRequest& head, HeadDone done) {
     auto later = [decide, head_copy = head, verdict, done](ApiKeys::Lookup account) {
       done(decide(head_copy, verdict, std::move(account)));
     };
-    auto account = api_keys_.AuthenticateOrDefer(head, blocking_, std::move(later));
+    auto account = api_keys_.AuthenticateOrDefer(head, readers_, std::move(later));
     if (!account) return HeadDecision::Later();
     return decide(head, std::move(verdict), std::move(*account));
   }

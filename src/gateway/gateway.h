@@ -37,6 +37,7 @@ namespace agentpay {
 struct GatewayExecutors {
   Executor* blocking = nullptr;  // admin, views, attached duplicates' re-reads
   Executor* chain = nullptr;     // x402 chain calls, one blocking call per task
+  Executor* readers = nullptr;   // the paid path's reads (Store::ReadAsync)
 };
 
 class Gateway {
@@ -151,6 +152,12 @@ class Gateway {
   // Admin, views, attached duplicates' re-reads: all that may block. own_pool_ when not injected.
   std::unique_ptr<WorkerPool> own_pool_;
   Executor& blocking_;
+  // The paid path's reads (API keys not remembered, the fast-path look, x402's first look): short,
+  // and one per paid request on SQLite. A pool of their own, of few threads (kReaderThreads):
+  // under load its threads stay busy draining the queue instead of each task waking one of the
+  // blocking pool's 16 sleeping threads. own_readers_ when not injected.
+  std::unique_ptr<WorkerPool> own_readers_;
+  Executor& readers_;
   Attachments attachments_;
   RateLimiters rate_limiters_;
   const GatewayContext context_;

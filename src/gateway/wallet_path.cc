@@ -36,11 +36,11 @@ void WalletPath::Pay(std::shared_ptr<const HttpRequest> request, const RouteConf
     return Authenticated(std::move(request), route, std::move(respond),
                          ApiKeys::Lookup(std::move(account_known)));
   }
-  // A key not remembered is read on the blocking pool: this is an I/O thread.
+  // A key not remembered is read on the readers' pool: this is an I/O thread.
   auto later = [this, request, route = &route, respond](ApiKeys::Lookup account) {
     Authenticated(request, *route, respond, std::move(account));
   };
-  auto account = api_keys_.AuthenticateOrDefer(*request, ctx_.blocking, std::move(later));
+  auto account = api_keys_.AuthenticateOrDefer(*request, ctx_.readers, std::move(later));
   if (account) Authenticated(std::move(request), route, std::move(respond), std::move(*account));
 }
 
@@ -100,7 +100,7 @@ void WalletPath::LookThenBegin(std::shared_ptr<PaidRequest> paid, bool after_con
   // durability; an answer given from this snapshot waits for it first (WhenDurable in Looked).
   auto look = std::make_shared<Look>();
   ctx_.store.ReadAsync(
-      ctx_.blocking,
+      ctx_.readers,
       [paid, look](Transaction& tx) {
         auto found = tx.FindKey(paid->principal(), paid->key);
         if (!found.ok()) return found.status();

@@ -39,7 +39,7 @@ class WalletPath {
                      Respond respond, ApiKeys::Lookup account);
   void Start(std::shared_ptr<PaidRequest> paid);
   // Reads the key off the calling thread (a read may wait on the database: Store::ReadAsync on
-  // the blocking pool): a replay or a mismatch is answered from the read once what it saw is
+  // the readers' pool): a replay or a mismatch is answered from the read once what it saw is
   // durable, anything else goes on to the begin decision, and so does a request whose read the
   // full pool refused (decided by the writer, which reads the key itself). `after_conflict`: a
   // begin decision that presumed the key new found it taken.

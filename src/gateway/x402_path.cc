@@ -284,7 +284,7 @@ void X402Path::Arrive(PaymentPtr p) {
     // on the database: off this thread (an I/O thread), and back here with what it saw.
     auto seen = std::make_shared<std::optional<Begin::Kind>>();
     ctx_.store.ReadAsync(
-        ctx_.blocking,
+        ctx_.readers,
         [this, p, seen](Transaction& tx) -> Status {
           auto record = FindPayerKey(tx, *p);
           if (!record.ok()) return record.status();

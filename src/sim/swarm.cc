@@ -454,9 +454,9 @@ class Run {
       settler_ = std::make_unique<Settler>(*node_, SettlerConfigOf(config_), KeyNumber(0),
                                            ReservationLimitsOf(config_));
     }
-    gateway_ = std::make_unique<Gateway>(config_, *store_, clock_, ids_, timers_, upstream_,
-                                         settler_.get(),
-                                         GatewayExecutors{executor_.get(), chain_executor_.get()});
+    gateway_ = std::make_unique<Gateway>(
+        config_, *store_, clock_, ids_, timers_, upstream_, settler_.get(),
+        GatewayExecutors{executor_.get(), chain_executor_.get(), executor_.get()});
     SimStore::Inline blocking(*store_);
     if (Status s = gateway_->RegisterInstance(); !s.ok())
       return Violate("gateway_starts", s.ToString());

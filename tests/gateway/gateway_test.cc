@@ -550,7 +550,7 @@ TEST_F(GatewayTest, APaidRequestNeverWaitsOnItsIoThread) {
   EXPECT_EQ(BalancesOf(id), (Balances{2 * kPrice, 2 * kPrice, 0}));
 }
 
-// The blocking pool full: the key's fast-path read cannot be queued, so the writer decides
+// The readers' pool full: the key's fast-path read cannot be queued, so the writer decides
 // against the key as it is (it reads it itself). New payments and replays are still served, once.
 TEST_F(GatewayTest, APaymentWhoseReadFindsNoFreeReaderIsDecidedByTheWriter) {
   // Runs tasks at once while open (the API key's first lookup), refuses them once closed.
@@ -564,6 +564,7 @@ TEST_F(GatewayTest, APaymentWhoseReadFindsNoFreeReaderIsDecidedByTheWriter) {
   } pool;
   GatewayExecutors executors;
   executors.blocking = &pool;
+  executors.readers = &pool;
   auto [id, key] = Account(1000);
   auto full = std::make_unique<Gateway>(gateway_->config(), *store_, clock_, random_, timers_,
                                         upstream_, nullptr, executors);
