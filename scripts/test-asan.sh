@@ -5,6 +5,7 @@
 # the sanitized gateway. A sanitizer report fails the test. Extra arguments go to the first ctest.
 # The same build has the simulator's mutants (-DAGENTPAY_SIM_MUTANTS=ON, never in a release): the
 # mutant job (ctest sim.mutants) shows `agentpay sim swarm` catching each flawed approach.
+# The gtest suites run AGENTPAY_TEST_JOBS at once (ctest -j, default 4; see scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
@@ -26,7 +27,7 @@ export ASAN_OPTIONS="$asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 cd build-asan
 status=0
-ctest --output-on-failure --timeout 900 -LE script "$@" || status=1
+ctest --output-on-failure --timeout 900 -j "${AGENTPAY_TEST_JOBS:-4}" -LE script "$@" || status=1
 if [ $# -eq 0 ]; then
   # The gateway and seller processes are stopped by signals and their exit status is not
   # checked: their sanitizer reports go to files, and any report fails the run.

@@ -58,6 +58,35 @@ class TestPortsTest(unittest.TestCase):
         self.assertEqual(len(second_ports), 9000)
         self.assertTrue(first_ports & second_ports)
 
+    def test_hold_serves_ports_until_stdin_closes(self):
+        # `testports.py --hold`, as tests/browser/lib.mjs runs it: a port per line, held while it lives.
+        child = subprocess.Popen([sys.executable, os.path.join(HERE, "testports.py"), "--hold"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            ports = []
+            for _ in range(3):
+                child.stdin.write("\n")
+                child.stdin.flush()
+                ports.append(int(child.stdout.readline()))
+            self.assertEqual(len(set(ports)), 3, ports)
+            fd = os.open(testports._LOCK_FILE, os.O_RDWR)
+            try:
+                for port in ports:
+                    with self.assertRaises(OSError, msg="port %d is not held" % port):
+                        testports.fcntl.lockf(fd, testports.fcntl.LOCK_EX | testports.fcntl.LOCK_NB, 1, port)
+            finally:
+                os.close(fd)
+        finally:
+            child.stdin.close()
+            child.wait(timeout=10)
+        self.assertEqual(child.returncode, 0)
+        fd = os.open(testports._LOCK_FILE, os.O_RDWR)
+        try:
+            for port in ports:  # free again: taking the lock works
+                testports.fcntl.lockf(fd, testports.fcntl.LOCK_EX | testports.fcntl.LOCK_NB, 1, port)
+        finally:
+            os.close(fd)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -11,6 +11,7 @@ import fcntl
 import os
 import random
 import socket
+import sys
 import tempfile
 
 # One per user: a file another user created may not be writable here.
@@ -64,4 +65,10 @@ def reserve(host="127.0.0.1"):
 
 
 if __name__ == "__main__":
-    print(reserve())  # for a shell script: free now, no longer reserved once this exits
+    if sys.argv[1:] == ["--hold"]:
+        # For a test in another language (tests/browser/lib.mjs): one port per line read from stdin,
+        # each held until stdin closes, which it does when that test process ends, however it ends.
+        for _ in sys.stdin:
+            print(reserve(), flush=True)
+    else:
+        print(reserve())  # for a shell script: free now, no longer reserved once this exits

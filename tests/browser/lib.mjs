@@ -2,9 +2,9 @@
 // and Debian's headless Chromium driven by playwright-core (from tests/chain_env/node_modules:
 // bash tests/chain_env/install.sh; Chromium from apt, /usr/bin/chromium, or $AGENTPAY_CHROMIUM).
 //   const t = setUp("console.test.mjs");   // reads <agentpay binary> <artifacts dir> from argv
+import {spawn} from "node:child_process";
 import {existsSync, mkdirSync, mkdtempSync, rmSync} from "node:fs";
 import {createRequire} from "node:module";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import {fileURLToPath} from "node:url";
@@ -40,11 +40,37 @@ export function setUp(script) {
   };
 }
 
+// A port for a server the test starts, reserved as every test's are (tests/testports.py; its
+// docstring says why "listen on port 0, read it, close" races once ctest runs tests side by side):
+// a python3 child takes one per line it reads and holds them until this process ends.
+let portHolder = null;
+const portWaiters = [];
 export function freePort() {
+  if (portHolder === null) {
+    portHolder = spawn("python3", [path.join(here, "..", "testports.py"), "--hold"],
+      {stdio: ["pipe", "pipe", "inherit"]});
+    let buffered = "";
+    portHolder.stdout.setEncoding("utf8");
+    portHolder.stdout.on("data", (chunk) => {
+      buffered += chunk;
+      for (let end = buffered.indexOf("\n"); end >= 0; end = buffered.indexOf("\n")) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 1);
+        const waiter = portWaiters.shift();
+        if (waiter) waiter.resolve(Number(line));
+      }
+      if (portWaiters.length === 0) portHolder.stdout.unref();  // it keeps nothing alive
+    });
+    portHolder.on("exit", (code) => {
+      for (const waiter of portWaiters.splice(0)) waiter.reject(new Error(`testports.py exited (${code})`));
+    });
+    portHolder.unref();
+    portHolder.stdin.unref();
+  }
   return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => { const {port} = server.address(); server.close(() => resolve(port)); });
+    portWaiters.push({resolve, reject});
+    portHolder.stdout.ref();
+    portHolder.stdin.write("\n");
   });
 }
 

@@ -275,9 +275,10 @@ class PayReconcileOnDevnetTest(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="agentpay-demo-reconcile-")
-        # validBefore = signing + 12 s: `pay` gives up 7 s after it starts, which leaves the test
-        # about 5 s to see reconcile keep the reservation before validBefore + the 1 s buffer.
-        self.demo = Demo(self.dir, ["--max-timeout-seconds", "12"])
+        # validBefore = signing + 20 s: `pay` gives up 7 s after it starts, which leaves the test
+        # about 13 s to see reconcile keep the reservation and mine before validBefore + the 1 s
+        # buffer (5 s were too few once ctest -j4 shared a busy machine: mined after validBefore).
+        self.demo = Demo(self.dir, ["--max-timeout-seconds", "20"])
         self.key_file = os.path.join(self.dir, "buyer-key")
         harness.write_secret(self.key_file, self.demo.buyer_key + "\n")
         self.budget_db = os.path.join(self.dir, "budget.db")

@@ -5,10 +5,13 @@ Real `agentpay serve` processes on one database of the test cluster (tests/pg/cl
 ctest; its state directory comes in AGENTPAY_TEST_POSTGRES_STATE), the demo seller upstream, and the
 shared invariant checker (tests/fault/invariants.py) on the database after every test:
   - 3 gateways, 64 clients sending the same keys to different gateways at once, retries landing on
-    other gateways than the first attempt: one hold, one capture, one upstream execution per key;
+    other gateways than the first attempt (certain: a gate before the seller holds every key's upstream
+    call until the other clients of the key have had an answer that is not final): one hold, one
+    capture, one upstream execution per key;
   - kill -9 of a gateway in the middle of a paid call while the other two serve: a retry on another
     gateway completes it with one charge;
-  - the database restarted as a crash does (pg_ctl restart -m immediate) under paid load: every
+  - the database restarted as a crash does (pg_ctl restart -m immediate) under paid load, on a cluster
+    of its own so that the restart cannot hurt the tests ctest runs beside this one: every
     acknowledged payment is still there, nothing is charged twice, /healthz says 503 while it is away,
     and the gateways answer again within seconds of the database, by themselves, each holding its
     liveness lock again;
@@ -16,7 +19,8 @@ shared invariant checker (tests/fault/invariants.py) on the database after every
   - an API key revoked through one gateway is refused by every gateway within a second.
 
 Run:  AGENTPAY_TEST_POSTGRES_STATE=DIR python3 tests/integration/test_postgres_cluster.py --agentpay BIN
-(DIR as written by `tests/pg/cluster.sh start DIR`).
+(DIR as written by `tests/pg/cluster.sh start DIR`; the restart test starts and removes a cluster of its
+own with the same script).
 """
 
 import os
@@ -30,15 +34,52 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "fault"))
+from fault_proxy import FaultProxy  # noqa: E402
+CLUSTER_SH = os.path.join(ROOT, "tests", "pg", "cluster.sh")
 PRICE = harness.PRICE
 DEPOSIT = 10_000_000
 
 
-def cluster_state():
+_private_clusters = []  # state directories of the clusters the tests started themselves
+
+
+def stop_everything(signum=None, frame=None):
+    """SIGTERM (a ctest timeout): the clusters this file started go too, then every child process."""
+    for state in _private_clusters:
+        subprocess.run(["bash", CLUSTER_SH, "stop", state], timeout=60, check=False)
+    harness.emergency_shutdown(signum, frame)
+
+
+def shared_cluster_state():
     state = os.environ.get("AGENTPAY_TEST_POSTGRES_STATE")
     if not state:
         raise RuntimeError("set AGENTPAY_TEST_POSTGRES_STATE to the directory of `tests/pg/cluster.sh start DIR`")
     return state
+
+
+class Gate(FaultProxy):
+    """A proxy before the seller that holds every request until open(): while it is shut no upstream call
+    can finish. `held` counts the requests that reached it."""
+
+    def __init__(self, seller_port):
+        # A port of tests/testports.py: the proxy's own choice (port 0) is an ephemeral port.
+        super().__init__(("127.0.0.1", seller_port), listen=("127.0.0.1", harness.free_port()))
+        self._opened = threading.Event()
+        self.held = 0
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def open(self):
+        self._opened.set()
+
+    def _forward(self, raw):
+        with self._lock:
+            self.held += 1
+        self._opened.wait()
+        return super()._forward(raw)
 
 
 class ClusterTestCase(unittest.TestCase):
@@ -46,9 +87,14 @@ class ClusterTestCase(unittest.TestCase):
 
     GATEWAYS = 3
     gateway_args = ("--attach-wait-ms", "200")
+    cluster_state = staticmethod(shared_cluster_state)
+
+    def upstream_url(self):
+        """What the gateways forward to."""
+        return self.seller.url
 
     def setUp(self):
-        os.environ["AGENTPAY_TEST_POSTGRES_URL_FILE"] = os.path.join(cluster_state(), "url")
+        os.environ["AGENTPAY_TEST_POSTGRES_URL_FILE"] = os.path.join(self.cluster_state(), "url")
         self.workdir = harness.tempfile.mkdtemp(prefix="agentpay-pg-cluster-")
         self.addCleanup(harness.shutil.rmtree, self.workdir, ignore_errors=True)
         self.seller = harness.Seller(self.workdir)
@@ -57,8 +103,9 @@ class ClusterTestCase(unittest.TestCase):
         url = harness.fresh_postgres_database()
         self.db = (url, url)
         self.gws = []
+        upstream = self.upstream_url()
         for i in range(self.GATEWAYS):
-            gw = harness.Gateway(self.workdir, self.seller.url, extra_args=self.gateway_args, db=self.db)
+            gw = harness.Gateway(self.workdir, upstream, extra_args=self.gateway_args, db=self.db)
             gw.log_path = os.path.join(self.workdir, "gateway-%d.log" % i)
             self.addCleanup(gw.stop)
             gw.start()
@@ -81,10 +128,11 @@ class ClusterTestCase(unittest.TestCase):
             return db.execute("SELECT kind, amount FROM ledger_entries WHERE operation_id = ? ORDER BY id",
                               (op_id,)).fetchall()
 
-    def pay_until_done(self, acct, key, first, body, fault="ok", deadline_s=30):
+    def pay_until_done(self, acct, key, first, body, fault="ok", deadline_s=30, answers=None):
         """Sends `key` to gateway `first`, then to the next gateway after every answer that is not final,
-        until a 200. Returns every answer, in order."""
-        answers, i = [], first
+        until a 200. Returns every answer, in order (appended to `answers` as they come, if given)."""
+        answers = [] if answers is None else answers
+        i = first
         deadline = time.monotonic() + deadline_s
         while time.monotonic() < deadline:
             try:
@@ -104,23 +152,48 @@ class ClusterTestCase(unittest.TestCase):
 class SameKeysOnThreeGatewaysTest(ClusterTestCase):
     KEYS = 8
     CLIENTS = 64
+    # The upstream calls wait at the gate for up to GATE_S; the gateways' upstream timeout is longer.
+    GATE_S = 15
+    gateway_args = ("--attach-wait-ms", "200", "--upstream-timeout-ms", "60000")
+
+    def upstream_url(self):
+        self.gate = Gate(self.seller.port).start()
+        self.addCleanup(self.gate.stop)
+        self.addCleanup(self.gate.open)  # a failed test leaves no call waiting at the gate
+        return self.gate.url
 
     def test_one_hold_one_capture_one_execution_per_key(self):
         acct = self.account("crowd")
         body = b'{"task":"crowd"}'
-        results = [None] * self.CLIENTS
+        results = [[] for _ in range(self.CLIENTS)]
         start = threading.Barrier(self.CLIENTS)
 
         def client(n):
             start.wait()
             # Client n starts on gateway n % 3 and moves on to the next one after every 202/409.
-            results[n] = self.pay_until_done(acct, "crowd-%d" % (n % self.KEYS), n, body, fault="slow:400")
+            self.pay_until_done(acct, "crowd-%d" % (n % self.KEYS), n, body, answers=results[n],
+                                deadline_s=self.GATE_S + 30)
 
         threads = [threading.Thread(target=client, args=(n,)) for n in range(self.CLIENTS)]
         for t in threads:
             t.start()
+        # The gate is shut: the first client of each key waits at it, every other client of that key
+        # can only be told "not yet" (202, 409). Open it once each of those has been told so at least
+        # once (or after GATE_S): retries on other gateways are then the test's set-up, not luck.
+        others = self.CLIENTS - self.KEYS
+        deadline = time.monotonic() + self.GATE_S
+        while time.monotonic() < deadline:
+            if self.gate.held >= self.KEYS and sum(1 for answers in results if answers) >= others:
+                break
+            time.sleep(0.02)
+        told_not_yet = sum(1 for answers in results if answers)
+        held = self.gate.held
+        self.gate.open()
         for t in threads:
             t.join()
+        print("gate opened after %d of %d clients had been told to come back" % (told_not_yet, others))
+        self.assertEqual(held, self.KEYS, "one upstream call per key waited at the gate")
+        self.assertGreater(told_not_yet, 0, "no client was told to come back while the gate was shut")
 
         by_key = {}
         for n, answers in enumerate(results):
@@ -238,7 +311,20 @@ class KeyRevocationTest(ClusterTestCase):
 
 
 class DatabaseRestartTest(ClusterTestCase):
+    """On a cluster of its own (tests/pg/cluster.sh): restarting the shared one would cut the connections
+    of every PostgreSQL test ctest runs beside this one."""
+
     GATEWAYS = 2
+
+    @classmethod
+    def setUpClass(cls):
+        state = harness.tempfile.mkdtemp(prefix="agentpay-pg-restart-")
+        cls.addClassCleanup(harness.shutil.rmtree, state, ignore_errors=True)
+        cls.addClassCleanup(subprocess.run, ["bash", CLUSTER_SH, "stop", state], timeout=120)
+        _private_clusters.append(state)
+        subprocess.run(["bash", CLUSTER_SH, "start", state], check=True, timeout=120,
+                       stdout=subprocess.DEVNULL)
+        cls.cluster_state = staticmethod(lambda: state)
 
     def test_immediate_restart_under_load_loses_nothing_acknowledged(self):
         acct = self.account("steady")
@@ -302,8 +388,7 @@ class DatabaseRestartTest(ClusterTestCase):
             before = len(acknowledged)
             began = time.monotonic()
             prober.start()
-            subprocess.run(["bash", os.path.join(ROOT, "tests", "pg", "cluster.sh"), "restart",
-                            cluster_state()], check=True, timeout=90)
+            subprocess.run(["bash", CLUSTER_SH, "restart", self.cluster_state()], check=True, timeout=90)
             restarted_at.append(time.monotonic())
             prober_stop.set()
             prober.join(timeout=30)
@@ -360,4 +445,4 @@ class DatabaseRestartTest(ClusterTestCase):
 
 
 if __name__ == "__main__":
-    harness.main(sys.argv)
+    harness.main(sys.argv, on_sigterm=stop_everything)

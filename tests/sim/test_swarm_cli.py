@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """`agentpay sim swarm` as CI and a user run it: 2,000 seeds of the real gateway within five minutes
-of wall time with every invariant held, the same seeds giving the same events hash, and clear
-usage errors (exit 2, nothing run).
+with every invariant held, the same seeds giving the same events hash, and clear usage errors
+(exit 2, nothing run). The five minutes are the swarm's CPU time: it runs on one thread, so on an
+idle machine that is its wall time, and ctest -j runs it beside other tests, whose share of the
+cores would otherwise count against it.
 
 usage: test_swarm_cli.py [--agentpay PATH] [unittest args]"""
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -15,10 +18,17 @@ import unittest
 
 AGENTPAY = os.path.join(os.path.dirname(__file__), "..", "..", "build", "agentpay")
 CI_SEEDS = 2000
-CI_WALL_SECONDS = 300
+CI_CPU_SECONDS = 300
+# Only a bound on a swarm that hangs (the ctest TIMEOUT of sim.swarm is above it).
+WALL_LIMIT_SECONDS = 800
 
 
-def swarm(*args, timeout=CI_WALL_SECONDS + 60, cwd=None):
+def children_cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def swarm(*args, timeout=WALL_LIMIT_SECONDS, cwd=None):
     return subprocess.run([os.path.abspath(AGENTPAY), "sim", "swarm"] + list(args),
                           capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
@@ -31,13 +41,13 @@ def events_hash(stdout):
 
 class SwarmCliTest(unittest.TestCase):
     def test_two_thousand_seeds_hold_every_invariant_within_five_minutes(self):
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), children_cpu_seconds()
         out = swarm("--seeds", str(CI_SEEDS))
-        took = time.monotonic() - t0
+        took, cpu = time.monotonic() - t0, children_cpu_seconds() - cpu0
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertIn("SEED=1..%d" % CI_SEEDS, out.stdout)
         self.assertIn("%d seeds held every invariant" % CI_SEEDS, out.stdout)
-        self.assertLess(took, CI_WALL_SECONDS)
+        self.assertLess(cpu, CI_CPU_SECONDS, "CPU seconds for %d seeds" % CI_SEEDS)
         counts = re.search(r"(\d+) steps, (\d+) requests, (\d+) answers, (\d+) crashes, "
                            r"(\d+) operations charged", out.stdout)
         self.assertIsNotNone(counts, out.stdout)
@@ -57,7 +67,7 @@ class SwarmCliTest(unittest.TestCase):
         self.assertGreater(reorgs, 50)
         self.assertGreater(dropped, 50)
         self.assertGreater(released, 20)
-        print("\n" + out.stdout.strip() + "\n  (%.1f s wall)" % took)
+        print("\n" + out.stdout.strip() + "\n  (%.1f s CPU, %.1f s wall)" % (cpu, took))
 
     def test_the_same_seeds_give_the_same_events_hash(self):
         with tempfile.TemporaryDirectory() as workdir:
