@@ -26,8 +26,7 @@ struct GatewayContext {
   Attachments& attachments;
   const std::string& instance_id;  // stamped on every claim an attempt takes
   RateLimiters& rate_limiters;     // per account and per payer (the client's is the gateway's)
-  Executor& blocking;  // work that may block (admin, views, re-reads) off I/O and store threads
-  Executor& readers;   // the paid path's reads (Store::ReadAsync): few threads, short reads
+  Executor& readers;  // the paid path's reads (Store::ReadAsync): few threads, short reads
 };
 
 }  // namespace agentpay
