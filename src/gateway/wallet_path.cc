@@ -23,8 +23,17 @@ struct WalletPath::PaidRequest {
   std::string account_id;
   std::string key;
   std::string fingerprint;
+  WalletPayment payment;  // where the state machine is
+  // The operation answered about: as the look found it (begin.op), then as the begin decision
+  // committed or found it.
   Begin begin;
+  // What the look found of a repeated arrival answered from it (RecordLookedArrival).
+  std::optional<KeyRecord> looked_record;
+  ArrivalOutcome looked_arrival = ArrivalOutcome::kNew;
+  int64_t looked_ms = 0;
+  Status failure;              // the store's error behind kStoreProblem and kOutcomeUnrecorded
   uint64_t attempt_token = 0;  // begin.op's attempt is in WalletPath::attempts_ (0: not)
+  std::optional<UpstreamOutcome> outcome;
   std::optional<Completion> completion;
   int64_t upstream_started_ms = 0;  // Timers::MonotonicMs
   std::string principal() const { return "account:" + account_id; }
@@ -74,133 +83,156 @@ void WalletPath::Authenticated(std::shared_ptr<const HttpRequest> request, const
   paid->fingerprint =
       Sha256Hex(FingerprintMaterial(request->method, request->Path(), request->Query(),
                                     request->Header("Content-Type").value_or(""), request->body));
-  Start(std::move(paid));
+  Advance(std::move(paid), WalletStarted{ctx_.store.ReadsAreRemote()});
 }
 
-void WalletPath::Start(std::shared_ptr<PaidRequest> paid) {
-  // Most requests carry a new key. Where a read is a round trip to the database server it costs
-  // the gateway's thread more than it spares the writer: the begin decision presumes the key new,
-  // and only a key found taken is looked at. (PostgreSQL, one gateway, one hot account: paid
-  // requests/s +10%, the gateway's CPU a request -30%; bench/README.md.)
-  if (ctx_.store.ReadsAreRemote()) return QueueBegin(std::move(paid), /*key_presumed_new=*/true);
-  LookThenBegin(std::move(paid), /*after_conflict=*/false);
-}
-
-// What the fast path's read found of a key.
-struct WalletPath::Look {
-  std::optional<KeyRecord> record;
-  std::optional<Operation> existing;
-};
-
-void WalletPath::LookThenBegin(std::shared_ptr<PaidRequest> paid, bool after_conflict) {
-  // Fast path: a final operation never changes, so replays and mismatches need no decision (the
-  // trace's record of the key's first repeated arrivals is written after the answer, and only
-  // while the write queue is short: it never crowds out a payment's decision).
-  // Unsynced: most requests find no key and go on to the begin decision, which waits for its own
-  // durability; an answer given from this snapshot waits for it first (WhenDurable in Looked).
-  auto look = std::make_shared<Look>();
-  ctx_.store.ReadAsync(
-      ctx_.readers,
-      [paid, look](Transaction& tx) {
-        auto found = tx.FindKey(paid->principal(), paid->key);
-        if (!found.ok()) return found.status();
-        look->record = std::move(*found);
-        if (!look->record) return Status::Ok();
-        auto op = tx.FindOperation(look->record->operation_id);
-        if (!op.ok()) return op.status();
-        look->existing = std::move(*op);
-        return Status::Ok();
-      },
-      [this, paid, look, after_conflict](Status read) {
-        Looked(paid, *look, after_conflict, std::move(read));
-      },
-      ReadWait::kUnsynced);
-}
-
-void WalletPath::Looked(std::shared_ptr<PaidRequest> paid, const Look& look, bool after_conflict,
-                        Status read) {
-  if (read.error() == ErrorCode::kStoreOverloaded) {
-    // No reader free: the writer decides against the key as it is, which needs no look.
-    return QueueBegin(std::move(paid), /*key_presumed_new=*/false);
-  }
-  if (!read.ok()) return paid->respond(StoreProblem(read));
-  if (look.record && look.existing) {
-    const int64_t now = ctx_.clock.NowMs();
-    Arrival arrival = DecideArrival(&*look.record, &*look.existing, paid->fingerprint, now,
-                                    attempts_.ViewOf(*look.existing));
-    if (arrival.outcome == ArrivalOutcome::kReplay ||
-        arrival.outcome == ArrivalOutcome::kMismatch) {
-      ctx_.metrics.CountArrival(arrival.outcome);
-      // The trace records the key's first repeated arrivals; the answer does not wait for it.
-      auto event = ArrivalEvent(*look.record, *look.existing, arrival.outcome, now);
-      if (event && ctx_.store.Stats().write_queue_depth < kMaxQueueForArrivalRecords) {
-        ctx_.store.WriteAsync(
-            [record = *look.record, event = std::move(*event)](Transaction& tx) {
-              return tx.RecordArrival(record, event).status();
-            },
-            [](Status) {});
-      }
-      HttpResponse answer = arrival.outcome == ArrivalOutcome::kReplay
-                                ? StoredAnswer(*look.existing, true)
-                                : MismatchAnswer(*look.existing);
+void WalletPath::Advance(std::shared_ptr<PaidRequest> paid, const WalletEvent& event) {
+  const WalletTransition step = Step(paid->payment, event);
+  paid->payment = step.next;
+  const WalletEffect& effect = step.effect;
+  switch (effect.kind) {
+    case WalletEffectKind::kLook:
+      return Look(std::move(paid));
+    case WalletEffectKind::kBegin:
+      return QueueBegin(std::move(paid), effect.presume_new);
+    case WalletEffectKind::kCallUpstream:
+      return CallUpstream(std::move(paid));
+    case WalletEffectKind::kFinish:
+      return Finish(std::move(paid));
+    case WalletEffectKind::kAttach:
+      return ctx_.attachments.Attach(paid->begin.op, WalletAnswerWhenDone,
+                                     std::move(paid->respond));
+    case WalletEffectKind::kReply:
+      return paid->respond(Answer(*paid, effect.answer));
+    case WalletEffectKind::kReplyWhenDurable: {
+      HttpResponse answer = Answer(*paid, effect.answer);
+      if (effect.record_arrival) RecordLookedArrival(*paid);
       ctx_.store.WhenDurable(
           [paid, answer = std::move(answer)]() mutable { paid->respond(std::move(answer)); });
       return;
     }
   }
-  // After a conflict the key is decided as it is, whatever this read saw: no second presumption.
-  QueueBegin(std::move(paid), /*key_presumed_new=*/!look.record && !after_conflict);
+  AGENTPAY_CHECK(false);
 }
 
-void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_presumed_new) {
+void WalletPath::Look(std::shared_ptr<PaidRequest> paid) {
+  struct Found {
+    std::optional<KeyRecord> record;
+    std::optional<Operation> existing;
+  };
+  auto found = std::make_shared<Found>();
+  ctx_.store.ReadAsync(
+      ctx_.readers,
+      [paid, found](Transaction& tx) {
+        auto record = tx.FindKey(paid->principal(), paid->key);
+        if (!record.ok()) return record.status();
+        found->record = std::move(*record);
+        if (!found->record) return Status::Ok();
+        auto op = tx.FindOperation(found->record->operation_id);
+        if (!op.ok()) return op.status();
+        found->existing = std::move(*op);
+        return Status::Ok();
+      },
+      [this, paid, found](Status read) {
+        if (read.error() == ErrorCode::kStoreOverloaded) {
+          return Advance(paid, WalletLooked{ReadResult::kOverloaded, std::nullopt});
+        }
+        if (!read.ok()) {
+          paid->failure = std::move(read);
+          return Advance(paid, WalletLooked{ReadResult::kFailed, std::nullopt});
+        }
+        std::optional<ArrivalOutcome> arrival;
+        if (found->record && found->existing) {
+          paid->looked_ms = ctx_.clock.NowMs();
+          arrival = DecideArrival(&*found->record, &*found->existing, paid->fingerprint,
+                                  paid->looked_ms, attempts_.ViewOf(*found->existing))
+                        .outcome;
+          paid->looked_arrival = *arrival;
+          paid->looked_record = std::move(found->record);
+          paid->begin.op = std::move(*found->existing);
+        } else if (found->record) {
+          // A key whose operation the read did not see (pruned between the two lookups): the
+          // writer decides it as it is.
+          arrival = ArrivalOutcome::kResume;
+        }
+        Advance(paid, WalletLooked{ReadResult::kOk, arrival});
+      },
+      ReadWait::kUnsynced);
+}
+
+void WalletPath::RecordLookedArrival(const PaidRequest& paid) {
+  ctx_.metrics.CountArrival(paid.looked_arrival);
+  AGENTPAY_CHECK(paid.looked_record.has_value());
+  auto event =
+      ArrivalEvent(*paid.looked_record, paid.begin.op, paid.looked_arrival, paid.looked_ms);
+  if (!event || ctx_.store.Stats().write_queue_depth >= kMaxQueueForArrivalRecords) return;
+  ctx_.store.WriteAsync([record = *paid.looked_record, event = std::move(*event)](
+                            Transaction& tx) { return tx.RecordArrival(record, event).status(); },
+                        [](Status) {});
+}
+
+void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool presume_new) {
   ctx_.store.WriteAsync(
-      [this, paid, key_presumed_new](Transaction& tx) -> Status {
+      [this, paid, presume_new](Transaction& tx) -> Status {
         paid->begin = {};
-        auto begin = DecideBegin(tx, *paid, key_presumed_new);
+        auto begin = DecideBegin(tx, *paid, presume_new);
         if (!begin.ok()) return begin.status();
         paid->begin = std::move(*begin);
         // In hand before the claim commits: no decision sees the claim without it.
-        if (paid->begin.kind == BeginKind::kProceed) TakeAttempt(*paid);
+        if (paid->begin.kind == BeginOutcome::kProceed) TakeAttempt(*paid);
         // Nothing of a refused payment stays: the key and the operation go with the hold.
-        return paid->begin.kind == BeginKind::kInsufficientFunds ? Rollback() : Status::Ok();
+        return paid->begin.kind == BeginOutcome::kInsufficientFunds ? Rollback() : Status::Ok();
       },
-      [this, paid, key_presumed_new](Status status) {
+      [this, paid, presume_new](Status status) {
         // Not begun, whatever the decision did before its batch said so (a claim that committed
         // anyway, its answer lost, is nobody's now: a retry here takes it over).
         if (!status.ok()) DropAttempt(*paid);
-        if (key_presumed_new && status.error() == ErrorCode::kStoreKeyTaken) {
-          // The key was there (a retry, or a concurrent request reserved it after the read that
-          // found it absent): looked at, then decided against the key as it is.
-          return LookThenBegin(paid, /*after_conflict=*/true);
+        if (status.ok() || IsRollback(status)) {
+          if (paid->begin.new_key) ctx_.metrics.CountArrival(ArrivalOutcome::kNew);
+          return Advance(paid, WalletBegun{CommitResult::kOk, paid->begin.kind});
         }
-        OnBegun(paid, std::move(status));
+        // The key was there (a retry, or a concurrent request reserved it after the read that
+        // found it absent): looked at, then decided against the key as it is.
+        if (presume_new && status.error() == ErrorCode::kStoreKeyTaken) {
+          return Advance(paid, WalletBegun{CommitResult::kKeyTaken, {}});
+        }
+        paid->failure = std::move(status);
+        Advance(paid, WalletBegun{CommitResult::kFailed, {}});
       });
 }
 
-void WalletPath::OnBegun(std::shared_ptr<PaidRequest> paid, Status status) {
-  if (!status.ok() && !IsRollback(status)) return paid->respond(StoreProblem(status));
-  const Begin& begin = paid->begin;
-  if (begin.new_key) ctx_.metrics.CountArrival(ArrivalOutcome::kNew);
-  switch (begin.kind) {
-    case BeginKind::kReplay:
-      return paid->respond(StoredAnswer(begin.op, true));
-    case BeginKind::kMismatch:
-      return paid->respond(MismatchAnswer(begin.op));
-    case BeginKind::kAttach:
-      return ctx_.attachments.Attach(begin.op, WalletAnswerWhenDone, std::move(paid->respond));
-    case BeginKind::kInsufficientFunds:
-      return paid->respond(
-          ProblemResponse(402, ProblemCode::kInsufficientFunds,
-                          "the account's available balance is below the price of " +
-                              std::to_string(paid->route->price)));
-    case BeginKind::kProceed:
-      paid->upstream_started_ms = ctx_.timers.MonotonicMs();
-      ctx_.upstream.CallAsync(
-          *paid->route, paid->request, begin.op.id,
-          [this, paid](UpstreamOutcome outcome) { OnUpstreamAnswered(paid, std::move(outcome)); });
-      return;
-  }
-  AGENTPAY_CHECK(false);
+void WalletPath::CallUpstream(std::shared_ptr<PaidRequest> paid) {
+  paid->upstream_started_ms = ctx_.timers.MonotonicMs();
+  ctx_.upstream.CallAsync(
+      *paid->route, paid->request, paid->begin.op.id, [this, paid](UpstreamOutcome outcome) {
+        ctx_.metrics.CountUpstream(ctx_.timers.MonotonicMs() - paid->upstream_started_ms,
+                                   outcome.kind == UpstreamKind::kResponded);
+        paid->outcome = std::move(outcome);
+        Advance(paid, WalletUpstreamAnswered{});
+      });
+}
+
+void WalletPath::Finish(std::shared_ptr<PaidRequest> paid) {
+  ctx_.store.WriteAsync(
+      [this, paid](Transaction& tx) -> Status {
+        paid->completion.reset();
+        auto completion = DecideFinish(tx, *paid, *paid->outcome);
+        if (!completion.ok()) return completion.status();
+        paid->completion = std::move(*completion);
+        return Status::Ok();
+      },
+      [this, paid](Status status) {
+        // Recorded or not, this attempt is over: not recorded, a retry here takes it over.
+        DropAttempt(*paid);
+        ctx_.attachments.Completed(paid->begin.op.id);
+        if (status.ok()) return Advance(paid, WalletFinished{CommitResult::kOk});
+        // A later attempt took the claim over (the lease ran out, or recovery): nothing written.
+        if (status.error() == ErrorCode::kStoreClaimLost) {
+          return Advance(paid, WalletFinished{CommitResult::kClaimLost});
+        }
+        paid->failure = std::move(status);
+        Advance(paid, WalletFinished{CommitResult::kFailed});
+      });
 }
 
 Result<WalletPath::Begin> WalletPath::DecideBegin(Transaction& tx, const PaidRequest& paid,
@@ -247,8 +279,8 @@ Result<WalletPath::Begin> WalletPath::BeginNew(Transaction& tx, const PaidReques
   if (Status s = tx.InsertOperation(op); !s.ok()) return s;
   auto moved = tx.Move(paid.account_id, MoveKind::kHold, op.amount, op.id, now);
   if (!moved.ok()) return moved.status();
-  if (*moved != MoveOutcome::kOk) return Begin{BeginKind::kInsufficientFunds, {}, true};
-  return Begin{BeginKind::kProceed, std::move(op), true};
+  if (*moved != MoveOutcome::kOk) return Begin{BeginOutcome::kInsufficientFunds, {}, true};
+  return Begin{BeginOutcome::kProceed, std::move(op), true};
 }
 
 Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transaction& tx,
@@ -270,11 +302,11 @@ Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transacti
   if (Status s = RecordRepeatedArrival(tx, **record, **op, arrival.outcome, now); !s.ok()) return s;
   switch (arrival.outcome) {
     case ArrivalOutcome::kReplay:
-      return std::optional<Begin>(Begin{BeginKind::kReplay, **op});
+      return std::optional<Begin>(Begin{BeginOutcome::kReplay, **op});
     case ArrivalOutcome::kMismatch:
-      return std::optional<Begin>(Begin{BeginKind::kMismatch, **op});
+      return std::optional<Begin>(Begin{BeginOutcome::kMismatch, **op});
     case ArrivalOutcome::kAttach:
-      return std::optional<Begin>(Begin{BeginKind::kAttach, **op});
+      return std::optional<Begin>(Begin{BeginOutcome::kAttach, **op});
     case ArrivalOutcome::kNew:
       AGENTPAY_CHECK(arrival.forget_existing);
       return std::optional<Begin>();
@@ -288,7 +320,7 @@ Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transacti
         tx.Move(paid.account_id, MoveKind::kHold, resumption.next.amount, resumption.next.id, now);
     if (!moved.ok()) return moved.status();
     if (*moved != MoveOutcome::kOk) {
-      return std::optional<Begin>(Begin{BeginKind::kInsufficientFunds, **op});
+      return std::optional<Begin>(Begin{BeginOutcome::kInsufficientFunds, **op});
     }
   }
   if (Status s = tx.UpdateOperation(resumption.next); !s.ok()) return s;
@@ -305,27 +337,7 @@ Result<std::optional<WalletPath::Begin>> WalletPath::DecideExistingKey(Transacti
                           .Amount(resumption.next.amount)
                           .Reason(resumption.needs_hold ? "new_hold" : "hold_reused")});
   if (!appended.ok()) return appended;
-  return std::optional<Begin>(Begin{BeginKind::kProceed, std::move(resumption.next)});
-}
-
-void WalletPath::OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamOutcome outcome) {
-  ctx_.metrics.CountUpstream(ctx_.timers.MonotonicMs() - paid->upstream_started_ms,
-                             outcome.kind == UpstreamKind::kResponded);
-  auto shared_outcome = std::make_shared<UpstreamOutcome>(std::move(outcome));
-  ctx_.store.WriteAsync(
-      [this, paid, shared_outcome](Transaction& tx) -> Status {
-        paid->completion.reset();
-        auto completion = DecideFinish(tx, *paid, *shared_outcome);
-        if (!completion.ok()) return completion.status();
-        paid->completion = std::move(*completion);
-        return Status::Ok();
-      },
-      [this, paid, shared_outcome](Status status) {
-        // Recorded or not, this attempt is over: not recorded, a retry here takes it over.
-        DropAttempt(*paid);
-        ctx_.attachments.Completed(paid->begin.op.id);
-        paid->respond(FinishAnswer(*paid, *shared_outcome, status));
-      });
+  return std::optional<Begin>(Begin{BeginOutcome::kProceed, std::move(resumption.next)});
 }
 
 Result<Completion> WalletPath::DecideFinish(Transaction& tx, const PaidRequest& paid,
@@ -368,36 +380,52 @@ Result<Completion> WalletPath::DecideFinish(Transaction& tx, const PaidRequest& 
   return completion;  // postings tell the rest
 }
 
-HttpResponse WalletPath::FinishAnswer(const PaidRequest& paid, const UpstreamOutcome& outcome,
-                                      const Status& status) {
+HttpResponse WalletPath::Answer(const PaidRequest& paid, WalletAnswer answer) {
   const Operation& op = paid.begin.op;
-  const std::optional<Completion>& completion = paid.completion;
-  // A later attempt took the claim over (the lease ran out, or recovery): nothing was written.
-  if (status.error() == ErrorCode::kStoreClaimLost) return TakenOverAnswer(op);
-  if (!status.ok()) {
-    HttpResponse response = ProblemResponse(
-        503, ProblemCode::kStoreUnavailable,
-        "the upstream was called but its outcome could not be recorded (" +
-            std::string(status.code()) +
-            "); the hold stays until a retry with the same Idempotency-Key completes it, "
-            "without a second charge",
-        op.id);
-    response.SetHeader("Retry-After", "1");
-    response.SetHeader("Location", "/v1/operations/" + op.id);
-    return WithOperation(std::move(response), op.id, false);
+  switch (answer) {
+    case WalletAnswer::kReplay:
+      return StoredAnswer(op, true);
+    case WalletAnswer::kMismatch:
+      return MismatchAnswer(op);
+    case WalletAnswer::kInsufficientFunds:
+      return ProblemResponse(402, ProblemCode::kInsufficientFunds,
+                             "the account's available balance is below the price of " +
+                                 std::to_string(paid.route->price));
+    case WalletAnswer::kStoreProblem:
+      return StoreProblem(paid.failure);
+    case WalletAnswer::kTakenOver:
+      return TakenOverAnswer(op);
+    case WalletAnswer::kOutcomeUnrecorded: {
+      HttpResponse response = ProblemResponse(
+          503, ProblemCode::kStoreUnavailable,
+          "the upstream was called but its outcome could not be recorded (" +
+              std::string(paid.failure.code()) +
+              "); the hold stays until a retry with the same Idempotency-Key completes it, "
+              "without a second charge",
+          op.id);
+      response.SetHeader("Retry-After", "1");
+      response.SetHeader("Location", "/v1/operations/" + op.id);
+      return WithOperation(std::move(response), op.id, false);
+    }
+    case WalletAnswer::kVerdict:
+      break;
+    case WalletAnswer::kNone:
+      AGENTPAY_CHECK(false);  // not a reply
   }
-  AGENTPAY_CHECK(completion.has_value());  // set by the decision that succeeded
-  ctx_.metrics.CountVerdict(completion->verdict);
-  switch (completion->verdict) {
+  AGENTPAY_CHECK(paid.completion.has_value() && paid.outcome.has_value());
+  const Completion& completion = *paid.completion;
+  const UpstreamOutcome& outcome = *paid.outcome;
+  ctx_.metrics.CountVerdict(completion.verdict);
+  switch (completion.verdict) {
     case Verdict::kCapture:
     case Verdict::kRelease:
-      return StoredAnswer(completion->next, false);
+      return StoredAnswer(completion.next, false);
     case Verdict::kKeep: {
       bool timeout = outcome.kind == UpstreamKind::kTimeout;
       std::string what = outcome.kind == UpstreamKind::kResponded
                              ? "the upstream answered " + std::to_string(outcome.status)
                              : "the upstream call failed (" + outcome.detail + ")";
-      return PendingAnswer(completion->next, timeout ? 504 : 502, ProblemCode::kFulfillmentPending,
+      return PendingAnswer(completion.next, timeout ? 504 : 502, ProblemCode::kFulfillmentPending,
                            what +
                                "; the hold is kept and a retry with the same "
                                "Idempotency-Key is not charged again",

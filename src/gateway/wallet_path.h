@@ -1,6 +1,7 @@
 // The wallet payment path (CONTRACT §3–4): reserve the key and hold the price in one decision, call
-// the upstream, then capture, release or keep in a second decision. Nothing here blocks a thread:
-// each step continues in the callback of the store decision or upstream call before it.
+// the upstream, then capture, release or keep in a second decision. The order of it all is the
+// core's state machine (core/wallet_payment.h); this is its driver. Nothing here blocks a thread:
+// each effect continues in the callback of the read, decision or upstream call it started.
 #pragma once
 
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "core/operation.h"
+#include "core/wallet_payment.h"
 #include "gateway/api_keys.h"
 #include "gateway/attempts_in_hand.h"
 #include "gateway/context.h"
@@ -26,9 +28,8 @@ class WalletPath {
            std::optional<std::string> account, Respond respond);
 
  private:
-  enum class BeginKind { kProceed, kReplay, kMismatch, kAttach, kInsufficientFunds };
   struct Begin {
-    BeginKind kind = BeginKind::kProceed;
+    BeginOutcome kind = BeginOutcome::kProceed;
     Operation op;  // the operation as committed (proceed) or as found (replay, attach)
     bool new_key = false;  // the decision reserved the key for a new operation
   };
@@ -37,22 +38,25 @@ class WalletPath {
   // The rest of Pay once the API key's account is known (from memory, or a read off this thread).
   void Authenticated(std::shared_ptr<const HttpRequest> request, const RouteConfig& route,
                      Respond respond, ApiKeys::Lookup account);
-  void Start(std::shared_ptr<PaidRequest> paid);
-  // Reads the key off the calling thread (a read may wait on the database: Store::ReadAsync on
-  // the readers' pool): a replay or a mismatch is answered from the read once what it saw is
-  // durable, anything else goes on to the begin decision, and so does a request whose read the
-  // full pool refused (decided by the writer, which reads the key itself). `after_conflict`: a
-  // begin decision that presumed the key new found it taken.
-  void LookThenBegin(std::shared_ptr<PaidRequest> paid, bool after_conflict);
-  struct Look;
-  void Looked(std::shared_ptr<PaidRequest> paid, const Look& look, bool after_conflict,
-              Status read);
-  // Queues the begin decision; `key_presumed_new`: a read just found no such key, or reads are
-  // remote and the key was not looked at (DecideBegin).
-  void QueueBegin(std::shared_ptr<PaidRequest> paid, bool key_presumed_new);
+  // The driver: feeds `event` to the payment's state machine (core/wallet_payment.h) and carries
+  // out the effect it returns. Each effect ends in exactly one more Advance or in the answer.
+  void Advance(std::shared_ptr<PaidRequest> paid, const WalletEvent& event);
+  // Effect kLook: the key and its operation read on the readers' pool (Store::ReadAsync,
+  // unsynced); a full pool answers kOverloaded at once.
+  void Look(std::shared_ptr<PaidRequest> paid);
+  // Effect kBegin: the begin decision queued to the writer; `presume_new` as DecideBegin's.
+  void QueueBegin(std::shared_ptr<PaidRequest> paid, bool presume_new);
+  // Effect kCallUpstream and kFinish.
+  void CallUpstream(std::shared_ptr<PaidRequest> paid);
+  void Finish(std::shared_ptr<PaidRequest> paid);
+  // The answer a reply effect names.
+  HttpResponse Answer(const PaidRequest& paid, WalletAnswer answer);
+  // Counts a replay or mismatch answered from the look and writes the key's trace record of it
+  // (after the answer, only while the write queue is short: it never crowds out a decision).
+  void RecordLookedArrival(const PaidRequest& paid);
   // The two decisions of a paid request, each run as one store transaction. With
   // `key_presumed_new` the key is reserved as new (Transaction::ReserveNewKey): a key taken
-  // fails the decision with store_key_taken, and the key is looked at (LookThenBegin).
+  // fails the decision with store_key_taken, and the key is looked at (row W9).
   Result<Begin> DecideBegin(Transaction& tx, const PaidRequest& paid, bool key_presumed_new);
   // The new operation of a reserved key: inserted, and its price held.
   Result<Begin> BeginNew(Transaction& tx, const PaidRequest& paid, const std::string& op_id,
@@ -63,10 +67,6 @@ class WalletPath {
   // The attempt's completion; store_claim_lost when it lost its claim (nothing written).
   Result<Completion> DecideFinish(Transaction& tx, const PaidRequest& paid,
                                   const UpstreamOutcome& outcome);
-  void OnBegun(std::shared_ptr<PaidRequest> paid, Status status);
-  void OnUpstreamAnswered(std::shared_ptr<PaidRequest> paid, UpstreamOutcome outcome);
-  HttpResponse FinishAnswer(const PaidRequest& paid, const UpstreamOutcome& outcome,
-                            const Status& status);
   // The request's attempt, in hand from its begin decision until its last decision is answered.
   void TakeAttempt(PaidRequest& paid);
   void DropAttempt(PaidRequest& paid);
