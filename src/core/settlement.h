@@ -140,7 +140,8 @@ bool MayReleaseReservation(const Authorization& authorization, bool nonce_used,
 // X3  submitted / in_progress, Reconcile kMarkSettled -> settled / in_progress: A goes on to X9
 //     (settle=before) or finishes with the 2xx it holds, X10 (settle=after).
 // X4  submitted, receipt deadline -> unknown / not_started (a=0) or pending_retry (a>0):
-//     202 settlement_unknown + Location.
+//     202 settlement_unknown + Location. (The request's looks up to the deadline, and which of
+//     X3, X4 and X5 ends them: core/receipt_wait.h.)
 // X5  submitted|unknown, Reconcile kMarkFailed -> failed / rejected, final: stored answer, never
 //     402 (a).
 // X6  unknown, Reconcile kMarkVoid -> void / rejected, final, key released (b): stored 402.

@@ -9,6 +9,7 @@
 #include "core/key_strength.h"
 #include "core/payer_proof.h"
 #include "core/payer_reservations.h"
+#include "core/receipt_wait.h"
 #include "gateway/answers.h"
 #include "gateway/hashing.h"
 #include "gateway/json_views.h"
@@ -910,33 +911,45 @@ void X402Path::PollReceipt(PaymentPtr p) {
   const int64_t now = ctx_.timers.MonotonicMs();
   const bool last = now >= p->receipt_deadline_ms;
   auto receipt = settler_.LookForReceipt(p->payment);
-  const bool mined = receipt.ok() && receipt->view != ReceiptView::kNone;
-  const bool paid_us = mined && receipt->view == ReceiptView::kSuccessWithTransfer;
-  if (mined) {
+  ReceiptSeen seen = ReceiptSeen::kLookFailed;
+  if (receipt.ok()) {
+    seen = receipt->view == ReceiptView::kNone                  ? ReceiptSeen::kNone
+           : receipt->view == ReceiptView::kSuccessWithTransfer ? ReceiptSeen::kPaidUs
+                                                                : ReceiptSeen::kMinedOtherwise;
+  }
+  if (seen == ReceiptSeen::kPaidUs || seen == ReceiptSeen::kMinedOtherwise) {
     std::lock_guard lock(polls_mutex_);
     polls_.Found(p->last_empty_look_ms, now - p->sent_ms);
-  } else if (receipt.ok()) {
+  } else if (seen == ReceiptSeen::kNone) {
     ++p->empty_looks;
     p->last_empty_look_ms = now - p->sent_ms;
   }
-  if (receipt.ok() && (mined || last)) {
-    auto seen = settler_.Observe(p->payment, *receipt);
-    if (seen.ok()) {
-      Reconciliation r =
-          Reconcile(Settlement::kSubmitted, ToSettlementRecord(p->payment), *seen,
-                    ctx_.config.expiry_buffer_seconds, settler_.config().confirmations);
-      if (r.action == ReconcileAction::kMarkSettled) {
-        // The receipt's block, for the reconciler's watch for reorganisations.
-        p->payment = AsSettled(p->payment, *seen, ctx_.clock.NowMs());
-      }
-      if (r.action == ReconcileAction::kMarkSettled || r.action == ReconcileAction::kMarkFailed) {
-        return OnReceiptDecided(std::move(p), std::move(r));
-      }
+  ReceiptStep step = AfterReceiptLook(seen, last);
+  std::optional<Reconciliation> reconciled;
+  if (step == ReceiptStep::kObserve) {
+    auto observed = settler_.Observe(p->payment, *receipt);
+    if (observed.ok()) {
+      reconciled = Reconcile(Settlement::kSubmitted, ToSettlementRecord(p->payment), *observed,
+                             ctx_.config.expiry_buffer_seconds, settler_.config().confirmations);
     }
-    // Mined without paying us: the reconciler's to explain, not this request's.
-    if (mined && !paid_us) return OnReceiptDecided(std::move(p), std::nullopt);
+    step = AfterReceiptObservation(
+        seen, reconciled ? std::optional(reconciled->action) : std::nullopt, last);
+    if (step == ReceiptStep::kSettled) {
+      // The receipt's block, for the reconciler's watch for reorganisations.
+      p->payment = AsSettled(p->payment, *observed, ctx_.clock.NowMs());
+    }
   }
-  if (last) return OnReceiptDecided(std::move(p), std::nullopt);
+  switch (step) {
+    case ReceiptStep::kSettled:
+    case ReceiptStep::kFailed:
+      return OnReceiptDecided(std::move(p), std::move(reconciled));
+    case ReceiptStep::kUnknown:
+      return OnReceiptDecided(std::move(p), std::nullopt);
+    case ReceiptStep::kLookAgain:
+      break;
+    case ReceiptStep::kObserve:
+      AGENTPAY_CHECK(false);  // AfterReceiptObservation never asks for another full look
+  }
   int64_t gap;
   {
     std::lock_guard lock(polls_mutex_);
