@@ -192,11 +192,18 @@ TEST(Swarm, EachPartDrawsItsOwnClientsAndFaults) {
           << outcome.violation->detail << "\n  mix " << outcome.mix;
       const bool pays_on_chain = outcome.mix.find("x402(") != std::string::npos;
       EXPECT_EQ(pays_on_chain, part != Part::kWallet) << outcome.mix;
-      if (part == Part::kX402) EXPECT_NE(outcome.mix.find(" crowd=1 "), std::string::npos);
-      if (part == Part::kBudget) EXPECT_EQ(outcome.mix.find(" crowd=1 "), std::string::npos);
+      const bool one_per_budget = outcome.mix.find(" crowd=1 ") != std::string::npos;
+      if (part == Part::kX402) {
+        EXPECT_TRUE(one_per_budget) << outcome.mix;
+      }
+      if (part == Part::kBudget) {
+        EXPECT_FALSE(one_per_budget) << outcome.mix;
+      }
       faults.Add(outcome.faults);
       x402_payments += outcome.x402_payments;
-      EXPECT_EQ(RunSeed(seed, part).event_hash, outcome.event_hash) << PartName(part) << seed;
+      if (seed <= 3) {  // a part is deterministic too
+        EXPECT_EQ(RunSeed(seed, part).event_hash, outcome.event_hash) << PartName(part) << seed;
+      }
     }
     EXPECT_GT(faults[FaultKind::kLostRequest], 0) << PartName(part);
     EXPECT_GT(faults[FaultKind::kCrash], 0) << PartName(part);
