@@ -1028,7 +1028,7 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
   }
   ctx_.metrics.CountSettlement(SettlementEvent::kUnknown);
   Operation unknown = MarkUnknown(op, now);
-  if (MutantActive(Mutant::kVoidAtReceiptDeadline)) {  // no receipt taken for no payment
+  if (MutantActive(Mutant::kVoidAtReceiptDeadline)) {  // no receipt in time taken for no payment
     settler_.reservations().Release(p->payment.authorization);
     unknown = MarkVoid(unknown, now, SettlementVoidResponse(op.id));
   }
