@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/check.h"
+#include "core/mutants.h"
 
 namespace agentpay {
 
@@ -109,6 +110,7 @@ ReservationState AfterOutcome(ReservationState current, ReservationState learned
 ReconcileVerdict ReconcileAuthorization(int64_t chain_time_s, int64_t valid_before_s,
                                         int64_t buffer_s, bool authorization_used) {
   if (authorization_used) return ReconcileVerdict::kMarkSpent;
+  if (MutantActive(Mutant::kBudgetReleasedBeforeExpiry)) return ReconcileVerdict::kMarkReleased;
   // valid_before_s and buffer_s are small non-negative numbers of seconds (checked by the shell);
   // compare without adding to stay clear of overflow.
   if (chain_time_s - buffer_s >= valid_before_s) return ReconcileVerdict::kMarkReleased;

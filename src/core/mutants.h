@@ -13,8 +13,17 @@ enum class Mutant {
   kTimeoutIsSuccess = 2,     // an upstream timeout captured as if it had answered 2xx
   kReleaseOnTimeout = 3,     // a hold (or an x402 client's budget) released on a timeout
   kUnboundedRetries = 4,     // a client that never gives up
+  // The gateway gives an x402 payment up at its receipt deadline: voided (its key freed, its payer
+  // reservation released), while its transaction may still be mined.
+  kVoidAtReceiptDeadline = 5,
+  // After a restart the relayer takes its first nonce from the node's count instead of its store,
+  // reusing the nonce of a transaction it stored and the node does not hold.
+  kRelayerNonceAfreshAfterRestart = 6,
+  // An x402 client's budget reservation released as soon as its nonce is unused, before
+  // validBefore plus the buffer (while the authorization can still be used).
+  kBudgetReleasedBeforeExpiry = 7,
 };
-inline constexpr int kMutantCount = 4;
+inline constexpr int kMutantCount = 7;
 
 // Whether `mutant` is the one switched on (never, outside a mutant build).
 bool MutantActive(Mutant mutant);

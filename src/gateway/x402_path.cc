@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/idempotency.h"
 #include "core/key_strength.h"
+#include "core/mutants.h"
 #include "core/payer_proof.h"
 #include "core/payer_reservations.h"
 #include "core/receipt_wait.h"
@@ -645,7 +646,7 @@ Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, i
     return s;
   }
   if (settle_first) {
-    auto relayer_nonce = tx.TakeRelayerNonce(settler_.RelayerHex(), inputs.pending_nonce);
+    auto relayer_nonce = settler_.TakeNonce(tx, inputs.pending_nonce);
     if (!relayer_nonce.ok()) return relayer_nonce.status();
     auto signed_payment = settler_.Sign(std::move(payment), inputs, *relayer_nonce, now);
     if (!signed_payment.ok()) return signed_payment.status();
@@ -746,7 +747,7 @@ void X402Path::SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, X402Co
             p->op, completion.next, std::nullopt,
             [this, payment, presented = p->payment, inputs = *inputs, now, status = outcome.status,
              attempt = p->op.attempts, amount = p->op.amount](Transaction& tx) {
-              auto relayer_nonce = tx.TakeRelayerNonce(settler_.RelayerHex(), inputs.pending_nonce);
+              auto relayer_nonce = settler_.TakeNonce(tx, inputs.pending_nonce);
               if (!relayer_nonce.ok()) return relayer_nonce.status();
               auto signed_payment = settler_.Sign(presented, inputs, *relayer_nonce, now);
               if (!signed_payment.ok()) return signed_payment.status();
@@ -1040,6 +1041,10 @@ void X402Path::OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> deci
   }
   ctx_.metrics.CountSettlement(SettlementEvent::kUnknown);
   Operation unknown = MarkUnknown(op, now);
+  if (MutantActive(Mutant::kVoidAtReceiptDeadline)) {  // no receipt in time taken for no payment
+    settler_.reservations().Release(p->payment.authorization);
+    unknown = MarkVoid(unknown, now, SettlementVoidResponse(op.id));
+  }
   TraceEvent event{op.id,
                    now,
                    TraceActor::kGateway,

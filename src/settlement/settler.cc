@@ -8,6 +8,7 @@
 #include "chain/keccak.h"
 #include "chain/settlement_tx.h"
 #include "core/check.h"
+#include "core/mutants.h"
 
 namespace agentpay {
 namespace {
@@ -391,6 +392,15 @@ Result<ReceiptLook> Settler::LookForReceipt(const X402PaymentRecord& record) {
     return look;
   }
   return ReceiptLook{};
+}
+
+Result<int64_t> Settler::TakeNonce(Transaction& tx, int64_t chain_floor) {
+  auto taken = tx.TakeRelayerNonce(RelayerHex(), chain_floor);
+  if (taken.ok() && MutantActive(Mutant::kRelayerNonceAfreshAfterRestart) &&
+      !took_nonce_.exchange(true)) {
+    return chain_floor;  // the first nonce since the process started: the node's count alone
+  }
+  return taken;
 }
 
 Status Settler::SendNoop(int64_t nonce, int64_t now_ms) {

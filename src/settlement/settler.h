@@ -5,6 +5,7 @@
 // not).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -124,6 +125,9 @@ class Settler {
   // store in the same decision). Pure apart from the signature; no network.
   Result<X402PaymentRecord> Sign(X402PaymentRecord record, const TxInputs& inputs,
                                  int64_t relayer_nonce, int64_t now_ms) const;
+  // The relayer nonce of a transaction signed in the decision `tx`: the store's next nonce, never
+  // below `chain_floor`, the node's count (Transaction::TakeRelayerNonce).
+  Result<int64_t> TakeNonce(Transaction& tx, int64_t chain_floor);
   // Sends the record's bytes. A node that already has them is success. A refusal also forgets the
   // cached fees and nonce (the node may have refused them).
   Status Broadcast(const X402PaymentRecord& record);
@@ -200,6 +204,7 @@ class Settler {
   Cached<chain::FeeData> fees_;
   Cached<int64_t> pending_nonce_;
   Cached<uint64_t> gas_;  // the largest eth_estimateGas answer, read_ms: when last asked
+  std::atomic<bool> took_nonce_{false};  // read by a mutant only (core/mutants.h)
 };
 
 // The record with `mined_tx_hash` (ChainObservation::receipt_tx_hash) as its transaction: when the

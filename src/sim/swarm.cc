@@ -102,13 +102,23 @@ struct Mix {
   NodeMix node;
   int drop_tx = 0;  // per mille of client sends after which the node drops a pending transaction
   int reorg = 0;    // per mille of client sends after which the latest blocks are reorganised
+  // The relayer's fee cap (--max-fee-per-gas) as a multiple of the devnet's base fee (0: no cap),
+  // and the per mille of client sends after which the node's base fee spikes past it for a while.
+  // Drawn from a stream of their own (Run::fee_random_), so that the rest of a seed's draw is what
+  // it was before fee spikes existed.
+  int64_t fee_cap_multiple = 0;
+  int fee_spike = 0;
 
-  static Mix Draw(SeededRandom& r) {
+  // The part (swarm.h) shapes the draw: kAll draws as the swarm always did; kWallet never pays on
+  // chain; kX402 always does, each client alone; kBudget always does, in crowds of 2-5.
+  static Mix Draw(SeededRandom& r, Part part) {
     Mix m;
     m.accounts = static_cast<int>(r.Between(1, 3));
     m.clients = static_cast<int>(r.Between(1, 6));
     m.actions = static_cast<int>(r.Between(1, 4));
     m.crowd = r.Chance(300) ? static_cast<int>(r.Between(2, 5)) : 1;
+    if (part == Part::kX402) m.crowd = 1;
+    if (part == Part::kBudget) m.crowd = static_cast<int>(r.Between(2, 5));
     m.deposit = r.Chance(300) ? kPrice * r.Between(1, 6) : kPrice * 1000;
     const auto rate = [&r](int max) {
       return r.Chance(300) ? 0 : static_cast<int>(r.Between(0, max));
@@ -130,6 +140,7 @@ struct Mix {
     m.sweep_interval_ms = r.Between(10, 1000);
     m.attach_wait_ms = r.Between(0, 2000);
     m.x402 = r.Chance(500);
+    if (part != Part::kAll) m.x402 = part != Part::kWallet;
     if (m.x402) {
       m.settle = r.Chance(500) ? SettleTiming::kBefore : SettleTiming::kAfter;
       m.confirmations = r.Between(1, 3);
@@ -174,8 +185,12 @@ struct Mix {
                        " node(unreachable=" + std::to_string(node.unreachable) + " timeout=" +
                        std::to_string(node.timeout) + " hang=" + std::to_string(node.hang) +
                        " latency<=" + std::to_string(node.max_latency_ms) +
-                       " rpc_timeout=" + std::to_string(node.rpc_timeout_ms) + ") drop_tx=" +
-                       std::to_string(drop_tx) + " reorg=" + std::to_string(reorg) + ")"
+                       " rpc_timeout=" + std::to_string(node.rpc_timeout_ms) +
+                       ") drop_tx=" + std::to_string(drop_tx) + " reorg=" + std::to_string(reorg) +
+                       (fee_cap_multiple > 0 ? " fee_cap=" + std::to_string(fee_cap_multiple) +
+                                                   "x fee_spike=" + std::to_string(fee_spike)
+                                             : "") +
+                       ")"
                  : "");
   }
 };
@@ -246,16 +261,24 @@ struct Account {
 
 class Run {
  public:
-  Run(uint64_t seed, bool tracing)
+  Run(uint64_t seed, Part part, bool tracing)
       : seed_(seed),
+        part_(part),
         tracing_(tracing),
         world_(seed),
         ids_(seed ^ 0x5eed5eed5eed5eedULL),
+        fee_random_(seed ^ 0xfee5fee5fee5fee5ULL),
         clock_(scheduler_),
         timers_(scheduler_),
-        mix_(Mix::Draw(world_)),
+        mix_(Mix::Draw(world_, part)),
         upstream_(scheduler_, world_, mix_.seller),
         chain_clock_(scheduler_) {
+    if (mix_.x402 && fee_random_.Chance(500)) {
+      mix_.fee_cap_multiple = fee_random_.Between(8, 40);
+      mix_.fee_spike = fee_random_.Chance(300) ? 0 : static_cast<int>(fee_random_.Between(0, 50));
+      config_.chain.max_fee_per_gas =
+          chain::U256(static_cast<uint64_t>(mix_.fee_cap_multiple) * chain::kDevnetBaseFeePerGas);
+    }
     outcome_.seed = seed;
     outcome_.mix = mix_.Describe();
     RouteConfig route;
@@ -386,6 +409,18 @@ class Run {
         SwarmViolation{scheduler_.steps(), std::move(invariant), std::move(detail)};
   }
   SeedOutcome Finish() {
+    outcome_.faults.Count(FaultKind::kCrash, outcome_.crashes);
+    if (store_) outcome_.faults.Count(FaultKind::kWriteCut, store_->writes_cut());
+    outcome_.faults.Add(upstream_.faults());
+    if (node_) {
+      outcome_.faults.Add(node_->faults());
+      outcome_.faults.Count(FaultKind::kTxDropped, outcome_.dropped);
+      outcome_.faults.Count(FaultKind::kReorg, outcome_.reorgs);
+      if (mix_.mine_delay_ms > 0) {
+        outcome_.faults.Count(FaultKind::kLateReceipt,
+                              static_cast<int64_t>(node_->accepted().size()));
+      }
+    }
     outcome_.steps = scheduler_.steps();
     outcome_.simulated_ms = scheduler_.now_ms();
     outcome_.event_hash = hash_;
@@ -441,6 +476,7 @@ class Run {
     if (devnet_) {
       CheckBudgets();
       CheckChain();
+      if (node_->nonce_reused()) Violate("relayer_nonce_unique", *node_->nonce_reused());
     }
   }
 
@@ -554,11 +590,12 @@ class Run {
     int id = 0;
     for (int i = 0; i < mix_.clients; ++i) {
       const uint64_t draw = world_.Below(10);
-      const Kind kind = draw < 6 ? Kind::kWellBehaved : draw < 8 ? Kind::kNaive : Kind::kTamperer;
+      Kind kind = draw < 6 ? Kind::kWellBehaved : draw < 8 ? Kind::kNaive : Kind::kTamperer;
+      if (part_ == Part::kBudget) kind = Kind::kWellBehaved;  // crowds: well-behaved copies
       Client c;
       c.kind = kind;
       c.account = world_.Below(accounts_.size());
-      if (devnet_ && world_.Chance(500)) {
+      if (devnet_ && (part_ != Part::kAll || world_.Chance(500))) {
         c.payer = NewPayer();
         if (!c.payer) return;
       }
@@ -634,8 +671,12 @@ class Run {
                      std::to_string(c.id) + (c.probing ? " (without payment, for the price)" : ""),
                  TraceFacts().Attempt(a.attempts));
     const int copies = faults_ && world_.Chance(mix_.duplicate) ? 2 : 1;
+    if (copies == 2) outcome_.faults.Count(FaultKind::kDuplicate);
     for (int i = 0; i < copies; ++i) {
-      if (faults_ && world_.Chance(mix_.drop_request)) continue;
+      if (faults_ && world_.Chance(mix_.drop_request)) {
+        outcome_.faults.Count(FaultKind::kLostRequest);
+        continue;
+      }
       scheduler_.After(Delay(), Scheduler::kWorld,
                        [this, &c, attempt, request] { Arrive(c, attempt, request); });
     }
@@ -643,12 +684,14 @@ class Run {
                      [this, &c, attempt] { Answer(c, attempt, std::nullopt, "timeout"); });
     if (faults_ && world_.Chance(mix_.crash)) CrashSoon();
     if (faults_ && world_.Chance(mix_.clock_step)) {
+      outcome_.faults.Count(FaultKind::kClockStep);
       const int64_t step = world_.Between(-2000, 2000);
       clock_.Step(step);
       Note("clock " + std::to_string(step));
     }
     if (devnet_ && faults_ && world_.Chance(mix_.drop_tx)) DropSoon();
     if (devnet_ && faults_ && world_.Chance(mix_.reorg)) ReorgSoon();
+    if (devnet_ && faults_ && fee_random_.Chance(mix_.fee_spike)) FeeSpikeSoon();
   }
 
   // The payment header of an x402 attempt. A well-behaved client works as `agentpay pay`: one
@@ -666,8 +709,16 @@ class Run {
     auto found = budget.by_key.find(a.key);
     std::optional<ReservationSnapshot> existing;
     if (found != budget.by_key.end()) existing = ReservationSnapshot{found->second.state, a.body};
-    switch (
-        DecideReserve(existing, a.body, payer.offer->amount, budget.total, budget.Committed())) {
+    ReserveVerdict verdict =
+        DecideReserve(existing, a.body, payer.offer->amount, budget.total, budget.Committed());
+    // Out of budget, the client reconciles what its budget holds (as its operator would run
+    // `agentpay pay reconcile`) and decides once more.
+    if (verdict == ReserveVerdict::kOverBudget && ReconcileBudget(payer, /*final=*/false) > 0) {
+      verdict =
+          DecideReserve(existing, a.body, payer.offer->amount, budget.total, budget.Committed());
+    }
+    if (violated()) return std::nullopt;
+    switch (verdict) {
       case ReserveVerdict::kResume:
         return found->second.payment;
       case ReserveVerdict::kOverBudget:
@@ -721,7 +772,10 @@ class Run {
     const uint64_t epoch = scheduler_.gateway_epoch();
     gateway_->HandleAsync(std::move(request), [this, &c, attempt, epoch](HttpResponse response) {
       if (!scheduler_.Alive(epoch)) return;                    // a dead process sends nothing
-      if (faults_ && world_.Chance(mix_.drop_answer)) return;  // lost: the client times out
+      if (faults_ && world_.Chance(mix_.drop_answer)) {        // lost: the client times out
+        outcome_.faults.Count(FaultKind::kLostAnswer);
+        return;
+      }
       scheduler_.After(Delay(), Scheduler::kWorld,
                        [this, &c, attempt, response = std::move(response)] {
                          Answer(c, attempt, response, "");
@@ -912,6 +966,24 @@ class Run {
     });
   }
 
+  // The node's base fee rises far past the relayer's cap for 0.2-8 s, then comes back down: the
+  // settler must sign nothing meanwhile (settlement/fees.h) and settle once it is back.
+  void FeeSpikeSoon() {
+    scheduler_.After(fee_random_.Between(0, 2000), Scheduler::kWorld, [this] {
+      if (!faults_ || node_->spiking()) return;
+      const uint64_t cap =
+          static_cast<uint64_t>(mix_.fee_cap_multiple) * chain::kDevnetBaseFeePerGas;
+      node_->SetSpike(chain::U256(cap * static_cast<uint64_t>(fee_random_.Between(2, 20))));
+      node_->Count(FaultKind::kFeeSpike);
+      Note("fee spike");
+      Record(TraceActor::kChain, "fee_spike", "the base fee rose above the relayer's cap");
+      scheduler_.After(fee_random_.Between(200, 8000), Scheduler::kWorld, [this] {
+        node_->SetSpike(std::nullopt);
+        Record(TraceActor::kChain, "fee_spike_ended", "the base fee came back under the cap");
+      });
+    });
+  }
+
   // The latest one to three blocks are reorganised away; their transactions are mined again.
   void ReorgSoon() {
     scheduler_.After(world_.Between(0, 2000), Scheduler::kWorld, [this] {
@@ -936,7 +1008,10 @@ class Run {
   void FinalPhase() {
     faults_ = false;
     upstream_.SetMix(SellerMix{});  // operations already broken stay broken
-    if (node_) node_->SetMix(NodeMix{});
+    if (node_) {
+      node_->SetMix(NodeMix{});
+      node_->SetSpike(std::nullopt);
+    }
     if (!gateway_) StartGateway();
     RunUntil([this] { return SettlementsClosed(); });
     for (Client& c : clients_) {
@@ -959,6 +1034,7 @@ class Run {
     if (devnet_) ReconcileBudgets();
     CheckCharges();
     if (devnet_) CheckX402Charges();
+    if (devnet_) CheckSettlementsRecorded();
   }
 
   // No x402 operation is still submitted or unknown: the reconciler decided every one.
@@ -1000,31 +1076,58 @@ class Run {
   }
 
   // Each well-behaved x402 client settles what its budget still holds, as `agentpay pay reconcile`
-  // does (core ReconcileAuthorization, chain time read before authorizationState). Past every
-  // authorization's validity and buffer, nothing may stay open.
+  // does (core ReconcileAuthorization, chain time read before authorizationState): at the end, and
+  // whenever it runs out of budget. At the end, past every authorization's validity and buffer,
+  // nothing may stay open.
   void ReconcileBudgets() {
     for (Payer* payer : BudgetedPayers()) {
-      for (auto& [key, entry] : payer->budget.by_key) {
-        if (entry.state != ReservationState::kReserved &&
-            entry.state != ReservationState::kUnknown) {
-          continue;
-        }
-        auto chain_time = devnet_->LatestBlockTimestamp();
-        if (!chain_time.ok()) return Violate("chain_reads", chain_time.status().ToString());
-        const bool used = UsedOnChain(entry.authorization);
-        const ReconcileVerdict verdict = ReconcileAuthorization(
-            *chain_time, entry.authorization.valid_before.ToInt64(), mix_.expiry_buffer_s, used);
-        if (verdict == ReconcileVerdict::kKeep) {
-          return Violate("budget_reconciles",
-                         "key " + key + ": chain time " + std::to_string(*chain_time) +
-                             " is past valid before + buffer, yet the reservation stays open");
-        }
-        if (verdict == ReconcileVerdict::kMarkReleased) ++outcome_.released;
-        entry.state = AfterOutcome(entry.state, verdict == ReconcileVerdict::kMarkSpent
-                                                    ? ReservationState::kSpent
-                                                    : ReservationState::kReleased);
-      }
+      ReconcileBudget(*payer, /*final=*/true);
+      if (violated()) return;
     }
+  }
+
+  // Reconciles one budget's open reservations; how many it released. Mid-run (!final) a
+  // reservation whose action a client is working on is left alone, as `agentpay pay reconcile`
+  // leaves one a running `agentpay pay` holds.
+  int ReconcileBudget(Payer& payer, bool final) {
+    int released = 0;
+    for (auto& [key, entry] : payer.budget.by_key) {
+      if (entry.state != ReservationState::kReserved && entry.state != ReservationState::kUnknown) {
+        continue;
+      }
+      if (!final && InHand(payer, key)) continue;
+      auto chain_time = devnet_->LatestBlockTimestamp();
+      if (!chain_time.ok()) {
+        Violate("chain_reads", chain_time.status().ToString());
+        return released;
+      }
+      const bool used = UsedOnChain(entry.authorization);
+      const ReconcileVerdict verdict = ReconcileAuthorization(
+          *chain_time, entry.authorization.valid_before.ToInt64(), mix_.expiry_buffer_s, used);
+      if (final && verdict == ReconcileVerdict::kKeep) {
+        Violate("budget_reconciles",
+                "key " + key + ": chain time " + std::to_string(*chain_time) +
+                    " is past valid before + buffer, yet the reservation stays open");
+        return released;
+      }
+      if (verdict == ReconcileVerdict::kKeep) continue;  // unused, not expired yet
+      if (verdict == ReconcileVerdict::kMarkReleased) {
+        ++outcome_.released;
+        ++released;
+      }
+      entry.state = AfterOutcome(entry.state, verdict == ReconcileVerdict::kMarkSpent
+                                                  ? ReservationState::kSpent
+                                                  : ReservationState::kReleased);
+    }
+    return released;
+  }
+
+  // Whether a client sharing the payer's budget is working on the action of `key` now.
+  bool InHand(const Payer& payer, const std::string& key) const {
+    for (const Client& c : clients_) {
+      if (c.payer.get() == &payer && !c.done() && c.actions[c.next].key == key) return true;
+    }
+    return false;
   }
 
   // After every step, for x402: no budget committed past its total, and none released while its
@@ -1263,7 +1366,41 @@ class Run {
     }
   }
 
+  // At the end, for x402: the gateway's books agree with the chain. Every authorization a client
+  // signed is used on chain exactly when the gateway holds it as the payment of an operation it
+  // records settled: nothing it gave up on (voided, failed, never submitted) was paid after all,
+  // and nothing it calls paid is missing from the chain.
+  void CheckSettlementsRecorded() {
+    Status read = store_->ReadUnsynced([&](Transaction& tx) -> Status {
+      for (const auto& [id, authorization] : signed_) {
+        const bool used = UsedOnChain(authorization);
+        auto payment = tx.FindX402PaymentByAuthorization(chain::ToLowerHex(authorization.from),
+                                                         chain::Hex(authorization.nonce));
+        if (!payment.ok()) return payment.status();
+        std::string state = "no payment of the gateway's";
+        bool settled = false;
+        if (*payment) {
+          auto op = tx.FindOperation((*payment)->operation_id);
+          if (!op.ok()) return op.status();
+          state = "operation " + (*payment)->operation_id + " " +
+                  (*op ? std::string(SettlementName((*op)->settlement)) : "missing");
+          settled = *op && (*op)->settlement == Settlement::kSettled;
+        }
+        if (used != settled) {
+          Violate("settlements_recorded", "authorization " + chain::Hex(authorization.nonce) +
+                                              " of " + chain::ToLowerHex(authorization.from) +
+                                              " is " + (used ? "used" : "unused") +
+                                              " on chain, yet it is " + state);
+          return Status::Ok();
+        }
+      }
+      return Status::Ok();
+    });
+    if (!read.ok()) Violate("store_reads", read.ToString());
+  }
+
   const uint64_t seed_;
+  const Part part_;
   const bool tracing_;
   // A world event of the trace and the actor it shows instead of its actor's name ("" for none).
   struct WorldEvent {
@@ -1273,6 +1410,7 @@ class Run {
   std::vector<WorldEvent> world_events_;  // when tracing
   SeededRandom world_;  // the world's draws: faults, delays, the seller, the clients
   SeededRandom ids_;    // the gateway's randomness (ids, keys)
+  SeededRandom fee_random_;  // the fee cap and its spikes (Mix::fee_cap_multiple)
   Scheduler scheduler_;
   SimClock clock_;
   SimTimers timers_;
@@ -1313,10 +1451,77 @@ class Run {
 
 }  // namespace
 
-SeedOutcome RunSeed(uint64_t seed) { return Run(seed, false).Go(); }
+std::string_view PartName(Part part) {
+  switch (part) {
+    case Part::kAll:
+      return "all";
+    case Part::kWallet:
+      return "wallet";
+    case Part::kX402:
+      return "x402";
+    case Part::kBudget:
+      return "budget";
+  }
+  return "?";
+}
 
-TracedSeed RunSeedTraced(uint64_t seed) {
-  Run run(seed, true);
+std::optional<Part> ParsePart(std::string_view name) {
+  for (Part part : {Part::kAll, Part::kWallet, Part::kX402, Part::kBudget}) {
+    if (PartName(part) == name) return part;
+  }
+  return std::nullopt;
+}
+
+std::string_view FaultKindName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kLostRequest:
+      return "lost requests";
+    case FaultKind::kLostAnswer:
+      return "lost answers";
+    case FaultKind::kDuplicate:
+      return "duplicates";
+    case FaultKind::kCrash:
+      return "crashes";
+    case FaultKind::kWriteCut:
+      return "writes cut";
+    case FaultKind::kClockStep:
+      return "clock steps";
+    case FaultKind::kSeller4xx:
+      return "4xx";
+    case FaultKind::kSeller5xx:
+      return "5xx";
+    case FaultKind::kSellerSlow:
+      return "slow";
+    case FaultKind::kSellerHang:
+      return "hangs";
+    case FaultKind::kSellerDrop:
+      return "drops after work";
+    case FaultKind::kSellerBroken:
+      return "broken";
+    case FaultKind::kRpcUnreachable:
+      return "unreachable";
+    case FaultKind::kRpcTimeout:
+      return "timeouts";
+    case FaultKind::kRpcHang:
+      return "hangs";
+    case FaultKind::kTxDropped:
+      return "drops";
+    case FaultKind::kReorg:
+      return "reorgs";
+    case FaultKind::kLateReceipt:
+      return "late receipts";
+    case FaultKind::kFeeSpike:
+      return "fee spikes";
+    case FaultKind::kNonceGapRefusal:
+      return "nonce-gap refusals";
+  }
+  return "?";
+}
+
+SeedOutcome RunSeed(uint64_t seed, Part part) { return Run(seed, part, false).Go(); }
+
+TracedSeed RunSeedTraced(uint64_t seed, Part part) {
+  Run run(seed, part, true);
   TracedSeed traced;
   traced.outcome = run.Go();
   traced.trace = run.Trace();

@@ -7,12 +7,60 @@
 // fault — so that the runs together explore far more combinations than any one configuration.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace agentpay::sim {
+
+// Which part of the product a seed's mix exercises (`--part`): every kind of client (kAll, the
+// draw of a seed as it always was), wallet clients only, x402 clients each with its own budget, or
+// crowds of x402 clients sharing one budget.
+enum class Part { kAll, kWallet, kX402, kBudget };
+std::string_view PartName(Part part);
+std::optional<Part> ParsePart(std::string_view name);
+
+// The faults a seed drew, by kind: what happened, not the rates of the mix.
+enum class FaultKind {
+  // the network
+  kLostRequest,
+  kLostAnswer,
+  kDuplicate,
+  // the gateway's process and machine
+  kCrash,
+  kWriteCut,  // a store write not yet acknowledged when its process died
+  kClockStep,
+  // the seller
+  kSeller4xx,
+  kSeller5xx,
+  kSellerSlow,
+  kSellerHang,
+  kSellerDrop,    // did the work, then dropped the connection
+  kSellerBroken,  // an operation answered 503 for good
+  // the chain
+  kRpcUnreachable,
+  kRpcTimeout,
+  kRpcHang,  // a chain task held until the RPC timeout
+  kTxDropped,
+  kReorg,
+  kLateReceipt,      // a transaction the node accepted in a seed whose blocks come late
+  kFeeSpike,         // a spell of base fees above the relayer's cap
+  kNonceGapRefusal,  // a transaction the node refused for a gap before its nonce
+};
+inline constexpr size_t kFaultKinds = static_cast<size_t>(FaultKind::kNonceGapRefusal) + 1;
+std::string_view FaultKindName(FaultKind kind);
+
+struct FaultCounts {
+  std::array<int64_t, kFaultKinds> by_kind{};
+  void Count(FaultKind kind, int64_t n = 1) { by_kind[static_cast<size_t>(kind)] += n; }
+  int64_t operator[](FaultKind kind) const { return by_kind[static_cast<size_t>(kind)]; }
+  void Add(const FaultCounts& other) {
+    for (size_t i = 0; i < kFaultKinds; ++i) by_kind[i] += other.by_kind[i];
+  }
+};
 
 // A broken invariant: which, where and why.
 struct SwarmViolation {
@@ -38,11 +86,13 @@ struct SeedOutcome {
   int reorgs = 0;
   int dropped = 0;
   int released = 0;
+  FaultCounts faults;
   std::optional<SwarmViolation> violation;
 };
 
-// Runs one seed to its end (every client done, the books settled) or to its first violation.
-SeedOutcome RunSeed(uint64_t seed);
+// Runs one seed to its end (every client done, the books settled) or to its first violation. The
+// same seed and part give the same run.
+SeedOutcome RunSeed(uint64_t seed, Part part = Part::kAll);
 
 // The inspector opens traces of at most this many events.
 inline constexpr size_t kMaxTraceEvents = 10000;
@@ -56,6 +106,6 @@ struct TracedSeed {
   nlohmann::json trace;
 };
 // RunSeed, keeping the run as a trace: the same run, event for event (the hash is the same).
-TracedSeed RunSeedTraced(uint64_t seed);
+TracedSeed RunSeedTraced(uint64_t seed, Part part = Part::kAll);
 
 }  // namespace agentpay::sim

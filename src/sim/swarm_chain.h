@@ -7,6 +7,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -59,6 +62,18 @@ class SimNode final : public chain::Chain {
   // Transactions the node accepted (in order; a re-sent one once).
   const std::vector<chain::Hash32>& accepted() const { return accepted_; }
   int64_t calls() const { return calls_; }
+  // A fee spike: while set, Fees() answers this base fee (and a max fee to match) instead of the
+  // devnet's; nullopt ends it. The devnet's blocks keep their own base fee: a spike is what the
+  // node says, as a busy chain's node would for a while.
+  void SetSpike(std::optional<chain::U256> base_fee) { spike_base_fee_ = base_fee; }
+  bool spiking() const { return spike_base_fee_.has_value(); }
+  // The faults the node drew (rpc_unreachable, rpc_timeout, hangs, gap refusals) and the spikes.
+  const FaultCounts& faults() const { return faults_; }
+  void Count(FaultKind kind) { faults_.Count(kind); }
+  // Two transactions the relayer sent (or tried to) with one account nonce but different
+  // calldata, i.e. two payments (a fee bump re-signs the same calldata; a gap filler has none):
+  // what, if it happened.
+  const std::optional<std::string>& nonce_reused() const { return nonce_reused_; }
 
   Result<uint64_t> ChainId() override;
   Result<bool> AuthorizationState(const chain::Address& token, const chain::Address& from,
@@ -81,6 +96,8 @@ class SimNode final : public chain::Chain {
  private:
   // The fault of one call: ok (go on), rpc_unreachable or rpc_timeout.
   Status Fault();
+  // Remembers the calldata of a transaction sent with its nonce (NonceReused).
+  void NoteSent(const chain::Bytes& raw);
   // A read that fails does nothing on the node; one that gets through is the devnet's answer.
   template <typename Call>
   auto Read(Call call) -> decltype(call(std::declval<chain::Devnet&>())) {
@@ -94,6 +111,10 @@ class SimNode final : public chain::Chain {
   bool hanging_ = false;
   std::vector<chain::Hash32> accepted_;
   int64_t calls_ = 0;
+  std::optional<chain::U256> spike_base_fee_;
+  FaultCounts faults_;
+  std::map<uint64_t, chain::Bytes> calldata_by_nonce_;
+  std::optional<std::string> nonce_reused_;
 };
 
 // The x402 path's chain calls: each task an event of the running gateway process after the node's

@@ -112,7 +112,10 @@ void SimUpstream::CallAsync(const RouteConfig& route, std::shared_ptr<const Http
   };
   const bool done_before = work_.count(operation_id) > 0;
   auto [broken, first_call] = broken_.emplace(operation_id, false);
-  if (first_call) broken->second = random_.Chance(mix_.broken);
+  if (first_call) {
+    broken->second = random_.Chance(mix_.broken);
+    if (broken->second) faults_.Count(FaultKind::kSellerBroken);
+  }
   if (broken->second) {
     outcome.kind = UpstreamKind::kResponded;
     outcome.status = 503;
@@ -125,24 +128,31 @@ void SimUpstream::CallAsync(const RouteConfig& route, std::shared_ptr<const Http
     // A refusal: only of work not done yet (the seller keeps the upstream idempotency key; once it
     // did the work it answers a retry with the result, never with a refusal).
     works = false;
+    faults_.Count(FaultKind::kSeller4xx);
     outcome.kind = UpstreamKind::kResponded;
     outcome.status = random_.Chance(500) ? 400 : 404;
     outcome.body = "{\"error\":\"refused\"}";
   } else if (take(mix_.server_error)) {
     works = random_.Chance(500);  // a 5xx may come after the work was done
+    faults_.Count(FaultKind::kSeller5xx);
     outcome.kind = UpstreamKind::kResponded;
     outcome.status = random_.Chance(500) ? 500 : 503;
     outcome.body = "{\"error\":\"failed\"}";
   } else if (take(mix_.hang)) {
     works = random_.Chance(500);
+    faults_.Count(FaultKind::kSellerHang);
     delay = timeout;
     outcome.kind = UpstreamKind::kTimeout;
     outcome.detail = "no answer before the route's timeout";
   } else if (take(mix_.work_then_drop)) {
+    faults_.Count(FaultKind::kSellerDrop);
     outcome.kind = UpstreamKind::kFailed;
     outcome.detail = "connection closed after the request";
   } else {
-    if (take(mix_.slow)) delay = random_.Between(timeout / 2, timeout * 2);
+    if (take(mix_.slow)) {
+      faults_.Count(FaultKind::kSellerSlow);
+      delay = random_.Between(timeout / 2, timeout * 2);
+    }
     if (delay >= timeout) {
       delay = timeout;
       outcome.kind = UpstreamKind::kTimeout;
@@ -238,6 +248,7 @@ void SimStore::WriteAsync(TransactionFn fn, WriteDone done) {
   }
   const uint64_t epoch = scheduler_.gateway_epoch();
   ++queued_;
+  ++unacknowledged_;
   scheduler_.After(random_.Between(0, max_commit_delay_ms_), epoch,
                    [this, epoch, fn = std::move(fn), done = std::move(done)]() mutable {
                      --queued_;
@@ -247,6 +258,7 @@ void SimStore::WriteAsync(TransactionFn fn, WriteDone done) {
                      scheduler_.After(random_.Between(0, max_commit_delay_ms_), epoch,
                                       [this, done = std::move(done), status]() mutable {
                                         Sync();
+                                        --unacknowledged_;
                                         done(std::move(status));
                                       });
                    });
@@ -267,6 +279,8 @@ void SimStore::WhenDurable(std::function<void()> then) {
 
 Status SimStore::Crash(const std::string& instance_id) {
   live_instances_.erase(instance_id);
+  writes_cut_ += unacknowledged_;
+  unacknowledged_ = 0;
   queued_ = 0;  // every queued write was the dead process's
   impl_->db.reset();
   impl_->vfs->Crash();

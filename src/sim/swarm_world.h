@@ -21,6 +21,7 @@
 
 #include "core/world.h"
 #include "gateway/upstream.h"
+#include "sim/swarm.h"
 #include "store/store.h"
 
 namespace agentpay::sim {
@@ -151,6 +152,8 @@ class SimUpstream final : public Upstream {
   // per charge, but the seller itself does not dedupe).
   const std::map<std::string, int>& work() const { return work_; }
   void SetMix(SellerMix mix) { mix_ = mix; }
+  // The seller's misbehaviours so far (kSeller*).
+  const FaultCounts& faults() const { return faults_; }
   static std::string BodyFor(const std::string& operation_id);
 
  private:
@@ -159,6 +162,7 @@ class SimUpstream final : public Upstream {
   SellerMix mix_;
   std::map<std::string, int> work_;
   std::map<std::string, bool> broken_;  // drawn at an operation's first call
+  FaultCounts faults_;
 };
 
 // The real SQLite store code (store/sqlite_transaction.h, the same migrations) on a simulated disk
@@ -204,6 +208,8 @@ class SimStore final : public Store {
   // A crash: the process's registration ends with it, and the disk goes back to its last sync;
   // the next process opens the database afresh (SQLite's recovery from the synced log).
   Status Crash(const std::string& instance_id);
+  // Writes not yet acknowledged when a process died (kWriteCut), over every crash so far.
+  int64_t writes_cut() const { return writes_cut_; }
 
  private:
   struct Impl;
@@ -218,6 +224,8 @@ class SimStore final : public Store {
   std::unique_ptr<Impl> impl_;
   bool inline_ = false;
   int64_t queued_ = 0;
+  int64_t unacknowledged_ = 0;  // of the running process
+  int64_t writes_cut_ = 0;
   StoreStats stats_;
   std::set<std::string> live_instances_;
 };

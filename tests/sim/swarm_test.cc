@@ -178,5 +178,48 @@ TEST(Swarm, SeedsHoldEveryInvariant) {
       crashes, charges, lost, x402, reorgs, dropped, released);
 }
 
+// Each part draws only its own clients (the mix says whether a seed pays on chain, and how many
+// copies of a client share a budget), holds every invariant, and draws the faults of its world:
+// no chain faults for wallet clients; fee spikes and the other chain faults for x402 ones.
+TEST(Swarm, EachPartDrawsItsOwnClientsAndFaults) {
+  for (Part part : {Part::kWallet, Part::kX402, Part::kBudget}) {
+    FaultCounts faults;
+    int x402_payments = 0;
+    for (uint64_t seed = 1; seed <= 40; ++seed) {
+      SeedOutcome outcome = RunSeed(seed, part);
+      ASSERT_FALSE(outcome.violation.has_value())
+          << PartName(part) << " seed " << seed << ": " << outcome.violation->invariant << ": "
+          << outcome.violation->detail << "\n  mix " << outcome.mix;
+      const bool pays_on_chain = outcome.mix.find("x402(") != std::string::npos;
+      EXPECT_EQ(pays_on_chain, part != Part::kWallet) << outcome.mix;
+      const bool one_per_budget = outcome.mix.find(" crowd=1 ") != std::string::npos;
+      if (part == Part::kX402) {
+        EXPECT_TRUE(one_per_budget) << outcome.mix;
+      }
+      if (part == Part::kBudget) {
+        EXPECT_FALSE(one_per_budget) << outcome.mix;
+      }
+      faults.Add(outcome.faults);
+      x402_payments += outcome.x402_payments;
+      if (seed <= 3) {  // a part is deterministic too
+        EXPECT_EQ(RunSeed(seed, part).event_hash, outcome.event_hash) << PartName(part) << seed;
+      }
+    }
+    EXPECT_GT(faults[FaultKind::kLostRequest], 0) << PartName(part);
+    EXPECT_GT(faults[FaultKind::kCrash], 0) << PartName(part);
+    if (part == Part::kWallet) {
+      EXPECT_EQ(x402_payments, 0);
+      EXPECT_EQ(faults[FaultKind::kRpcUnreachable] + faults[FaultKind::kFeeSpike], 0);
+    } else {
+      EXPECT_GT(x402_payments, 20) << PartName(part);
+      EXPECT_GT(faults[FaultKind::kRpcTimeout], 0) << PartName(part);
+      EXPECT_GT(faults[FaultKind::kFeeSpike], 0) << PartName(part);
+    }
+  }
+  EXPECT_EQ(ParsePart("budget"), Part::kBudget);
+  EXPECT_EQ(ParsePart("all"), Part::kAll);
+  EXPECT_EQ(ParsePart("x402s"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace agentpay::sim

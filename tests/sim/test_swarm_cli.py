@@ -67,6 +67,13 @@ class SwarmCliTest(unittest.TestCase):
         self.assertGreater(reorgs, 50)
         self.assertGreater(dropped, 50)
         self.assertGreater(released, 20)
+        # Every kind of fault was drawn, fee spikes among the chain's.
+        for group in ("network", "gateway", "seller", "chain"):
+            line = re.search(r"faults, %s: (.*)" % group, out.stdout)
+            self.assertIsNotNone(line, out.stdout)
+            for count, kind in re.findall(r"(\d+) ([a-z0-9 -]+)", line.group(1)):
+                self.assertGreater(int(count), 0, "%s: %s" % (group, kind))
+        self.assertRegex(out.stdout, r"faults, chain: .*\d+ fee spikes")
         print("\n" + out.stdout.strip() + "\n  (%.1f s CPU, %.1f s wall)" % (cpu, took))
 
     def test_the_same_seeds_give_the_same_events_hash(self):
@@ -81,13 +88,34 @@ class SwarmCliTest(unittest.TestCase):
         self.assertEqual(events_hash(first.stdout), events_hash(again.stdout))
         self.assertNotEqual(events_hash(first.stdout), events_hash(other.stdout))
 
+    def test_each_part_runs_its_own_clients(self):
+        for part in ("wallet", "x402", "budget", "all"):
+            out = swarm("--seeds", "3", "--seed-start", "20", "--part", part, timeout=120)
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+            self.assertIn("3 seeds held every invariant", out.stdout)
+            self.assertEqual("PART=%s" % part in out.stdout, part != "all", out.stdout)
+            paid = int(re.search(r"x402: (\d+) authorizations used on chain", out.stdout).group(1))
+            chain = re.search(r"faults, chain: (\d+) unreachable", out.stdout)
+            if part == "wallet":
+                self.assertEqual(paid, 0, out.stdout)
+                self.assertEqual(chain.group(1), "0", out.stdout)
+            elif part != "all":
+                self.assertGreater(paid, 0, out.stdout)
+        # A part is its own draw: the same seeds, another run.
+        hashes = {part: events_hash(swarm("--seeds", "3", "--part", part, timeout=120).stdout)
+                  for part in ("wallet", "x402", "budget")}
+        self.assertEqual(len(set(hashes.values())), 3, hashes)
+
     def test_bad_flags_exit_2_and_run_nothing(self):
         for args, message in ((["--seeds", "0"], "--seeds must be 1-1000000000"),
                               (["--seeds", "1000000001"], "--seeds must be 1-1000000000"),
                               (["--seeds", "many"], "--seeds"),
                               (["--seeds", "2", "--seed-start", "18446744073709551615"],
                                "passes 2^64"),
-                              (["--bogus"], "bogus")):
+                              (["--bogus"], "bogus"),
+                              (["--part", "wallets"], "--part must be wallet, x402, budget or all"),
+                              (["--part", ""], "--part must be"),
+                              (["--trace", "10", "x.json", "--part", "x"], "--part must be")):
             out = swarm(*args, timeout=30)
             self.assertEqual(out.returncode, 2, (args, out.stdout, out.stderr))
             self.assertIn(message, out.stderr, args)
@@ -120,7 +148,7 @@ class SwarmCliTest(unittest.TestCase):
     def test_help_names_every_flag(self):
         out = swarm("--help", timeout=30)
         self.assertEqual(out.returncode, 0)
-        for flag in ("--seeds", "--seed-start", "--trace"):
+        for flag in ("--seeds", "--seed-start", "--trace", "--part"):
             self.assertIn(flag, out.stdout)
 
 
