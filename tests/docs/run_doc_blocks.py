@@ -339,7 +339,13 @@ def main() -> int:
         for block in blocks:
             if block.skip is None and (block.lang == "sh" or block.file_name):
                 ports.update(int(p) for p in PORT.findall(block.text))
+    # A run just before this one (ctest runs the docs' tests one after another) may still be
+    # stopping its servers: they get a few seconds to let go of the ports.
+    deadline = time.monotonic() + 10
     busy = sorted(p for p in ports if port_in_use(p))
+    while busy and time.monotonic() < deadline:
+        time.sleep(0.2)
+        busy = sorted(p for p in ports if port_in_use(p))
     if busy:
         print("run_doc_blocks: port(s) " + ", ".join(map(str, busy)) + " on 127.0.0.1 are in use; "
               "the docs' examples need them free (stop what listens there, or run this test "

@@ -43,7 +43,11 @@ class MutantsTest(unittest.TestCase):
     def test_each_mutant_is_caught_within_1000_seeds(self):
         caught = []
         for mutant in sorted(NAMES):
-            for part in ["all"] + PARTS[mutant]:
+            # The whole mix as well for a mutant of every part; one of some parts only there (the
+            # whole mix finds it too, later: mutant 7 at seed 816 where its budget part takes 56,
+            # minutes of a sanitized build).
+            every = len(PARTS[mutant]) == 3
+            for part in (["all"] if every else []) + PARTS[mutant]:
                 out = swarm("--mutant", str(mutant), "--seeds", str(SEEDS), "--part", part)
                 self.assertEqual(out.returncode, 1,
                                  "mutant %d (%s) was not caught in %d seeds of part %s:\n%s%s"
