@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "core/idempotency.h"
+#include "core/payment_results.h"
 
 namespace agentpay {
 
@@ -62,14 +63,6 @@ struct WalletEffect {
 // What a begin decision decided (committed, or rolled back for kInsufficientFunds).
 enum class BeginOutcome { kProceed, kReplay, kMismatch, kAttach, kInsufficientFunds };
 
-enum class ReadResult { kOk, kOverloaded, kFailed };
-enum class CommitResult {
-  kOk,         // committed (or rolled back on purpose: kInsufficientFunds)
-  kKeyTaken,   // a key reserved as new was there
-  kClaimLost,  // a finish decision whose attempt lost its claim: nothing written
-  kFailed,     // any other error: nothing written, or the answer lost
-};
-
 // The events, one per effect finished.
 struct WalletStarted {
   bool reads_remote = false;  // a read is a round trip to a database server (Store::ReadsAreRemote)
@@ -104,30 +97,30 @@ struct WalletTransition {
 
 // The transitions, every row tested (tests/core/wallet_payment_test.cc):
 //
-//  row | phase           | event                                           | effect (phase after)
-//  ----+-----------------+-------------------------------------------------+---------------------
-//  W1  | start           | started, reads local                            | look (looking)
-//  W2  | start           | started, reads remote                           | begin, presume new (a)
-//  W3  | looking         | read overloaded (no reader free)                | begin, as it is (b)
-//  W4  | looking         | read failed                                     | reply store problem
-//  W5  | looking         | found, arrival replay                           | reply replay when
-//  durable (c) W6  | looking         | found, arrival mismatch                         | reply 422
-//  when durable (c) W7  | looking         | not found, first look                           |
-//  begin, presume new W8  | looking         | found otherwise (attach, resume, expired), or   |
-//  begin, as it is
-//      |                 | any look after a conflict                       |
-//  W9  | beginning       | key taken (only when presumed new)              | look, after conflict
-//  (d) W10 | beginning       | commit failed                                   | reply store
-//  problem W11 | beginning       | replay                                          | reply replay
-//  W12 | beginning       | mismatch                                        | reply 422
-//  W13 | beginning       | attach                                          | attach (done)
-//  W14 | beginning       | insufficient funds (rolled back)                | reply 402
-//  W15 | beginning       | proceed (key reserved, price held)              | call upstream
-//  W16 | calling         | upstream answered (any outcome)                 | finish
-//  W17 | finishing       | committed                                       | reply the verdict's
-//  answer W18 | finishing       | claim lost                                      | reply taken
-//  over W19 | finishing       | commit failed                                   | reply outcome
-//  unrecorded (e)
+// clang-format off
+//  row | phase     | event                                         | effect (phase after)
+//  ----+-----------+-----------------------------------------------+------------------------------
+//  W1  | start     | started, reads local                          | look (looking)
+//  W2  | start     | started, reads remote                         | begin, presume new (a)
+//  W3  | looking   | read overloaded (no reader free)              | begin, as it is (b)
+//  W4  | looking   | read failed                                   | reply store problem
+//  W5  | looking   | found, arrival replay                         | reply replay when durable (c)
+//  W6  | looking   | found, arrival mismatch                       | reply 422 when durable (c)
+//  W7  | looking   | not found, first look                         | begin, presume new
+//  W8  | looking   | found otherwise (attach, resume, expired), or | begin, as it is
+//      |           | any look after a conflict                     |
+//  W9  | beginning | key taken (only when presumed new)            | look, after conflict (d)
+//  W10 | beginning | commit failed                                 | reply store problem
+//  W11 | beginning | replay                                        | reply replay
+//  W12 | beginning | mismatch                                      | reply 422
+//  W13 | beginning | attach                                        | attach (done)
+//  W14 | beginning | insufficient funds (rolled back)              | reply 402
+//  W15 | beginning | proceed (key reserved, price held)            | call upstream
+//  W16 | calling   | upstream answered (any outcome)               | finish
+//  W17 | finishing | committed                                     | reply the verdict's answer
+//  W18 | finishing | claim lost                                    | reply taken over
+//  W19 | finishing | commit failed                                 | reply outcome unrecorded (e)
+// clang-format on
 //
 // Any other event in a phase is the shell's bug: Step aborts (AGENTPAY_CHECK).
 // (a) Where a read is a round trip to the database server it costs more than it spares the

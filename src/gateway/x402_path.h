@@ -19,6 +19,7 @@
 #include "core/operation.h"
 #include "core/payer_proof.h"
 #include "core/receipt_polls.h"
+#include "core/x402_payment.h"
 #include "gateway/context.h"
 #include "gateway/x402_offer.h"
 #include "http/server.h"
@@ -52,31 +53,32 @@ class X402Path {
   struct Begin;
 
   std::optional<HttpResponse> Prepare(Payment& p) const;
-  static Result<std::optional<KeyRecord>> FindPayerKey(Transaction& tx, const Payment& x);
-  // Arrive: the first look at a new payment (a read), then the arrival decision (QueueArrival).
-  void Arrive(PaymentPtr p);
-  void QueueArrival(PaymentPtr p);
-  void OnArrived(PaymentPtr p, Status status);
-  void Preflight(PaymentPtr p);
+  // One step of the payment's machine (core/x402_payment.h), then the effect it asks for; every
+  // effect below ends by calling Advance with what happened.
+  void Advance(PaymentPtr p, const X402Event& event);
+  void Look(PaymentPtr p);
+  void Decide(PaymentPtr p);
+  void Preflight(PaymentPtr p, bool take_payer_token);
   void AskChainForProof(PaymentPtr p);
-  static PayerProofFacts ProofFacts(const Payment& x, const X402PaymentRecord& stored);
-  static HttpResponse PublicAuthorizationAnswer();
-  Result<Begin> DecideX402Arrival(Transaction& tx, const Payment& p) const;
-  Result<Begin> DecideNew(Transaction& tx, const Payment& p, int64_t now) const;
-  static Result<Begin> WithoutPreflight(Transaction& tx, const Payment& p);
-  void RunAttempt(PaymentPtr p);
   void CallUpstream(PaymentPtr p);
   void OnUpstreamAnswered(PaymentPtr p, UpstreamOutcome outcome);
-  void SubmitAfterUpstream(PaymentPtr p, UpstreamOutcome outcome, X402Completion completion,
-                           int64_t now);
-  void FinishCall(PaymentPtr p, const UpstreamOutcome& outcome, X402Completion completion,
-                  int64_t now);
+  void ReadInputs(PaymentPtr p);
+  void Sign(PaymentPtr p);
+  void FinishCall(PaymentPtr p, bool as_failed_call);
   void Settle(PaymentPtr p);
   // Broadcasts the payments gathered since the first of them (Settle), then polls for each receipt.
   void BroadcastGathered();
   void PollReceipt(PaymentPtr p);
   void SchedulePoll(PaymentPtr p, int64_t delay_ms);
   void OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> decided);
+  void Record(PaymentPtr p, X402Record record);
+
+  // The arrival decision and its parts, inside one transaction.
+  static Result<std::optional<KeyRecord>> FindPayerKey(Transaction& tx, const Payment& x);
+  Result<Begin> DecideX402Arrival(Transaction& tx, const Payment& p) const;
+  Result<Begin> DecideNew(Transaction& tx, const Payment& p, int64_t now) const;
+  static Result<Begin> WithoutPreflight(Transaction& tx, const Payment& p);
+  static PayerProofFacts ProofFacts(const Payment& x, const X402PaymentRecord& stored);
   // Writes `next` if the attempt `held` still holds the claim, then `done(true)`; `done(false)`
   // when it lost it. `also` runs in the same decision, only while the claim holds.
   void WriteClaimed(const Operation& held, Operation next, std::optional<TraceEvent> event,
@@ -84,7 +86,12 @@ class X402Path {
                     std::function<void(Result<bool>)> done);
   // Runs one blocking chain call on the chain pool; `refused` runs instead when the pool is full.
   void OnChain(std::function<void()> call, std::function<void()> refused);
+
+  // The answers.
   void Reply(const PaymentPtr& p, HttpResponse response) const;
+  HttpResponse AnswerFor(const Payment& x, X402Answer answer) const;
+  HttpResponse VerdictAnswer(const Payment& x) const;
+  static HttpResponse PublicAuthorizationAnswer();
   HttpResponse Challenge(const Payment& p, std::string_view code, std::string_view detail) const;
   // 429 (the payer's in-flight cap) or 503 (the reservation table is busy), with Retry-After.
   HttpResponse PayerLimited(const Settler::Preflight& preflight) const;
