@@ -14,6 +14,7 @@ lives in; the table of what caught each, part by part, is printed. Without a mut
 holds (the catch is the mutant's doing).
 
 usage: test_mutants.py --agentpay MUTANT_BUILD/agentpay [unittest args]"""
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -39,28 +40,35 @@ def swarm(*args):
                           timeout=1800)
 
 
+def hunt(mutant, part):
+    """One mutant in one part: the seed that caught it, and whether that seed holds without it."""
+    out = swarm("--mutant", str(mutant), "--seeds", str(SEEDS), "--part", part)
+    found = re.search(r"SEED=(\d+) VIOLATION at step (\d+): ([a-z_]+): (.*)", out.stdout)
+    clean = None
+    if out.returncode == 1 and found:
+        clean = swarm("--seeds", "1", "--seed-start", found.group(1), "--part", part)
+    return out, found, clean
+
+
 class MutantsTest(unittest.TestCase):
     def test_each_mutant_is_caught_within_1000_seeds(self):
+        hunts = [(mutant, part) for mutant in sorted(NAMES)
+                 for part in (["all"] if len(PARTS[mutant]) == 3 else []) + PARTS[mutant]]
+        # Each hunt is one process on one core: JOBS at once (AGENTPAY_MUTANT_JOBS, default 2).
+        jobs = max(1, int(os.environ.get("AGENTPAY_MUTANT_JOBS", "2")))
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            results = list(pool.map(lambda h: hunt(*h), hunts))
         caught = []
-        for mutant in sorted(NAMES):
-            # The whole mix as well for a mutant of every part; one of some parts only there (the
-            # whole mix finds it too, later: mutant 7 at seed 816 where its budget part takes 56,
-            # minutes of a sanitized build).
-            every = len(PARTS[mutant]) == 3
-            for part in (["all"] if every else []) + PARTS[mutant]:
-                out = swarm("--mutant", str(mutant), "--seeds", str(SEEDS), "--part", part)
-                self.assertEqual(out.returncode, 1,
-                                 "mutant %d (%s) was not caught in %d seeds of part %s:\n%s%s"
-                                 % (mutant, NAMES[mutant], SEEDS, part, out.stdout, out.stderr))
-                self.assertIn("MUTANT=%d" % mutant, out.stdout)
-                found = re.search(r"SEED=(\d+) VIOLATION at step (\d+): ([a-z_]+): (.*)",
-                                  out.stdout)
-                self.assertIsNotNone(found, out.stdout)
-                seed, step, invariant, detail = found.groups()
-                caught.append((mutant, part, seed, step, invariant, detail))
-                # The seed that caught it holds without the mutant.
-                clean = swarm("--seeds", "1", "--seed-start", seed, "--part", part)
-                self.assertEqual(clean.returncode, 0, clean.stdout + clean.stderr)
+        for (mutant, part), (out, found, clean) in zip(hunts, results):
+            self.assertEqual(out.returncode, 1,
+                             "mutant %d (%s) was not caught in %d seeds of part %s:\n%s%s"
+                             % (mutant, NAMES[mutant], SEEDS, part, out.stdout, out.stderr))
+            self.assertIn("MUTANT=%d" % mutant, out.stdout)
+            self.assertIsNotNone(found, out.stdout)
+            seed, step, invariant, detail = found.groups()
+            caught.append((mutant, part, seed, step, invariant, detail))
+            # Without the mutant the same seed holds: the catch is the mutant's doing.
+            self.assertEqual(clean.returncode, 0, clean.stdout + clean.stderr)
         print()
         for mutant, part, seed, step, invariant, detail in caught:
             print("mutant %d (%s), part %s: caught by seed %s at step %s, invariant %s: %s"
