@@ -48,7 +48,8 @@ std::optional<OperationView> ReadOperation(const ClientResponse& response) {
   if (response.error != ClientError::kNone || response.status != 200) return std::nullopt;
   auto body = BodyObject(response);
   if (!body) return std::nullopt;
-  OperationView view{StringField(*body, "settlement"), StringField(*body, "fulfillment"), ""};
+  OperationView view{ParseSettlement(StringField(*body, "settlement")),
+                     ParseFulfillment(StringField(*body, "fulfillment")), ""};
   if (auto hash = chain::ParseHash32(StringField(*body, "tx_hash")); hash.ok()) {
     view.tx_hash = chain::Hex(*hash);
   }

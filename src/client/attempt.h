@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "core/operation.h"
 #include "http/client.h"
 
 namespace agentpay::client {
@@ -33,7 +34,9 @@ std::string ProblemCode(const ClientResponse& response);
 // The operation view of an answer (GET /v1/operations/{id}: settlement, fulfillment, tx_hash),
 // read defensively: nullopt unless it is a 200 whose body is a JSON object of sane size and depth.
 struct OperationView {
-  std::string settlement, fulfillment;
+  // nullopt: a state this client does not know (a newer gateway's), or none given.
+  std::optional<Settlement> settlement;
+  std::optional<Fulfillment> fulfillment;
   std::string tx_hash;  // lower-case 0x hex when the gateway gave a well-formed one, else ""
 };
 std::optional<OperationView> ReadOperation(const ClientResponse& response);

@@ -604,9 +604,13 @@ void PayRun::PollOperation(const std::string& location) {
         result_.evidence.transaction = op->tx_hash;
         KeepEvidence("", op->tx_hash);
       }
-      state = "settlement " + op->settlement + ", fulfillment " + op->fulfillment;
-      if (op->settlement != "submitted" && op->settlement != "unknown" &&
-          op->fulfillment != "in_progress") {
+      state = "settlement " +
+              std::string(op->settlement ? SettlementName(*op->settlement) : "(unreadable)") +
+              ", fulfillment " +
+              std::string(op->fulfillment ? FulfillmentName(*op->fulfillment) : "(unreadable)");
+      const bool settling =
+          op->settlement == Settlement::kSubmitted || op->settlement == Settlement::kUnknown;
+      if (!settling && op->fulfillment != Fulfillment::kInProgress) {
         Say("operation " + state + ": sending the same request again");
         return;
       }
@@ -704,8 +708,7 @@ PayResult PayRun::OnRejected(const ClientResponse& response, bool money_may_have
   if (reservation_.scheme == "wallet") {
     std::optional<OperationView> op;
     if (!reservation_.operation_id.empty()) op = FetchOperation(reservation_.operation_id);
-    const std::string settlement = op ? op->settlement : "";
-    switch (ReconcileWalletSettlement(settlement)) {
+    switch (ReconcileWalletSettlement(op ? op->settlement : std::nullopt)) {
       case ReconcileVerdict::kMarkSpent:
         learned = ReservationState::kSpent;
         cost = "the gateway charged it (operation settled)";

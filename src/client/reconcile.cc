@@ -48,7 +48,7 @@ Verdict JudgeWallet(const StoredReservation& row, const std::string& api_key, in
   }
   return {ReconcileWalletSettlement(op->settlement),
           "gateway operation " + row.operation_id + " settlement " +
-              (op->settlement.empty() ? "(unreadable)" : op->settlement)};
+              std::string(op->settlement ? SettlementName(*op->settlement) : "(unreadable)")};
 }
 
 Verdict JudgeX402(const StoredReservation& row, chain::RpcChain* chain, int64_t buffer_s) {

@@ -117,9 +117,9 @@ ReconcileVerdict ReconcileAuthorization(int64_t chain_time_s, int64_t valid_befo
   return ReconcileVerdict::kKeep;
 }
 
-ReconcileVerdict ReconcileWalletSettlement(std::string_view settlement) {
-  if (settlement == "settled") return ReconcileVerdict::kMarkSpent;
-  if (settlement == "released") return ReconcileVerdict::kMarkReleased;
+ReconcileVerdict ReconcileWalletSettlement(std::optional<Settlement> settlement) {
+  if (settlement == Settlement::kSettled) return ReconcileVerdict::kMarkSpent;
+  if (settlement == Settlement::kReleased) return ReconcileVerdict::kMarkReleased;
   return ReconcileVerdict::kKeep;
 }
 

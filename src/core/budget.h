@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/operation.h"
+
 namespace agentpay {
 
 enum class ReservationState {
@@ -96,7 +98,8 @@ ReconcileVerdict ReconcileAuthorization(int64_t chain_time_s, int64_t valid_befo
                                         int64_t buffer_s, bool authorization_used);
 
 // A wallet payment, from the gateway operation's `settlement` (CONTRACT §3): settled → spent,
-// released → released, anything else (held, unknown, a name not known here) → kept.
-ReconcileVerdict ReconcileWalletSettlement(std::string_view settlement);
+// released → released, anything else (held, unknown; nullopt: none shown, or a name not known
+// here) → kept.
+ReconcileVerdict ReconcileWalletSettlement(std::optional<Settlement> settlement);
 
 }  // namespace agentpay

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "core/reconciler_look.h"
 #include "settlement/answers.h"
 
 namespace agentpay {
@@ -87,7 +88,13 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
     Operation op = listed;
     applied.send = seen_candidate.payment;
     std::vector<TraceEvent> events;
-    if (op.settlement == Settlement::kSubmitted) {
+    Reconciliation r = Reconcile(Settlement::kUnknown, ToSettlementRecord(seen_candidate.payment),
+                                 seen, config.expiry_buffer_seconds, confirmations);
+    // What the decision does (core/reconciler_look.h RL1–RL9); here, how it is written.
+    const ReconcilerLook look = DecideReconcilerLook(
+        listed, r.action, seen, replacement && replacement->record.has_value());
+    r.action = look.action;
+    if (look.mark_unknown) {
       // X4 for an attempt that is gone (crash, lost claim): its receipt deadline has passed.
       op = MarkUnknown(op, now);
       ++report.marked_unknown;
@@ -99,32 +106,22 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
                             .Reason("receipt_timeout")});
       report.decisions.push_back({op.id, "settlement_unknown", events.back().detail});
     }
-    Reconciliation r = Reconcile(Settlement::kUnknown, ToSettlementRecord(seen_candidate.payment),
-                                 seen, config.expiry_buffer_seconds, confirmations);
-    // Pending, or gone from the node before validBefore (rebroadcast), and stuck on its fee: the
-    // replacement goes out instead of the same bytes, which the node would hold or evict again.
-    // (LookAt asks for one only before validBefore: a transaction mined after it only reverts.)
-    const bool pending =
-        r.action == ReconcileAction::kWait && seen.tx_known && seen.receipt == ReceiptView::kNone;
-    const bool replace = replacement && replacement->record &&
-                         (pending || r.action == ReconcileAction::kRebroadcast);
-    if (replace) {
-      if (Status s = tx.UpdateX402Payment(*replacement->record); !s.ok()) return s;
-      applied.broadcast = true;
-      applied.send = *replacement->record;
-      ++report.replaced;
-      const std::string detail = replacement->decision.reason + ": " +
-                                 seen_candidate.payment.tx_hash + " replaced by " +
-                                 replacement->record->tx_hash + " at relayer nonce " +
-                                 std::to_string(replacement->record->relayer_nonce);
-      events.push_back({op.id, now, TraceActor::kWorker, "tx_replaced", detail,
-                        TraceFacts().TxHash(replacement->record->tx_hash).Reason("fee_bump")});
-      report.decisions.push_back({op.id, "tx_replaced", detail});
-      r.action = ReconcileAction::kWait;  // the replacement is this decision's broadcast
-    }
     std::string event_tx = applied.send.tx_hash;  // the transaction the decision is about
-    switch (r.action) {
-      case ReconcileAction::kMarkSettled: {
+    switch (look.outcome) {
+      case ReconcilerOutcome::kReplace: {  // stuck on its fee: the replacement goes out instead
+        if (Status s = tx.UpdateX402Payment(*replacement->record); !s.ok()) return s;
+        applied.send = *replacement->record;
+        ++report.replaced;
+        const std::string detail = replacement->decision.reason + ": " +
+                                   seen_candidate.payment.tx_hash + " replaced by " +
+                                   replacement->record->tx_hash + " at relayer nonce " +
+                                   std::to_string(replacement->record->relayer_nonce);
+        events.push_back({op.id, now, TraceActor::kWorker, "tx_replaced", detail,
+                          TraceFacts().TxHash(replacement->record->tx_hash).Reason("fee_bump")});
+        report.decisions.push_back({op.id, "tx_replaced", detail});
+        break;
+      }
+      case ReconcilerOutcome::kSettle: {
         op = MarkSettled(op, now);
         // The block is recorded for the watch for reorganisations; if the chain mined a
         // transaction ours replaced, it becomes the one the operation reports.
@@ -137,56 +134,50 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
         ++report.settled;
         break;
       }
-      case ReconcileAction::kRebroadcast: {
+      case ReconcilerOutcome::kRebroadcast: {
         SettlementRecord record = RecordRebroadcast(ToSettlementRecord(seen_candidate.payment));
         X402PaymentRecord payment = seen_candidate.payment;
         payment.broadcasts = record.broadcasts;
         if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
-        applied.broadcast = true;
         applied.send = payment;
         ++report.rebroadcast;
         break;
       }
-      case ReconcileAction::kMarkVoid:
-      case ReconcileAction::kMarkFailed:
-        if (IsFinal(op)) {
-          // X18: the paid answer went out before a reorganisation took the settlement away for
-          // good; the stored answer stays, and an operator is told.
-          const bool void_ = r.action == ReconcileAction::kMarkVoid;
-          op = MarkLostAfterDelivery(op, void_ ? Settlement::kVoid : Settlement::kFailed, now);
-          if (Status s = tx.InsertAlert(SettlementLostAfterDeliveryAlert(
-                  random, op.id, "the paid answer was delivered; " + r.reason, now));
-              !s.ok()) {
-            return s;
-          }
-          ++(void_ ? report.voided : report.failed);
-        } else if (r.action == ReconcileAction::kMarkVoid) {
-          const bool after_work = UnpaidAfterPossibleWork(op);  // (g): settle=after, a > 0
-          op = MarkVoid(op, now, SettlementVoidResponse(op.id));
-          if (after_work) {
-            Status alerted = tx.InsertAlert(UnpaidAfterPossibleWorkAlert(
-                random, op.id, "the upstream answered before the settlement; " + r.reason, now));
-            if (!alerted.ok()) return alerted;
-          }
-          ++report.voided;
-        } else {
-          op = MarkFailed(op, now, SettlementFailedResponse(op.id), config.retention_ms);
-          if (Status s = tx.InsertAlert(SettlementFailedAlert(random, op.id, r.reason, now));
-              !s.ok()) {
-            return s;
-          }
-          ++report.failed;
+      case ReconcilerOutcome::kLostAfterDelivery:
+        // X18: the paid answer went out before a reorganisation took the settlement away for
+        // good; the stored answer stays, and an operator is told.
+        op = MarkLostAfterDelivery(op, look.lost_as, now);
+        if (Status s = tx.InsertAlert(SettlementLostAfterDeliveryAlert(
+                random, op.id, "the paid answer was delivered; " + r.reason, now));
+            !s.ok()) {
+          return s;
         }
-        // Void: our transaction, if the node lost it, is sent once more to use up its relayer
-        // nonce; expired, it cannot pay.
-        applied.broadcast = r.action == ReconcileAction::kMarkVoid && !seen.tx_known;
+        ++(look.lost_as == Settlement::kVoid ? report.voided : report.failed);
         break;
-      case ReconcileAction::kWait:
+      case ReconcilerOutcome::kVoid: {
+        const bool after_work = UnpaidAfterPossibleWork(op);  // (g): settle=after, a > 0
+        op = MarkVoid(op, now, SettlementVoidResponse(op.id));
+        if (after_work) {
+          Status alerted = tx.InsertAlert(UnpaidAfterPossibleWorkAlert(
+              random, op.id, "the upstream answered before the settlement; " + r.reason, now));
+          if (!alerted.ok()) return alerted;
+        }
+        ++report.voided;
+        break;
+      }
+      case ReconcilerOutcome::kFail:
+        op = MarkFailed(op, now, SettlementFailedResponse(op.id), config.retention_ms);
+        if (Status s = tx.InsertAlert(SettlementFailedAlert(random, op.id, r.reason, now));
+            !s.ok()) {
+          return s;
+        }
+        ++report.failed;
+        break;
+      case ReconcilerOutcome::kWait:
         break;
     }
-    applied.resolved = r.action == ReconcileAction::kMarkSettled ||
-                       r.action == ReconcileAction::kMarkVoid ||
-                       r.action == ReconcileAction::kMarkFailed;
+    applied.broadcast = look.broadcast;
+    applied.resolved = look.resolved;
     if (r.action != ReconcileAction::kWait) {
       if (r.action == ReconcileAction::kMarkSettled) {
         // What the chain showed, on its own row of the trace, then what the reconciler made of it.
@@ -427,10 +418,9 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
   // why. Held at the relayer's next nonce without being mined (the gap check): replace it now.
   std::optional<Settler::Replacement> replacement;
   const int64_t now = clock.NowMs();
-  if (seen->receipt == ReceiptView::kNone && !seen->nonce_used &&
-      (stuck == Stuck::kHeldAtNextNonce ||
-       now - candidate.payment.submitted_ms >= config.replace_after_ms) &&
-      now / 1000 < candidate.payment.authorization.valid_before_s) {
+  if (AsksForReplacement(*seen, stuck == Stuck::kHeldAtNextNonce,
+                         now - candidate.payment.submitted_ms, config.replace_after_ms, now / 1000,
+                         candidate.payment.authorization.valid_before_s)) {
     auto replaced = settler.Replace(candidate.payment, now, stuck);
     if (!replaced.ok()) {
       ++report.errors;

@@ -52,11 +52,18 @@ TEST(AttemptTest, OperationViewsAreReadDefensively) {
       200, R"({"settlement":"settled","fulfillment":"succeeded",)"
            R"("tx_hash":"0xAB00000000000000000000000000000000000000000000000000000000000001"})"));
   ASSERT_TRUE(op.has_value());
-  EXPECT_EQ(op->settlement, "settled");
+  EXPECT_EQ(op->settlement, Settlement::kSettled);
+  EXPECT_EQ(op->fulfillment, Fulfillment::kSucceeded);
   EXPECT_EQ(op->tx_hash, "0xab00000000000000000000000000000000000000000000000000000000000001");
   auto odd = ReadOperation(Answer(200, R"({"settlement":7,"tx_hash":"not a hash"})"));
   ASSERT_TRUE(odd.has_value());
-  EXPECT_EQ(odd->settlement, "");
+  EXPECT_EQ(odd->settlement, std::nullopt);
+  EXPECT_EQ(odd->fulfillment, std::nullopt);
+  // A state this client does not know: read as none, not as one it does.
+  auto newer = ReadOperation(Answer(200, R"({"settlement":"escrowed","fulfillment":"queued"})"));
+  ASSERT_TRUE(newer.has_value());
+  EXPECT_EQ(newer->settlement, std::nullopt);
+  EXPECT_EQ(newer->fulfillment, std::nullopt);
   EXPECT_EQ(odd->tx_hash, "");
   EXPECT_FALSE(ReadOperation(Answer(200, "[1,2]")).has_value());
   EXPECT_FALSE(ReadOperation(Answer(200, std::string(100, '[') + std::string(100, ']'))));

@@ -71,11 +71,13 @@ TEST(BudgetTest, AuthorizationReleasedOnlyAfterExpiryPlusBufferAndUnused) {
 }
 
 TEST(BudgetTest, WalletFollowsTheGatewaySettlement) {
-  EXPECT_EQ(ReconcileWalletSettlement("settled"), ReconcileVerdict::kMarkSpent);
-  EXPECT_EQ(ReconcileWalletSettlement("released"), ReconcileVerdict::kMarkReleased);
-  for (const char* other : {"held", "unknown", "none", "submitted", "void", "failed", ""}) {
-    EXPECT_EQ(ReconcileWalletSettlement(other), ReconcileVerdict::kKeep) << other;
+  EXPECT_EQ(ReconcileWalletSettlement(Settlement::kSettled), ReconcileVerdict::kMarkSpent);
+  EXPECT_EQ(ReconcileWalletSettlement(Settlement::kReleased), ReconcileVerdict::kMarkReleased);
+  for (Settlement other : {Settlement::kHeld, Settlement::kUnknown, Settlement::kNone,
+                           Settlement::kSubmitted, Settlement::kVoid, Settlement::kFailed}) {
+    EXPECT_EQ(ReconcileWalletSettlement(other), ReconcileVerdict::kKeep) << SettlementName(other);
   }
+  EXPECT_EQ(ReconcileWalletSettlement(std::nullopt), ReconcileVerdict::kKeep);
 }
 
 // A budget counts in one asset: the table of DecideBudgetAsset, and the migration of older files.
