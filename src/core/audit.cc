@@ -162,6 +162,9 @@ void BooksAudit::AddOperation(const OperationBooks& op) {
     // the last attempt let go of it (the operation's last change).
     if (op.fulfillment == Fulfillment::kInProgress) due = std::max(due, op.lease_expires_ms);
     due = std::max(due, op.updated_ms);
+    if (options_.now_ms <= due + options_.hold_slack_ms) {
+      report_.same_until_ms = std::min(report_.same_until_ms, due + options_.hold_slack_ms + 1);
+    }
     if (options_.now_ms > due + options_.hold_slack_ms) {
       Violation(AuditCheck::kHoldsWithinTtl, op.id,
                 "held " + std::to_string(op.amount) + " for " + op.principal + " " +
@@ -174,6 +177,7 @@ void BooksAudit::AddOperation(const OperationBooks& op) {
     const bool alerted = op.alerts > 0;
     const bool live =
         op.fulfillment == Fulfillment::kInProgress && op.lease_expires_ms > options_.now_ms;
+    if (live) report_.same_until_ms = std::min(report_.same_until_ms, op.lease_expires_ms);
     // not_started: an x402 settle=before payment the reconciler settled, its call still to come.
     const bool accounted = op.fulfillment == Fulfillment::kSucceeded ||
                            op.fulfillment == Fulfillment::kRejected ||

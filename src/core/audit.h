@@ -169,6 +169,10 @@ struct AuditReport {
   std::vector<AuditViolation> listed;    // the first max_listed violations
   int64_t violations = 0;
   AuditTotals totals;
+  // Two checks depend on the time as well as the books (a hold overdue, a settled operation's
+  // attempt no longer live): the same books give the same report at any time before this one, in
+  // ms (INT64_MAX: at any time after now_ms). A clock that steps back can only take findings away.
+  int64_t same_until_ms = INT64_MAX;
   bool ok() const { return violations == 0; }
   // The row of `check` (every check has one).
   const AuditCheckResult& Of(AuditCheck check) const;

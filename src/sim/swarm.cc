@@ -1222,6 +1222,15 @@ class Run {
   void CheckBooks() {
     AuditOptions options;
     options.now_ms = clock_.NowMs();
+    // The same books (no commit, no crash since) before any time a finding depends on
+    // (AuditReport::same_until_ms): the same clean report. Most steps change nothing the audit
+    // reads, and auditing every one was three quarters of a seed's CPU (200 seeds: 9.4 CPU-s
+    // before, 3.2 after). The skipped read still makes the disk durable, as the audit's Read does,
+    // so the run is the same event for event (the events hash is unchanged).
+    if (store_->version() == audited_version_ && options.now_ms < audit_same_until_ms_) {
+      store_->AwaitDurable();
+      return;
+    }
     options.hold_slack_ms = 2 * mix_.sweep_interval_ms + kAuditHoldSlackMs;
     auto report = AuditStore(*store_, options);
     if (!report.ok()) return Violate("audit_runs", report.status().ToString());
@@ -1231,6 +1240,8 @@ class Run {
               first.subject + ": " + first.detail + " (" + std::to_string(report->violations) +
                   " violation(s))");
     }
+    audited_version_ = store_->version();
+    audit_same_until_ms_ = report->same_until_ms;
   }
 
   std::string PrincipalOf(const Client& c) const {
@@ -1418,6 +1429,9 @@ class Run {
   SimUpstream upstream_;
   GatewayConfig config_;
   std::unique_ptr<SimStore> store_;
+  // The last clean books audit: the store's version it read, and until when it holds.
+  uint64_t audited_version_ = UINT64_MAX;
+  int64_t audit_same_until_ms_ = 0;
   std::unique_ptr<SimExecutor> executor_;
   // x402 (null in a wallet-only seed): the chain, the node in front of it, the process's settler
   // and reconciler, every authorization a client signed, the blocks checked so far.

@@ -224,6 +224,7 @@ Status SimStore::Commit(const TransactionFn& fn) {
   if (status.ok()) {
     status = db.Run("COMMIT");
     if (status.ok()) {
+      ++version_;
       ++stats_.commits;
       ++stats_.decisions;
       return status;
@@ -284,6 +285,7 @@ Status SimStore::Crash(const std::string& instance_id) {
   queued_ = 0;  // every queued write was the dead process's
   impl_->db.reset();
   impl_->vfs->Crash();
+  ++version_;
   return impl_->OpenDatabase();
 }
 

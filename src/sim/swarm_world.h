@@ -210,6 +210,8 @@ class SimStore final : public Store {
   Status Crash(const std::string& instance_id);
   // Writes not yet acknowledged when a process died (kWriteCut), over every crash so far.
   int64_t writes_cut() const { return writes_cut_; }
+  // Moves whenever what a read sees may have changed: each commit, each crash.
+  uint64_t version() const { return version_; }
 
  private:
   struct Impl;
@@ -226,6 +228,7 @@ class SimStore final : public Store {
   int64_t queued_ = 0;
   int64_t unacknowledged_ = 0;  // of the running process
   int64_t writes_cut_ = 0;
+  uint64_t version_ = 0;
   StoreStats stats_;
   std::set<std::string> live_instances_;
 };

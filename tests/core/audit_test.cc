@@ -8,8 +8,9 @@ namespace {
 
 constexpr int64_t kNow = 1'000'000;
 
-AuditReport Audit(const LedgerAudit& ledger, const std::vector<OperationBooks>& ops = {}) {
-  BooksAudit audit(AuditOptions{kNow, 3000, 10});
+AuditReport Audit(const LedgerAudit& ledger, const std::vector<OperationBooks>& ops = {},
+                  int64_t now_ms = kNow) {
+  BooksAudit audit(AuditOptions{now_ms, 3000, 10});
   audit.AddLedger(ledger);
   for (const OperationBooks& op : ops) audit.AddOperation(op);
   return std::move(audit).Finish();
@@ -178,6 +179,37 @@ TEST(BooksAudit, HoldsPastTheirTtlAndTheSlackAreNamed) {
   op.fulfillment = Fulfillment::kInProgress;
   op.lease_expires_ms = kNow + 10;
   EXPECT_TRUE(Audit(Balanced(), {op}).ok());
+}
+
+// The report says until when the same books give the same report: the first moment a hold is
+// overdue, or a settled operation's live attempt stops being live. `sim swarm` audits again only
+// after a commit, a crash or that moment; before it, the report must not change.
+TEST(BooksAudit, TheSameBooksGiveTheSameReportUntilTheTimeItNames) {
+  EXPECT_EQ(Audit(Balanced(), {Captured()}).same_until_ms, INT64_MAX);
+  OperationBooks hold = Wallet(Settlement::kHeld, Fulfillment::kPendingRetry);
+  hold.held = 100;
+  hold.hold_expires_ms = kNow - 1000;  // overdue 2001 ms from now (slack 3000)
+  OperationBooks settled = Wallet(Settlement::kSettled, Fulfillment::kInProgress);
+  settled.id = "op_2";
+  settled.held = settled.captured = 100;
+  settled.captures = 1;
+  settled.lease_expires_ms = kNow + 5000;  // live for 5 s more, and no alert
+  AuditReport now = Audit(Balanced(), {hold, settled});
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now.same_until_ms, kNow + 2001);
+  for (int64_t at : {kNow + 1, kNow + 2000}) {
+    AuditReport later = Audit(Balanced(), {hold, settled}, at);
+    EXPECT_TRUE(later.ok()) << at;
+    EXPECT_GE(later.same_until_ms, kNow + 2001) << at;
+  }
+  AuditReport overdue = Audit(Balanced(), {hold, settled}, kNow + 2001);
+  EXPECT_EQ(Row(overdue, AuditCheck::kHoldsWithinTtl).violations, 1);
+  // Without the hold, the lease is the next moment: the settled operation is unaccounted for then.
+  EXPECT_EQ(Audit(Balanced(), {settled}).same_until_ms, kNow + 5000);
+  EXPECT_TRUE(Audit(Balanced(), {settled}, kNow + 4999).ok());
+  EXPECT_EQ(
+      Row(Audit(Balanced(), {settled}, kNow + 5000), AuditCheck::kSettledAccountedFor).violations,
+      1);
 }
 
 // Found by `agentpay sim swarm` (seed 10285): a retry resumed a hold past its expiry that was not
