@@ -3,9 +3,9 @@
 
 namespace agentpay {
 
-Result<AuditReport> AuditStore(Store& store, const AuditOptions& options) {
+Result<AuditReport> AuditStore(Store& store, const AuditOptions& options, ReadWait wait) {
   std::optional<AuditReport> report;
-  Status status = store.Read([&](Transaction& tx) -> Status {
+  auto read = [&](Transaction& tx) -> Status {
     BooksAudit audit(options);
     auto ledger = tx.Audit();
     if (!ledger.ok()) return ledger.status();
@@ -28,7 +28,8 @@ Result<AuditReport> AuditStore(Store& store, const AuditOptions& options) {
     for (const SharedPayment& payment : *shared) audit.AddSharedPayment(payment);
     report = std::move(audit).Finish();
     return Status::Ok();
-  });
+  };
+  Status status = wait == ReadWait::kDurable ? store.Read(read) : store.ReadUnsynced(read);
   if (!status.ok()) return status;
   return std::move(*report);
 }

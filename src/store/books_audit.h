@@ -12,7 +12,10 @@ namespace agentpay {
 inline constexpr int kAuditPageSize = 1000;
 
 // Every rule but chain_transfers (the caller's, with a chain). Store errors are returned as they
-// are (store_unavailable: try again).
-Result<AuditReport> AuditStore(Store& store, const AuditOptions& options);
+// are (store_unavailable: try again). `wait`: kDurable for a report anyone is shown (it waits until
+// what it read is durable); kUnsynced for a checker that must not change what a crash loses (the
+// simulator's, after every step).
+Result<AuditReport> AuditStore(Store& store, const AuditOptions& options,
+                               ReadWait wait = ReadWait::kDurable);
 
 }  // namespace agentpay
