@@ -257,6 +257,19 @@ Result<X402Path::Begin> X402Path::WithoutPreflight(Transaction& tx, const Paymen
   return begin;
 }
 
+// Inside a decision: the relayer's next nonce taken, the authorization signed into the relayer's
+// transaction, and the payment stored with it (X1 settling first, X13 after the upstream). The
+// broadcast follows the commit.
+Result<X402PaymentRecord> X402Path::SignAndStore(Transaction& tx, X402PaymentRecord payment,
+                                                 const TxInputs& inputs, int64_t now) const {
+  auto relayer_nonce = settler_.TakeNonce(tx, inputs.pending_nonce);
+  if (!relayer_nonce.ok()) return relayer_nonce.status();
+  auto signed_payment = settler_.Sign(std::move(payment), inputs, *relayer_nonce, now);
+  if (!signed_payment.ok()) return signed_payment.status();
+  if (Status s = tx.UpdateX402Payment(*signed_payment); !s.ok()) return s;
+  return signed_payment;
+}
+
 // X1 / X2: the key, the operation and the authorization (signed into the relayer's transaction
 // when settling first) commit together; the broadcast follows the commit.
 Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, int64_t now) const {
@@ -309,12 +322,9 @@ Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, i
     return s;
   }
   if (settle_first) {
-    auto relayer_nonce = settler_.TakeNonce(tx, inputs.pending_nonce);
-    if (!relayer_nonce.ok()) return relayer_nonce.status();
-    auto signed_payment = settler_.Sign(std::move(payment), inputs, *relayer_nonce, now);
+    auto signed_payment = SignAndStore(tx, std::move(payment), inputs, now);
     if (!signed_payment.ok()) return signed_payment.status();
     payment = std::move(*signed_payment);
-    if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
     Status s = tx.AppendEvent({op_id, now, TraceActor::kGateway, "settlement_submitted",
                                "transaction " + payment.tx_hash + ", relayer nonce " +
                                    std::to_string(payment.relayer_nonce),

@@ -315,12 +315,9 @@ void X402Path::Sign(PaymentPtr p) {
       [this, payment, presented = p->payment, inputs = *p->signing_inputs, now,
        status = p->outcome.status, attempt = p->op.attempts,
        amount = p->op.amount](Transaction& tx) {
-        auto relayer_nonce = settler_.TakeNonce(tx, inputs.pending_nonce);
-        if (!relayer_nonce.ok()) return relayer_nonce.status();
-        auto signed_payment = settler_.Sign(presented, inputs, *relayer_nonce, now);
+        auto signed_payment = SignAndStore(tx, presented, inputs, now);
         if (!signed_payment.ok()) return signed_payment.status();
         *payment = std::move(*signed_payment);
-        if (Status s = tx.UpdateX402Payment(*payment); !s.ok()) return s;
         return tx.AppendEvent(
             {payment->operation_id, now, TraceActor::kGateway, "settlement_submitted",
              "upstream answered " + std::to_string(status) + "; transaction " + payment->tx_hash,

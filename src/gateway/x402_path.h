@@ -79,6 +79,8 @@ class X402Path {
   Result<Begin> DecideNew(Transaction& tx, const Payment& p, int64_t now) const;
   static Result<Begin> WithoutPreflight(Transaction& tx, const Payment& p);
   static PayerProofFacts ProofFacts(const Payment& x, const X402PaymentRecord& stored);
+  Result<X402PaymentRecord> SignAndStore(Transaction& tx, X402PaymentRecord payment,
+                                         const TxInputs& inputs, int64_t now) const;
   // Writes `next` if the attempt `held` still holds the claim, then `done(true)`; `done(false)`
   // when it lost it. `also` runs in the same decision, only while the claim holds.
   void WriteClaimed(const Operation& held, Operation next, std::optional<TraceEvent> event,
