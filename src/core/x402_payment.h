@@ -217,7 +217,7 @@ struct X402Transition {
 //  A2  | looking    | read overloaded (no reader free)           | decide
 //  A3  | looking    | read failed                                | reply store problem
 //  A4  | looking    | key or authorization found                 | decide
-//  A5  | looking    | neither found                              | as D11 (needs preflight)
+//  A5  | looking    | neither found                              | as D11–D13, D15 (no decision)
 //  D1  | deciding   | commit failed                              | reply store problem
 //  D2  | deciding   | proceed, settlement submitted (X1, resume) | settle
 //  D3  | deciding   | proceed, nothing submitted (X2, X9, X15)   | call upstream
