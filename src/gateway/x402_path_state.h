@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "core/check.h"
 #include "core/operation.h"
 #include "core/payer_proof.h"
 #include "core/settlement.h"
