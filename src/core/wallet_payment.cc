@@ -108,7 +108,8 @@ WalletTransition Looked(WalletPayment payment, const WalletLooked& looked) {
   if (looked.arrival == ArrivalOutcome::kMismatch) {
     return Reply(payment, WalletAnswer::kMismatch, true);  // W6
   }
-  return Begin(payment, !looked.arrival && !payment.after_conflict);  // W7, W8
+  return Begin(payment,
+               !looked.arrival && !looked.operation_gone && !payment.after_conflict);  // W7, W8
 }
 
 WalletTransition Begun(WalletPayment payment, const WalletBegun& begun) {

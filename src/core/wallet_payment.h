@@ -69,8 +69,11 @@ struct WalletStarted {
 };
 struct WalletLooked {
   ReadResult read = ReadResult::kOk;
-  // DecideArrival on what the read found; nullopt: no such key.
+  // DecideArrival on what the read found; nullopt: no such key, or see operation_gone.
   std::optional<ArrivalOutcome> arrival;
+  // The key was there without its operation (pruned between the two lookups): nothing to decide
+  // an arrival on, and not a new key either.
+  bool operation_gone = false;
 };
 struct WalletBegun {
   CommitResult commit = CommitResult::kOk;
@@ -108,7 +111,8 @@ struct WalletTransition {
 //  W6  | looking   | found, arrival mismatch                       | reply 422 when durable (c)
 //  W7  | looking   | not found, first look                         | begin, presume new
 //  W8  | looking   | found otherwise (attach, resume, expired), or | begin, as it is
-//      |           | any look after a conflict                     |
+//      |           | the key without its operation, or any look    |
+//      |           | after a conflict                              |
 //  W9  | beginning | key taken (only when presumed new)            | look, after conflict (d)
 //  W10 | beginning | commit failed                                 | reply store problem
 //  W11 | beginning | replay                                        | reply replay

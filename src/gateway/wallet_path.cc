@@ -141,21 +141,21 @@ void WalletPath::Look(std::shared_ptr<PaidRequest> paid) {
           paid->failure = std::move(read);
           return Advance(paid, WalletLooked{ReadResult::kFailed, std::nullopt});
         }
-        std::optional<ArrivalOutcome> arrival;
+        WalletLooked looked{ReadResult::kOk, std::nullopt};
         if (found->record && found->existing) {
           paid->looked_ms = ctx_.clock.NowMs();
-          arrival = DecideArrival(&*found->record, &*found->existing, paid->fingerprint,
-                                  paid->looked_ms, attempts_.ViewOf(*found->existing))
-                        .outcome;
-          paid->looked_arrival = *arrival;
+          looked.arrival = DecideArrival(&*found->record, &*found->existing, paid->fingerprint,
+                                         paid->looked_ms, attempts_.ViewOf(*found->existing))
+                               .outcome;
+          paid->looked_arrival = *looked.arrival;
           paid->looked_record = std::move(found->record);
           paid->begin.op = std::move(*found->existing);
         } else if (found->record) {
           // A key whose operation the read did not see (pruned between the two lookups): the
-          // writer decides it as it is.
-          arrival = ArrivalOutcome::kResume;
+          // writer decides it as it is (W8).
+          looked.operation_gone = true;
         }
-        Advance(paid, WalletLooked{ReadResult::kOk, arrival});
+        Advance(paid, looked);
       },
       ReadWait::kUnsynced);
 }

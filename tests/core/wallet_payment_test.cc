@@ -88,6 +88,10 @@ TEST(WalletPayment, W8AKeyFoundInFlightOrKeptOrExpiredIsDecidedAsItIs) {
     ExpectStep(In(WalletPhase::kLooking), WalletLooked{ReadResult::kOk, arrival},
                WalletPhase::kBeginning, BeginEffect(false));
   }
+  // A key whose operation the read did not see (pruned between the two lookups) is not new.
+  WalletLooked gone{ReadResult::kOk, std::nullopt};
+  gone.operation_gone = true;
+  ExpectStep(In(WalletPhase::kLooking), gone, WalletPhase::kBeginning, BeginEffect(false));
   // After a conflict even a key the second look does not find (deleted meanwhile) is decided as
   // it is: never a second presumption.
   ExpectStep(In(WalletPhase::kLooking, true, true), WalletLooked{ReadResult::kOk, std::nullopt},
@@ -175,6 +179,7 @@ TEST(WalletPayment, EveryCourseEndsWithOneAnswerAndBoundedWork) {
               ArrivalOutcome::kAttach, ArrivalOutcome::kResume}) {
           all.push_back(WalletLooked{ReadResult::kOk, a});
         }
+        all.push_back(WalletLooked{ReadResult::kOk, std::nullopt, /*operation_gone=*/true});
         return all;
       }
       case WalletPhase::kBeginning: {
