@@ -122,10 +122,7 @@ void X402Path::Look(PaymentPtr p) {
           p->problem = std::move(read);
           return Advance(p, X402Looked{ReadResult::kFailed, false});
         }
-        if (*needs_preflight) {
-          p->begin_kind = X402Arrival::kNeedsPreflight;
-          p->reservation.reset();
-        }
+        if (*needs_preflight) p->begin_kind = X402Arrival::kNeedsPreflight;
         Advance(p, X402Looked{ReadResult::kOk, *needs_preflight});
       },
       ReadWait::kUnsynced);
@@ -263,6 +260,16 @@ void X402Path::WriteClaimed(const Operation& held, Operation next, std::optional
       });
 }
 
+// What a claimed decision's completion (WriteClaimed) tells the machine; a store error is kept
+// for the answer.
+CommitResult X402Path::CommitOf(Payment& p, const Result<bool>& claimed) {
+  if (!claimed.ok()) {
+    p.problem = claimed.status();
+    return CommitResult::kFailed;
+  }
+  return *claimed ? CommitResult::kOk : CommitResult::kClaimLost;
+}
+
 void X402Path::CallUpstream(PaymentPtr p) {
   p->upstream_started_ms = ctx_.timers.MonotonicMs();
   ctx_.upstream.CallAsync(*p->route, p->request, p->op.id, [this, p](UpstreamOutcome outcome) {
@@ -329,15 +336,13 @@ void X402Path::Sign(PaymentPtr p) {
                  .Reason("settle_after_upstream")});
       },
       [this, p, payment](Result<bool> claimed) {
-        if (!claimed.ok()) {
-          p->problem = claimed.status();
-          return Advance(p, X402Committed{CommitResult::kFailed});
+        const CommitResult commit = CommitOf(*p, claimed);
+        if (commit == CommitResult::kOk) {
+          p->op = p->completion->next;
+          p->payment = std::move(*payment);
+          p->upstream_2xx = p->outcome;
         }
-        if (!*claimed) return Advance(p, X402Committed{CommitResult::kClaimLost});
-        p->op = p->completion->next;
-        p->payment = std::move(*payment);
-        p->upstream_2xx = p->outcome;
-        Advance(p, X402Committed{CommitResult::kOk});
+        Advance(p, X402Committed{commit});
       });
 }
 
@@ -372,16 +377,13 @@ void X402Path::FinishCall(PaymentPtr p, bool as_failed_call) {
   }
   p->finished = p->completion->next;
   WriteClaimed(p->op, p->completion->next, std::move(kept), {}, [this, p](Result<bool> claimed) {
-    if (!claimed.ok()) {
-      p->problem = claimed.status();
-      return Advance(p, X402Committed{CommitResult::kFailed});
-    }
-    if (!*claimed) return Advance(p, X402Committed{CommitResult::kClaimLost});
+    const CommitResult commit = CommitOf(*p, claimed);
     // X14: the authorization will never be submitted.
-    if (IsFinal(p->finished) && p->finished.settlement == Settlement::kNone) {
+    if (commit == CommitResult::kOk && IsFinal(p->finished) &&
+        p->finished.settlement == Settlement::kNone) {
       settler_.reservations().Release(p->payment.authorization);
     }
-    Advance(p, X402Committed{CommitResult::kOk});
+    Advance(p, X402Committed{commit});
   });
 }
 
@@ -555,11 +557,7 @@ void X402Path::Record(PaymentPtr p, X402Record record) {
   // payer's reservation goes. Unknown keeps it: the authorization may still be used.
   if (p->decided) settler_.reservations().Release(p->payment.authorization);
   auto committed = [this, p](Result<bool> claimed) {
-    if (!claimed.ok()) {
-      p->problem = claimed.status();
-      return Advance(p, X402Committed{CommitResult::kFailed});
-    }
-    Advance(p, X402Committed{*claimed ? CommitResult::kOk : CommitResult::kClaimLost});
+    Advance(p, X402Committed{CommitOf(*p, claimed)});
   };
   switch (record) {
     case X402Record::kSettledThenCall:
@@ -590,9 +588,10 @@ void X402Path::Record(PaymentPtr p, X402Record record) {
       p->finished =
           BeginX402Call(p->settled, now, p->route->timeout_ms + kLeaseMarginMs, ctx_.instance_id);
       return WriteClaimed(op, p->finished, std::move(event), record_block,
-                          [this, p, committed](Result<bool> claimed) {
-                            if (claimed.ok() && *claimed) p->op = p->finished;
-                            committed(std::move(claimed));
+                          [this, p](Result<bool> claimed) {
+                            const CommitResult commit = CommitOf(*p, claimed);
+                            if (commit == CommitResult::kOk) p->op = p->finished;
+                            Advance(p, X402Committed{commit});
                           });
     }
     case X402Record::kFailed: {  // our transaction did not move the money, yet the nonce is spent

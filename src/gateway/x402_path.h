@@ -86,6 +86,7 @@ class X402Path {
   void WriteClaimed(const Operation& held, Operation next, std::optional<TraceEvent> event,
                     std::function<Status(Transaction&)> also,
                     std::function<void(Result<bool>)> done);
+  static CommitResult CommitOf(Payment& p, const Result<bool>& claimed);
   // Runs one blocking chain call on the chain pool; `refused` runs instead when the pool is full.
   void OnChain(std::function<void()> call, std::function<void()> refused);
 
