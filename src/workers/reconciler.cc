@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/reconciler_look.h"
+#include "core/relayer_gap.h"
 #include "settlement/answers.h"
 
 namespace agentpay {
@@ -204,18 +205,13 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
   return applied;
 }
 
-// The relayer-nonce gap rule of reconciler.h: from the relayer's first unmined nonce up, each
-// stored transaction the node does not know is sent again, in nonce order; a nonce the store has
-// no transaction for although it took later ones (another sender of the relayer's key whose
-// transaction the node dropped, or a nonce skipped for one) gets a no-op, but only when the node
-// reports nothing pending from the relayer at it. At a nonce the node knows a transaction for, it
-// stops, unless the relayer's mined nonce has not moved since the last check (`last_mined`; null:
-// always so) and the node's pending count stops short of every nonce the store took: then it goes
-// on past it, since a node that refuses transactions beyond a gap ("nonce too high", as geth-like
-// pools and hosted nodes may) lost the ones sent after it while the gap was open. (The happy path,
-// a mined nonce that moves, costs no more calls.) It also stops one past everything the store took,
-// after kMaxGapStepsPerPass nonces, or when `more(kRpcCallsPerGapStep)` refuses. (The mined nonce,
-// not the pending one, is where it starts: Anvil's pending count runs past a gap.)
+// The relayer-nonce gap rule of reconciler.h, walked by the table of core/relayer_gap.h (G1–G11):
+// from the relayer's first unmined nonce up, the facts of each nonce (the store's transaction
+// there, the node's knowledge of it, the node's pending count, read at most once) go in, and the
+// step that comes out is carried out. (The mined nonce, not the pending one, is where it starts:
+// Anvil's pending count runs past a gap.) The walk also ends one past everything the store took,
+// after kMaxGapFillsPerPass sends, after kMaxGapStepsPerPass nonces, or when `more` refuses the
+// chain calls of the next nonce (kRpcCallsPerGapStep) or of the pending count (1).
 struct GapFill {
   int resent = 0;
   int noops = 0;
@@ -240,7 +236,7 @@ Result<GapFill> FillRelayerGap(Store& store, Settler& settler, int64_t now,
   for (int64_t nonce = first;
        filled.resent + filled.noops < kMaxGapFillsPerPass && nonce - first < kMaxGapStepsPerPass;
        ++nonce) {
-    if (nonce > first && !more(kRpcCallsPerGapStep)) break;
+    if (nonce > first && !more(kRpcCallsPerGapStep)) return filled;
     std::optional<X402PaymentRecord> stuck;
     int64_t taken = 0;  // the store's next relayer nonce
     Status read = store.Read([&](Transaction& tx) {
@@ -253,43 +249,49 @@ Result<GapFill> FillRelayerGap(Store& store, Settler& settler, int64_t now,
       return Status::Ok();
     });
     if (!read.ok()) return read;
-    if (!stuck || !stuck->submitted()) {
-      if (nonce >= taken) break;  // past everything we signed: no gap of ours
-      // Nothing of ours to send at this nonce, and ours after it wait: fill it with a no-op,
-      // unless the node may hold someone else's transaction there (never replaced by ours).
-      if (!pending) {
-        if (!more(1)) break;
-        auto read_pending = settler.chain().PendingNonce(settler.relayer());
-        if (!read_pending.ok()) return read_pending.status();
-        pending = *read_pending;
+    GapFacts facts{.nonce = nonce,
+                   .first = nonce == first,
+                   .ours = stuck && stuck->submitted(),
+                   .taken = taken,
+                   .stalled = stalled,
+                   .node_knows = std::nullopt,
+                   .pending = pending};
+    // At most three decisions a nonce: each fact is asked for once.
+    for (bool moved_on = false; !moved_on;) {
+      switch (DecideGapStep(facts)) {
+        case GapStep::kReadPending: {
+          if (!more(1)) return filled;
+          auto read_pending = settler.chain().PendingNonce(settler.relayer());
+          if (!read_pending.ok()) return read_pending.status();
+          facts.pending = pending = *read_pending;
+          break;
+        }
+        case GapStep::kAskNode: {
+          auto known = settler.NodeKnows(*stuck);
+          if (!known.ok()) return known.status();
+          facts.node_knows = *known;
+          break;
+        }
+        case GapStep::kSendNoop:
+          if (Status sent = settler.SendNoop(nonce, now); !sent.ok()) return sent;
+          ++filled.noops;
+          moved_on = true;
+          break;
+        case GapStep::kResend:
+          if (Status sent = settler.Broadcast(*stuck); !sent.ok()) return sent;
+          ++filled.resent;
+          moved_on = true;
+          break;
+        case GapStep::kNext:
+          moved_on = true;
+          break;
+        case GapStep::kHeldAtNextNonce:
+          filled.held_at_next_nonce = stuck->operation_id;
+          return filled;
+        case GapStep::kStop:
+          return filled;
       }
-      if (*pending > static_cast<uint64_t>(nonce)) break;
-      if (Status sent = settler.SendNoop(nonce, now); !sent.ok()) return sent;
-      ++filled.noops;
-      continue;
     }
-    auto known = settler.NodeKnows(*stuck);
-    if (!known.ok()) return known.status();
-    if (*known) {
-      if (!stalled) break;  // the node has it and is mining: it mines what it holds after
-      if (!pending) {
-        if (!more(1)) break;
-        auto read_pending = settler.chain().PendingNonce(settler.relayer());
-        if (!read_pending.ok()) return read_pending.status();
-        pending = *read_pending;
-      }
-      if (nonce == first && *pending <= static_cast<uint64_t>(nonce)) {
-        // Held, yet not counted pending at the very nonce the chain waits for: the node keeps it
-        // aside (Anvil's pool, which queued it behind a nonce since mined, never promotes it) and
-        // sending the same bytes again changes nothing. Everything after it waits on it.
-        filled.held_at_next_nonce = stuck->operation_id;
-        break;
-      }
-      if (*pending >= static_cast<uint64_t>(taken)) break;  // it holds ours after it too
-      continue;
-    }
-    if (Status sent = settler.Broadcast(*stuck); !sent.ok()) return sent;
-    ++filled.resent;
   }
   return filled;
 }
