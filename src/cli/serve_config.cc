@@ -99,6 +99,10 @@ std::vector<Flag> Flags(ServeOptions& o) {
        "this"},
       {"io-threads", &o.io_threads,
        "threads serving client connections (0: half the CPUs, at least 1)"},
+      {"chain-threads", &o.chain_threads,
+       "x402: threads making chain calls, each holding one JSON-RPC call at a time (raise it for "
+       "a node far away: they bound x402 payments/s to about this / (calls per payment x round "
+       "trip))"},
       {"chain", &o.chain, "chain: devnet (built in); see --chain-rpc for any EVM node"},
       {"chain-rpc", &o.chain_rpc,
        "JSON-RPC URL of an EVM node to settle x402 payments on; repeat it for failover between "
@@ -653,7 +657,8 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
         Range{"max-connections", options.max_connections, 1, 1000000},
         Range{"max-connections-per-client", options.max_connections_per_client, 1, 1000000},
         Range{"header-timeout-ms", options.header_timeout_ms, 100, kMaxTimeoutMs},
-        Range{"io-threads", options.io_threads, 0, 256}}) {
+        Range{"io-threads", options.io_threads, 0, 256},
+        Range{"chain-threads", options.chain_threads, 1, 256}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
   }
   if (options.chain != "devnet") {
@@ -731,6 +736,7 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
     *target = *own;
   }
   config.blocking_threads = static_cast<size_t>(options.workers);
+  config.chain_threads = static_cast<size_t>(options.chain_threads);
 
   const toml::array* route_tables = file ? file->get_as<toml::array>("route") : nullptr;
   if (route_tables != nullptr && (!options.upstream.empty() || !options.price.empty())) {

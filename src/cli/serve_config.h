@@ -47,6 +47,9 @@ struct ServeOptions {
   std::string rate_limit_per_client, rate_limit_per_account, rate_limit_per_payer;
   // Threads that serve client connections; 0: half the CPUs, at least 1 (ServeIoThreads).
   int64_t io_threads = 0;
+  // Threads that make x402 chain calls (one JSON-RPC call each at a time;
+  // GatewayConfig::chain_threads).
+  int64_t chain_threads = 8;
   std::string chain = "devnet";
   // Any EVM JSON-RPC node instead of the devnet (CONTRACT §2); several: endpoints of one chain,
   // used with failover (chain/rpc_pool.h).

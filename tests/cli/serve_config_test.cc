@@ -248,6 +248,26 @@ TEST_F(ServeConfigTest, RealNetworkSettingsAreReadAndChecked) {
       << half_tls.status().message();
 }
 
+TEST_F(ServeConfigTest, ChainThreadsAreAKnobWithARange) {
+  auto plain = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1"});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->chain_threads, 8u);
+  auto more =
+      Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--chain-threads", "64"});
+  ASSERT_TRUE(more.ok()) << more.status().ToString();
+  EXPECT_EQ(more->chain_threads, 64u);
+  auto file = ResolveFile("chain_threads = 32\nupstream = \"http://127.0.0.1:9\"\nprice = \"1\"\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->chain_threads, 32u);
+  for (const char* bad : {"0", "257"}) {
+    auto refused =
+        Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--chain-threads", bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("--chain-threads"), std::string::npos)
+        << refused.status().message();
+  }
+}
+
 TEST_F(ServeConfigTest, AFlagWinsOverTheFile) {
   auto config = Resolve({"--config", Write("a.toml", "listen = \"127.0.0.1:1\"\n"), "--listen",
                          "127.0.0.1:2", "--upstream", "http://127.0.0.1:9", "--price", "1"});
