@@ -21,6 +21,7 @@
 #include "cli/system_world.h"
 #include "core/check.h"
 #include "gateway/admin_surface.h"
+#include "gateway/facilitator.h"
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
 #include "gateway/rate_sync.h"
@@ -495,6 +496,28 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     }
     admin_listen = *parsed;
   }
+  std::optional<std::pair<std::string, uint16_t>> facilitator_listen;
+  std::vector<FacilitatorSeller> sellers;
+  if (options.facilitator_listen != "off") {
+    auto parsed = ParseListenAddress(options.facilitator_listen);
+    if (!parsed.ok()) {
+      return Fail("--facilitator-listen " + options.facilitator_listen + ": " +
+                      parsed.status().message() + " (HOST:PORT, or off)",
+                  &log);
+    }
+    facilitator_listen = *parsed;
+    auto text = ReadSecretFile(options.facilitator_sellers_file, SecretLinks::kRefuse);
+    if (!text.ok()) {
+      return Fail("--facilitator-sellers-file: " + text.status().message(), &log);
+    }
+    auto parsed_sellers = ParseSellers(*text);
+    if (!parsed_sellers.ok()) {
+      return Fail("--facilitator-sellers-file " + options.facilitator_sellers_file + ": " +
+                      parsed_sellers.status().message(),
+                  &log);
+    }
+    sellers = std::move(*parsed_sellers);
+  }
   if (options.demo) {
     // The demo prints its API key and keeps a well-known devnet key: never reachable from
     // another machine.
@@ -677,6 +700,40 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     admin_server = std::move(*started);
     guard->SetPort(admin_server->port());
   }
+  std::unique_ptr<Facilitator> facilitator;
+  std::unique_ptr<HttpServer> facilitator_server;
+  if (facilitator_listen) {
+    if (gateway.x402() == nullptr) {
+      return Fail(
+          "--facilitator-listen settles x402 payments, and this gateway has no chain to "
+          "settle on: give --chain-rpc (a PostgreSQL store has no built-in devnet)",
+          &log);
+    }
+    facilitator = std::make_unique<Facilitator>(
+        *gateway.x402(),
+        [&gateway](Respond respond) { return gateway.TrackPaid(std::move(respond)); },
+        std::move(sellers), static_cast<uint64_t>(config->chain.chain_id),
+        settlement->settler->relayer());
+    ServerLimits facilitator_limits = limits;
+    facilitator_limits.max_body_bytes = x402::kMaxFacilitatorBodyBytes;
+    facilitator_limits.io_threads = 1;
+    ServerHooks hooks;
+    hooks.tls = identity;
+    auto started = HttpServer::StartAsync(
+        facilitator_listen->first, facilitator_listen->second, facilitator_limits,
+        [&gateway, &facilitator](std::shared_ptr<const HttpRequest> request, Respond respond) {
+          // The client address's rate limit first, as on the public listener.
+          if (auto refused = gateway.AdmitClient(*request)) return respond(std::move(*refused));
+          facilitator->Handle(std::move(request), std::move(respond));
+        },
+        std::move(hooks));
+    if (!started.ok()) {
+      return Fail(
+          "--facilitator-listen " + options.facilitator_listen + ": " + started.status().message(),
+          &log);
+    }
+    facilitator_server = std::move(*started);
+  }
   gateway.AttachServer(server->get());
   constexpr int kSweepBatch = 500;
   std::string unpaid_cursor;  // the sweeper's place among unpaid x402 operations
@@ -739,6 +796,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   log.Info("stopping", "stopping");
   (*server)->Stop();
   if (admin_server) admin_server->Stop();
+  if (facilitator_server) facilitator_server->Stop();
   // Paid requests in flight finish their decisions (their answers can no longer be sent): a
   // stopped gateway leaves holds kept or captured, never half-written.
   // The longest a paid request can still take: a receipt wait and an upstream call, or a
@@ -747,6 +805,8 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
   for (const auto& route : config->routes) {
     max_timeout_ms = std::max(max_timeout_ms, route.timeout_ms + config->receipt_timeout_ms);
   }
+  // A seller's settle waits for its receipt and has nothing upstream.
+  if (facilitator) max_timeout_ms = std::max(max_timeout_ms, config->receipt_timeout_ms);
   if (int64_t left = gateway.Drain(max_timeout_ms + kLeaseMarginMs); left > 0) {
     log.Warn("stopped_with_requests_in_flight",
              std::to_string(left) + " paid request(s) still in flight at exit",

@@ -54,6 +54,13 @@ std::vector<Flag> Flags(ServeOptions& o) {
        "an origin the admin listener is also reached at, http(s)://HOST[:PORT] (a DNS name, a "
        "proxy in front); repeatable. Its host is accepted in Host, and browser writes from it are "
        "allowed; the listener's own address (and, on loopback, localhost) always is"},
+      {"facilitator-listen", &o.facilitator_listen,
+       "HOST:PORT of the x402 facilitator listener (GET /supported, POST /verify, POST /settle) "
+       "for sellers who run the x402 middleware; off: none. Needs --facilitator-sellers-file"},
+      {"facilitator-sellers-file", &o.facilitator_sellers_file,
+       "file of the sellers who may call the facilitator, one a line: NAME KEY "
+       "PAYEE[,PAYEE...] (KEY: 32+ characters, sent as Authorization: Bearer KEY; PAYEE: the "
+       "addresses its payments may go to); private to this user"},
       {"db", &o.db,
        "store URL: sqlite:PATH (the default directory is created, 0700; a directory you name "
        "must exist), or postgresql://USER:PASSWORD@HOST:PORT/DATABASE for several gateways on "
@@ -709,6 +716,11 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   }
   if (Status s = ResolvePublicUrl(options, config); !s.ok()) return s;
   if (auto origins = AdminOriginsOf(options); !origins.ok()) return origins.status();
+  if ((options.facilitator_listen != "off") == options.facilitator_sellers_file.empty()) {
+    return Invalid(
+        "--facilitator-listen and --facilitator-sellers-file go together: give both to run the "
+        "facilitator, or neither");
+  }
   if (!options.admin_origin.empty() && options.admin_listen == "off") {
     return Invalid("--admin-origin applies to the admin listener, and --admin-listen is off");
   }
@@ -755,8 +767,10 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
     if (!route.ok()) return route.status();
     config.routes.push_back(std::move(*route));
   }
-  if (config.routes.empty() && !options.demo) {
-    return Invalid("no paid route: give --upstream URL --price ATOMIC or [[route]] tables");
+  if (config.routes.empty() && !options.demo && options.facilitator_listen == "off") {
+    return Invalid(
+        "no paid route: give --upstream URL --price ATOMIC or [[route]] tables (or run only the "
+        "facilitator: --facilitator-listen)");
   }
   return config;
 }

@@ -19,6 +19,9 @@ struct ServeOptions {
   std::string public_url;
   // The admin API, devnet controls, /metrics and /console/; "off": not served at all.
   std::string admin_listen = "127.0.0.1:8404";
+  // The x402 facilitator's listener (gateway/facilitator.h) and the sellers who may call it.
+  std::string facilitator_listen = "off";
+  std::string facilitator_sellers_file;
   // Origins the admin listener is reached at besides its own address (a DNS name, a proxy).
   std::vector<std::string> admin_origin;
   std::string db = "sqlite:./agentpay-data/agentpay.db";

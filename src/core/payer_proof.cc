@@ -8,9 +8,14 @@ namespace agentpay {
 PayerProof DecidePayerProof(const PayerProofFacts& facts) {
   using Key = PayerProofFacts::Key;
   if (facts.identical_authorization) {
-    if (facts.key == Key::kSecret || !facts.transaction_public) return PayerProof::kProven;
+    if (facts.key == Key::kSecret || facts.key == Key::kPayee || !facts.transaction_public) {
+      return PayerProof::kProven;
+    }
     return PayerProof::kRefusePublic;
   }
+  // The payee knows its payments by their authorizations: another one under the same nonce is
+  // not one it was paid with.
+  if (facts.key == Key::kPayee) return PayerProof::kRefusePublic;
   // Another authorization: only a fresh one that the chain never saw, which only the payer's key
   // can sign, proves the payer; the key is only what found the operation.
   if (facts.key == Key::kDefault || !facts.authorization_valid) return PayerProof::kRefusePublic;

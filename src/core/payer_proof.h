@@ -15,7 +15,9 @@ struct PayerProofFacts {
   // chose (an Idempotency-Key or a payment-identifier id, which the chain never sees) that is too
   // easy to guess to be a secret (below --min-idempotency-key-bits, core/key_strength.h); or one
   // hard enough to guess to prove the payer.
-  enum class Key { kDefault, kWeak, kSecret } key = Key::kDefault;
+  // kPayee: the facilitator's key (payer, nonce) asked for by a caller authenticated as the seller
+  // the authorization pays (gateway/facilitator.h): the result is the payee's to know.
+  enum class Key { kDefault, kWeak, kSecret, kPayee } key = Key::kDefault;
   // The request's authorization is the one stored with the operation (same nonce and signature).
   bool identical_authorization = false;
   // The stored payment's relayer transaction exists (signed, so it may be in a mempool or mined).
@@ -49,6 +51,8 @@ enum class PayerProof {
 //  | secret  | another, valid, chain not asked    | any                | ask chain     |
 //  | secret  | another, valid, unused on chain    | any                | proven        |
 //  | secret  | another, valid, used on chain      | any                | refuse public |
+//  | payee   | identical                          | any                | proven        |
+//  | payee   | another                            | any                | refuse public |
 // A fresh, valid, unused authorization can only come from the payer's key: it proves the payer as
 // a signature over the request would (it is never settled; it expires unused). A used one may have
 // been read off the chain. A weak key (`order-42`) is guessable, so with the public authorization

@@ -46,7 +46,8 @@ enum class ProblemCode : uint8_t {
   kChainFeesTooHigh,
   kTooManyApiKeys,
   kCrossOriginRefused,
-  kHostNotAllowed,  // the last (tests/http/message_test.cc walks them up to it)
+  kHostNotAllowed,
+  kPayeeNotAllowed,  // the last (tests/http/message_test.cc walks them up to it)
 };
 
 // The wire string. The one table of them: -Wswitch (-Wall -Werror) refuses an enumerator without
@@ -88,6 +89,7 @@ constexpr std::string_view ProblemCodeName(ProblemCode code) {
     case ProblemCode::kTooManyApiKeys: return "too_many_api_keys";
     case ProblemCode::kCrossOriginRefused: return "cross_origin_refused";
     case ProblemCode::kHostNotAllowed: return "host_not_allowed";
+    case ProblemCode::kPayeeNotAllowed: return "payee_not_allowed";
   }
   // clang-format on
   AGENTPAY_CHECK(false && "ProblemCode out of range");

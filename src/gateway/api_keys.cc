@@ -6,7 +6,6 @@
 
 namespace agentpay {
 
-namespace {
 // The credential of `Authorization: Bearer <credential>`, if the request has one.
 std::optional<std::string_view> BearerCredential(const HttpRequest& request) {
   auto header = request.Header("Authorization");
@@ -14,7 +13,6 @@ std::optional<std::string_view> BearerCredential(const HttpRequest& request) {
   if (!header || !header->starts_with(kBearer)) return std::nullopt;
   return header->substr(kBearer.size());
 }
-}  // namespace
 
 std::optional<std::string> ApiKeys::Remembered(const std::string& hash, int64_t now_ms) {
   std::lock_guard lock(mutex_);
@@ -100,5 +98,4 @@ bool IsAdmin(const HttpRequest& request, std::string_view admin_token) {
   auto credential = BearerCredential(request);
   return !admin_token.empty() && credential && SecretEquals(*credential, admin_token);
 }
-
 }  // namespace agentpay

@@ -58,6 +58,9 @@ class ApiKeys {
   std::unordered_map<std::string, Known> account_by_key_hash_;  // guarded by mutex_
 };
 
+// The credential of `Authorization: Bearer <credential>`, if the request has one.
+std::optional<std::string_view> BearerCredential(const HttpRequest& request);
+
 // Whether `request` carries `Authorization: Bearer <admin_token>` (compared in constant time);
 // never when the token is empty (the admin API is off).
 bool IsAdmin(const HttpRequest& request, std::string_view admin_token);

@@ -18,27 +18,39 @@ struct Attachments::Waiter {
   Operation op;
   AnswerWhenDone answer_when_done;
   Respond respond;
+  AnswerStillPending still_pending;  // null: 202 operation_in_progress
   int64_t deadline_ms = 0;
   std::mutex mutex;
   bool answered = false;  // guarded by mutex
 };
 
+namespace {
+
+HttpResponse StillPending(const AnswerStillPending& still_pending, const Operation& op,
+                          const std::string& detail) {
+  if (still_pending) return still_pending(op, detail);
+  return PendingAnswer(op, 202, ProblemCode::kOperationInProgress, detail, true);
+}
+
+}  // namespace
+
 Attachments::Attachments(Store& store, Timers& timers, Executor& readers, Metrics& metrics,
                          int64_t wait_ms)
     : store_(store), timers_(timers), readers_(readers), metrics_(metrics), wait_ms_(wait_ms) {}
 
-void Attachments::Attach(const Operation& op, AnswerWhenDone answer_when_done, Respond respond) {
+void Attachments::Attach(const Operation& op, AnswerWhenDone answer_when_done, Respond respond,
+                         AnswerStillPending still_pending) {
   auto waiter = std::make_shared<Waiter>();
   waiter->op = op;
   waiter->answer_when_done = std::move(answer_when_done);
   waiter->respond = std::move(respond);
+  waiter->still_pending = std::move(still_pending);
   waiter->deadline_ms = timers_.MonotonicMs() + wait_ms_;
   {
     std::lock_guard lock(mutex_);
     if (closed_) {
-      return waiter->respond(PendingAnswer(op, 202, ProblemCode::kOperationInProgress,
-                                           "the gateway is shutting down; poll the operation",
-                                           true));
+      return waiter->respond(StillPending(waiter->still_pending, op,
+                                          "the gateway is shutting down; poll the operation"));
     }
     auto& list = waiting_[op.id];
     std::erase_if(list, [](const std::weak_ptr<Waiter>& w) { return w.expired(); });
@@ -80,8 +92,8 @@ void Attachments::Close() {
     std::lock_guard lock(waiter->mutex);
     if (waiter->answered) continue;
     waiter->answered = true;
-    waiter->respond(PendingAnswer(waiter->op, 202, ProblemCode::kOperationInProgress,
-                                  "the gateway is shutting down; poll the operation", true));
+    waiter->respond(StillPending(waiter->still_pending, waiter->op,
+                                 "the gateway is shutting down; poll the operation"));
   }
 }
 
@@ -91,8 +103,8 @@ void Attachments::Submit(const std::shared_ptr<Waiter>& waiter) {
   // No reader free to look: the caller polls instead.
   waiter->answered = true;
   Forget(*waiter);
-  waiter->respond(PendingAnswer(waiter->op, 202, ProblemCode::kOperationInProgress,
-                                "the same request is still in flight; poll the operation", true));
+  waiter->respond(StillPending(waiter->still_pending, waiter->op,
+                               "the same request is still in flight; poll the operation"));
 }
 
 void Attachments::Schedule(const std::shared_ptr<Waiter>& waiter, int64_t delay_ms) {
@@ -122,9 +134,8 @@ void Attachments::Check(const std::shared_ptr<Waiter>& waiter) {
   const int64_t now = timers_.MonotonicMs();
   if (!answer && now >= waiter->deadline_ms) {
     metrics_.CountAttachTimeout();
-    answer = PendingAnswer(waiter->op, 202, ProblemCode::kOperationInProgress,
-                           "the same request is still in flight; poll the operation or retry later",
-                           true);
+    answer = StillPending(waiter->still_pending, current ? *current : waiter->op,
+                          "the same request is still in flight; poll the operation or retry later");
   }
   if (!answer) {
     // The next look: a completion in this process wakes it earlier.

@@ -23,6 +23,10 @@ namespace agentpay {
 
 // The answer for an operation as re-read from the store, once it has one; nullopt: keep waiting.
 using AnswerWhenDone = std::function<std::optional<HttpResponse>(const Operation&)>;
+// The answer for a duplicate that stops waiting while the operation is still in flight (the wait
+// ran out, no reader was free, the gateway is shutting down), given the operation as last seen and
+// why. Default: 202 operation_in_progress with `detail`.
+using AnswerStillPending = std::function<HttpResponse(const Operation&, const std::string& detail)>;
 
 class Attachments {
  public:
@@ -30,8 +34,9 @@ class Attachments {
   Attachments(Store& store, Timers& timers, Executor& readers, Metrics& metrics, int64_t wait_ms);
 
   // Answers `respond` (exactly once) when `answer_when_done` has an answer for the operation, or
-  // after the wait with 202 operation_in_progress.
-  void Attach(const Operation& op, AnswerWhenDone answer_when_done, Respond respond);
+  // after the wait with `still_pending`'s (default: 202 operation_in_progress).
+  void Attach(const Operation& op, AnswerWhenDone answer_when_done, Respond respond,
+              AnswerStillPending still_pending = nullptr);
   // A decision of this process ended or handed over an attempt of `operation_id`: its attached
   // duplicates look again now.
   void Completed(const std::string& operation_id);

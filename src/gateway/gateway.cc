@@ -78,12 +78,12 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
       wallet_(context_, api_keys_),
       views_(context_, api_keys_),
       admin_(context_) {
-  AGENTPAY_CHECK(!config_.routes.empty());
+  // No route at all is a facilitator only (serve --facilitator-listen): every path is 404 here.
   for (const auto& route : config_.routes) AGENTPAY_CHECK(route.price > 0);
   if (settler_ != nullptr) {
     // What the settler settles is what the challenge advertises and payments are verified against.
     const SettlerConfig& settles = settler_->config();
-    const x402::Requirements& offered = x402_offers_.For(config_.routes.front());
+    const x402::Requirements& offered = x402_offers_.Common();
     AGENTPAY_CHECK(settles.chain_id == offered.chain_id && settles.token == offered.asset &&
                    settles.pay_to == offered.pay_to && settles.asset_name == offered.asset_name &&
                    settles.asset_version == offered.asset_version);
@@ -306,24 +306,10 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
                          std::optional<std::string> account, Respond respond) {
   // Every answer on a paid route is counted and says whether it was replayed; answers given before
   // any operation existed (402 challenge, 401, 400) were not.
-  {
-    std::lock_guard lock(in_flight_mutex_);
-    ++paid_in_flight_;
-  }
-  // The request's decisions are all committed when its answer is given: it stops counting as in
-  // flight first, and `respond` comes last. Whoever waits for the answer (Handle, a test, shutdown
-  // after Drain) may destroy the gateway as soon as it has it; nothing here touches the gateway
-  // after that (it once did, and a test that destroyed its gateway right away corrupted the heap).
-  Respond answer = [this, respond = std::move(respond)](HttpResponse response) {
+  Respond answer = TrackPaid([respond = std::move(respond)](HttpResponse response) {
     if (!response.Header("Idempotent-Replayed")) response.SetHeader("Idempotent-Replayed", "false");
-    metrics_.CountResponse(response.status);
-    {
-      std::lock_guard lock(in_flight_mutex_);
-      --paid_in_flight_;
-      in_flight_cv_.notify_all();  // under the lock: Drain cannot return before it is done
-    }
     respond(std::move(response));
-  };
+  });
   bool has_wallet = request->Header("Authorization").has_value();
   if (!OffersPayment(*request)) return answer(RouteChallenge(x402_offers_, *request, route));
   if (has_wallet) {
@@ -403,6 +389,26 @@ Result<int> Gateway::RecoverInterrupted() {
   if (!status.ok()) return status;
   metrics_.CountRecovered(static_cast<uint64_t>(recovered));
   return recovered;
+}
+
+Respond Gateway::TrackPaid(Respond respond) {
+  {
+    std::lock_guard lock(in_flight_mutex_);
+    ++paid_in_flight_;
+  }
+  // The request's decisions are all committed when its answer is given: it stops counting as in
+  // flight first, and `respond` comes last. Whoever waits for the answer (Handle, a test, shutdown
+  // after Drain) may destroy the gateway as soon as it has it; nothing here touches the gateway
+  // after that (it once did, and a test that destroyed its gateway right away corrupted the heap).
+  return [this, respond = std::move(respond)](HttpResponse response) {
+    metrics_.CountResponse(response.status);
+    {
+      std::lock_guard lock(in_flight_mutex_);
+      --paid_in_flight_;
+      in_flight_cv_.notify_all();  // under the lock: Drain cannot return before it is done
+    }
+    respond(std::move(response));
+  };
 }
 
 int64_t Gateway::Drain(int64_t timeout_ms) {

@@ -85,6 +85,12 @@ class Gateway {
   // the store are left alone. Returns how many were recovered.
   Result<int> RecoverInterrupted();
 
+  // `respond` as a paid request's: counted in flight until it runs (Drain waits for it), its
+  // status counted in the metrics. For paid work arriving by another listener (the facilitator).
+  Respond TrackPaid(Respond respond);
+  // The x402 path; null without a settler.
+  X402Path* x402() { return x402_.get(); }
+
   // Waits until every paid request in flight has been answered, at most `timeout_ms`; returns
   // how many are still in flight. Call it after the listener stopped, before destruction: store,
   // upstream, chain and timer callbacks must not outlive the gateway.

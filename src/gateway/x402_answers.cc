@@ -45,11 +45,16 @@ HttpResponse X402Path::AnswerFor(const Payment& x, X402Answer answer) const {
     case X402Answer::kClosedUnpaid:
       return StateAnswer(x, x.op, false);
     case X402Answer::kMismatch:
+      if (x.sold) {
+        return SellerRefusal(x, "invalid_payload",
+                             "this authorization was presented with another signature");
+      }
       return MismatchAnswer(x.op);
     case X402Answer::kAuthorizationTaken:
       return Challenge(x, x402::ReasonCode(Failure::kNonceAlreadyUsed, x.version),
                        "this authorization already pays for another request");
     case X402Answer::kRefusePublic:
+      if (x.sold) return SellerRefusal(x, "invalid_payload", "this authorization is taken");
       return PublicAuthorizationAnswer();
     case X402Answer::kCoverKeptMoving:
       return RetryLater(ProblemCode::kLimitExceeded,
@@ -86,6 +91,7 @@ HttpResponse X402Path::AnswerFor(const Payment& x, X402Answer answer) const {
           ProblemCode::kChainUnavailable,
           "the chain could not be asked about this payment (" + x.chain_detail + "); retry later");
     case X402Answer::kTakenOver:
+      if (x.sold) return SellerState(x, x.op);
       return TakenOverAnswer(x.op);
     case X402Answer::kVerdict:
       return VerdictAnswer(x);
@@ -149,11 +155,13 @@ HttpResponse X402Path::PayerLimited(const Settler::Preflight& preflight) const {
 
 HttpResponse X402Path::Challenge(const Payment& p, std::string_view code,
                                  std::string_view detail) const {
+  if (p.sold) return SellerRefusal(p, code, detail);
   return RouteChallenge(offers_, *p.request, *p.route, code, detail);
 }
 
 // The answer for an operation nobody is working on right now, from its state.
 HttpResponse X402Path::StateAnswer(const Payment& x, const Operation& op, bool replayed) const {
+  if (x.sold) return SellerState(x, op);
   if (IsFinal(op)) return Answer(StoredAnswer(op, replayed), x, op);
   switch (op.settlement) {
     case Settlement::kSubmitted:
@@ -176,6 +184,7 @@ HttpResponse X402Path::StateAnswer(const Payment& x, const Operation& op, bool r
 
 // PAYMENT-RESPONSE (v2) or X-PAYMENT-RESPONSE (v1) once a transaction exists.
 HttpResponse X402Path::Answer(HttpResponse response, const Payment& x, const Operation& op) const {
+  if (x.sold) return SellerState(x, op);
   const X402PaymentRecord& payment = x.payment;
   if (!payment.submitted()) return response;
   x402::SettleResponse settle;

@@ -73,8 +73,54 @@ std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
     return ProblemResponse(400, ProblemCode::kMalformedPayment, decoded.status().message());
   }
   x.payload = std::move(*decoded);
+  if (auto refused = Admit(x, offers_.For(*x.route))) return refused;
+  const std::string& payer = x.presented.authorization.from;
+  // The payer's secret is kept as a digest only: it is what proves the payer later.
+  std::optional<ChosenKey> chosen;
+  if (auto key = request.Header("Idempotency-Key")) {
+    if (!ValidIdempotencyKey(*key)) {
+      return ProblemResponse(400, ProblemCode::kInvalidIdempotencyKey,
+                             "Idempotency-Key must be 1-255 visible ASCII characters");
+    }
+    chosen = DigestChosenKey(payer, *key, *key, ctx_.config.min_idempotency_key_bits);
+  } else if (x.payload.payment_identifier) {
+    chosen = DigestChosenKey(payer, "payment-id:" + *x.payload.payment_identifier,
+                             *x.payload.payment_identifier, ctx_.config.min_idempotency_key_bits);
+  } else if (x.route->require_idempotency_key) {
+    return ProblemResponse(400, ProblemCode::kIdempotencyKeyRequired,
+                           "this route requires an Idempotency-Key header (or the x402 "
+                           "payment-identifier extension)");
+  } else {
+    x.key = "authorization:" + x.presented.authorization.nonce_hex;  // scoped to the payer
+  }
+  if (chosen) {
+    x.key = std::move(chosen->key);
+    x.legacy_key = std::move(chosen->legacy_key);
+    x.key_kind = chosen->kind;
+  }
+  x.fingerprint =
+      Sha256Hex(FingerprintMaterial(request.method, request.Path(), request.Query(),
+                                    request.Header("Content-Type").value_or(""), request.body));
+  return std::nullopt;
+}
+
+// A seller's settle (SettleForSeller): verified against the seller's requirement as this gateway
+// settles it; its key is the authorization itself (one operation per authorization, whoever
+// sends it and however often), apart from the gateway's own keys of the same payer.
+std::optional<HttpResponse> X402Path::PrepareForSeller(Payment& x) const {
+  if (auto refused = Admit(x, *x.sold)) return refused;
+  x.key = "facilitator:" + x.presented.authorization.nonce_hex;  // scoped to the payer
+  x.key_kind = PayerProofFacts::Key::kPayee;  // the caller proved it is the payee's seller
+  // The same authorization always carries the same signature; anything else is another payment.
+  x.fingerprint = Sha256Hex("facilitator\n" + x.presented.signature_hex);
+  return std::nullopt;
+}
+
+// VerifyExact against `requirements`, and the presented authorization: what Prepare and
+// PrepareForSeller share.
+std::optional<HttpResponse> X402Path::Admit(Payment& x,
+                                            const x402::Requirements& requirements) const {
   const int64_t now_s = ctx_.clock.NowMs() / 1000;
-  const x402::Requirements& requirements = offers_.For(*x.route);
   Failure failure = x402::VerifyExact(x.payload, requirements, now_s);
   // VerifyExact stops at the first failed cheap check, before the signature: a failure kept for
   // an existing key's retry (x.deferred) needs the signer proven here first.
@@ -102,32 +148,6 @@ std::optional<HttpResponse> X402Path::Prepare(Payment& x) const {
   x.presented.pay_to = chain::ToLowerHex(a.to);
   x.presented.signature_hex = chain::Hex(x.payload.signature.bytes);
   x.presented.x402_version = static_cast<int>(x.version);
-  // The payer's secret is kept as a digest only: it is what proves the payer later.
-  std::optional<ChosenKey> chosen;
-  if (auto key = request.Header("Idempotency-Key")) {
-    if (!ValidIdempotencyKey(*key)) {
-      return ProblemResponse(400, ProblemCode::kInvalidIdempotencyKey,
-                             "Idempotency-Key must be 1-255 visible ASCII characters");
-    }
-    chosen = DigestChosenKey(payer, *key, *key, ctx_.config.min_idempotency_key_bits);
-  } else if (x.payload.payment_identifier) {
-    chosen = DigestChosenKey(payer, "payment-id:" + *x.payload.payment_identifier,
-                             *x.payload.payment_identifier, ctx_.config.min_idempotency_key_bits);
-  } else if (x.route->require_idempotency_key) {
-    return ProblemResponse(400, ProblemCode::kIdempotencyKeyRequired,
-                           "this route requires an Idempotency-Key header (or the x402 "
-                           "payment-identifier extension)");
-  } else {
-    x.key = "authorization:" + x.presented.authorization.nonce_hex;  // scoped to the payer
-  }
-  if (chosen) {
-    x.key = std::move(chosen->key);
-    x.legacy_key = std::move(chosen->legacy_key);
-    x.key_kind = chosen->kind;
-  }
-  x.fingerprint =
-      Sha256Hex(FingerprintMaterial(request.method, request.Path(), request.Query(),
-                                    request.Header("Content-Type").value_or(""), request.body));
   return std::nullopt;
 }
 

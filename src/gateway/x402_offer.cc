@@ -33,6 +33,7 @@ X402Offers::X402Offers(const ChainConfig& chain, const std::vector<RouteConfig>&
   common.asset_version = chain.asset_version;
   common.max_timeout_seconds = chain.max_timeout_seconds;
   common.domain_separator = x402::DomainSeparatorOf(common);
+  common_ = common;
   for (const RouteConfig& route : routes) {
     AGENTPAY_CHECK(route.price > 0);
     x402::Requirements requirements = common;
@@ -55,6 +56,37 @@ const x402::Requirements& X402Offers::For(const RouteConfig& route) const {
 
 const std::string& X402Offers::Network(x402::Version version) const {
   return version == x402::Version::kV2 ? v2_network_ : v1_network_;
+}
+
+X402Offers::SellerOffer X402Offers::ForSeller(const x402::Requirements& seller) const {
+  auto refuse = [](std::string reason, std::string detail) {
+    return SellerOffer{std::nullopt, std::move(reason), std::move(detail)};
+  };
+  if (seller.scheme != "exact") {
+    return refuse("unsupported_scheme", "only the exact scheme is settled here");
+  }
+  if (seller.chain_id != common_.chain_id) {
+    return refuse("invalid_network", "this facilitator settles on " + common_.network + " only");
+  }
+  if (seller.asset != common_.asset) {
+    return refuse("invalid_payment_requirements",
+                  "this facilitator settles in " + chain::ToChecksumHex(common_.asset) + " only");
+  }
+  if ((!seller.asset_name.empty() && seller.asset_name != common_.asset_name) ||
+      (!seller.asset_version.empty() && seller.asset_version != common_.asset_version)) {
+    return refuse("invalid_payment_requirements", "the asset's EIP-712 domain is name \"" +
+                                                      common_.asset_name + "\", version \"" +
+                                                      common_.asset_version + "\"");
+  }
+  if (seller.amount.IsZero() || !seller.amount.FitsInt64()) {
+    return refuse("invalid_payment_requirements", "the amount must be 1 to 2^63 - 1");
+  }
+  x402::Requirements settled = common_;
+  settled.amount = seller.amount;
+  settled.pay_to = seller.pay_to;
+  settled.network = seller.network;
+  settled.resource_url = seller.resource_url;
+  return SellerOffer{std::move(settled), "", ""};
 }
 
 std::string X402Offers::ResourceUrl(std::string_view target) const {

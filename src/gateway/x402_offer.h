@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -27,8 +28,23 @@ class X402Offers {
   // The requirements of one of the routes given at construction (resource_url empty: only it
   // depends on the request), with their EIP-712 domain separator already computed.
   const x402::Requirements& For(const RouteConfig& route) const;
+  // What every route's requirements share: chain, asset, domain, payee of the configuration, cap.
+  const x402::Requirements& Common() const { return common_; }
   // The network of a settle response (PAYMENT-RESPONSE / X-PAYMENT-RESPONSE) of `version`.
   const std::string& Network(x402::Version version) const;
+
+  // What the facilitator settles for a seller's requirement (gateway/facilitator.h): the seller's
+  // amount and payee, on this gateway's chain and asset, signed for this gateway's EIP-712 domain
+  // and within its validBefore cap (its max_timeout_seconds, whatever the seller advertised).
+  // Refused, with an x402 reason: a scheme other than exact (unsupported_scheme), another chain
+  // (invalid_network), another asset, another domain name or version, or an amount of 0 or past
+  // 2^63 (invalid_payment_requirements).
+  struct SellerOffer {
+    std::optional<x402::Requirements> requirements;
+    std::string refused;  // the x402 reason, when requirements is empty
+    std::string detail;
+  };
+  SellerOffer ForSeller(const x402::Requirements& seller) const;
 
   // The absolute URL of `target` (a normalised origin-form target): the public URL, then the
   // target. Never the request's Host: a client names the gateway as it likes, and the challenge it
@@ -38,6 +54,7 @@ class X402Offers {
   void SetPublicUrl(std::string public_url);
 
  private:
+  x402::Requirements common_;  // chain, asset, domain and cap; no amount, payee of the config
   std::unordered_map<std::string, x402::Requirements> by_prefix_;
   std::string v2_network_, v1_network_;
   std::atomic<std::shared_ptr<const std::string>> public_url_;

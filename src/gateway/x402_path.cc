@@ -81,14 +81,23 @@ void X402Path::Advance(PaymentPtr p, const X402Event& event) {
       return Settle(std::move(p));
     case X402EffectKind::kRecord:
       return Record(std::move(p), t.effect.record);
-    case X402EffectKind::kAttach:
+    case X402EffectKind::kAttach: {
+      // A seller's settle still in flight when the wait ends is answered as a settle
+      // (settlement_pending with its transaction), not with the gateway's 202.
+      AnswerStillPending still_pending;
+      if (p->sold) {
+        still_pending = [this, p](const Operation& op, const std::string&) {
+          return SellerState(*p, op);
+        };
+      }
       return ctx_.attachments.Attach(
           p->op,
           [this, p](const Operation& op) -> std::optional<HttpResponse> {
             if (op.fulfillment == Fulfillment::kInProgress) return std::nullopt;
             return StateAnswer(*p, op, true);
           },
-          p->respond);
+          p->respond, std::move(still_pending));
+    }
     case X402EffectKind::kReply:
       if (t.effect.answer == X402Answer::kRefusePublic) ctx_.metrics.CountProofRefused();
       return Reply(p, AnswerFor(*p, t.effect.answer));
@@ -272,6 +281,14 @@ CommitResult X402Path::CommitOf(Payment& p, const Result<bool>& claimed) {
 
 void X402Path::CallUpstream(PaymentPtr p) {
   p->upstream_started_ms = ctx_.timers.MonotonicMs();
+  if (p->sold) {
+    // A seller's settle has nothing upstream: the upstream is called once the settlement is
+    // settled (X3), and what it delivers is the settle answer, stored as the operation's answer.
+    AGENTPAY_CHECK(p->op.settlement == Settlement::kSettled);
+    HttpResponse answer = SellerState(*p, p->op);
+    return OnUpstreamAnswered(p, UpstreamOutcome{UpstreamKind::kResponded, answer.status,
+                                                 "application/json", std::move(answer.body), ""});
+  }
   ctx_.upstream.CallAsync(*p->route, p->request, p->op.id, [this, p](UpstreamOutcome outcome) {
     OnUpstreamAnswered(p, std::move(outcome));
   });

@@ -25,6 +25,7 @@
 #include "http/server.h"
 #include "http/worker_pool.h"
 #include "settlement/settler.h"
+#include "x402/facilitator.h"
 
 namespace agentpay {
 
@@ -47,12 +48,30 @@ class X402Path {
   std::optional<HttpResponse> RefuseFromHead(const HttpRequest& head,
                                              const RouteConfig& route) const;
 
+  // The facilitator's settle (gateway/facilitator.h): a seller's POST /settle, whose payee the
+  // caller has checked is the seller's. The payment takes the course of a route that settles
+  // first and has nothing upstream: one operation per authorization (its key, whoever sends it
+  // and however often), the same preflight, payer reservation, broadcast, receipt wait,
+  // reconciler and books as the gateway's own. Answers through `respond`, once, with the settle
+  // answer of x402/facilitator.h: 200 {success: true} once settled; 200 {success: false,
+  // errorReason: "settlement_pending", transaction} while the chain has not said (the reconciler
+  // decides it; the same settle asked again answers what it decided); 200 {success: false,
+  // errorReason: <x402 reason>} for a payment refused before anything was sent; a problem+json
+  // (429, 503) where nothing was decided and the same settle may be sent again.
+  void SettleForSeller(x402::FacilitatorRequest call, Respond respond);
+  // The facilitator's verify: the checks of SettleForSeller and the chain's simulation of the
+  // transfer (Settler::Check), nothing stored. 200 {isValid, invalidReason?, payer}; 503 when
+  // the chain could not be asked.
+  void VerifyForSeller(x402::FacilitatorRequest call, Respond respond);
+
  private:
   struct Payment;
   using PaymentPtr = std::shared_ptr<Payment>;
   struct Begin;
 
   std::optional<HttpResponse> Prepare(Payment& p) const;
+  std::optional<HttpResponse> PrepareForSeller(Payment& p) const;
+  std::optional<HttpResponse> Admit(Payment& p, const x402::Requirements& requirements) const;
   // One step of the payment's machine (core/x402_payment.h), then the effect it asks for; every
   // effect below ends by calling Advance with what happened.
   void Advance(PaymentPtr p, const X402Event& event);
@@ -100,6 +119,10 @@ class X402Path {
   HttpResponse PayerLimited(const Settler::Preflight& preflight) const;
   HttpResponse Answer(HttpResponse response, const Payment& p, const Operation& op) const;
   HttpResponse StateAnswer(const Payment& p, const Operation& op, bool replayed) const;
+  // A seller's settle answer (SettleForSeller) from the operation's settlement, and its refusal.
+  HttpResponse SellerState(const Payment& p, const Operation& op) const;
+  HttpResponse SellerRefusal(const Payment& p, std::string_view reason,
+                             std::string_view detail) const;
 
   GatewayContext ctx_;
   Settler& settler_;

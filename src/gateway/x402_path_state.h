@@ -46,8 +46,12 @@ struct X402Path::Begin {
 
 // One payment on its way through the path; shared by the path's callbacks.
 struct X402Path::Payment {
-  std::shared_ptr<const HttpRequest> request;
+  std::shared_ptr<const HttpRequest> request;  // null for a seller's settle
   const RouteConfig* route = nullptr;
+  // A seller's settle (SettleForSeller): the requirement it pays as this gateway settles it, and
+  // the route its operation is recorded on (`route` points here): settle first, nothing upstream.
+  std::optional<x402::Requirements> sold;
+  RouteConfig seller_route;
   Respond respond;
   x402::Version version = x402::Version::kV2;
   x402::PaymentPayload payload;

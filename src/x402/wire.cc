@@ -359,19 +359,10 @@ Status DecodeV1Envelope(Reader& reader, PaymentPayload& out) {
   return Status::Ok();
 }
 
-Result<PaymentPayload> DecodeChecked(std::string_view value, Version version) {
-  const std::string_view header = PaymentHeaderName(version);
-  if (value.size() > kMaxPaymentHeaderBytes) {
-    return Malformed(Concat({header, " is ", std::to_string(value.size()), " bytes; the limit is ",
-                             std::to_string(kMaxPaymentHeaderBytes)}));
-  }
-  if (value.empty()) return Malformed(Concat({header, " is empty"}));
-  Result<std::string> text = Base64Decode(value);
-  if (!text.ok()) {
-    return Malformed(Concat({header, " is not standard padded base64: ", text.status().message()}));
-  }
+Result<PaymentPayload> DecodeCheckedJson(std::string_view text, Version version,
+                                         std::string_view what) {
   JsonTape tape;
-  Status status = ParseObject(*text, header, tape);
+  Status status = ParseObject(text, what, tape);
   if (!status.ok()) return status;
   Reader reader(tape);
   status = CheckVersion(reader, version);
@@ -384,6 +375,95 @@ Result<PaymentPayload> DecodeChecked(std::string_view value, Version version) {
   status = DecodeExactEvmPayload(reader, payload);
   if (!status.ok()) return status;
   return payload;
+}
+
+Result<PaymentPayload> DecodeChecked(std::string_view value, Version version) {
+  const std::string_view header = PaymentHeaderName(version);
+  if (value.size() > kMaxPaymentHeaderBytes) {
+    return Malformed(Concat({header, " is ", std::to_string(value.size()), " bytes; the limit is ",
+                             std::to_string(kMaxPaymentHeaderBytes)}));
+  }
+  if (value.empty()) return Malformed(Concat({header, " is empty"}));
+  Result<std::string> text = Base64Decode(value);
+  if (!text.ok()) {
+    return Malformed(Concat({header, " is not standard padded base64: ", text.status().message()}));
+  }
+  return DecodeCheckedJson(*text, version, header);
+}
+
+// A positive whole number of seconds that fits int64 (maxTimeoutSeconds).
+Result<int64_t> PositiveSeconds(Reader& reader, size_t object, std::string_view key,
+                                std::string_view path) {
+  const size_t value = reader.Member(object, key);
+  if (value == Reader::kAbsent) return Malformed(Concat({path, key, " is missing"}));
+  if (!IsJsonInteger(reader.tape(), value) || reader.tape().Token(value)[0] == '-' ||
+      reader.tape().Token(value) == "0") {
+    return Malformed(Concat({path, key, " must be a positive whole number"}));
+  }
+  int64_t seconds = 0;
+  const std::string_view token = reader.tape().Token(value);
+  if (std::from_chars(token.data(), token.data() + token.size(), seconds).ec != std::errc()) {
+    return Malformed(Concat({path, key, " is too large"}));
+  }
+  return seconds;
+}
+
+Result<Requirements> DecodeRequirementsChecked(std::string_view text, Version version) {
+  constexpr std::string_view path = "paymentRequirements.";
+  JsonTape tape;
+  Status status = ParseObject(text, "paymentRequirements", tape);
+  if (!status.ok()) return status;
+  Reader reader(tape);
+  const size_t root = JsonTape::root();
+  Requirements out;
+  Result<std::string_view> scheme = reader.NonEmptyString(root, "scheme", path);
+  if (!scheme.ok()) return scheme.status();
+  out.scheme = *scheme;
+  Result<std::string_view> network = reader.NonEmptyString(root, "network", path);
+  if (!network.ok()) return network.status();
+  out.network = *network;
+  const std::optional<uint64_t> chain_id =
+      version == Version::kV2 ? ChainIdV2(*network) : ChainIdV1(*network);
+  if (!chain_id) {
+    return Malformed(Concat({path, "network ", *network, " is not a network of x402 version ",
+                             std::to_string(static_cast<int>(version))}));
+  }
+  out.chain_id = *chain_id;
+  Result<U256> amount =
+      DecimalField(reader, root, version == Version::kV2 ? "amount" : "maxAmountRequired", path);
+  if (!amount.ok()) return amount.status();
+  out.amount = *amount;
+  Result<Address> asset = AddressField(reader, root, "asset", path);
+  if (!asset.ok()) return asset.status();
+  out.asset = *asset;
+  Result<Address> pay_to = AddressField(reader, root, "payTo", path);
+  if (!pay_to.ok()) return pay_to.status();
+  out.pay_to = *pay_to;
+  Result<int64_t> timeout = PositiveSeconds(reader, root, "maxTimeoutSeconds", path);
+  if (!timeout.ok()) return timeout.status();
+  out.max_timeout_seconds = *timeout;
+  status = reader.OptionalObject(root, "extra", path);
+  if (!status.ok()) return status;
+  const size_t extra = reader.Member(root, "extra");
+  if (!reader.AbsentOrNull(extra)) {
+    for (auto [key, field] : {std::pair{std::string_view("name"), &out.asset_name},
+                              std::pair{std::string_view("version"), &out.asset_version}}) {
+      const size_t member = reader.Member(extra, key);
+      if (reader.AbsentOrNull(member)) continue;
+      if (reader.Type(member) != JsonType::kString) {
+        return Malformed(Concat({path, "extra.", key, " must be a string"}));
+      }
+      *field = reader.String(member);
+    }
+  }
+  for (auto [key, field] : {std::pair{std::string_view("resource"), &out.resource_url},
+                            std::pair{std::string_view("description"), &out.description},
+                            std::pair{std::string_view("mimeType"), &out.mime_type}}) {
+    const size_t member = reader.Member(root, key);
+    if (reader.AbsentOrNull(member) || reader.Type(member) != JsonType::kString) continue;
+    *field = reader.String(member);
+  }
+  return out;
 }
 
 }  // namespace
@@ -459,6 +539,22 @@ Result<PaymentPayload> DecodePaymentHeader(std::string_view value, Version versi
     return DecodeChecked(value, version);
   } catch (const nlohmann::json::exception& error) {
     return Malformed(std::string(PaymentHeaderName(version)) + ": " + error.what());
+  }
+}
+
+Result<PaymentPayload> DecodePaymentJson(std::string_view json_text, Version version) {
+  try {
+    return DecodeCheckedJson(json_text, version, "paymentPayload");
+  } catch (const nlohmann::json::exception& error) {
+    return Malformed(std::string("paymentPayload: ") + error.what());
+  }
+}
+
+Result<Requirements> DecodeRequirements(std::string_view json_text, Version version) {
+  try {
+    return DecodeRequirementsChecked(json_text, version);
+  } catch (const nlohmann::json::exception& error) {
+    return Malformed(std::string("paymentRequirements: ") + error.what());
   }
 }
 

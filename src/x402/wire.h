@@ -125,6 +125,17 @@ struct PaymentPayload {
 // payload (not supported), or a malformed payment-identifier id.
 Result<PaymentPayload> DecodePaymentHeader(std::string_view value, Version version);
 
+// The same checks on the payload's JSON text itself, as a facilitator request carries it
+// (x402/facilitator.h): everything after the base64, the errors naming "paymentPayload".
+Result<PaymentPayload> DecodePaymentJson(std::string_view json_text, Version version);
+
+// One payment requirement as a seller sends it to a facilitator (the v2 accepts[] entry; v1's,
+// with maxAmountRequired, resource, description, mimeType). Never throws; every failure is
+// "malformed_payment" naming the field: scheme, network (the version's form, a network it knows),
+// amount (a canonical decimal string), asset and payTo (0x + 40 hex), maxTimeoutSeconds (a
+// positive whole number); extra.name and extra.version, when present, strings.
+Result<Requirements> DecodeRequirements(std::string_view json_text, Version version);
+
 // The v2 accepts[] entry for one requirement (also what a v2 client echoes as `accepted`).
 nlohmann::json AcceptedEntry(const Requirements& requirements);
 

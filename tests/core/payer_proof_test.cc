@@ -46,6 +46,18 @@ TEST(PayerProofTest, EveryRowOfTheTable) {
   });
 }
 
+// The facilitator's settles: the caller is the authenticated payee of the authorization.
+TEST(PayerProofTest, EveryRowOfThePayee) {
+  ExpectRows({
+      {Key::kPayee, true, false, true, Chain::kNotAsked, PayerProof::kProven},
+      {Key::kPayee, true, true, true, Chain::kNotAsked, PayerProof::kProven},
+      {Key::kPayee, true, true, false, Chain::kNotAsked, PayerProof::kProven},  // after validBefore
+      {Key::kPayee, false, false, true, Chain::kUnused, PayerProof::kRefusePublic},
+      {Key::kPayee, false, true, true, Chain::kNotAsked, PayerProof::kRefusePublic},
+      {Key::kPayee, false, true, true, Chain::kUsed, PayerProof::kRefusePublic},
+  });
+}
+
 // Issue 36 item 6 (T25): a key below --min-idempotency-key-bits is no secret. With the public
 // authorization it proves nothing once the transaction exists; a fresh unused one still proves.
 TEST(PayerProofTest, EveryRowOfAWeakKey) {

@@ -49,10 +49,10 @@ TEST(HttpMessage, ProblemJsonShape) {
 }
 
 TEST(HttpMessage, ProblemCodeNamesAreDistinct) {
-  // The enumerators run from 0 to kHostNotAllowed, the last (docs.self_contained checks the
+  // The enumerators run from 0 to kPayeeNotAllowed, the last (docs.self_contained checks the
   // table).
   std::set<std::string_view> seen;
-  for (int i = 0; i <= static_cast<int>(ProblemCode::kHostNotAllowed); ++i) {
+  for (int i = 0; i <= static_cast<int>(ProblemCode::kPayeeNotAllowed); ++i) {
     std::string_view name = ProblemCodeName(static_cast<ProblemCode>(i));
     EXPECT_FALSE(name.empty()) << "enumerator " << i;
     EXPECT_TRUE(seen.insert(name).second) << "duplicate code " << name;

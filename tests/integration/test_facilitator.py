@@ -1,0 +1,271 @@
+"""AgentPay as the x402 facilitator of a seller who runs the official middleware (issue 38).
+
+A fresh Anvil with TestUSDC, `agentpay serve --facilitator-listen`, and the seller of
+examples/facilitator/seller.mjs run as written: @x402/express with @x402/core's
+HTTPFacilitatorClient pointed at AgentPay, its key from the sellers file. The buyer is the official
+@x402/fetch client. After every test the harness's money check reads the chain: every settled
+operation (the facilitator's included) names one mined Transfer of its amount to payTo, no
+authorization is used twice, and payTo's and the buyers' balances match those Transfers to the unit.
+
+  - a paid request through the official middleware is served, settled once by AgentPay;
+  - the settle answer lost on the way back to the seller (a proxy that drops it) is asked again by
+    the seller, and the payment still makes one Transfer;
+  - two seller processes settling the same payment at once get one transaction and one Transfer;
+  - a stranger (no key, or another seller's key) can neither settle nor verify.
+"""
+
+import concurrent.futures
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+import x402_harness as X
+from x402_harness import BUYER, PAY_TO, PRICE, STRANGER
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(X.HERE)), "examples", "facilitator")
+SELLER_KEY = "shop-" + "k" * 40
+OTHER_KEY = "other-" + "o" * 40
+
+
+class ExampleSeller:
+    """examples/facilitator/seller.mjs as written, with the chain env's packages beside it."""
+
+    def __init__(self, workdir, chain, facilitator_url, name, key=SELLER_KEY):
+        app = os.path.join(workdir, name)
+        os.makedirs(app, exist_ok=True)
+        shutil.copy(os.path.join(EXAMPLE, "seller.mjs"), app)
+        os.symlink(os.path.join(X.CHAIN_ENV, "node_modules"), os.path.join(app, "node_modules"))
+        self.name = name
+        self.port = X.harness.free_port()
+        self.log_path = os.path.join(workdir, name + ".log")
+        env = dict(os.environ, FACILITATOR_URL=facilitator_url, SELLER_KEY=key, PAY_TO=PAY_TO.address,
+                   ASSET=chain.token, NETWORK=X.NETWORK, PRICE=str(PRICE), PORT=str(self.port),
+                   FACILITATOR_TIMEOUT_MS="5000")
+        with open(self.log_path, "w") as log:
+            self.popen = subprocess.Popen(["node", os.path.join(app, "seller.mjs")], env=env,
+                                          stdout=subprocess.PIPE, stderr=log, text=True)
+        line = self.popen.stdout.readline()  # {"url": ...} once listening
+        if not line:
+            with open(self.log_path) as log:
+                raise AssertionError("%s did not start: %s" % (name, log.read()[-2000:]))
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        self.popen.terminate()
+        try:
+            self.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+        self.popen.stdout.close()
+
+
+class DroppingProxy:
+    """An HTTP proxy in front of the facilitator that forwards every request and answer, except the
+    answers of the first `drop` POST /settle: those are read from the facilitator (so it acted on
+    them) and the seller's connection is closed without them."""
+
+    def __init__(self, upstream, drop=1):
+        self.upstream = upstream
+        self.dropped = 0
+        self.settles = 0
+        self.drop = drop
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def relay(self, method):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else None
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() in ("content-type", "authorization")}
+                req = urllib.request.Request(proxy.upstream + self.path, data=body, headers=headers,
+                                             method=method)
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        status, answer = resp.status, resp.read()
+                except urllib.error.HTTPError as e:
+                    status, answer = e.code, e.read()
+                if method == "POST" and self.path == "/settle":
+                    with proxy.lock:
+                        proxy.settles += 1
+                        lose = proxy.dropped < proxy.drop
+                        if lose:
+                            proxy.dropped += 1
+                    if lose:
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def do_GET(self):
+                self.relay("GET")
+
+            def do_POST(self):
+                self.relay("POST")
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class FacilitatorTest(X.X402TestCase):
+
+    @classmethod
+    def start_gateway(cls, **kw):
+        cls.facilitator_port = X.harness.free_port()
+        sellers = os.path.join(cls.workdir, "sellers")
+        X.harness.write_secret(sellers, "# name key payees\nshop %s %s\nother %s %s\n" % (
+            SELLER_KEY, PAY_TO.address, OTHER_KEY, STRANGER.address))
+        kw["extra_args"] = ("--facilitator-listen", "127.0.0.1:%d" % cls.facilitator_port,
+                            "--facilitator-sellers-file", sellers)
+        gw = super().start_gateway(**kw)
+        cls.facilitator_url = "http://127.0.0.1:%d" % cls.facilitator_port
+        X.harness.wait_port(cls.facilitator_port, 30)
+        return gw
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.shop = cls.start_seller(cls.facilitator_url)
+
+    @classmethod
+    def start_seller(cls, facilitator_url, name="example-seller"):
+        seller = ExampleSeller(cls.workdir, cls.chain, facilitator_url, name)
+        cls.sellers = getattr(cls, "sellers", []) + [seller]
+        return seller
+
+    @classmethod
+    def tearDownClass(cls):
+        for seller in getattr(cls, "sellers", []):
+            seller.stop()
+        super().tearDownClass()
+
+    def post(self, path, body, key=SELLER_KEY, url=None):
+        headers = {"Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = "Bearer " + key
+        req = urllib.request.Request((url or self.facilitator_url) + path, data=json.dumps(body).encode(),
+                                     headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def challenge(self):
+        try:
+            urllib.request.urlopen(self.shop.url + "/report", timeout=30)
+        except urllib.error.HTTPError as e:
+            self.assertEqual(e.code, 402)
+            return e.headers["PAYMENT-REQUIRED"]
+        raise AssertionError("the shop served /report unpaid")
+
+    def payment_body(self):
+        required = self.challenge()
+        signed = X.official_sign_v2(self.chain, required)
+        payload = signed["payload"]
+        return {"x402Version": 2, "paymentPayload": payload, "paymentRequirements": payload["accepted"]}
+
+    def facilitator_ops(self):
+        return [op for op in self.gw.operations() if op.get("route") == "facilitator"]
+
+    # ------------------------------------------------------------------------------------------- tests
+
+    def test_supported_is_what_the_middleware_reads(self):
+        with urllib.request.urlopen(self.facilitator_url + "/supported", timeout=30) as resp:
+            supported = json.loads(resp.read())
+        self.assertIn({"x402Version": 2, "scheme": "exact", "network": X.NETWORK}, supported["kinds"])
+        self.assertIn({"x402Version": 1, "scheme": "exact", "network": X.V1_NETWORK}, supported["kinds"])
+        self.assertTrue(X.eq_addr(supported["signers"]["eip155:*"][0], X.RELAYER.address))
+
+    def test_paid_through_the_official_middleware_settles_once(self):
+        before = len(self.chain.transfers_to_pay_to())
+        out = X.run_client(self.chain, 2, self.shop.url + "/report")
+        self.assertEqual(out["status"], 200, out)
+        self.assertEqual(json.loads(out["body"]), {"report": "paid content"})
+        settled = out["payment_response"]
+        self.assertTrue(settled["success"], settled)
+        self.assertRegex(settled["transaction"], X.TX_HASH)
+        self.assertEqual(len(self.chain.transfers_to_pay_to()), before + 1)
+        nonce = out["payment_payload"]["payload"]["authorization"]["nonce"]
+        ops = [op for op in self.facilitator_ops() if op["idempotency_key"] == "facilitator:" + nonce]
+        self.assertEqual(len(ops), 1, self.facilitator_ops())
+        self.assertEqual(ops[0]["settlement"], "settled")
+        self.assertEqual(self.gw.operation(ops[0]["id"])["tx_hash"], settled["transaction"])
+
+    def test_a_lost_settle_answer_is_asked_again_and_settles_once(self):
+        proxy = DroppingProxy(self.facilitator_url, drop=1)
+        try:
+            seller = self.start_seller(proxy.url, name="seller-behind-a-lossy-link")
+            relayer_before = self.chain.relayer_nonce()
+            before = len(self.chain.transfers_to_pay_to())
+            out = X.run_client(self.chain, 2, seller.url + "/report")
+            self.assertEqual(out["status"], 200, out)
+            self.assertTrue(out["payment_response"]["success"], out)
+            self.assertEqual(proxy.dropped, 1)
+            self.assertEqual(proxy.settles, 2)  # the lost one, and the seller's retry
+            self.assertEqual(len(self.chain.transfers_to_pay_to()), before + 1)
+            self.assertEqual(self.chain.relayer_nonce(), relayer_before + 1)
+        finally:
+            proxy.stop()
+
+    def test_two_sellers_settle_one_payment_at_once(self):
+        body = self.payment_body()
+        before = len(self.chain.transfers_to_pay_to())
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda _: self.post("/settle", body), range(4)))
+        for status, answer in answers:
+            self.assertEqual(status, 200, answer)
+            self.assertTrue(answer["success"], answer)
+        self.assertEqual(len({answer["transaction"] for _, answer in answers}), 1, answers)
+        self.assertEqual(len(self.chain.transfers_to_pay_to()), before + 1)
+        nonce = body["paymentPayload"]["payload"]["authorization"]["nonce"]
+        self.assertTrue(self.chain.used(BUYER.address, nonce))
+
+    def test_strangers_can_neither_settle_nor_verify(self):
+        body = self.payment_body()
+        state = self.chain.state()
+        for key in (None, "x" * 40):
+            for path in ("/settle", "/verify"):
+                status, problem = self.post(path, body, key=key)
+                self.assertEqual(status, 401, problem)
+                self.assertEqual(problem["code"], "unauthorized")
+        status, problem = self.post("/settle", body, key=OTHER_KEY)
+        self.assertEqual(status, 403, problem)
+        self.assertEqual(problem["code"], "payee_not_allowed")
+        self.assertEqual(self.chain.state(), state)
+        # The shop's own verify says it is valid; nothing moved.
+        status, verified = self.post("/verify", body)
+        self.assertEqual(status, 200, verified)
+        self.assertTrue(verified["isValid"], verified)
+        self.assertEqual(self.chain.state(), state)
+
+
+if __name__ == "__main__":
+    X.main(sys.argv)
