@@ -34,6 +34,8 @@ std::vector<std::string_view> Fields(std::string_view line) {
   return fields;
 }
 
+constexpr std::string_view kSettlementsPrefix = "/settlements/";
+
 HttpResponse JsonBody(std::string body) {
   HttpResponse response;
   response.status = 200;
@@ -103,6 +105,31 @@ Facilitator::Facilitator(X402Path& x402, std::function<Respond(Respond)> track,
       sellers_(std::move(sellers)),
       supported_(x402::SupportedBody(chain_id, relayer)) {}
 
+// GET /settlements/{payer}/{nonce}: a settle's answer as it is now, for the payee's seller.
+void Facilitator::SettlementStatus(const HttpRequest& request, Respond respond) const {
+  if (request.method != "GET" && request.method != "HEAD") {
+    return respond(ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET"));
+  }
+  const FacilitatorSeller* seller = Caller(request);
+  if (seller == nullptr) {
+    return respond(ProblemResponse(401, ProblemCode::kUnauthorized,
+                                   "a seller's key is required: Authorization: Bearer <key>"));
+  }
+  const std::string_view rest = request.Path().substr(kSettlementsPrefix.size());
+  const size_t slash = rest.find('/');
+  auto payer = chain::ParseAddress(rest.substr(0, slash));
+  auto nonce = slash == std::string_view::npos
+                   ? Result<chain::Hash32>(Status::Error(ErrorCode::kInvalidHex, "no nonce"))
+                   : chain::ParseHash32(rest.substr(slash + 1));
+  if (!payer.ok() || !nonce.ok()) {
+    return respond(ProblemResponse(400, ProblemCode::kInvalidRequest,
+                                   "expected /settlements/{payer}/{nonce}: the authorization's "
+                                   "from (0x + 40 hex digits) and nonce (0x + 64 hex digits)"));
+  }
+  x402_.SettlementForSeller(chain::ToLowerHex(*payer), chain::Hex(*nonce), seller->payees,
+                            track_(std::move(respond)));
+}
+
 const FacilitatorSeller* Facilitator::Caller(const HttpRequest& request) const {
   auto credential = BearerCredential(request);
   if (!credential) return nullptr;
@@ -124,6 +151,7 @@ void Facilitator::Handle(std::shared_ptr<const HttpRequest> request, Respond res
     }
     return respond(JsonBody(supported_));
   }
+  if (path.starts_with(kSettlementsPrefix)) return SettlementStatus(*request, std::move(respond));
   if (!settle && path != "/verify") {
     return respond(ProblemResponse(404, ProblemCode::kNotFound,
                                    "the facilitator serves GET /supported, POST /verify and POST "

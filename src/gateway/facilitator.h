@@ -5,6 +5,8 @@
 //   GET  /supported   anyone: the kinds settled here (exact, this chain) and the relayer
 //   POST /verify      a seller: the payment's checks and the chain's simulation; nothing stored
 //   POST /settle      a seller: X402Path::SettleForSeller, once per authorization
+//   GET  /settlements/{payer}/{nonce}
+//                     a seller: that settle's answer as it is now (X402Path::SettlementForSeller)
 //
 // Who may call: a seller named in the sellers file (--facilitator-sellers-file), with its key as
 // `Authorization: Bearer <key>`, for a payment to one of the payees listed for it. Anyone else:
@@ -60,6 +62,7 @@ class Facilitator {
   const std::vector<FacilitatorSeller>& sellers() const { return sellers_; }
 
  private:
+  void SettlementStatus(const HttpRequest& request, Respond respond) const;
   // The seller whose key the request carries, or nullptr.
   const FacilitatorSeller* Caller(const HttpRequest& request) const;
 

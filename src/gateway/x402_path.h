@@ -63,6 +63,11 @@ class X402Path {
   // transfer (Settler::Check), nothing stored. 200 {isValid, invalidReason?, payer}; 503 when
   // the chain could not be asked.
   void VerifyForSeller(x402::FacilitatorRequest call, Respond respond);
+  // The facilitator's status query: the settle answer of the payment of authorization (`payer`,
+  // `nonce`, lower-case 0x hex) as it is now, for a caller whose `payees` include its payee. 404
+  // `not_found` when there is none, or it pays someone else: whether it exists is not told.
+  void SettlementForSeller(std::string payer, std::string nonce, std::vector<chain::Address> payees,
+                           Respond respond);
 
  private:
   struct Payment;

@@ -1,5 +1,7 @@
 // The x402 path for a seller's settle and verify through the facilitator (gateway/facilitator.h):
 // the entry points and the settle answers; the course itself is the path's own (x402_path.cc).
+#include <algorithm>
+
 #include "core/check.h"
 #include "gateway/answers.h"
 #include "gateway/x402_path_state.h"
@@ -90,6 +92,45 @@ void X402Path::VerifyForSeller(x402::FacilitatorRequest call, Respond respond) {
       [shared_respond] {
         (*shared_respond)(RetryLater(ProblemCode::kLimitExceeded,
                                      "too many x402 payments are waiting on the chain"));
+      });
+}
+
+void X402Path::SettlementForSeller(std::string payer, std::string nonce,
+                                   std::vector<chain::Address> payees, Respond respond) {
+  struct Found {
+    std::optional<X402PaymentRecord> payment;
+    std::optional<Operation> op;
+  };
+  auto found = std::make_shared<Found>();
+  auto shared_respond = std::make_shared<Respond>(std::move(respond));
+  ctx_.store.ReadAsync(
+      ctx_.readers,
+      [found, payer, nonce](Transaction& tx) -> Status {
+        auto payment = tx.FindX402PaymentByAuthorization(payer, nonce);
+        if (!payment.ok()) return payment.status();
+        found->payment = std::move(*payment);
+        if (!found->payment) return Status::Ok();
+        auto op = tx.FindOperation(found->payment->operation_id);
+        if (!op.ok()) return op.status();
+        found->op = std::move(*op);
+        return Status::Ok();
+      },
+      [this, found, shared_respond, payees = std::move(payees)](Status read) {
+        if (!read.ok()) return (*shared_respond)(StoreProblem(read));
+        const bool theirs = found->payment && found->op && [&] {
+          auto payee = chain::ParseAddress(found->payment->pay_to);
+          return payee.ok() && std::find(payees.begin(), payees.end(), *payee) != payees.end();
+        }();
+        if (!theirs) {
+          return (*shared_respond)(ProblemResponse(
+              404, ProblemCode::kNotFound, "no settlement of this authorization for this seller"));
+        }
+        Payment x;
+        x.version = found->payment->x402_version == 1 ? x402::Version::kV1 : x402::Version::kV2;
+        auto from = chain::ParseAddress(found->payment->authorization.from);
+        if (from.ok()) x.payload.authorization.from = *from;
+        x.payment = std::move(*found->payment);
+        (*shared_respond)(SellerState(x, *found->op));
       });
 }
 

@@ -350,9 +350,22 @@ TEST_F(FacilitatorTest, APendingSettleIsAnsweredPendingThenSettledByTheReconcile
     EXPECT_EQ(Json(still)["transaction"], tx);
   }
   EXPECT_EQ(RelayerTransactions(), 1u);
+  // The status query says the same, to the shop only.
+  const std::string status_path =
+      "/settlements/" + chain::ToChecksumHex(buyer()) + "/" + chain::Hex(payment.nonce);
+  HttpResponse status = Call("GET", status_path, "", kShopKey);
+  ASSERT_EQ(status.status, 200) << status.body;
+  EXPECT_EQ(Json(status)["errorReason"], "settlement_pending");
+  EXPECT_EQ(Json(status)["transaction"], tx);
+  EXPECT_EQ(Call("GET", status_path, "", kOtherKey).status, 404);
+  EXPECT_EQ(Call("GET", status_path, "", "").status, 401);
   ASSERT_TRUE(devnet_->Mine().ok());
   clock_.Advance(1000);
   EXPECT_EQ(Reconcile().settled, 1);
+  status = Call("GET", status_path, "", kShopKey);
+  ASSERT_EQ(status.status, 200) << status.body;
+  EXPECT_EQ(Json(status)["success"], true) << status.body;
+  EXPECT_EQ(Json(status)["transaction"], tx);
   HttpResponse settled = Settle(payment.body);
   ASSERT_EQ(settled.status, 200) << settled.body;
   EXPECT_EQ(Json(settled)["success"], true) << settled.body;
@@ -443,6 +456,31 @@ TEST_F(FacilitatorTest, MalformedBodiesAreRefusedWithTheField) {
   EXPECT_NE(Json(settle)["detail"].get<std::string>().find("signature"), std::string::npos)
       << settle.body;
   EXPECT_EQ(Operations(), 0);
+}
+
+TEST_F(FacilitatorTest, TheStatusQueryTellsNothingOfWhatIsNotTheCallers) {
+  const std::string unknown =
+      "/settlements/" + chain::ToChecksumHex(buyer()) + "/0x" + std::string(64, '7');
+  HttpResponse none = Call("GET", unknown, "", kShopKey);
+  EXPECT_EQ(none.status, 404) << none.body;
+  EXPECT_EQ(Json(none)["code"], "not_found");
+  for (const std::string& bad :
+       {std::string("/settlements/"), std::string("/settlements/0x12/0x34"),
+        "/settlements/" + chain::ToChecksumHex(buyer())}) {
+    HttpResponse refused = Call("GET", bad, "", kShopKey);
+    EXPECT_EQ(refused.status, 400) << bad;
+    EXPECT_EQ(Json(refused)["code"], "invalid_request") << refused.body;
+  }
+  EXPECT_EQ(Call("POST", unknown, "", kShopKey).status, 405);
+  // Settled for the shop: the other seller gets the same 404 as for nothing at all.
+  const Signed payment = Sign(shop_);
+  ASSERT_EQ(Json(Settle(payment.body))["success"], true);
+  const std::string path =
+      "/settlements/" + chain::ToChecksumHex(buyer()) + "/" + chain::Hex(payment.nonce);
+  EXPECT_EQ(Json(Call("GET", path, "", kShopKey))["success"], true);
+  HttpResponse theirs = Call("GET", path, "", kOtherKey);
+  EXPECT_EQ(theirs.status, 404);
+  EXPECT_EQ(theirs.body, none.body);
 }
 
 TEST(FacilitatorSellers, TheFileIsCheckedLineByLine) {

@@ -7,14 +7,21 @@ HTTPFacilitatorClient pointed at AgentPay, its key from the sellers file. The bu
 operation (the facilitator's included) names one mined Transfer of its amount to payTo, no
 authorization is used twice, and payTo's and the buyers' balances match those Transfers to the unit.
 
-  - a paid request through the official middleware is served, settled once by AgentPay;
+  - a paid request through the official middleware is served, settled once by AgentPay; the same
+    with x402-express 1.x (examples/facilitator/seller-v1.mjs) paid by x402-fetch;
   - the settle answer lost on the way back to the seller (a proxy that drops it) is asked again by
     the seller, and the payment still makes one Transfer;
-  - two seller processes settling the same payment at once get one transaction and one Transfer;
-  - a stranger (no key, or another seller's key) can neither settle nor verify.
+  - one payment sent to two replicas of the seller at once, and four settles of one payment at
+    once: one transaction, one Transfer, every answer the same settlement;
+  - automine off: the settle answers settlement_pending with its transaction, the reconciler
+    settles it once mined, and the status query (GET /settlements/{payer}/{nonce}) says so;
+  - kill -9 of AgentPay between its broadcast and its answer: started again, the seller's retried
+    settle returns the same transaction, and it settles once;
+  - a stranger (no key, or another seller's key) can neither settle, verify nor query.
 """
 
 import concurrent.futures
+import http.client
 import http.server
 import json
 import os
@@ -22,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -36,19 +44,20 @@ OTHER_KEY = "other-" + "o" * 40
 class ExampleSeller:
     """examples/facilitator/seller.mjs as written, with the chain env's packages beside it."""
 
-    def __init__(self, workdir, chain, facilitator_url, name, key=SELLER_KEY):
+    def __init__(self, workdir, chain, facilitator_url, name, key=SELLER_KEY, script="seller.mjs",
+                 network=X.NETWORK):
         app = os.path.join(workdir, name)
         os.makedirs(app, exist_ok=True)
-        shutil.copy(os.path.join(EXAMPLE, "seller.mjs"), app)
+        shutil.copy(os.path.join(EXAMPLE, script), app)
         os.symlink(os.path.join(X.CHAIN_ENV, "node_modules"), os.path.join(app, "node_modules"))
         self.name = name
         self.port = X.harness.free_port()
         self.log_path = os.path.join(workdir, name + ".log")
         env = dict(os.environ, FACILITATOR_URL=facilitator_url, SELLER_KEY=key, PAY_TO=PAY_TO.address,
-                   ASSET=chain.token, NETWORK=X.NETWORK, PRICE=str(PRICE), PORT=str(self.port),
+                   ASSET=chain.token, NETWORK=network, PRICE=str(PRICE), PORT=str(self.port),
                    FACILITATOR_TIMEOUT_MS="5000")
         with open(self.log_path, "w") as log:
-            self.popen = subprocess.Popen(["node", os.path.join(app, "seller.mjs")], env=env,
+            self.popen = subprocess.Popen(["node", os.path.join(app, script)], env=env,
                                           stdout=subprocess.PIPE, stderr=log, text=True)
         line = self.popen.stdout.readline()  # {"url": ...} once listening
         if not line:
@@ -134,7 +143,8 @@ class DroppingProxy:
         self.server.server_close()
 
 
-class FacilitatorTest(X.X402TestCase):
+class FacilitatorCase(X.X402TestCase):
+    """An Anvil, AgentPay with its facilitator listener, and the example seller; no tests."""
 
     @classmethod
     def start_gateway(cls, **kw):
@@ -142,8 +152,9 @@ class FacilitatorTest(X.X402TestCase):
         sellers = os.path.join(cls.workdir, "sellers")
         X.harness.write_secret(sellers, "# name key payees\nshop %s %s\nother %s %s\n" % (
             SELLER_KEY, PAY_TO.address, OTHER_KEY, STRANGER.address))
-        kw["extra_args"] = ("--facilitator-listen", "127.0.0.1:%d" % cls.facilitator_port,
-                            "--facilitator-sellers-file", sellers)
+        kw["extra_args"] = tuple(cls.gateway_args) + (
+            "--facilitator-listen", "127.0.0.1:%d" % cls.facilitator_port,
+            "--facilitator-sellers-file", sellers)
         gw = super().start_gateway(**kw)
         cls.facilitator_url = "http://127.0.0.1:%d" % cls.facilitator_port
         X.harness.wait_port(cls.facilitator_port, 30)
@@ -155,8 +166,10 @@ class FacilitatorTest(X.X402TestCase):
         cls.shop = cls.start_seller(cls.facilitator_url)
 
     @classmethod
-    def start_seller(cls, facilitator_url, name="example-seller"):
-        seller = ExampleSeller(cls.workdir, cls.chain, facilitator_url, name)
+    def start_seller(cls, facilitator_url, name="example-seller", script="seller.mjs",
+                     network=X.NETWORK):
+        seller = ExampleSeller(cls.workdir, cls.chain, facilitator_url, name, script=script,
+                               network=network)
         cls.sellers = getattr(cls, "sellers", []) + [seller]
         return seller
 
@@ -195,7 +208,18 @@ class FacilitatorTest(X.X402TestCase):
     def facilitator_ops(self):
         return [op for op in self.gw.operations() if op.get("route") == "facilitator"]
 
-    # ------------------------------------------------------------------------------------------- tests
+    def status(self, body, key=SELLER_KEY):
+        auth = body["paymentPayload"]["payload"]["authorization"]
+        req = urllib.request.Request("%s/settlements/%s/%s" % (self.facilitator_url, auth["from"], auth["nonce"]),
+                                     headers={"Authorization": "Bearer " + key} if key else {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+
+class FacilitatorTest(FacilitatorCase):
 
     def test_supported_is_what_the_middleware_reads(self):
         with urllib.request.urlopen(self.facilitator_url + "/supported", timeout=30) as resp:
@@ -235,6 +259,31 @@ class FacilitatorTest(X.X402TestCase):
         finally:
             proxy.stop()
 
+    def test_two_seller_processes_given_one_payment_at_once_settle_it_once(self):
+        """A buyer's paid request sent to two replicas of the shop at once (both run the example):
+        both verify and settle the same authorization through AgentPay; one Transfer."""
+        replica = self.start_seller(self.facilitator_url, name="shop-replica")
+        signed = X.official_sign_v2(self.chain, self.challenge())
+        before = len(self.chain.transfers_to_pay_to())
+
+        def buy(url):
+            req = urllib.request.Request(url + "/report", headers={signed["header"]: signed["value"]})
+            try:
+                with urllib.request.urlopen(req, timeout=60) as resp:
+                    return resp.status, resp.headers.get("PAYMENT-RESPONSE")
+            except urllib.error.HTTPError as e:
+                return e.code, e.headers.get("PAYMENT-RESPONSE")
+
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(buy, (self.shop.url, replica.url)))
+        settled = [X.unb64json(header) for status, header in answers if status == 200 and header]
+        # Both replicas serve it: each one's settle answered the one settlement.
+        self.assertEqual(len(settled), 2, answers)
+        for answer in settled:
+            self.assertTrue(answer["success"], answer)
+        self.assertEqual(len({answer["transaction"] for answer in settled}), 1, settled)
+        self.assertEqual(len(self.chain.transfers_to_pay_to()), before + 1)
+
     def test_two_sellers_settle_one_payment_at_once(self):
         body = self.payment_body()
         before = len(self.chain.transfers_to_pay_to())
@@ -265,6 +314,99 @@ class FacilitatorTest(X.X402TestCase):
         self.assertEqual(status, 200, verified)
         self.assertTrue(verified["isValid"], verified)
         self.assertEqual(self.chain.state(), state)
+
+    def test_a_v1_seller_on_x402_express_1_is_paid_by_x402_fetch(self):
+        seller = self.start_seller(self.facilitator_url, name="seller-v1", script="seller-v1.mjs",
+                                   network=X.V1_NETWORK)
+        before = len(self.chain.transfers_to_pay_to())
+        out = X.run_client(self.chain, 1, seller.url + "/report")
+        self.assertEqual(out["status"], 200, out)
+        self.assertEqual(json.loads(out["body"]), {"report": "paid content"})
+        self.assertTrue(out["payment_response"]["success"], out)
+        self.assertEqual(out["payment_response"]["network"], X.V1_NETWORK)
+        self.assertEqual(len(self.chain.transfers_to_pay_to()), before + 1)
+
+    def test_the_status_query_answers_the_payee_only(self):
+        body = self.payment_body()
+        status, answer = self.status(body)
+        self.assertEqual(status, 404, answer)  # nothing settled yet
+        status, settled = self.post("/settle", body)
+        self.assertTrue(settled["success"], settled)
+        status, answer = self.status(body)
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(answer, settled)
+        self.assertEqual(self.status(body, key=OTHER_KEY)[0], 404)
+        self.assertEqual(self.status(body, key=None)[0], 401)
+
+
+class FacilitatorPendingTest(FacilitatorCase):
+    """Automine off: a settle outlives its receipt wait; the gateway is killed between its broadcast
+    and its answer."""
+
+    automine = False
+    gateway_args = ("--receipt-timeout-ms", "1000")
+
+    def test_pending_then_settled_and_the_status_query_says_so(self):
+        body = self.payment_body()
+        status, pending = self.post("/settle", body)
+        self.assertEqual(status, 200, pending)
+        self.assertFalse(pending["success"])
+        self.assertEqual(pending["errorReason"], "settlement_pending")
+        self.assertRegex(pending["transaction"], X.TX_HASH)
+        self.assertEqual(self.status(body)[1]["errorReason"], "settlement_pending")
+        before = len(self.chain.transfers_to_pay_to())
+        self.chain.rpc.mine()
+        settled = X.deadline_poll(lambda: self.status(body)[1].get("success"), 15,
+                                  what="the reconciler settles it")
+        self.assertTrue(settled)
+        status, answer = self.post("/settle", body)
+        self.assertTrue(answer["success"], answer)
+        self.assertEqual(answer["transaction"], pending["transaction"])
+        self.assertEqual(len(self.chain.transfers_to_pay_to()), before + 1)
+
+    def test_killed_between_broadcast_and_answer_the_retry_returns_the_same_transaction(self):
+        body = self.payment_body()
+        answers = []
+
+        def ask():
+            try:
+                answers.append(self.post("/settle", body))
+            except (OSError, http.client.HTTPException):
+                pass  # the connection went with the gateway
+
+        asking = threading.Thread(target=ask, daemon=True)
+        relayer_before = self.chain.relayer_nonce()
+        asking.start()
+        X.deadline_poll(lambda: self.chain.relayer_nonce() > relayer_before, 15,
+                        what="the settlement in the node's pool")
+        sent = self.chain.pending_relayer_txs()
+        self.assertEqual(len(sent), 1, sent)
+        self.gw.kill9()
+        asking.join(30)
+        self.assertEqual(answers, [], "the killed gateway answered")  # the connection dropped
+        start_again(self.gw)
+        X.harness.wait_port(self.facilitator_port, 30)
+        status, retried = self.post("/settle", body)
+        self.assertEqual(status, 200, retried)
+        self.assertEqual(retried["transaction"], sent[0]["hash"])
+        self.chain.rpc.mine()
+        settled = X.deadline_poll(lambda: self.post("/settle", body)[1].get("success"), 15,
+                                  what="the same settle answers settled")
+        self.assertTrue(settled)
+        self.assertEqual(self.post("/settle", body)[1]["transaction"], sent[0]["hash"])
+        self.assertEqual(self.chain.relayer_nonce(), relayer_before + 1)
+
+
+def start_again(gw):
+    """The gateway, killed, started again on the same database and ports."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return gw.start()
+        except X.harness.ProcessError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 if __name__ == "__main__":
