@@ -497,7 +497,6 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     admin_listen = *parsed;
   }
   std::optional<std::pair<std::string, uint16_t>> facilitator_listen;
-  std::vector<FacilitatorSeller> sellers;
   if (options.facilitator_listen != "off") {
     auto parsed = ParseListenAddress(options.facilitator_listen);
     if (!parsed.ok()) {
@@ -516,7 +515,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
                       parsed_sellers.status().message(),
                   &log);
     }
-    sellers = std::move(*parsed_sellers);
+    config->facilitator_sellers = std::move(*parsed_sellers);
   }
   if (options.demo) {
     // The demo prints its API key and keeps a well-known devnet key: never reachable from
@@ -712,7 +711,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
     facilitator = std::make_unique<Facilitator>(
         *gateway.x402(),
         [&gateway](Respond respond) { return gateway.TrackPaid(std::move(respond)); },
-        std::move(sellers), static_cast<uint64_t>(config->chain.chain_id),
+        config->facilitator_sellers, static_cast<uint64_t>(config->chain.chain_id),
         settlement->settler->relayer());
     ServerLimits facilitator_limits = limits;
     facilitator_limits.max_body_bytes = x402::kMaxFacilitatorBodyBytes;

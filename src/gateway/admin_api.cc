@@ -550,6 +550,19 @@ HttpResponse AdminApi::Overview() {
   if (!status.ok()) return StoreProblem(status);
   nlohmann::json json = OverviewJson(*overview, now, midnight);
   if (relayer) json["relayer"] = RelayerJson(*relayer, relayer_nonces_taken, now);
+  // The facilitator's sellers (names and payees; never anything of their keys), or null.
+  if (!ctx_.config.facilitator_sellers.empty()) {
+    nlohmann::json sellers = nlohmann::json::array();
+    for (const FacilitatorSeller& seller : ctx_.config.facilitator_sellers) {
+      nlohmann::json payees = nlohmann::json::array();
+      for (const chain::Address& payee : seller.payees)
+        payees.push_back(chain::ToChecksumHex(payee));
+      sellers.push_back({{"name", seller.name}, {"payees", std::move(payees)}});
+    }
+    json["facilitator"] = {{"sellers", std::move(sellers)}};
+  } else {
+    json["facilitator"] = nullptr;
+  }
   {
     std::lock_guard lock(last_audit_mutex_);
     json["last_audit"] = last_audit_;

@@ -51,8 +51,18 @@ struct RateLimitConfig {
   size_t max_buckets = 100000;  // per kind; past it the least recently used bucket is forgotten
 };
 
+// A seller who may call the facilitator (gateway/facilitator.h, the sellers file).
+struct FacilitatorSeller {
+  std::string name;
+  std::string key_sha256;  // hex SHA-256 of the key: the key itself is not kept in memory
+  std::vector<chain::Address> payees;
+};
+
 struct GatewayConfig {
   std::vector<RouteConfig> routes;
+  // The facilitator's callers (serve --facilitator-sellers-file); the admin overview lists them
+  // (names and payees, never the keys' digests). Empty without a facilitator.
+  std::vector<FacilitatorSeller> facilitator_sellers;
   ChainConfig chain;
   // The base URL the 402 challenge names resources under (--public-url, normalised by
   // http/origin.h ParsePublicUrl: no trailing '/'); `serve` derives it from --listen and TLS when

@@ -35,12 +35,6 @@ inline constexpr size_t kMaxSellerKeyLength = 256;
 inline constexpr size_t kMaxSellers = 10000;
 inline constexpr size_t kMaxPayeesPerSeller = 64;
 
-struct FacilitatorSeller {
-  std::string name;
-  std::string key_sha256;  // hex SHA-256 of the key: the key itself is not kept in memory
-  std::vector<chain::Address> payees;
-};
-
 // The sellers file: one seller a line, `NAME KEY PAYEE[,PAYEE...]` separated by spaces or tabs;
 // blank lines and lines starting with '#' ignored. NAME: 1 to 64 of [A-Za-z0-9_.-], unique. KEY:
 // kMinSellerKeyLength to kMaxSellerKeyLength visible ASCII characters, unique. PAYEE: 0x + 40
@@ -50,8 +44,8 @@ Result<std::vector<FacilitatorSeller>> ParseSellers(std::string_view text);
 class Facilitator {
  public:
   // `x402` outlives the facilitator; `track` wraps each settle's and verify's answer (the
-  // gateway's Gateway::TrackPaid: shutdown waits for them); `chain_id` and `relayer` are what
-  // /supported announces.
+  // gateway's Gateway::TrackPaid: shutdown waits for them); `sellers` are the callers
+  // (GatewayConfig::facilitator_sellers); `chain_id` and `relayer` are what /supported announces.
   Facilitator(X402Path& x402, std::function<Respond(Respond)> track,
               std::vector<FacilitatorSeller> sellers, uint64_t chain_id,
               const chain::Address& relayer);

@@ -17,11 +17,18 @@ const {agentpay, artifacts, executablePath, check, finish} = setUp("console.test
 const PRICE = 10000;  // the demo route's price
 const HOLD_TTL_MS = 3000;
 
-// `agentpay serve --demo` in `dir`, with a short hold TTL and receipt timeout for the test.
-function startDemo(dir, port, adminPort) {
+// The facilitator's sellers the demo starts with (their keys never reach the console).
+const SELLER_KEY = "k".repeat(40);
+const SELLER_PAYEE = "0x5e11e50000000000000000000000000000000001";  // as EIP-55 spells it
+
+// `agentpay serve --demo` in `dir`, with a short hold TTL and receipt timeout for the test, and
+// the facilitator listener with one seller.
+function startDemo(dir, port, adminPort, facilitatorPort) {
+  writeFileSync(path.join(dir, "sellers"), `shop ${SELLER_KEY} ${SELLER_PAYEE}\n`, {mode: 0o600});
   const child = spawn(agentpay, ["serve", "--demo", "--listen", `127.0.0.1:${port}`,
     "--admin-listen", `127.0.0.1:${adminPort}`, "--hold-ttl-ms", String(HOLD_TTL_MS),
-    "--sweep-interval-ms", "200", "--receipt-timeout-ms", "1000"],
+    "--sweep-interval-ms", "200", "--receipt-timeout-ms", "1000",
+    "--facilitator-listen", `127.0.0.1:${facilitatorPort}`, "--facilitator-sellers-file", "sellers"],
   {cwd: dir, stdio: ["ignore", "pipe", "pipe"],
     env: {...process.env, AGENTPAY_WEB_DIR: webDir}});
   let out = "", err = "";
@@ -64,13 +71,17 @@ async function waitFor(what, fn, timeoutMs = 15000) {
 
 async function main() {
   const dir = mkdtempSync(path.join(os.tmpdir(), "agentpay-console-"));
-  const [port, adminPort] = [await freePort(), await freePort()];
-  const {child: server, banner} = await startDemo(dir, port, adminPort);
+  const [port, adminPort, facilitatorPort] = [await freePort(), await freePort(), await freePort()];
+  const {child: server, banner} = await startDemo(dir, port, adminPort, facilitatorPort);
   const admin = `http://127.0.0.1:${adminPort}`;
   const token = readFileSync(path.join(dir, "agentpay-data", "admin-token"), "utf8").trim();
   const adminHeaders = {Authorization: "Bearer " + token};
   const adminJson = async (target) => JSON.parse((await request(adminPort, "GET", target, adminHeaders)).body);
   check("the start banner names the console", banner.includes(`${admin}/console/`), banner.slice(0, 400));
+  const overview = await adminJson("/admin/v1/overview");
+  check("the admin overview names each seller and its payees, nothing of its key",
+    JSON.stringify(overview.facilitator) === JSON.stringify({sellers: [{name: "shop", payees: [SELLER_PAYEE]}]}),
+    JSON.stringify(overview.facilitator));
 
   // Static serving: the pages, their headers, and nothing else.
   const index = await request(adminPort, "GET", "/console/");
@@ -191,6 +202,11 @@ async function main() {
       /no gas needed \(devnet\)/.test(await page.textContent("#cards")) &&
       /0 transaction\(s\) not mined yet/.test(await page.textContent("#cards")), await page.textContent("#cards"));
     check("the token is not in the URL", !page.url().includes(token), page.url());
+    await page.waitForFunction(() => /Facilitator sellers/.test(document.getElementById("facilitator-sellers").textContent));
+    const sellers = await page.textContent("#facilitator-sellers");
+    check("the overview lists the facilitator's sellers and their payees, never their keys",
+      sellers.includes("shop") && sellers.includes(SELLER_PAYEE) && !sellers.includes(SELLER_KEY) &&
+      !(await page.content()).includes(SELLER_KEY), sellers);
     await shot("b-overview");
 
     // ---- accounts: create and deposit, keyboard only

@@ -191,9 +191,10 @@
     sessionStorage.removeItem(TOKEN_KEY);
     state.route = null;
     state.shown = {};
-    for (const id of ["cards", "attention", "audit-result", "alerts", "operations", "operation",
-                      "timeline", "trace", "accounts", "account", "keys", "account-operations",
-                      "created", "new-key", "deposit-result"]) {
+    for (const id
+             of ['cards', 'attention', 'facilitator-sellers', 'audit-result', 'alerts',
+                 'operations', 'operation', 'timeline', 'trace', 'accounts', 'account', 'keys',
+                 'account-operations', 'created', 'new-key', 'deposit-result']) {
       $(id).replaceChildren();
     }
     $("signin-error").textContent = message || "";
@@ -273,7 +274,23 @@
       if (!items.length) items.push(el("li", { text: "Nothing: no open alert, no unknown settlement, no hold." }));
       return el("div", {}, ...items);
     });
+    drawSellers(o.facilitator || null);
     drawAudit(o.last_audit || null);
+  }
+
+  // The facilitator's sellers (serve --facilitator-sellers-file): who may settle, to which payees.
+  function drawSellers(facilitator) {
+    redraw('facilitator-sellers', facilitator, () => {
+      if (!facilitator) return null;
+      return el(
+          'div', {}, el('h3', {text: 'Facilitator sellers'}),
+          table(
+              ['seller', 'payees'],
+              facilitator.sellers.map(
+                  (s) => [s.name, el('span', {class: 'mono', text: s.payees.join(', ')})])),
+          el('p', {},
+             el('a', {href: '#/operations?route=facilitator', text: 'Their settlements'})));
+    });
   }
 
   // The relayer: its gas (wei; the devnet charges none), its transactions the chain has not mined
