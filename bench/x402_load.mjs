@@ -2,7 +2,8 @@
 // Load for bench/x402_vs_relayer.py: N concurrent workers for S seconds, each with its own buyer
 // key, counting payments settled. Run with tests/chain_env as the working directory (its
 // node_modules: viem and the official x402 packages). One JSON line on stdout:
-//   {"mode", "settled", "errors", "seconds", "per_second", "first_error"}
+//   {"mode", "settled", "errors", "seconds", "per_second", "first_error", "p50_ms", "p99_ms"}
+// (p50_ms, p99_ms: of the settled payments' times, request to answer; gateway mode only)
 //
 //   --mode gateway: each worker pays --url again and again with the OFFICIAL client
 //     (@x402/fetch wrapFetchWithPayment, ExactEvmScheme): a 200 with a successful PAYMENT-RESPONSE
@@ -46,6 +47,7 @@ const buyers = opt["buyer-keys"].split(",");
 const deadline = Date.now() + seconds * 1000;
 let settled = 0;
 let errors = 0;
+const latencies = [];  // ms of each settled payment (gateway mode)
 let firstError = null;
 const noteError = (e) => {
   errors += 1;
@@ -62,14 +64,19 @@ async function gatewayWorker(key) {
   client.setSpendControls({ allowedAssets: [{ network: opt.network, asset: opt.token }] });
   const pay = wrapFetchWithPayment(fetch, client);
   while (Date.now() < deadline) {
+    const began = performance.now();
     try {
       const response = await pay(opt.url, { headers: { "Idempotency-Key": randomBytes(16).toString("hex") } });
       await response.arrayBuffer();
       const settle = response.headers.get("payment-response");
       const ok = response.status === 200 && settle &&
         JSON.parse(Buffer.from(settle, "base64").toString("utf8")).success === true;
-      if (ok) settled += 1;
-      else noteError("HTTP " + response.status);
+      if (ok) {
+        settled += 1;
+        latencies.push(performance.now() - began);
+      } else {
+        noteError("HTTP " + response.status);
+      }
     } catch (e) {
       noteError(e);
     }
@@ -174,5 +181,8 @@ if (opt.mode === "raw") {
 const started = Date.now();
 await Promise.all(buyers.map((key) => workers(key)));
 const elapsed = (Date.now() - started) / 1000;
+latencies.sort((a, b) => a - b);
+const percentile = (p) => latencies.length ? latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] : null;
 process.stdout.write(JSON.stringify({ mode: opt.mode, settled, errors, seconds: elapsed,
-                                      per_second: settled / elapsed, first_error: firstError }) + "\n");
+                                      per_second: settled / elapsed, first_error: firstError,
+                                      p50_ms: percentile(0.5), p99_ms: percentile(0.99) }) + "\n");

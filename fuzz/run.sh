@@ -5,7 +5,7 @@
 # dictionary. Crash inputs land in the artifacts directory. See fuzz/README.md for long campaigns.
 #   fuzz/run.sh [TARGET] [SECONDS]
 # TARGET: payment_header (default), http_request, http_request_diff, http_response, serve_config,
-# admin_body.
+# admin_body, facilitator_body.
 # env: AGENTPAY_FUZZ_BUILD (build dir), FUZZ_CORPUS (the corpus the run adds to; default
 # BUILD/corpus/TARGET), FUZZ_ARTIFACTS (default BUILD/artifacts/TARGET), FUZZ_ARGS (extra libFuzzer
 # flags, e.g. -jobs=2 or -rss_limit_mb=4096).
@@ -19,7 +19,7 @@ seconds=${1:-60}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${AGENTPAY_FUZZ_BUILD:-$root/build-fuzz}
 case $target in
-  payment_header) dict=payment_header.dict ;;
+  payment_header | facilitator_body) dict=payment_header.dict ;;
   http_request | http_response | http_request_diff) dict=http.dict ;;
   serve_config) dict=serve_config.dict ;;
   admin_body) dict=admin_body.dict ;;

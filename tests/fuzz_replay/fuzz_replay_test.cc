@@ -19,6 +19,7 @@ extern "C" int HttpResponseFuzzOne(const uint8_t* data, size_t size);
 extern "C" int ServeConfigFuzzOne(const uint8_t* data, size_t size);
 extern "C" int AdminBodyFuzzOne(const uint8_t* data, size_t size);
 extern "C" int HttpRequestDiffFuzzOne(const uint8_t* data, size_t size);
+extern "C" int FacilitatorBodyFuzzOne(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -50,7 +51,8 @@ INSTANTIATE_TEST_SUITE_P(Seeds, FuzzReplay,
                                            Target{"http_response", HttpResponseFuzzOne},
                                            Target{"serve_config", ServeConfigFuzzOne},
                                            Target{"admin_body", AdminBodyFuzzOne},
-                                           Target{"http_request_diff", HttpRequestDiffFuzzOne}),
+                                           Target{"http_request_diff", HttpRequestDiffFuzzOne},
+                                           Target{"facilitator_body", FacilitatorBodyFuzzOne}),
                          [](const ::testing::TestParamInfo<Target>& info) {
                            return std::string(info.param.name);
                          });

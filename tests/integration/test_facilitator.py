@@ -25,57 +25,19 @@ import http.client
 import http.server
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
+import unittest
 import urllib.error
 import urllib.request
 
 import x402_harness as X
 from x402_harness import BUYER, PAY_TO, PRICE, STRANGER
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(X.HERE)), "examples", "facilitator")
 SELLER_KEY = "shop-" + "k" * 40
 OTHER_KEY = "other-" + "o" * 40
-
-
-class ExampleSeller:
-    """examples/facilitator/seller.mjs as written, with the chain env's packages beside it."""
-
-    def __init__(self, workdir, chain, facilitator_url, name, key=SELLER_KEY, script="seller.mjs",
-                 network=X.NETWORK):
-        app = os.path.join(workdir, name)
-        os.makedirs(app, exist_ok=True)
-        shutil.copy(os.path.join(EXAMPLE, script), app)
-        os.symlink(os.path.join(X.CHAIN_ENV, "node_modules"), os.path.join(app, "node_modules"))
-        self.name = name
-        self.port = X.harness.free_port()
-        self.log_path = os.path.join(workdir, name + ".log")
-        env = dict(os.environ, FACILITATOR_URL=facilitator_url, SELLER_KEY=key, PAY_TO=PAY_TO.address,
-                   ASSET=chain.token, NETWORK=network, PRICE=str(PRICE), PORT=str(self.port),
-                   FACILITATOR_TIMEOUT_MS="5000")
-        with open(self.log_path, "w") as log:
-            self.popen = subprocess.Popen(["node", os.path.join(app, script)], env=env,
-                                          stdout=subprocess.PIPE, stderr=log, text=True)
-        line = self.popen.stdout.readline()  # {"url": ...} once listening
-        if not line:
-            with open(self.log_path) as log:
-                raise AssertionError("%s did not start: %s" % (name, log.read()[-2000:]))
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
-
-    def stop(self):
-        self.popen.terminate()
-        try:
-            self.popen.wait(10)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait()
-        self.popen.stdout.close()
 
 
 class DroppingProxy:
@@ -168,7 +130,7 @@ class FacilitatorCase(X.X402TestCase):
     @classmethod
     def start_seller(cls, facilitator_url, name="example-seller", script="seller.mjs",
                      network=X.NETWORK):
-        seller = ExampleSeller(cls.workdir, cls.chain, facilitator_url, name, script=script,
+        seller = X.ExampleSeller(cls.workdir, cls.chain, facilitator_url, name, SELLER_KEY, script=script,
                                network=network)
         cls.sellers = getattr(cls, "sellers", []) + [seller]
         return seller
@@ -395,6 +357,46 @@ class FacilitatorPendingTest(FacilitatorCase):
         self.assertTrue(settled)
         self.assertEqual(self.post("/settle", body)[1]["transaction"], sent[0]["hash"])
         self.assertEqual(self.chain.relayer_nonce(), relayer_before + 1)
+
+
+@unittest.skipUnless(os.environ.get("AGENTPAY_IT_DB") == "postgres",
+                     "two gateways share a database on PostgreSQL only (AGENTPAY_IT_DB=postgres)")
+class FacilitatorTwoGatewaysTest(FacilitatorCase):
+    """Two gateways on one PostgreSQL database, each with its facilitator listener, one relayer."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        first_port, first_url = cls.facilitator_port, cls.facilitator_url
+        try:
+            cls.second = cls.start_gateway(name="gateway-2", db=(cls.gw.db_url, cls.gw.db_path))
+            cls.second_url = cls.facilitator_url
+        except BaseException:
+            cls.tearDownClass()
+            raise
+        finally:
+            cls.facilitator_port, cls.facilitator_url = first_port, first_url
+        cls.gateways.remove(cls.second)  # the money check reads the shared books once
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "second", None):
+            cls.second.stop()
+        super().tearDownClass()
+
+    def test_one_payment_settled_through_both_gateways_at_once_settles_once(self):
+        before = len(self.chain.transfers_to_pay_to())
+        bodies = [self.payment_body() for _ in range(8)]
+        jobs = [(body, url) for body in bodies for url in (self.facilitator_url, self.second_url)]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda job: self.post("/settle", job[0], url=job[1]), jobs))
+        for status, answer in answers:
+            self.assertEqual(status, 200, answer)
+            self.assertTrue(answer["success"], answer)
+        for i in range(len(bodies)):
+            pair = {answers[2 * i][1]["transaction"], answers[2 * i + 1][1]["transaction"]}
+            self.assertEqual(len(pair), 1, pair)
+        self.assertEqual(len(self.chain.transfers_to_pay_to()), before + len(bodies))
 
 
 def start_again(gw):

@@ -34,6 +34,7 @@ import x402_harness as X  # noqa: E402
 from x402_harness import BUYER, PAY_TO, PRICE  # noqa: E402
 
 PAY_TIMEOUT_S = 90
+SELLER_KEY = "tls-seller-" + "k" * 32
 
 
 def agentpay(*args, timeout=PAY_TIMEOUT_S):
@@ -66,11 +67,16 @@ class TlsTest(unittest.TestCase):
             cls.bad = {name: harness.free_port() for name in ("expired", "wrong-host", "other")}
             cls.buyer_key = os.path.join(cls.workdir, "buyer.key")
             harness.write_secret(cls.buyer_key, BUYER.private_key + "\n")
+            cls.facilitator_port = harness.free_port()
+            sellers = os.path.join(cls.workdir, "sellers")
+            harness.write_secret(sellers, "shop %s %s\n" % (SELLER_KEY, PAY_TO.address))
             cls.gw = X.X402Gateway(
                 cls.workdir, cls.chain, "https://localhost:%d" % cls.seller_port,
                 chain_url="https://localhost:%d" % cls.rpc_port, tls=cls.context,
                 extra_args=["--ca-file", cls.ca["ca.pem"], "--tls-cert", cls.ca["localhost.pem"],
-                            "--tls-key", cls.ca["localhost.key"]])
+                            "--tls-key", cls.ca["localhost.key"],
+                            "--facilitator-listen", "127.0.0.1:%d" % cls.facilitator_port,
+                            "--facilitator-sellers-file", sellers])
             fronts = [T.Front(cls.rpc_port, "localhost", cls.chain.url),
                       T.Front(cls.seller_port, "localhost", cls.seller.url)]
             # The bad fronts lead to the gateway: whoever got through them could pay.
@@ -133,6 +139,26 @@ class TlsTest(unittest.TestCase):
             out = X.run_client(self.chain, version, self.gw.url("/official-%d" % version))
             self.assertEqual(out["status"], 200, out)
         self.assertEqual(len(self.chain.transfers(from_=BUYER.address)), self.transfers_before + 2)
+        self.assertEqual(X.money_violations(self.chain, [self.gw]), [])
+
+    def test_a_seller_settles_through_the_facilitator_over_https(self):
+        """examples/facilitator/seller.mjs with its HTTPFacilitatorClient on https://, trusting the
+        test CA (NODE_EXTRA_CA_CERTS), paid by the official client; the facilitator speaks no
+        plain HTTP."""
+        seller = X.ExampleSeller(self.workdir, self.chain, "https://localhost:%d" % self.facilitator_port,
+                                 "tls-seller", SELLER_KEY)
+        try:
+            out = X.run_client(self.chain, 2, seller.url + "/report")
+            self.assertEqual(out["status"], 200, out)
+            self.assertTrue(out["payment_response"]["success"], out)
+        finally:
+            seller.stop()
+        self.assertEqual(len(self.chain.transfers(from_=BUYER.address)), self.transfers_before + 1)
+        conn = http.client.HTTPConnection("127.0.0.1", self.facilitator_port, timeout=10)
+        with self.assertRaises((OSError, http.client.HTTPException)):
+            conn.request("GET", "/supported")
+            conn.getresponse().read()
+        conn.close()
         self.assertEqual(X.money_violations(self.chain, [self.gw]), [])
 
     def test_the_wallet_pays_over_https_and_admin_speaks_https(self):

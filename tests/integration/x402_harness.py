@@ -540,6 +540,49 @@ def money_violations(chain, gateways):
     return errors
 
 
+# ----------------------------------------------------------------------------------------------- facilitator
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "facilitator")
+
+
+class ExampleSeller:
+    """examples/facilitator/seller.mjs (or `script` there) as written, with the chain env's packages
+    beside it, pointed at `facilitator_url` with the seller key `key`; started at once."""
+
+    def __init__(self, workdir, chain, facilitator_url, name, key, script="seller.mjs",
+                 network=NETWORK):
+        app = os.path.join(workdir, name)
+        os.makedirs(app, exist_ok=True)
+        shutil.copy(os.path.join(EXAMPLES, script), app)
+        os.symlink(os.path.join(CHAIN_ENV, "node_modules"), os.path.join(app, "node_modules"))
+        self.name = name
+        self.port = harness.free_port()
+        self.log_path = os.path.join(workdir, name + ".log")
+        env = dict(os.environ, FACILITATOR_URL=facilitator_url, SELLER_KEY=key, PAY_TO=PAY_TO.address,
+                   ASSET=chain.token, NETWORK=network, PRICE=str(PRICE), PORT=str(self.port),
+                   FACILITATOR_TIMEOUT_MS="5000")
+        with open(self.log_path, "w") as log:
+            self.popen = subprocess.Popen(["node", os.path.join(app, script)], env=env,
+                                          stdout=subprocess.PIPE, stderr=log, text=True)
+        line = self.popen.stdout.readline()  # {"url": ...} once listening
+        if not line:
+            with open(self.log_path) as log:
+                raise AssertionError("%s did not start: %s" % (name, log.read()[-2000:]))
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        self.popen.terminate()
+        try:
+            self.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+        self.popen.stdout.close()
+
+
 # ----------------------------------------------------------------------------------------------- base class
 
 class CountingProxy:
