@@ -1,6 +1,10 @@
 // The settlement transaction and its Transfer log; see settlement_tx.h.
 #include "chain/settlement_tx.h"
 
+#include <algorithm>
+
+#include "chain/keccak.h"
+
 namespace agentpay::chain {
 
 Result<SignedTransaction> BuildTransferWithAuthorizationTx(
@@ -31,6 +35,31 @@ std::vector<TransferEvent> FindTransfers(const Receipt& receipt, const Address& 
     if (event.ok() && event->from == from && event->to == to) found.push_back(*event);
   }
   return found;
+}
+
+bool ShowsAuthorizationSettled(const Receipt& receipt, const Address& token,
+                               const TransferAuthorization& authorization) {
+  static const Hash32 kAuthorizationUsed =
+      Keccak256(std::string_view("AuthorizationUsed(address,bytes32)"));
+  auto is_our_transfer = [&](size_t i) {
+    if (i >= receipt.logs.size() || receipt.logs[i].address != token) return false;
+    Result<TransferEvent> event = DecodeTransferEvent(receipt.logs[i].topics, receipt.logs[i].data);
+    return event.ok() && event->from == authorization.from && event->to == authorization.to &&
+           event->value == authorization.value;
+  };
+  for (size_t i = 0; i < receipt.logs.size(); ++i) {
+    const LogEntry& log = receipt.logs[i];
+    if (log.address != token || log.topics.size() != 3 || log.topics[0] != kAuthorizationUsed ||
+        !std::equal(authorization.from.bytes.begin(), authorization.from.bytes.end(),
+                    log.topics[1].begin() + 12) ||
+        !std::all_of(log.topics[1].begin(), log.topics[1].begin() + 12,
+                     [](uint8_t b) { return b == 0; }) ||
+        log.topics[2] != authorization.nonce) {
+      continue;
+    }
+    return is_our_transfer(i + 1) || (i > 0 && is_our_transfer(i - 1));
+  }
+  return false;
 }
 
 std::optional<TransferEvent> FindTransfer(const Receipt& receipt, const Address& token,

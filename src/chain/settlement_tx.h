@@ -32,4 +32,13 @@ std::optional<TransferEvent> FindTransfer(const Receipt& receipt, const Address&
 std::vector<TransferEvent> FindTransfers(const Receipt& receipt, const Address& token,
                                          const Address& from, const Address& to);
 
+// Whether `receipt` shows this very authorization executed: the token's
+// AuthorizationUsed(authorization.from, authorization.nonce) log (EIP-3009), with its Transfer of
+// authorization.value from `from` to `to` as the token's next log or the one before it (USDC and
+// the devnet emit AuthorizationUsed first). Another Transfer between the same two addresses of the
+// same value, in the same transaction or not, is not this authorization's: a transaction that
+// settles several authorizations shows each one by its own pair of logs.
+bool ShowsAuthorizationSettled(const Receipt& receipt, const Address& token,
+                               const TransferAuthorization& authorization);
+
 }  // namespace agentpay::chain

@@ -384,10 +384,9 @@ Result<ReceiptLook> Settler::LookForReceipt(const X402PaymentRecord& record) {
     ReceiptLook look{ReceiptView::kReverted, r.block_number, chain::Hex(r.block_hash),
                      chain::Hex(hash)};
     if (r.status == 1) {
-      // The payee the payer signed for (the gateway's own, or a seller's through the
-      // facilitator): what the Transfer must credit.
-      auto transfer = chain::FindTransfer(r, config_.token, authorization->from, authorization->to);
-      look.view = transfer && transfer->value == authorization->value
+      // This very authorization's AuthorizationUsed and its Transfer to the payee the payer signed
+      // for (the gateway's own, or a seller's through the facilitator).
+      look.view = chain::ShowsAuthorizationSettled(r, config_.token, *authorization)
                       ? ReceiptView::kSuccessWithTransfer
                       : ReceiptView::kSuccessWithoutMatchingTransfer;
     }
