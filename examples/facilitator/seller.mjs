@@ -14,10 +14,19 @@
 // settle whose answer was lost on the network (a timeout, a dropped connection) instead of
 // failing a request its buyer already paid for. (Against a facilitator that is not idempotent, the
 // same retry could settle twice or report a failure for a payment that went through.)
+//
+// A settle still pending when AgentPay's receipt wait ends ("settlement_pending") is not a failure
+// either: the middleware would answer the buyer 402, and the official client would then sign a
+// second authorization for the same purchase. This seller asks AgentPay's status query instead,
+// until the chain has said (at most PENDING_WAIT_MS, default 60000), and serves the request once
+// the payment settled.
 import express from "express";
 import { paymentMiddleware, x402ResourceServer } from "@x402/express";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import { ExactEvmScheme } from "@x402/evm/exact/server";
+
+const FACILITATOR_URL = process.env.FACILITATOR_URL;
+const PENDING_WAIT_MS = Number(process.env.PENDING_WAIT_MS || 60000);
 
 const env = (name) => {
   const value = process.env[name];
@@ -53,6 +62,21 @@ facilitator.settle = async (payload, requirements) => {
 };
 
 const server = new x402ResourceServer(facilitator).register(network, new ExactEvmScheme());
+server.onSettleFailure(async (ctx) => {
+  if (ctx.error?.errorReason !== "settlement_pending") return undefined;
+  const { from, nonce } = ctx.paymentPayload.payload.authorization;
+  const deadline = Date.now() + PENDING_WAIT_MS;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const answer = await fetch(`${FACILITATOR_URL}/settlements/${from}/${nonce}`, { headers: auth })
+      .catch(() => null);
+    if (!answer?.ok) continue;
+    const state = await answer.json();
+    if (state.success) return { recovered: true, result: state };
+    if (state.errorReason !== "settlement_pending") return undefined;  // void or failed: refuse
+  }
+  return undefined;  // still pending: the middleware refuses; the payment may settle later
+});
 const routes = {
   "GET /report": {
     accepts: {

@@ -326,6 +326,24 @@ class FacilitatorPendingTest(FacilitatorCase):
         self.assertEqual(answer["transaction"], pending["transaction"])
         self.assertEqual(len(self.chain.transfers_to_pay_to()), before + 1)
 
+    def test_the_seller_waits_out_a_pending_settle_and_serves_once_it_settles(self):
+        """The settle outlives AgentPay's receipt wait (1 s); the example seller asks the status
+        query until the block comes (mined 3 s in) and serves the buyer, who pays once."""
+        before = len(self.chain.transfers_to_pay_to())
+        relayer_before = self.chain.relayer_nonce()
+        miner = threading.Timer(3.0, self.chain.rpc.mine)
+        miner.start()
+        try:
+            out = X.run_client(self.chain, 2, self.shop.url + "/report")
+        finally:
+            miner.join()
+        self.assertEqual(out["status"], 200, out)
+        self.assertEqual(json.loads(out["body"]), {"report": "paid content"})
+        self.assertTrue(out["payment_response"]["success"], out)
+        self.assertEqual(out["attempts"], 2, out)  # the 402, then one paid request: signed once
+        self.assertEqual(len(self.chain.transfers_to_pay_to()), before + 1)
+        self.assertEqual(self.chain.relayer_nonce(), relayer_before + 1)
+
     def test_killed_between_broadcast_and_answer_the_retry_returns_the_same_transaction(self):
         body = self.payment_body()
         answers = []
