@@ -274,6 +274,18 @@ Result<X402Path::Begin> X402Path::WithoutPreflight(Transaction& tx, const Paymen
   if (!taken.ok()) return taken.status();
   Begin begin;
   begin.kind = taken->has_value() ? X402Arrival::kAuthorizationTaken : X402Arrival::kNeedsPreflight;
+  if (taken->has_value() && x.sold) {
+    // A seller's settle of an authorization stored without its key (a void one frees its key at
+    // once, or the gateway's own route took it): its payee is asking, so it hears that payment's
+    // state, not "already used".
+    auto op = tx.FindOperation((*taken)->operation_id);
+    if (!op.ok()) return op.status();
+    if (op->has_value()) {
+      begin.kind = X402Arrival::kReplay;
+      begin.op = std::move(**op);
+      begin.payment = std::move(**taken);
+    }
+  }
   return begin;
 }
 

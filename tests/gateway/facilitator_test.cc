@@ -398,6 +398,37 @@ TEST_F(FacilitatorTest, ADuplicateThatOutwaitsTheAttachWaitGetsASettleAnswer) {
   EXPECT_EQ(RelayerTransactions(), 1u);
 }
 
+// A settle whose transaction the node lost, past validBefore with the authorization unused on
+// chain: the reconciler voids it, and the settle asked again answers that, finally.
+TEST_F(FacilitatorTest, ExpiredUnusedTheAnswerIsFinalVoid) {
+  ASSERT_TRUE(devnet_->SetAutomine(false).ok());
+  const Signed payment = Sign(shop_);  // validBefore: now + 60 s
+  HttpResponse pending = Settle(payment.body);
+  ASSERT_EQ(Json(pending)["errorReason"], "settlement_pending") << pending.body;
+  const auto hash = *chain::ParseHash32(Json(pending)["transaction"].get<std::string>());
+  // The node loses it; before validBefore the reconciler sends the same bytes again, and the
+  // answer stays pending.
+  ASSERT_TRUE(*devnet_->DropTransaction(hash));
+  clock_.Advance(30'000);
+  ASSERT_TRUE(devnet_->Mine().ok());  // an empty block: chain time moves on
+  EXPECT_EQ(Reconcile().voided, 0);
+  EXPECT_EQ(Json(Settle(payment.body))["errorReason"], "settlement_pending");
+  // Lost again, and now past validBefore and the buffer with the nonce unused: void.
+  ASSERT_TRUE(*devnet_->DropTransaction(hash));
+  clock_.Advance(40'000);
+  ASSERT_TRUE(devnet_->Mine().ok());
+  EXPECT_EQ(Reconcile().voided, 1);
+  for (int i = 0; i < 2; ++i) {
+    HttpResponse final_answer = Settle(payment.body);
+    ASSERT_EQ(final_answer.status, 200) << final_answer.body;
+    EXPECT_EQ(Json(final_answer)["success"], false);
+    EXPECT_EQ(Json(final_answer)["errorReason"], "settlement_void") << final_answer.body;
+  }
+  ASSERT_TRUE(devnet_->Mine().ok());  // the filler of the relayer's nonce reverts: expired
+  EXPECT_EQ(TokenBalance(shop_), 0);
+  EXPECT_FALSE(*devnet_->AuthorizationState(token_, buyer(), payment.nonce));
+}
+
 TEST_F(FacilitatorTest, RequirementsThisFacilitatorDoesNotSettleAreRefusedWithAReason) {
   auto refused = [&](nlohmann::json body, const std::string& reason) {
     HttpResponse settle = Settle(body);
