@@ -712,7 +712,7 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
         *gateway.x402(),
         [&gateway](Respond respond) { return gateway.TrackPaid(std::move(respond)); },
         config->facilitator_sellers, static_cast<uint64_t>(config->chain.chain_id),
-        settlement->settler->relayer());
+        settlement->settler->relayer(), gateway.metrics());
     ServerLimits facilitator_limits = limits;
     facilitator_limits.max_body_bytes = x402::kMaxFacilitatorBodyBytes;
     facilitator_limits.io_threads = 1;

@@ -99,9 +99,10 @@ Result<std::vector<FacilitatorSeller>> ParseSellers(std::string_view text) {
 
 Facilitator::Facilitator(X402Path& x402, std::function<Respond(Respond)> track,
                          std::vector<FacilitatorSeller> sellers, uint64_t chain_id,
-                         const chain::Address& relayer)
+                         const chain::Address& relayer, Metrics& metrics)
     : x402_(x402),
       track_(std::move(track)),
+      metrics_(metrics),
       sellers_(std::move(sellers)),
       supported_(x402::SupportedBody(chain_id, relayer)) {}
 
@@ -144,6 +145,15 @@ const FacilitatorSeller* Facilitator::Caller(const HttpRequest& request) const {
 
 void Facilitator::Handle(std::shared_ptr<const HttpRequest> request, Respond respond) {
   const std::string_view path = request->Path();
+  const FacilitatorCall asked = path == "/supported"                   ? FacilitatorCall::kSupported
+                                : path == "/verify"                    ? FacilitatorCall::kVerify
+                                : path == "/settle"                    ? FacilitatorCall::kSettle
+                                : path.starts_with(kSettlementsPrefix) ? FacilitatorCall::kStatus
+                                                                       : FacilitatorCall::kOther;
+  respond = [this, asked, respond = std::move(respond)](HttpResponse response) {
+    metrics_.CountFacilitator(asked, response.status);
+    respond(std::move(response));
+  };
   const bool settle = path == "/settle";
   if (path == "/supported") {
     if (request->method != "GET" && request->method != "HEAD") {

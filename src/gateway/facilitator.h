@@ -24,6 +24,7 @@
 
 #include "chain/bytes.h"
 #include "core/result.h"
+#include "gateway/metrics.h"
 #include "gateway/x402_path.h"
 #include "http/server.h"
 
@@ -48,7 +49,7 @@ class Facilitator {
   // (GatewayConfig::facilitator_sellers); `chain_id` and `relayer` are what /supported announces.
   Facilitator(X402Path& x402, std::function<Respond(Respond)> track,
               std::vector<FacilitatorSeller> sellers, uint64_t chain_id,
-              const chain::Address& relayer);
+              const chain::Address& relayer, Metrics& metrics);
 
   // The listener's handler: answers every request through `respond`, once, from any thread.
   void Handle(std::shared_ptr<const HttpRequest> request, Respond respond);
@@ -62,6 +63,7 @@ class Facilitator {
 
   X402Path& x402_;
   std::function<Respond(Respond)> track_;
+  Metrics& metrics_;  // the gateway's: each answer by call and status class
   std::vector<FacilitatorSeller> sellers_;
   std::string supported_;  // GET /supported's body, built once
 };

@@ -13,6 +13,30 @@ void Counter(std::string& out, const std::string& name, const std::string& help,
 }
 }  // namespace
 
+std::string_view FacilitatorCallName(FacilitatorCall call) {
+  switch (call) {
+    case FacilitatorCall::kSupported:
+      return "supported";
+    case FacilitatorCall::kVerify:
+      return "verify";
+    case FacilitatorCall::kSettle:
+      return "settle";
+    case FacilitatorCall::kStatus:
+      return "status";
+    case FacilitatorCall::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+void Metrics::CountFacilitator(FacilitatorCall call, int status) {
+  const size_t status_class = static_cast<size_t>(status / 100);
+  const size_t index = static_cast<size_t>(call);
+  if (index < facilitator_.size() && status_class < facilitator_[index].size()) {
+    ++facilitator_[index][status_class];
+  }
+}
+
 void Metrics::CountResponse(int status) {
   size_t index = static_cast<size_t>(status / 100);
   if (index < responses_by_class_.size()) ++responses_by_class_[index];
@@ -51,6 +75,19 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
   Counter(out, "agentpay_payer_proof_refused_total",
           "x402 requests refused because they did not prove the payer (authorization_already_used)",
           proof_refused_.load());
+  bool first_facilitator = true;
+  for (size_t call = 0; call < kFacilitatorCalls; ++call) {
+    for (size_t status_class = 2; status_class < 6; ++status_class) {
+      const uint64_t count = facilitator_[call][status_class].load();
+      if (count == 0 && status_class == 3) continue;  // it answers no 3xx
+      Counter(out, "agentpay_facilitator_requests_total",
+              "Answers of the facilitator listener, by call and status class", count,
+              "call=\"" + std::string(FacilitatorCallName(static_cast<FacilitatorCall>(call))) +
+                  "\",status=\"" + std::to_string(status_class) + "xx\"",
+              first_facilitator);
+      first_facilitator = false;
+    }
+  }
   Counter(out, "agentpay_recovered_operations_total",
           "In-flight operations moved to pending_retry at start", recovered_.load());
   Counter(out, "agentpay_sweeper_runs_total", "Hold sweeper passes", sweeps_.load());

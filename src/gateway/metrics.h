@@ -16,6 +16,11 @@ namespace agentpay {
 struct StoreStats;
 struct ServerStats;
 
+// What a caller of the facilitator's listener asked for (gateway/facilitator.h).
+enum class FacilitatorCall : uint8_t { kSupported, kVerify, kSettle, kStatus, kOther };
+inline constexpr size_t kFacilitatorCalls = 5;
+std::string_view FacilitatorCallName(FacilitatorCall call);
+
 // Also the SettlementCounter the reconciler counts into (`final`: the gateway's own calls on its
 // member need no virtual dispatch).
 class Metrics final : public SettlementCounter {
@@ -32,6 +37,8 @@ class Metrics final : public SettlementCounter {
   void CountRecovered(uint64_t count) { recovered_ += count; }
   // A request that found an x402 operation without proving it comes from the payer (409).
   void CountProofRefused() { ++proof_refused_; }
+  // One answer of the facilitator's listener, by call and status class (2xx, 4xx, 5xx).
+  void CountFacilitator(FacilitatorCall call, int status);
   void CountPrune(uint64_t pruned, uint64_t keys_deleted, bool failed) {
     ++prunes_;
     results_pruned_ += pruned;
@@ -62,6 +69,8 @@ class Metrics final : public SettlementCounter {
   std::atomic<uint64_t> attach_timeouts_{0};
   std::atomic<uint64_t> recovered_{0};
   std::atomic<uint64_t> proof_refused_{0};
+  // [call][status / 100], status classes 0-5
+  std::array<std::array<std::atomic<uint64_t>, 6>, kFacilitatorCalls> facilitator_{};
   std::atomic<uint64_t> sweeps_{0};
   std::atomic<uint64_t> holds_expired_{0};
   std::atomic<uint64_t> alerts_raised_{0};

@@ -84,6 +84,7 @@ class FacilitatorTest : public ::testing::Test {
     config.expiry_buffer_seconds = 5;
     config.attach_wait_ms = attach_wait_ms;
     config.public_url = "https://pay.example.com";
+    config.admin_token = "admin-secret";
     config_ = config;
     gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, timers_, upstream_,
                                          settler_.get());
@@ -93,7 +94,7 @@ class FacilitatorTest : public ::testing::Test {
     ASSERT_TRUE(sellers.ok()) << sellers.status().ToString();
     facilitator_ = std::make_unique<Facilitator>(
         *gateway_->x402(), [this](Respond r) { return gateway_->TrackPaid(std::move(r)); },
-        std::move(*sellers), kChainId, settler_->relayer());
+        std::move(*sellers), kChainId, settler_->relayer(), gateway_->metrics());
   }
 
   void TearDown() override {
@@ -299,6 +300,15 @@ TEST_F(FacilitatorTest, ASettleSettlesOnceAndEveryRetryAnswersTheSameTransaction
   EXPECT_EQ(TokenBalance(shop_), kPrice);
   EXPECT_EQ(RelayerTransactions(), 1u);
   EXPECT_EQ(Operations(), 1);
+  // Every answer counted on the gateway's /metrics, by call and status class.
+  HttpRequest metrics;
+  metrics.method = "GET";
+  metrics.target = "/metrics";
+  metrics.headers = {{"Authorization", "Bearer admin-secret"}};
+  const std::string text = gateway_->Handle(metrics).body;
+  EXPECT_NE(text.find("agentpay_facilitator_requests_total{call=\"settle\",status=\"2xx\"} 4\n"),
+            std::string::npos)
+      << text;
   // Verify of a settled payment: the token says the authorization is used.
   HttpResponse verified = Verify(payment.body);
   ASSERT_EQ(verified.status, 200) << verified.body;
