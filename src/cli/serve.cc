@@ -530,6 +530,12 @@ int RunServe(const CLI::App& command, ServeOptions& options) {
                       " is not a loopback address (use 127.0.0.1:PORT or off)",
                   &log);
     }
+    if (facilitator_listen && !IsLoopbackHost(facilitator_listen->first)) {
+      return Fail("--demo serves only loopback: --facilitator-listen " +
+                      options.facilitator_listen +
+                      " is not a loopback address (use 127.0.0.1:PORT or off)",
+                  &log);
+    }
   }
 
   // Whom https upstreams and the RPC node must prove to be; what the listeners present.

@@ -1,7 +1,5 @@
 #include "x402/facilitator.h"
 
-#include <forward_list>
-
 #include "chain/bytes.h"
 #include "x402/json_tape.h"
 

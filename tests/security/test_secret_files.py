@@ -190,9 +190,13 @@ class DemoFilesTest(ScratchTest):
 
     def test_demo_refuses_a_non_loopback_address(self):
         port = harness.free_port()
+        sellers = os.path.join(self.dir, "sellers")
+        harness.write_secret(sellers, "shop %s 0x5e11e50000000000000000000000000000000001\n" % ("k" * 40))
         for args, flag in ((["--listen", "0.0.0.0:%d" % port], "--listen 0.0.0.0"),
                            (["--listen", "127.0.0.1:%d" % port, "--admin-listen", "0.0.0.0:%d" % port],
                             "--admin-listen 0.0.0.0"),
+                           (["--listen", "127.0.0.1:%d" % port, "--facilitator-listen", "0.0.0.0:%d" % port,
+                             "--facilitator-sellers-file", sellers], "--facilitator-listen 0.0.0.0"),
                            (["--listen", "[::]:%d" % port], "--listen [::]")):
             done = run(["serve", "--demo", *args], cwd=self.dir)
             self.assertEqual(done.returncode, 2, (args, done.stdout, done.stderr))
