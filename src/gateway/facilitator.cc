@@ -36,14 +36,6 @@ std::vector<std::string_view> Fields(std::string_view line) {
 
 constexpr std::string_view kSettlementsPrefix = "/settlements/";
 
-HttpResponse JsonBody(std::string body) {
-  HttpResponse response;
-  response.status = 200;
-  response.SetHeader("Content-Type", "application/json");
-  response.body = std::move(body);
-  return response;
-}
-
 }  // namespace
 
 Result<std::vector<FacilitatorSeller>> ParseSellers(std::string_view text) {
@@ -159,7 +151,7 @@ void Facilitator::Handle(std::shared_ptr<const HttpRequest> request, Respond res
     if (request->method != "GET" && request->method != "HEAD") {
       return respond(ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET"));
     }
-    return respond(JsonBody(supported_));
+    return respond(JsonResponse(200, supported_));
   }
   if (path.starts_with(kSettlementsPrefix)) return SettlementStatus(*request, std::move(respond));
   if (!settle && path != "/verify") {

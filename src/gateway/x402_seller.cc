@@ -17,12 +17,10 @@ constexpr int64_t kSellerCallMs = 1000;
 // The route label a seller's settle is recorded under (never a route prefix, which starts '/').
 constexpr char kSellerRoute[] = "facilitator";
 
+// A settle's or a verify's answer: the state now, never to be cached.
 HttpResponse JsonAnswer(int status, std::string body) {
-  HttpResponse response;
-  response.status = status;
-  response.SetHeader("Content-Type", "application/json");
+  HttpResponse response = JsonResponse(status, std::move(body));
   response.SetHeader("Cache-Control", "no-store");
-  response.body = std::move(body);
   return response;
 }
 
