@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import harness  # noqa: E402
 import x402_harness as X  # noqa: E402
-from x402_vs_relayer import WORKERS, BenchChain, load  # noqa: E402
+from x402_vs_relayer import WORKERS, BenchChain, buyers, load  # noqa: E402
 
 PRICE = X.PRICE
 SELLER_KEY = "bench-seller-" + "k" * 32
@@ -120,10 +120,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     harness._binary = os.path.abspath(args.agentpay)
-    keys = ["0x" + secrets.token_hex(32) for _ in range(WORKERS)]
-    addresses = json.loads(subprocess.run(
-        ["node", os.path.join(ROOT, "bench", "x402_load.mjs"), "--mode", "addresses", "--buyer-keys",
-         ",".join(keys)], cwd=CHAIN_ENV, capture_output=True, text=True, check=True).stdout)
+    keys, addresses = buyers(WORKERS)
     workdir = tempfile.mkdtemp(prefix="agentpay-facilitator-bench-")
     rounds = {"agentpay": [], "reference": []}
     try:

@@ -106,6 +106,15 @@ def phase(mode, seconds, keys, addresses, workdir):
         chain.stop()
 
 
+def buyers(count):
+    """`count` random buyer keys and their addresses."""
+    keys = ["0x" + secrets.token_hex(32) for _ in range(count)]
+    addresses = json.loads(subprocess.run(
+        ["node", os.path.join(ROOT, "bench", "x402_load.mjs"), "--mode", "addresses", "--buyer-keys",
+         ",".join(keys)], cwd=CHAIN_ENV, capture_output=True, text=True, check=True).stdout)
+    return keys, addresses
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--agentpay", required=True)
@@ -113,10 +122,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     harness._binary = os.path.abspath(args.agentpay)
-    keys = ["0x" + secrets.token_hex(32) for _ in range(WORKERS)]
-    addresses = json.loads(subprocess.run(
-        ["node", os.path.join(ROOT, "bench", "x402_load.mjs"), "--mode", "addresses", "--buyer-keys",
-         ",".join(keys)], cwd=CHAIN_ENV, capture_output=True, text=True, check=True).stdout)
+    keys, addresses = buyers(WORKERS)
     workdir = tempfile.mkdtemp(prefix="agentpay-x402-bench-")
     rates = {"gateway": [], "viem": [], "raw": []}
     try:
