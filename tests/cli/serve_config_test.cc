@@ -268,6 +268,28 @@ TEST_F(ServeConfigTest, ChainThreadsAreAKnobWithARange) {
   }
 }
 
+TEST_F(ServeConfigTest, TheFacilitatorNeedsItsSellersAndNeedsNoRoute) {
+  for (const std::vector<std::string>& half :
+       {std::vector<std::string>{"--facilitator-listen", "127.0.0.1:8407"},
+        std::vector<std::string>{"--facilitator-sellers-file", "sellers"}}) {
+    std::vector<std::string> args = {"--upstream", "http://127.0.0.1:9", "--price", "1"};
+    args.insert(args.end(), half.begin(), half.end());
+    auto refused = Resolve(args);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find(
+                  "--facilitator-listen and --facilitator-sellers-file go together"),
+              std::string::npos)
+        << refused.status().message();
+  }
+  auto alone =
+      Resolve({"--facilitator-listen", "127.0.0.1:8407", "--facilitator-sellers-file", "sellers"});
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_TRUE(alone->routes.empty());
+  auto none = Resolve({});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no paid route"), std::string::npos);
+}
+
 TEST_F(ServeConfigTest, AFlagWinsOverTheFile) {
   auto config = Resolve({"--config", Write("a.toml", "listen = \"127.0.0.1:1\"\n"), "--listen",
                          "127.0.0.1:2", "--upstream", "http://127.0.0.1:9", "--price", "1"});
