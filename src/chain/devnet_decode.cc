@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "chain/json_rpc.h"
+#include "chain/multicall.h"
 #include "chain/transaction.h"
 
 namespace agentpay::chain {
@@ -137,6 +138,21 @@ Status CheckAdmissible(const DecodedTransaction& transaction, const DevnetConfig
     return RpcError("max fee per gas less than block base fee");
   }
   if (transaction.data.size() > kMaxTransactionDataBytes) return RpcError("oversized data");
+  if (transaction.to == Multicall3Address()) {
+    // Multicall3's aggregate3 of the token's transferWithAuthorization calls (a batched
+    // settlement), and nothing else at that address.
+    std::optional<std::vector<Call3>> calls = DecodeAggregate3(transaction.data);
+    if (!calls || !transaction.value.IsZero()) {
+      return RpcError("unsupported call: the devnet's Multicall3 runs only aggregate3, unpaid");
+    }
+    for (const Call3& call : *calls) {
+      if (call.target != config.token || !IsSettlementSelector(SelectorOf(call.call_data))) {
+        return RpcError("unsupported call: aggregate3 of transferWithAuthorization calls of " +
+                        ToChecksumHex(config.token) + " only");
+      }
+    }
+    return Status::Ok();
+  }
   if (transaction.to != config.token) {
     return RpcError("unsupported call: the devnet runs only its token at " +
                     ToChecksumHex(config.token));

@@ -7,6 +7,7 @@
 
 #include "chain/abi.h"
 #include "chain/keccak.h"
+#include "chain/multicall.h"
 #include "chain/secp256k1.h"
 #include "core/check.h"
 
@@ -216,12 +217,50 @@ void DevnetState::MineOne(const Hash32& hash, uint64_t index) {
   mined.revert_reason = execution.revert_reason;
   mined.transaction = transaction;
   mined.index = index;
-  if (!execution.revert_reason) {
+  if (transaction.to == Multicall3Address()) {
+    RunAggregate3(transaction, mined);
+  } else if (!execution.revert_reason) {
     mined.receipt.status = 1;
     mined.receipt.logs = Settle(execution.authorization);
-    mined.settled = execution.authorization;
+    mined.settled = {execution.authorization};
   }
   mined_.emplace(hash, std::move(mined));
+}
+
+void DevnetState::RunAggregate3(const DecodedTransaction& transaction, MinedTransaction& mined) {
+  // Admitted only with calls of the token's transferWithAuthorization (CheckAdmissible).
+  std::optional<std::vector<Call3>> calls = DecodeAggregate3(transaction.data);
+  AGENTPAY_CHECK(calls.has_value());
+  const uint64_t gas = kDevnetSettlementGas * calls->size();
+  mined.receipt.gas_used = std::min(transaction.gas_limit, gas);
+  mined.revert_reason.reset();
+  if (transaction.gas_limit < gas) {
+    mined.revert_reason = "out of gas";
+    return;
+  }
+  std::vector<LogEntry> logs;
+  for (const Call3& call : *calls) {
+    const Execution execution = Simulate(call.call_data, block_timestamp_s_);
+    if (!execution.revert_reason) {
+      std::vector<LogEntry> settled = Settle(execution.authorization);
+      logs.insert(logs.end(), settled.begin(), settled.end());
+      mined.settled.push_back(execution.authorization);
+      continue;
+    }
+    if (call.allow_failure) continue;
+    for (auto it = mined.settled.rbegin(); it != mined.settled.rend(); ++it) Unsettle(*it);
+    mined.settled.clear();
+    mined.revert_reason = "Multicall3: call failed";
+    return;
+  }
+  mined.receipt.status = 1;
+  mined.receipt.logs = std::move(logs);
+}
+
+void DevnetState::Unsettle(const TransferAuthorization& a) {
+  used_authorizations_.erase({a.from, a.nonce});
+  balances_[a.to] = *U256::CheckedSub(Balance(a.to), a.value);
+  balances_[a.from] = *U256::CheckedAdd(Balance(a.from), a.value);
 }
 
 void DevnetState::Rollback(uint64_t depth, int64_t due_ms) {
@@ -232,11 +271,7 @@ void DevnetState::Rollback(uint64_t depth, int64_t due_ms) {
       auto found = mined_.find(*it);
       AGENTPAY_CHECK(found != mined_.end());
       MinedTransaction& mined = found->second;
-      if (const std::optional<TransferAuthorization>& a = mined.settled) {
-        used_authorizations_.erase({a->from, a->nonce});
-        balances_[a->to] = *U256::CheckedSub(Balance(a->to), a->value);
-        balances_[a->from] = *U256::CheckedAdd(Balance(a->from), a->value);
-      }
+      for (auto a = mined.settled.rbegin(); a != mined.settled.rend(); ++a) Unsettle(*a);
       --account_nonces_[mined.transaction.from];
       DecodedTransaction transaction = std::move(mined.transaction);
       mined_.erase(found);

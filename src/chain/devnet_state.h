@@ -42,7 +42,9 @@ struct MinedTransaction {
   std::optional<std::string> revert_reason;  // nullopt: succeeded
   DecodedTransaction transaction;
   uint64_t index = 0;  // position in its block
-  std::optional<TransferAuthorization> settled;  // what it applied, when it succeeded
+  // What it applied, when it succeeded: one authorization, or each of a Multicall3 aggregate3's
+  // calls that did not fail.
+  std::vector<TransferAuthorization> settled;
 };
 
 // A mined block as the state remembers it (block 0 is the genesis).
@@ -107,6 +109,11 @@ class DevnetState {
  private:
   Execution Run(const DecodedTransaction& transaction, int64_t timestamp_s) const;
   std::vector<LogEntry> Settle(const TransferAuthorization& authorization);
+  // Undoes Settle (a reorganisation, or an aggregate3 that reverts after some of its calls ran).
+  void Unsettle(const TransferAuthorization& authorization);
+  // Runs an aggregate3 transaction's calls in order against the state, each seeing the ones before
+  // it: a failed call with allowFailure is skipped; one without reverts the whole transaction.
+  void RunAggregate3(const DecodedTransaction& transaction, MinedTransaction& mined);
   void MineOne(const Hash32& hash, uint64_t index);
 
   Address token_;

@@ -15,6 +15,7 @@
 #include "chain/eip712.h"
 #include "chain/json_rpc.h"
 #include "chain/keccak.h"
+#include "chain/multicall.h"
 #include "chain/rlp.h"
 #include "chain/settlement_tx.h"
 #include "test_util.h"
@@ -416,6 +417,86 @@ TEST_F(DevnetTest, AReorganisationUndoesItsBlocksAndTheSameTransactionsSettleAga
   EXPECT_TRUE(*devnet_->AuthorizationState(token_, payer_, NonceNumber(2)));
   EXPECT_EQ(Balance(seller_), U256(30'000));
   EXPECT_EQ(Balance(payer_), U256(970'000));
+}
+
+// A batched settlement: Multicall3's aggregate3 of transferWithAuthorization calls in one
+// relayer transaction, each call allowed to fail on its own.
+Call3 SettlementCall(const Address& token, const TransferAuthorization& authorization,
+                     const Signature& signature, bool allow_failure = true) {
+  return {token, allow_failure, EncodeTransferWithAuthorizationVrs(authorization, signature)};
+}
+
+TEST_F(DevnetTest, AnAggregate3SettlesEachCallOnItsOwnAndItsReceiptShowsEach) {
+  const TransferAuthorization a = Authorization(10'000, 1);
+  TransferAuthorization expired = Authorization(20'000, 2);
+  expired.valid_before = U256(clock_.NowS() - 1);
+  const TransferAuthorization c = Authorization(30'000, 3);
+  const std::vector<Call3> calls = {SettlementCall(token_, a, Sign(a, payer_key_)),
+                                    SettlementCall(token_, expired, Sign(expired, payer_key_)),
+                                    SettlementCall(token_, c, Sign(c, payer_key_))};
+  const Hash32 hash =
+      Send(RelayData(EncodeAggregate3(calls), Multicall3Address(), 3 * kDevnetSettlementGas));
+  const Receipt receipt = Mined(hash);
+  EXPECT_EQ(receipt.status, 1);
+  EXPECT_EQ(receipt.gas_used, 3 * kDevnetSettlementGas);
+  ASSERT_EQ(receipt.logs.size(), 4u);  // two settled calls, two logs each
+  EXPECT_TRUE(ShowsAuthorizationSettled(receipt, token_, a));
+  EXPECT_FALSE(ShowsAuthorizationSettled(receipt, token_, expired));
+  EXPECT_TRUE(ShowsAuthorizationSettled(receipt, token_, c));
+  EXPECT_TRUE(*devnet_->AuthorizationState(token_, payer_, NonceNumber(1)));
+  EXPECT_FALSE(*devnet_->AuthorizationState(token_, payer_, NonceNumber(2)));
+  EXPECT_TRUE(*devnet_->AuthorizationState(token_, payer_, NonceNumber(3)));
+  EXPECT_EQ(Balance(seller_), U256(40'000));
+  EXPECT_EQ(*devnet_->MinedNonce(relayer_), 1u);  // one relayer transaction for both
+  // A reorganisation undoes both; the same bytes settle both again.
+  ASSERT_EQ(*devnet_->Reorg(1), 0u);  // back to block 0
+  EXPECT_EQ(Balance(seller_), U256(0));
+  EXPECT_FALSE(*devnet_->AuthorizationState(token_, payer_, NonceNumber(3)));
+  EXPECT_EQ(Mined(hash).status, 1);
+  EXPECT_EQ(Balance(seller_), U256(40'000));
+}
+
+TEST_F(DevnetTest, AnAggregate3CallThatMayNotFailRevertsTheWholeTransaction) {
+  const TransferAuthorization a = Authorization(10'000, 1);
+  TransferAuthorization poor = Authorization(2'000'000, 2);  // more than the payer holds
+  const std::vector<Call3> calls = {SettlementCall(token_, a, Sign(a, payer_key_)),
+                                    SettlementCall(token_, poor, Sign(poor, payer_key_), false)};
+  const Hash32 hash =
+      Send(RelayData(EncodeAggregate3(calls), Multicall3Address(), 2 * kDevnetSettlementGas));
+  const Receipt receipt = Mined(hash);
+  EXPECT_EQ(receipt.status, 0);
+  EXPECT_TRUE(receipt.logs.empty());
+  EXPECT_FALSE(*devnet_->AuthorizationState(token_, payer_, NonceNumber(1)));
+  EXPECT_EQ(Balance(seller_), U256(0));
+  EXPECT_EQ(*devnet_->MinedNonce(relayer_), 1u);  // the relayer's nonce is used all the same
+  // Too little gas for its calls: reverted, nothing applied.
+  const TransferAuthorization b = Authorization(10'000, 3);
+  const Hash32 starved = Send(RelayData(
+      EncodeAggregate3(std::vector<Call3>{SettlementCall(token_, b, Sign(b, payer_key_)),
+                                          SettlementCall(token_, a, Sign(a, payer_key_))}),
+      Multicall3Address(), kDevnetSettlementGas));
+  EXPECT_EQ(Mined(starved).status, 0);
+  EXPECT_EQ(Balance(seller_), U256(0));
+}
+
+TEST_F(DevnetTest, Multicall3TakesOnlyTheTokensSettlements) {
+  const TransferAuthorization a = Authorization(10'000, 1);
+  const Call3 elsewhere = {seller_, true,
+                           EncodeTransferWithAuthorizationVrs(a, Sign(a, payer_key_))};
+  const Call3 not_a_settlement = {token_, true, EncodeBalanceOf(payer_)};
+  for (const Call3& bad : {elsewhere, not_a_settlement}) {
+    Result<Hash32> refused = devnet_->SendRawTransaction(
+        RelayData(EncodeAggregate3(std::vector<Call3>{bad}), Multicall3Address()).raw);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("aggregate3 of transferWithAuthorization"),
+              std::string::npos)
+        << refused.status().message();
+  }
+  Result<Hash32> garbage = devnet_->SendRawTransaction(
+      RelayData(Bytes{0x82, 0xad, 0x56, 0xcb}, Multicall3Address()).raw);
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_NE(garbage.status().message().find("runs only aggregate3"), std::string::npos);
+  EXPECT_EQ(*devnet_->PendingNonce(relayer_), 0u);
 }
 
 TEST_F(DevnetTest, AReorganisedTransactionCanBeDroppedAndItsAuthorizationStaysUnused) {
