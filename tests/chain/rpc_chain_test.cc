@@ -14,6 +14,7 @@
 #include "chain/abi.h"
 #include "chain/eip712.h"
 #include "chain/keccak.h"
+#include "chain/multicall.h"
 #include "chain/settlement_tx.h"
 #include "rpc_anvil_process.h"
 #include "test_util.h"
@@ -78,16 +79,22 @@ Bytes EncodeMint(const Address& to, const U256& amount) {
   return data;
 }
 
-Result<Bytes> LoadCreationCode() {
-  std::ifstream file(AGENTPAY_TEST_USDC_ARTIFACT);
+// The hex string `field` of a compiled contract's artifact (tests/chain_env/artifacts).
+Result<std::string> ArtifactField(const char* path, const char* field) {
+  std::ifstream file(path);
   std::stringstream text;
   text << file.rdbuf();
   json artifact = json::parse(text.str(), nullptr, false);
-  if (artifact.is_discarded() || !artifact.contains("bytecode") ||
-      !artifact["bytecode"].is_string()) {
-    return Status::Error(ErrorCode::kIoError, "cannot read " AGENTPAY_TEST_USDC_ARTIFACT);
+  if (artifact.is_discarded() || !artifact.contains(field) || !artifact[field].is_string()) {
+    return Status::Error(ErrorCode::kIoError, std::string("cannot read ") + field + " of " + path);
   }
-  return ParseHex(artifact["bytecode"].get<std::string>());
+  return artifact[field].get<std::string>();
+}
+
+Result<Bytes> LoadCreationCode() {
+  auto code = ArtifactField(AGENTPAY_TEST_USDC_ARTIFACT, "bytecode");
+  if (!code.ok()) return code.status();
+  return ParseHex(*code);
 }
 
 class AnvilChainTest : public ::testing::Test {
@@ -337,6 +344,42 @@ TEST_F(AnvilChainTest, SettlesAnAuthorizationAndRefusesItsReplay) {
   Result<Hash32> again = chain_->SendRawTransaction(tx.raw);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), kTxAlreadyKnown) << again.status().ToString();
+}
+
+// A batched settlement on a real EVM: Multicall3's aggregate3 (tests/chain_env's Multicall3Lite
+// at the canonical address) of three transferWithAuthorization calls, the middle one already used:
+// it fails alone, the other two settle, each shown by its own logs in the one receipt.
+TEST_F(AnvilChainTest, AnAggregate3SettlesEachAuthorizationOnItsOwn) {
+  auto runtime = ArtifactField(AGENTPAY_MULTICALL3_ARTIFACT, "deployedBytecode");
+  ASSERT_OK(runtime);
+  ASSERT_NO_FATAL_FAILURE(
+      Control("anvil_setCode", json::array({ToChecksumHex(Multicall3Address()), *runtime})));
+  TransferAuthorization a, used, c;
+  Signature sa, sused, sc;
+  ASSERT_NO_FATAL_FAILURE(Authorize(1'000, "batch-a", &a, &sa));
+  ASSERT_NO_FATAL_FAILURE(Authorize(2'000, "batch-used", &used, &sused));
+  ASSERT_NO_FATAL_FAILURE(Authorize(3'000, "batch-c", &c, &sc));
+  SignedTransaction first;
+  ASSERT_NO_FATAL_FAILURE(SettlementTx(used, sused, &first));
+  ASSERT_OK(chain_->SendRawTransaction(first.raw));
+  Receipt settled_first;
+  ASSERT_NO_FATAL_FAILURE(WaitReceipt(first.hash, &settled_first));
+  const std::vector<Call3> calls = {{token_, true, EncodeTransferWithAuthorizationVrs(a, sa)},
+                                    {token_, true, EncodeTransferWithAuthorizationVrs(used, sused)},
+                                    {token_, true, EncodeTransferWithAuthorizationVrs(c, sc)}};
+  const Bytes data = EncodeAggregate3(calls);
+  Result<uint64_t> gas = chain_->EstimateGas(relayer_, Multicall3Address(), data);
+  ASSERT_OK(gas);
+  Receipt receipt;
+  ASSERT_NO_FATAL_FAILURE(
+      SendAndMine(relayer_key_, Multicall3Address(), data, *gas + *gas / 5, &receipt));
+  EXPECT_TRUE(ShowsAuthorizationSettled(receipt, token_, a));
+  EXPECT_FALSE(ShowsAuthorizationSettled(receipt, token_, used));
+  EXPECT_TRUE(ShowsAuthorizationSettled(receipt, token_, c));
+  EXPECT_TRUE(ShowsAuthorizationSettled(settled_first, token_, used));
+  Result<U256> seller_balance = chain_->BalanceOf(token_, seller_);
+  ASSERT_OK(seller_balance);
+  EXPECT_EQ(*seller_balance, U256(6'000));  // 2,000 once (the first transaction), 1,000 + 3,000
 }
 
 TEST_F(AnvilChainTest, ReceiptIsAbsentUntilTheBlockIsMined) {
