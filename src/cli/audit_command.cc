@@ -75,14 +75,16 @@ ChainCheck CheckChain(const AuditCommandOptions& options, const nlohmann::json& 
       return check;
     }
     for (const nlohmann::json& item : (*page)["payments"]) {
-      SettledPayment payment{Text(item, "operation_id"), Text(item, "payer"), Text(item, "pay_to"),
-                             0, Text(item, "tx_hash")};
+      SettledPayment payment{Text(item, "operation_id"), Text(item, "payer"),
+                             Text(item, "pay_to"),       0,
+                             Text(item, "tx_hash"),      Text(item, "nonce")};
       const std::string value = Text(item, "value");
       auto hash = chain::ParseHash32(payment.tx_hash);
       auto payer = chain::ParseAddress(payment.payer);
       auto pay_to = chain::ParseAddress(payment.pay_to);
       auto amount = ParseAmount(value);
-      if (!hash.ok() || !payer.ok() || !pay_to.ok() || !amount) {
+      auto nonce = chain::ParseHash32(payment.nonce);
+      if (!hash.ok() || !payer.ok() || !pay_to.ok() || !amount || !nonce.ok()) {
         check.error = "the gateway listed a payment that is not well-formed: " + item.dump();
         return check;
       }
@@ -96,11 +98,13 @@ ChainCheck CheckChain(const AuditCommandOptions& options, const nlohmann::json& 
       ChainTransferFacts facts;
       if (receipt->has_value()) {
         facts.receipt_succeeded = (*receipt)->status == 1;
-        for (const chain::TransferEvent& transfer :
-             chain::FindTransfers(**receipt, *asset, *payer, *pay_to)) {
-          facts.matching_transfers +=
-              transfer.value == chain::U256(static_cast<uint64_t>(payment.value));
-        }
+        chain::TransferAuthorization authorization;
+        authorization.from = *payer;
+        authorization.to = *pay_to;
+        authorization.value = chain::U256(static_cast<uint64_t>(payment.value));
+        authorization.nonce = *nonce;
+        facts.matching_transfers =
+            chain::ShowsAuthorizationSettled(**receipt, *asset, authorization) ? 1 : 0;
       }
       audit.AddChainTransfer(payment, facts);
       if (++checked % kProgressEvery == 0) {

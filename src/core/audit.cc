@@ -225,9 +225,10 @@ void BooksAudit::AddChainTransfer(const SettledPayment& payment, const ChainTran
               "settled, but " + payment.tx_hash + " reverted");
   } else if (facts.matching_transfers != 1) {
     Violation(AuditCheck::kChainTransfers, payment.operation_id,
-              std::to_string(facts.matching_transfers) + " Transfers of " +
-                  std::to_string(payment.value) + " from " + payment.payer + " to " +
-                  payment.pay_to + " in " + payment.tx_hash + ", need exactly one");
+              payment.tx_hash + " shows authorization " + payment.nonce + " of " + payment.payer +
+                  " settled " + std::to_string(facts.matching_transfers) +
+                  " times (its AuthorizationUsed with a Transfer of " +
+                  std::to_string(payment.value) + " to " + payment.pay_to + "), need exactly one");
   }
 }
 

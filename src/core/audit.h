@@ -124,10 +124,13 @@ struct SettledPayment {
   std::string pay_to;
   int64_t value = 0;
   std::string tx_hash;
+  std::string nonce;  // the authorization's, 0x hex (what the chain shows it by)
 };
 
 // What the chain shows for one settled payment's transaction: the receipt's status (nullopt: no
-// receipt) and how many Transfer logs of the asset from the payer to payTo of exactly the value.
+// receipt) and how many times it shows the payment made: the authorization's own AuthorizationUsed
+// with its Transfer of exactly the value to payTo (so 0 or 1: a transaction that settles several
+// authorizations shows each by its own logs).
 struct ChainTransferFacts {
   std::optional<bool> receipt_succeeded;
   int64_t matching_transfers = 0;

@@ -123,7 +123,8 @@ nlohmann::json SettledPaymentJson(const SettledPayment& payment) {
           {"payer", payment.payer},
           {"pay_to", payment.pay_to},
           {"value", FormatAmount(payment.value)},
-          {"tx_hash", payment.tx_hash}};
+          {"tx_hash", payment.tx_hash},
+          {"nonce", payment.nonce}};
 }
 
 namespace {

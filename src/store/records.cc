@@ -106,7 +106,8 @@ std::string SharedPaymentsSql(Placeholder p) {
 }
 
 std::string SettledPaymentsSql(Placeholder p) {
-  return "SELECT p.operation_id, p.payer, p.pay_to, p.value, p.tx_hash FROM x402_payments p "
+  return "SELECT p.operation_id, p.payer, p.pay_to, p.value, p.tx_hash, p.nonce FROM x402_payments "
+         "p "
          "JOIN operations o ON o.id = p.operation_id "
          "WHERE o.settlement = 'settled' AND p.operation_id > " +
          p(1) + " ORDER BY p.operation_id LIMIT " + p(2);

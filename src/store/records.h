@@ -338,7 +338,8 @@ SharedPayment ReadSharedPayment(const Row& row) {
 
 template <typename Row>
 SettledPayment ReadSettledPayment(const Row& row) {
-  return SettledPayment{row.Text(0), row.Text(1), row.Text(2), row.Int(3), row.Text(4)};
+  return SettledPayment{row.Text(0), row.Text(1), row.Text(2),
+                        row.Int(3),  row.Text(4), row.Text(5)};
 }
 
 }  // namespace agentpay

@@ -278,7 +278,7 @@ TEST(BooksAudit, RepeatedChargesAndSharedPaymentsAreNamed) {
 }
 
 TEST(BooksAudit, ChainTransferRows) {
-  SettledPayment payment{"op_1", "0xpayer", "0xpayto", 100, "0xtx"};
+  SettledPayment payment{"op_1", "0xpayer", "0xpayto", 100, "0xtx", "0xnonce"};
   struct Case {
     const char* name;
     ChainTransferFacts facts;

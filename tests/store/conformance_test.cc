@@ -1868,6 +1868,7 @@ TEST_P(StoreConformance, AuditReadsTheBooks) {
                   EXPECT_EQ((*settled)[0].payer, "0x" + std::string(40, 'a'));
                   EXPECT_EQ((*settled)[0].value, 1000);
                   EXPECT_EQ((*settled)[0].tx_hash, "0x" + std::string(64, 'd'));
+                  EXPECT_EQ((*settled)[0].nonce, "0x" + std::string(63, '0') + "1");
                 }
                 EXPECT_TRUE(tx.ListSettledPayments("op_x1", 10)->empty());
                 return Status::Ok();
