@@ -26,16 +26,6 @@ Result<SignedTransaction> BuildTransferWithAuthorizationTx(
   return SignEip1559(transaction, relayer_key);
 }
 
-std::vector<TransferEvent> FindTransfers(const Receipt& receipt, const Address& token,
-                                         const Address& from, const Address& to) {
-  std::vector<TransferEvent> found;
-  for (const LogEntry& log : receipt.logs) {
-    if (log.address != token) continue;
-    Result<TransferEvent> event = DecodeTransferEvent(log.topics, log.data);
-    if (event.ok() && event->from == from && event->to == to) found.push_back(*event);
-  }
-  return found;
-}
 
 bool ShowsAuthorizationSettled(const Receipt& receipt, const Address& token,
                                const TransferAuthorization& authorization) {
@@ -64,9 +54,12 @@ bool ShowsAuthorizationSettled(const Receipt& receipt, const Address& token,
 
 std::optional<TransferEvent> FindTransfer(const Receipt& receipt, const Address& token,
                                           const Address& from, const Address& to) {
-  std::vector<TransferEvent> found = FindTransfers(receipt, token, from, to);
-  if (found.empty()) return std::nullopt;
-  return found.front();
+  for (const LogEntry& log : receipt.logs) {
+    if (log.address != token) continue;
+    Result<TransferEvent> event = DecodeTransferEvent(log.topics, log.data);
+    if (event.ok() && event->from == from && event->to == to) return *event;
+  }
+  return std::nullopt;
 }
 
 }  // namespace agentpay::chain

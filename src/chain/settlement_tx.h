@@ -25,12 +25,10 @@ Result<SignedTransaction> BuildTransferWithAuthorizationTx(
 
 // The first log of `receipt` emitted by `token` that decodes as ERC-20 Transfer(from, to, value)
 // with exactly these from and to; nullopt when there is none. Logs of other contracts and
-// malformed Transfer logs are ignored.
+// malformed Transfer logs are ignored. What a Transfer says; whether it is a given authorization's
+// is ShowsAuthorizationSettled's to say.
 std::optional<TransferEvent> FindTransfer(const Receipt& receipt, const Address& token,
                                           const Address& from, const Address& to);
-// Every such log, in order (the books audit wants exactly one).
-std::vector<TransferEvent> FindTransfers(const Receipt& receipt, const Address& token,
-                                         const Address& from, const Address& to);
 
 // Whether `receipt` shows this very authorization executed: the token's
 // AuthorizationUsed(authorization.from, authorization.nonce) log (EIP-3009), with its Transfer of

@@ -85,7 +85,7 @@ Gateway::Gateway(GatewayConfig config, Store& store, Clock& clock, Random& rando
     const SettlerConfig& settles = settler_->config();
     const x402::Requirements& offered = x402_offers_.Common();
     AGENTPAY_CHECK(settles.chain_id == offered.chain_id && settles.token == offered.asset &&
-                   settles.pay_to == offered.pay_to && settles.asset_name == offered.asset_name &&
+                   settles.asset_name == offered.asset_name &&
                    settles.asset_version == offered.asset_version);
     x402_ = std::make_unique<X402Path>(context_, *settler_, x402_offers_, executors.chain);
   }

@@ -7,12 +7,10 @@ namespace agentpay {
 
 SettlerConfig SettlerConfigOf(const GatewayConfig& config) {
   auto token = chain::ParseAddress(config.chain.asset);
-  auto pay_to = chain::ParseAddress(config.chain.pay_to);
-  AGENTPAY_CHECK(token.ok() && pay_to.ok());
+  AGENTPAY_CHECK(token.ok());
   SettlerConfig settler;
   settler.chain_id = static_cast<uint64_t>(config.chain.chain_id);
   settler.token = *token;
-  settler.pay_to = *pay_to;
   settler.asset_name = config.chain.asset_name;
   settler.asset_version = config.chain.asset_version;
   settler.fee_caps = {config.chain.max_fee_per_gas, config.chain.max_priority_fee_per_gas};

@@ -10,7 +10,7 @@
 
 namespace agentpay {
 
-// Precondition: config.chain's asset and pay_to parse (a validated configuration).
+// Precondition: config.chain's asset parses (a validated configuration).
 SettlerConfig SettlerConfigOf(const GatewayConfig& config);
 PayerReservationLimits ReservationLimitsOf(const GatewayConfig& config);
 ReconcilerConfig ReconcilerConfigOf(const GatewayConfig& config);

@@ -26,8 +26,7 @@ namespace agentpay {
 
 struct SettlerConfig {
   uint64_t chain_id = 0;
-  chain::Address token;
-  chain::Address pay_to;
+  chain::Address token;  // the payee is each authorization's own (`to`, which the payer signed)
   std::string asset_name, asset_version;  // the EIP-712 domain the gateway advertises
   FeeCaps fee_caps;                       // settlement/fees.h; none by default
   // A hosted node bills per call (issue 14 item 6): the fees and the relayer's pending nonce are

@@ -120,7 +120,6 @@ class X402GatewayTest : public ::testing::Test {
     SettlerConfig settler;
     settler.chain_id = kChainId;
     settler.token = token_;
-    settler.pay_to = pay_to_;
     settler.asset_name = "USD Coin";
     settler.asset_version = "2";
     counted_ = std::make_unique<CountingChain>(*devnet_);
