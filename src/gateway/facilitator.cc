@@ -36,6 +36,11 @@ std::vector<std::string_view> Fields(std::string_view line) {
 
 constexpr std::string_view kSettlementsPrefix = "/settlements/";
 
+HttpResponse NoSellerKey() {
+  return ProblemResponse(401, ProblemCode::kUnauthorized,
+                         "a seller's key is required: Authorization: Bearer <key>");
+}
+
 }  // namespace
 
 Result<std::vector<FacilitatorSeller>> ParseSellers(std::string_view text) {
@@ -104,10 +109,7 @@ void Facilitator::SettlementStatus(const HttpRequest& request, Respond respond) 
     return respond(ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET"));
   }
   const FacilitatorSeller* seller = Caller(request);
-  if (seller == nullptr) {
-    return respond(ProblemResponse(401, ProblemCode::kUnauthorized,
-                                   "a seller's key is required: Authorization: Bearer <key>"));
-  }
+  if (seller == nullptr) return respond(NoSellerKey());
   const std::string_view rest = request.Path().substr(kSettlementsPrefix.size());
   const size_t slash = rest.find('/');
   auto payer = chain::ParseAddress(rest.substr(0, slash));
@@ -146,27 +148,27 @@ void Facilitator::Handle(std::shared_ptr<const HttpRequest> request, Respond res
     metrics_.CountFacilitator(asked, response.status);
     respond(std::move(response));
   };
-  const bool settle = path == "/settle";
-  if (path == "/supported") {
-    if (request->method != "GET" && request->method != "HEAD") {
-      return respond(ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET"));
-    }
-    return respond(JsonResponse(200, supported_));
-  }
-  if (path.starts_with(kSettlementsPrefix)) return SettlementStatus(*request, std::move(respond));
-  if (!settle && path != "/verify") {
-    return respond(ProblemResponse(404, ProblemCode::kNotFound,
-                                   "the facilitator serves GET /supported, POST /verify and POST "
-                                   "/settle"));
+  switch (asked) {
+    case FacilitatorCall::kSupported:
+      if (request->method != "GET" && request->method != "HEAD") {
+        return respond(ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use GET"));
+      }
+      return respond(JsonResponse(200, supported_));
+    case FacilitatorCall::kStatus:
+      return SettlementStatus(*request, std::move(respond));
+    case FacilitatorCall::kOther:
+      return respond(ProblemResponse(404, ProblemCode::kNotFound,
+                                     "the facilitator serves GET /supported, POST /verify and POST "
+                                     "/settle"));
+    case FacilitatorCall::kVerify:
+    case FacilitatorCall::kSettle:
+      break;
   }
   if (request->method != "POST") {
     return respond(ProblemResponse(405, ProblemCode::kMethodNotAllowed, "use POST"));
   }
   const FacilitatorSeller* seller = Caller(*request);
-  if (seller == nullptr) {
-    return respond(ProblemResponse(401, ProblemCode::kUnauthorized,
-                                   "a seller's key is required: Authorization: Bearer <key>"));
-  }
+  if (seller == nullptr) return respond(NoSellerKey());
   auto call = x402::ParseFacilitatorRequest(request->body);
   if (!call.ok()) {
     return respond(ProblemResponse(400, ProblemCode::kMalformedPayment, call.status().message()));
@@ -178,7 +180,9 @@ void Facilitator::Handle(std::shared_ptr<const HttpRequest> request, Respond res
         403, ProblemCode::kPayeeNotAllowed,
         "seller " + seller->name + " is not allowed payments to " + chain::ToChecksumHex(payee)));
   }
-  if (settle) return x402_.SettleForSeller(std::move(*call), track_(std::move(respond)));
+  if (asked == FacilitatorCall::kSettle) {
+    return x402_.SettleForSeller(std::move(*call), track_(std::move(respond)));
+  }
   x402_.VerifyForSeller(std::move(*call), track_(std::move(respond)));
 }
 
