@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import harness  # noqa: E402
 import x402_harness as X  # noqa: E402
-from x402_vs_relayer import WORKERS, BenchChain, buyers, load  # noqa: E402
+from x402_vs_relayer import WORKERS, BenchChain, buyers, check_counted, load  # noqa: E402
 
 PRICE = X.PRICE
 SELLER_KEY = "bench-seller-" + "k" * 32
@@ -97,13 +97,7 @@ def phase(mode, seconds, keys, addresses, workdir):
                 dict(os.environ), os.path.join(workdir, "reference-%s.log" % secrets.token_hex(3)))
             url = ready["url"] + "/paid"
         result = load("gateway", seconds, keys, chain, url=url)
-        settled = len(X.A.transfer_logs(chain.node.rpc, chain.token, to=X.PAY_TO.address))
-        # Every payment counted is on chain; one counted as an error may have settled after its
-        # answer, never more of them.
-        if not result["settled"] <= settled <= result["settled"] + result["errors"]:
-            raise RuntimeError("%s counted %d payments and %d errors, the chain shows %d Transfers "
-                               "to payTo" % (mode, result["settled"], result["errors"], settled))
-        result["settled_late"] = settled - result["settled"]
+        check_counted(mode, result, chain)
         return result
     finally:
         if server:

@@ -71,6 +71,18 @@ def load(mode, seconds, keys, chain, url=None):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def check_counted(mode, result, chain):
+    """The Transfers to payTo on chain against `result`'s count: every payment counted is there; a
+    payment counted as an error (a 202, a relayer's receipt timeout) may still have settled after
+    its answer, never more of them. Sets result["settled_late"]; returns the chain's count."""
+    settled = len(X.A.transfer_logs(chain.node.rpc, chain.token, to=X.PAY_TO.address))
+    if not result["settled"] <= settled <= result["settled"] + result["errors"]:
+        raise RuntimeError("%s counted %d payments and %d errors, the chain shows %d Transfers "
+                           "to payTo" % (mode, result["settled"], result["errors"], settled))
+    result["settled_late"] = settled - result["settled"]
+    return settled
+
+
 def phase(mode, seconds, keys, addresses, workdir):
     chain = BenchChain(addresses)
     seller = gateway = None
@@ -86,13 +98,7 @@ def phase(mode, seconds, keys, addresses, workdir):
         else:
             result = load(mode, seconds, keys, chain)
         blocks = chain.node.rpc.block_number() - first_block
-        settled = len(X.A.transfer_logs(chain.node.rpc, chain.token, to=X.PAY_TO.address))
-        # Every payment counted is on chain; a payment counted as an error (the gateway's 202, a
-        # relayer's receipt timeout) may still have settled after its answer, never more of them.
-        if not result["settled"] <= settled <= result["settled"] + result["errors"]:
-            raise RuntimeError("%s counted %d payments and %d errors, the chain shows %d Transfers "
-                               "to payTo" % (mode, result["settled"], result["errors"], settled))
-        result["settled_late"] = settled - result["settled"]
+        settled = check_counted(mode, result, chain)
         # Anvil mines a block as soon as a transaction is ready; how many transactions share a
         # block differs between the phases, and each block costs Anvil time of its own (see
         # bench/README.md).
