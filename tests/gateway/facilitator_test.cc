@@ -23,6 +23,8 @@ namespace agentpay {
 namespace {
 
 using testing_support::CountingRandom;
+using testing_support::FreshTestDir;
+using testing_support::Key;
 using testing_support::ManualClock;
 using testing_support::ScriptedUpstream;
 
@@ -32,21 +34,10 @@ constexpr int64_t kFunding = 1'000'000;
 const std::string kShopKey = std::string(40, 'a');
 const std::string kOtherKey = std::string(40, 'b');
 
-chain::PrivateKey Key(uint8_t last) {
-  std::array<uint8_t, 32> bytes{};
-  bytes[0] = 0x11;
-  bytes[31] = last;
-  return chain::PrivateKey(bytes);
-}
-
 class FacilitatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("agentpay-facilitator-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = FreshTestDir("agentpay-facilitator-");
     auto store = OpenStore("sqlite:" + (dir_ / "gw.db").string());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);

@@ -23,6 +23,7 @@ namespace agentpay {
 namespace {
 
 using testing_support::CountingRandom;
+using testing_support::FreshTestDir;
 using testing_support::ManualClock;
 using testing_support::ScriptedUpstream;
 
@@ -38,11 +39,7 @@ struct ReleaseAtExit {
 class GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("agentpay-gw-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = FreshTestDir("agentpay-gw-");
     auto store = OpenStore("sqlite:" + (dir_ / "gw.db").string());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);

@@ -4,17 +4,42 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <string>
+#include <string_view>
 
+#include "chain/secp256k1.h"
 #include "core/world.h"
 #include "gateway/upstream.h"
 #include "http/worker_pool.h"
 
 namespace agentpay::testing_support {
+
+// A fixed test key: 0x11, zeros, then `last`.
+inline chain::PrivateKey Key(uint8_t last) {
+  std::array<uint8_t, 32> bytes{};
+  bytes[0] = 0x11;
+  bytes[31] = last;
+  return chain::PrivateKey(bytes);
+}
+
+// An empty directory of the running test's own (its name and the process id), made anew.
+inline std::filesystem::path FreshTestDir(std::string_view prefix) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      (std::string(prefix) + std::to_string(::getpid()) + "-" +
+       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
 
 class ManualClock final : public Clock {
  public:

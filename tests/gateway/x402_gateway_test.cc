@@ -25,6 +25,8 @@ namespace agentpay {
 namespace {
 
 using testing_support::CountingRandom;
+using testing_support::FreshTestDir;
+using testing_support::Key;
 using testing_support::ManualClock;
 using testing_support::ScriptedUpstream;
 using x402::Base64Decode;
@@ -35,13 +37,6 @@ constexpr uint64_t kChainId = 1337;
 constexpr int64_t kFunding = 1'000'000;
 // The base URL challenges name their resources under (GatewayConfig::public_url).
 constexpr char kPublicUrl[] = "https://pay.example.com/base";
-
-chain::PrivateKey Key(uint8_t last) {
-  std::array<uint8_t, 32> bytes{};
-  bytes[0] = 0x11;
-  bytes[31] = last;
-  return chain::PrivateKey(bytes);
-}
 
 // The chain the settler sees: the devnet, every call counted (what a hosted node would bill).
 class CountingChain final : public chain::Chain {
@@ -98,11 +93,7 @@ class CountingChain final : public chain::Chain {
 class X402GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("agentpay-x402-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = FreshTestDir("agentpay-x402-");
     auto store = OpenStore("sqlite:" + (dir_ / "gw.db").string());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
