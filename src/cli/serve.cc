@@ -245,6 +245,11 @@ Result<SettlementChain> OpenSettlementChain(const ServeOptions& options,
   }
   out.settler = std::make_unique<Settler>(*out.node, SettlerConfigOf(config), *key,
                                           ReservationLimitsOf(config));
+  // Batched settlement sends through Multicall3: a node without it would mine every batch
+  // without paying anyone. (The devnet runs aggregate3 there.)
+  if (config.settle_batch_max > 1 && out.devnet == nullptr) {
+    if (Status s = out.settler->CheckMulticall3(); !s.ok()) return s;
+  }
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "chain/bytes.h"
+#include "chain/multicall.h"
 #include "cli/closest_name.h"
 #include "core/money.h"
 #include "http/request_target.h"
@@ -110,6 +111,14 @@ std::vector<Flag> Flags(ServeOptions& o) {
        "x402: threads making chain calls, each holding one JSON-RPC call at a time (raise it for "
        "a node far away: they bound x402 payments/s to about this / (calls per payment x round "
        "trip))"},
+      {"settle-batch-max", &o.settle_batch_max,
+       "x402: settle up to this many payments in one transaction (Multicall3 aggregate3, each "
+       "payment's call allowed to fail on its own); 1: one transaction per payment. Above 1 the "
+       "node must have Multicall3 at 0xcA11bde05977b3631167028862bE2a173976CA11 (checked at "
+       "start)"},
+      {"settle-batch-window-ms", &o.settle_batch_window_ms,
+       "x402: how long the first settlement signed waits for others to share its transaction "
+       "(and its broadcast): a payment's receipt comes at most this much later"},
       {"chain", &o.chain, "chain: devnet (built in); see --chain-rpc for any EVM node"},
       {"chain-rpc", &o.chain_rpc,
        "JSON-RPC URL of an EVM node to settle x402 payments on; repeat it for failover between "
@@ -665,7 +674,10 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
         Range{"max-connections-per-client", options.max_connections_per_client, 1, 1000000},
         Range{"header-timeout-ms", options.header_timeout_ms, 100, kMaxTimeoutMs},
         Range{"io-threads", options.io_threads, 0, 256},
-        Range{"chain-threads", options.chain_threads, 1, 256}}) {
+        Range{"chain-threads", options.chain_threads, 1, 256},
+        Range{"settle-batch-max", options.settle_batch_max, 1,
+              static_cast<int64_t>(chain::kMaxAggregate3Calls)},
+        Range{"settle-batch-window-ms", options.settle_batch_window_ms, 0, 1000}}) {
     if (Status s = CheckRange(r.name, r.value, r.low, r.high); !s.ok()) return s;
   }
   if (options.chain != "devnet") {
@@ -749,6 +761,8 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   }
   config.blocking_threads = static_cast<size_t>(options.workers);
   config.chain_threads = static_cast<size_t>(options.chain_threads);
+  config.settle_batch_max = static_cast<size_t>(options.settle_batch_max);
+  config.settle_batch_window_ms = options.settle_batch_window_ms;
 
   const toml::array* route_tables = file ? file->get_as<toml::array>("route") : nullptr;
   if (route_tables != nullptr && (!options.upstream.empty() || !options.price.empty())) {

@@ -53,6 +53,10 @@ struct ServeOptions {
   // Threads that make x402 chain calls (one JSON-RPC call each at a time;
   // GatewayConfig::chain_threads).
   int64_t chain_threads = 8;
+  // Settlements signed into one transaction at most (GatewayConfig::settle_batch_max), and how
+  // long the first one waits for company (GatewayConfig::settle_batch_window_ms).
+  int64_t settle_batch_max = 1;
+  int64_t settle_batch_window_ms = 10;
   std::string chain = "devnet";
   // Any EVM JSON-RPC node instead of the devnet (CONTRACT §2); several: endpoints of one chain,
   // used with failover (chain/rpc_pool.h).

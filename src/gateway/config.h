@@ -100,6 +100,12 @@ struct GatewayConfig {
   // x402 calls to the chain node run one call at a time on these threads (a payment waiting for
   // its receipt holds none of them between polls).
   size_t chain_threads = 8;
+  // x402 settlements signed together share one relayer transaction, up to this many (Multicall3
+  // aggregate3 with allowFailure: each authorization settles or fails on its own); 1: one
+  // transaction per payment. The first settlement signed waits settle_batch_window_ms for others:
+  // they go to the node together, in relayer nonce order, whether batched or not.
+  size_t settle_batch_max = 1;
+  int64_t settle_batch_window_ms = 10;
 };
 
 // Extra time an in-progress attempt keeps its claim beyond the upstream timeout before another

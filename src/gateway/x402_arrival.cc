@@ -353,7 +353,9 @@ Result<X402Path::Begin> X402Path::DecideNew(Transaction& tx, const Payment& x, i
       !s.ok()) {
     return s;
   }
-  if (settle_first) {
+  // Batched settlement (--settle-batch-max above 1): the payment is stored unsigned, and the
+  // decision that signs the batch it joins (X402Path::SignGathered) signs and records it.
+  if (settle_first && ctx_.config.settle_batch_max <= 1) {
     auto signed_payment = SignAndStore(tx, std::move(payment), inputs, now);
     if (!signed_payment.ok()) return signed_payment.status();
     payment = std::move(*signed_payment);

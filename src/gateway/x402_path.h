@@ -90,8 +90,15 @@ class X402Path {
   void Sign(PaymentPtr p);
   void FinishCall(PaymentPtr p, bool as_failed_call);
   void Settle(PaymentPtr p);
-  // Broadcasts the payments gathered since the first of them (Settle), then polls for each receipt.
+  // Broadcasts the payments gathered since the first of them (Settle), then polls for each receipt;
+  // the unsigned ones (batched settlement) are signed first (SignGathered).
   void BroadcastGathered();
+  // One decision signs the gathered payments still unsigned, up to settle_batch_max a
+  // transaction, each still as its attempt left it; then SendGathered. One the decision could not
+  // sign (its operation moved on, the decision failed) ends its wait unknown: the reconciler
+  // decides it.
+  void SignGathered(std::vector<PaymentPtr> batch, std::function<void()> next);
+  void SendGathered(std::vector<PaymentPtr> batch, std::function<void()> next);
   void PollReceipt(PaymentPtr p);
   void SchedulePoll(PaymentPtr p, int64_t delay_ms);
   void OnReceiptDecided(PaymentPtr p, std::optional<Reconciliation> decided);

@@ -144,9 +144,12 @@ HttpResponse X402Path::SellerState(const Payment& x, const Operation& op) const 
     case Settlement::kSubmitted:
     case Settlement::kUnknown:
       settle.error_reason = "settlement_pending";
-      return JsonAnswer(200, x402::SettleBody(settle,
-                                              "broadcast, not yet confirmed; it is never sent "
-                                              "twice: ask again with the same payment"));
+      return JsonAnswer(
+          200, x402::SettleBody(settle, x.payment.submitted()
+                                            ? "broadcast, not yet confirmed; it is never sent "
+                                              "twice: ask again with the same payment"
+                                            : "waiting for its batch's transaction; it is never "
+                                              "sent twice: ask again with the same payment"));
     case Settlement::kVoid:
       settle.error_reason = "settlement_void";
       return JsonAnswer(

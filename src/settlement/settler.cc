@@ -6,12 +6,17 @@
 
 #include "chain/abi.h"
 #include "chain/keccak.h"
+#include "chain/multicall.h"
 #include "chain/settlement_tx.h"
 #include "core/check.h"
 #include "core/mutants.h"
+#include "store/records.h"
 
 namespace agentpay {
 namespace {
+
+static_assert(kMaxPaymentsPerTransaction == chain::kMaxAggregate3Calls,
+              "the audit allows as many payments a transaction as a batch holds");
 
 using chain::Address;
 using x402::Failure;
@@ -333,6 +338,86 @@ Result<X402PaymentRecord> Settler::Sign(X402PaymentRecord record, const TxInputs
   return record;
 }
 
+TxInputs Settler::Together(std::span<const TxInputs> each) {
+  AGENTPAY_CHECK(!each.empty() && each.size() <= chain::kMaxAggregate3Calls);
+  // Multicall3's own work per call (the loop, the call, copying the answer) is well inside one
+  // payment's margin (GasWithMargin); this covers the rest of aggregate3 around them.
+  constexpr uint64_t kAggregateGas = 20000;
+  TxInputs together = each.front();
+  if (each.size() == 1) return together;
+  together.gas_limit = kAggregateGas;
+  for (const TxInputs& inputs : each) {
+    together.fees.max_fee_per_gas =
+        std::max(together.fees.max_fee_per_gas, inputs.fees.max_fee_per_gas);
+    together.fees.max_priority_fee_per_gas =
+        std::max(together.fees.max_priority_fee_per_gas, inputs.fees.max_priority_fee_per_gas);
+    together.pending_nonce = std::max(together.pending_nonce, inputs.pending_nonce);
+    together.gas_limit += inputs.gas_limit;  // each at most a block's gas: no overflow
+  }
+  return together;
+}
+
+Result<std::vector<X402PaymentRecord>> Settler::SignTogether(std::vector<X402PaymentRecord> records,
+                                                             const TxInputs& inputs,
+                                                             int64_t relayer_nonce,
+                                                             int64_t now_ms) const {
+  AGENTPAY_CHECK(!records.empty() && records.size() <= chain::kMaxAggregate3Calls);
+  if (records.size() == 1) {
+    auto one = Sign(std::move(records.front()), inputs, relayer_nonce, now_ms);
+    if (!one.ok()) return one.status();
+    records.front() = std::move(*one);
+    return records;
+  }
+  AGENTPAY_CHECK(relayer_nonce >= 0 && inputs.gas_limit > 0);
+  std::vector<chain::Call3> calls;
+  for (const X402PaymentRecord& record : records) {
+    auto authorization = AuthorizationOf(record);
+    if (!authorization.ok()) return authorization.status();
+    auto signature = SignatureOf(record);
+    if (!signature.ok()) return signature.status();
+    calls.push_back({config_.token, /*allow_failure=*/true,
+                     chain::EncodeTransferWithAuthorizationVrs(*authorization, *signature)});
+  }
+  chain::Eip1559Transaction batch;
+  batch.chain_id = config_.chain_id;
+  batch.nonce = static_cast<uint64_t>(relayer_nonce);
+  batch.max_priority_fee_per_gas = inputs.fees.max_priority_fee_per_gas;
+  batch.max_fee_per_gas = inputs.fees.max_fee_per_gas;
+  batch.gas_limit = inputs.gas_limit;
+  batch.to = chain::Multicall3Address();
+  batch.data = chain::EncodeAggregate3(calls);
+  auto signed_tx = chain::SignEip1559(batch, relayer_key_);
+  if (!signed_tx.ok()) return signed_tx.status();
+  const std::string hash = chain::Hex(signed_tx->hash), raw = chain::Hex(signed_tx->raw);
+  for (X402PaymentRecord& record : records) {
+    SettlementRecord settlement =
+        NewSettlementRecord(record.operation_id, record.authorization, hash, raw, now_ms);
+    record.tx_hash = settlement.tx_hash;
+    record.raw_tx_hex = settlement.raw_tx_hex;
+    record.relayer = RelayerHex();
+    record.relayer_nonce = relayer_nonce;
+    record.submitted_ms = settlement.submitted_ms;
+    record.broadcasts = settlement.broadcasts;
+  }
+  return records;
+}
+
+Status Settler::CheckMulticall3() {
+  // name() of the token, allowed to fail: Multicall3 answers the ABI encoding of one Result
+  // (at least six words) whatever the token says; an address without code answers nothing.
+  const chain::Call3 probe{config_.token, true, {0x06, 0xfd, 0xde, 0x03}};
+  auto answer = chain_.Call(chain::Multicall3Address(), chain::EncodeAggregate3({&probe, 1}));
+  if (!answer.ok() && IsTransportError(answer.status())) return answer.status();
+  if (!answer.ok() || answer->size() < 6 * 32) {
+    return Status::Error(ErrorCode::kInvalidConfig,
+                         "--settle-batch-max above 1 needs Multicall3 at " +
+                             chain::ToChecksumHex(chain::Multicall3Address()) +
+                             ", and the node runs no aggregate3 there" +
+                             (answer.ok() ? std::string() : ": " + answer.status().message()));
+  }
+  return Status::Ok();
+}
+
 Status Settler::Broadcast(const X402PaymentRecord& record) {
   const X402PaymentRecord* one[] = {&record};
   return std::move(Broadcast(one)[0]);
@@ -463,13 +548,17 @@ Result<Settler::Replacement> Settler::Replace(const X402PaymentRecord& record, i
   replacement.decision =
       ReplacementFees(old_fees, ApplyFeeCaps(*fees, config_.fee_caps), config_.fee_caps, stuck);
   if (!replacement.decision.replace) return replacement;
-  auto authorization = AuthorizationOf(record);
-  if (!authorization.ok()) return authorization.status();
-  auto signature = SignatureOf(record);
-  if (!signature.ok()) return signature.status();
-  auto signed_tx = chain::BuildTransferWithAuthorizationTx(
-      *authorization, *signature, config_.token, config_.chain_id, old->nonce,
-      replacement.decision.fees, old->gas_limit, relayer_key_);
+  // The same transaction at the new fees: one payment's transfer, or a batch's aggregate3.
+  chain::Eip1559Transaction again;
+  again.chain_id = config_.chain_id;
+  again.nonce = old->nonce;
+  again.max_priority_fee_per_gas = replacement.decision.fees.max_priority_fee_per_gas;
+  again.max_fee_per_gas = replacement.decision.fees.max_fee_per_gas;
+  again.gas_limit = old->gas_limit;
+  again.to = old->to;
+  again.value = old->value;
+  again.data = old->data;
+  auto signed_tx = chain::SignEip1559(again, relayer_key_);
   if (!signed_tx.ok()) return signed_tx.status();
   X402PaymentRecord next = record;
   next.replaced_raw_txs.push_back(record.raw_tx_hex);
@@ -536,6 +625,21 @@ Result<ChainObservation> Settler::Observe(const X402PaymentRecord& record,
     seen.confirmations = 1;
   }
   if (seen.nonce_used) return seen;  // failed or pending, whatever the time
+  auto time = chain_.LatestBlockTimestamp();
+  if (!time.ok()) return time.status();
+  seen.chain_time_s = *time;
+  return seen;
+}
+
+Result<ChainObservation> Settler::ObserveUnsigned(const X402PaymentRecord& record) {
+  AGENTPAY_CHECK(!record.submitted());
+  auto authorization = AuthorizationOf(record);
+  if (!authorization.ok()) return authorization.status();
+  ChainObservation seen;
+  auto used = chain_.AuthorizationState(config_.token, authorization->from, authorization->nonce);
+  if (!used.ok()) return used.status();
+  seen.nonce_used = *used;
+  if (seen.nonce_used) return seen;
   auto time = chain_.LatestBlockTimestamp();
   if (!time.ok()) return time.status();
   seen.chain_time_s = *time;

@@ -124,6 +124,23 @@ class Settler {
   // store in the same decision). Pure apart from the signature; no network.
   Result<X402PaymentRecord> Sign(X402PaymentRecord record, const TxInputs& inputs,
                                  int64_t relayer_nonce, int64_t now_ms) const;
+  // The records, all with one transaction signed with `relayer_nonce` (taken from the store in
+  // the same decision): for one record Sign's; for several (at most chain::kMaxAggregate3Calls)
+  // Multicall3's aggregate3 of each one's transferWithAuthorization, each call allowed to fail on
+  // its own (chain/multicall.h), so that every authorization settles, or not, by itself and is
+  // shown by its own logs (chain::ShowsAuthorizationSettled). `inputs`: Together's of theirs.
+  // Pure apart from the signature; no network.
+  Result<std::vector<X402PaymentRecord>> SignTogether(std::vector<X402PaymentRecord> records,
+                                                      const TxInputs& inputs, int64_t relayer_nonce,
+                                                      int64_t now_ms) const;
+  // The inputs of one transaction settling several payments: the highest fees and pending nonce
+  // read for any of them, and the sum of their gas limits with room for Multicall3's own work.
+  // Precondition: 1 to chain::kMaxAggregate3Calls inputs.
+  static TxInputs Together(std::span<const TxInputs> each);
+  // Whether the node runs Multicall3's aggregate3 at chain::Multicall3Address() (one eth_call of
+  // it, reading the token's name): batched settlement needs it. Errors: transport errors, and
+  // kInvalidConfig when there is no such contract there.
+  Status CheckMulticall3();
   // The relayer nonce of a transaction signed in the decision `tx`: the store's next nonce, never
   // below `chain_floor`, the node's count (Transaction::TakeRelayerNonce).
   Result<int64_t> TakeNonce(Transaction& tx, int64_t chain_floor);
@@ -147,9 +164,11 @@ class Settler {
 
   // A transaction the node holds unmined (`stuck`: why): what settlement/fees.h's ReplacementFees
   // says of it at today's fees (the cached ones), and for row (4) the record signed anew with the
-  // same relayer nonce, calldata and gas limit at the higher fee, the old transaction appended to
-  // replaced_raw_txs (at most kMaxReplacements), submitted_ms = now_ms, one more broadcast.
-  // Store it, then Broadcast it. Errors: transport errors reading the fees, store_corrupt.
+  // same relayer nonce, recipient, calldata and gas limit at the higher fee (a batch's
+  // transaction stays the whole batch's: every member's record takes the replacement), the old
+  // transaction appended to replaced_raw_txs (at most kMaxReplacements), submitted_ms = now_ms, one
+  // more broadcast. Store it, then Broadcast it. Errors: transport errors reading the fees,
+  // store_corrupt.
   static constexpr size_t kMaxReplacements = 16;
   struct Replacement {
     ReplacementDecision decision;
@@ -168,6 +187,11 @@ class Settler {
   // again).
   Result<ChainObservation> Observe(const X402PaymentRecord& record,
                                    std::optional<ReceiptLook> receipt = std::nullopt);
+
+  // The look at a settling payment never signed (no transaction of ours can be on chain):
+  // authorizationState, and the latest block's time when it is unused. No receipt, the
+  // transaction unknown.
+  Result<ChainObservation> ObserveUnsigned(const X402PaymentRecord& record);
 
  private:
   Result<x402::Failure> DiagnoseInvalidSignature();

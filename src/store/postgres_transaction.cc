@@ -404,13 +404,14 @@ Status PostgresTransaction::UpdateX402Payment(const X402PaymentRecord& r) {
                                               "no x402 payment for operation " + r.operation_id)});
 }
 
-Result<std::optional<X402PaymentRecord>> PostgresTransaction::FindX402PaymentByRelayerNonce(
+Result<std::vector<X402PaymentRecord>> PostgresTransaction::ListX402PaymentsAtRelayerNonce(
     std::string_view relayer, int64_t relayer_nonce) {
   static const std::string kSql = PaymentSelect() +
                                   "WHERE relayer = $1 AND relayer_nonce = $2 "
-                                  "ORDER BY submitted_ms LIMIT 1";
+                                  "ORDER BY submitted_ms, operation_id LIMIT " +
+                                  std::to_string(kMaxPaymentsPerTransaction + 1);
   AGENTPAY_ROWS(rows, conn_.Query(kSql, pg::Params().Add(relayer).Add(relayer_nonce)));
-  return ReadFirst(rows, ReadPayment<RowView>);
+  return ReadAll(rows, ReadPayment<RowView>);
 }
 
 Result<int64_t> PostgresTransaction::TakeRelayerNonce(std::string_view relayer,

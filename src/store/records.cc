@@ -101,8 +101,10 @@ std::string SharedPaymentsSql(Placeholder p) {
          "FROM x402_payments GROUP BY payer, nonce HAVING COUNT(*) > 1 LIMIT " +
          p(1) +
          ") AS authorizations UNION ALL SELECT * FROM (SELECT 'transaction ' || tx_hash, COUNT(*) "
-         "FROM x402_payments WHERE tx_hash <> '' GROUP BY tx_hash HAVING COUNT(*) > 1 LIMIT " +
-         p(1) + ") AS transactions";
+         "FROM x402_payments WHERE tx_hash <> '' GROUP BY tx_hash HAVING COUNT(*) > " +
+         std::to_string(kMaxPaymentsPerTransaction) +
+         " OR COUNT(DISTINCT relayer_nonce) > 1 OR COUNT(DISTINCT raw_tx) > 1 LIMIT " + p(1) +
+         ") AS transactions";
 }
 
 std::string SettledPaymentsSql(Placeholder p) {

@@ -226,6 +226,11 @@ inline constexpr char kLedgerSumsSql[] =
 using Placeholder = std::string (*)(int n);
 std::string OperationBooksSql(Placeholder placeholder);   // after_id, limit
 std::string RepeatedChargesSql(Placeholder placeholder);  // limit
+// Payments one relayer transaction may settle (a batch: chain::kMaxAggregate3Calls). The audit
+// calls a transaction shared by more, or by payments at different relayer nonces or with
+// different bytes, a violation; a batch's members share one transaction, each with its own
+// authorization (which the audit checks on chain).
+inline constexpr int kMaxPaymentsPerTransaction = 64;
 std::string SharedPaymentsSql(Placeholder placeholder);   // limit (of each kind)
 std::string SettledPaymentsSql(Placeholder placeholder);  // after_id, limit
 

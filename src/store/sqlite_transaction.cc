@@ -401,14 +401,19 @@ Status SqliteTransaction::UpdateX402Payment(const X402PaymentRecord& r) {
   return status;
 }
 
-Result<std::optional<X402PaymentRecord>> SqliteTransaction::FindX402PaymentByRelayerNonce(
+Result<std::vector<X402PaymentRecord>> SqliteTransaction::ListX402PaymentsAtRelayerNonce(
     std::string_view relayer, int64_t relayer_nonce) {
   AGENTPAY_PREPARE(stmt, db_,
                    std::string("SELECT ") + kPaymentColumns +
                        " FROM x402_payments WHERE relayer = ?1 AND relayer_nonce = ?2 "
-                       "ORDER BY submitted_ms LIMIT 1");
+                       "ORDER BY submitted_ms, operation_id LIMIT " +
+                       std::to_string(kMaxPaymentsPerTransaction + 1));
   stmt.Bind(1, relayer).Bind(2, relayer_nonce);
-  return FindOne(stmt, ReadPayment<Statement>);
+  std::vector<X402PaymentRecord> out;
+  Status status;
+  while (stmt.Step(&status)) out.push_back(ReadPayment(stmt));
+  if (!status.ok()) return status;
+  return out;
 }
 
 Result<int64_t> SqliteTransaction::TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) {

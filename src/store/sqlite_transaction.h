@@ -60,7 +60,7 @@ class SqliteTransaction final : public Transaction {
   Status UpdateX402Payment(const X402PaymentRecord& r) override;
   Result<std::optional<X402PaymentRecord>> FindX402PaymentByAuthorization(
       std::string_view payer, std::string_view nonce) override;
-  Result<std::optional<X402PaymentRecord>> FindX402PaymentByRelayerNonce(
+  Result<std::vector<X402PaymentRecord>> ListX402PaymentsAtRelayerNonce(
       std::string_view relayer, int64_t relayer_nonce) override;
   Result<int64_t> TakeRelayerNonce(std::string_view relayer, int64_t chain_floor) override;
   Result<int64_t> NextRelayerNonce(std::string_view relayer) override;

@@ -94,7 +94,6 @@ void Store::ReadAsync(Executor& readers, TransactionFn fn, ReadDone done, ReadWa
 }
 
 SettlementRecord ToSettlementRecord(const X402PaymentRecord& record) {
-  AGENTPAY_CHECK(record.submitted());
   return SettlementRecord{record.operation_id, record.authorization, record.tx_hash,
                           record.raw_tx_hex,   record.submitted_ms,  record.broadcasts};
 }

@@ -106,7 +106,8 @@ struct X402PaymentRecord {
   bool operator==(const X402PaymentRecord&) const = default;
 };
 
-// The SettlementRecord of a submitted payment. Precondition: record.submitted().
+// The SettlementRecord of a payment. A settling payment not signed yet (a member of a batch still
+// to be signed, or left unsigned by a crash) has its transaction fields empty.
 SettlementRecord ToSettlementRecord(const X402PaymentRecord& record);
 
 struct PruneOutcome {
@@ -204,8 +205,10 @@ class Transaction {
       std::string_view payer, std::string_view nonce) = 0;
   // Writes the transaction fields (tx_hash … replaced_raw_txs) of an existing record.
   virtual Status UpdateX402Payment(const X402PaymentRecord& record) = 0;
-  // The submitted payment whose transaction the relayer signed with this account nonce, if any.
-  virtual Result<std::optional<X402PaymentRecord>> FindX402PaymentByRelayerNonce(
+  // The submitted payments whose transaction the relayer signed with this account nonce: one, or
+  // a batch's members (one transaction), or none; the first signed first (then by operation id),
+  // at most kMaxPaymentsPerTransaction + 1 (records.h).
+  virtual Result<std::vector<X402PaymentRecord>> ListX402PaymentsAtRelayerNonce(
       std::string_view relayer, int64_t relayer_nonce) = 0;
   // Settled payments seen settled at or after since_ms (settled_ms), newest block first (then by
   // block hash and operation id, both descending), at most `limit` (> 0): the reconciler's watch

@@ -44,9 +44,10 @@ Result<std::vector<Listed>> ListPage(Store& store, const std::string& cursor, in
     for (Operation& op : *ops) {
       auto payment = tx.FindX402Payment(op.id);
       if (!payment.ok()) return payment.status();
-      if (!payment->has_value() || !(*payment)->submitted()) {
+      // Unsigned: a member of a batch that its attempt did not sign (a crash, a failed decision).
+      if (!payment->has_value()) {
         return Status::Error(ErrorCode::kStoreCorrupt,
-                             "settling operation without a transaction " + op.id);
+                             "settling operation without a payment " + op.id);
       }
       const bool eligible = Eligible(op, **payment, now, config);
       page.push_back({{std::move(op), std::move(**payment)}, eligible});
@@ -66,13 +67,31 @@ struct Applied {
   bool resolved = false;  // settled, void or failed: nothing left to reconcile
 };
 
+// The replacement's transaction fields on `member`, another payment of the batch whose
+// transaction it replaces: a batch's members share the transaction at every fee.
+X402PaymentRecord ReplacedIn(X402PaymentRecord member, const X402PaymentRecord& replacement) {
+  member.replaced_raw_txs.push_back(member.raw_tx_hex);
+  member.tx_hash = replacement.tx_hash;
+  member.raw_tx_hex = replacement.raw_tx_hex;
+  member.submitted_ms = replacement.submitted_ms;
+  ++member.broadcasts;
+  return member;
+}
+
 // `confirmations`: the settler's (--confirmations). `replacement`: a stuck transaction's
-// replacement (Settler::Replace), stored in place of the listed one if Reconcile waits.
+// replacement (Settler::Replace), stored in place of the listed one if Reconcile waits, and in
+// place of the same transaction of every other member of its batch. `sign`: for a payment not
+// signed yet (an unsigned batch member), the settler and the inputs to sign it alone with when
+// Reconcile says it can still be sent.
+struct SignAlone {
+  Settler& settler;
+  TxInputs inputs;
+};
 Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candidate,
                       const ChainObservation& seen, int64_t confirmations, int64_t now,
                       const ReconcilerConfig& config,
                       const std::optional<Settler::Replacement>& replacement,
-                      ReconcileReport& report) {
+                      const std::optional<SignAlone>& sign, ReconcileReport& report) {
   Applied applied;
   const Operation& listed = seen_candidate.op;
   Status status = store.Write([&](Transaction& tx) {
@@ -111,6 +130,22 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
     switch (look.outcome) {
       case ReconcilerOutcome::kReplace: {  // stuck on its fee: the replacement goes out instead
         if (Status s = tx.UpdateX402Payment(*replacement->record); !s.ok()) return s;
+        const X402PaymentRecord& old = seen_candidate.payment;
+        auto members = tx.ListX402PaymentsAtRelayerNonce(old.relayer, old.relayer_nonce);
+        if (!members.ok()) return members.status();
+        for (const X402PaymentRecord& member : *members) {
+          if (member.operation_id == old.operation_id || member.tx_hash != old.tx_hash) continue;
+          X402PaymentRecord moved = ReplacedIn(member, *replacement->record);
+          if (Status s = tx.UpdateX402Payment(moved); !s.ok()) return s;
+          if (Status s = tx.AppendEvent(
+                  {member.operation_id, now, TraceActor::kWorker, "tx_replaced",
+                   "its batch's transaction " + old.tx_hash + " replaced by " + moved.tx_hash +
+                       " at relayer nonce " + std::to_string(moved.relayer_nonce),
+                   TraceFacts().TxHash(moved.tx_hash).Reason("fee_bump")});
+              !s.ok()) {
+            return s;
+          }
+        }
         applied.send = *replacement->record;
         ++report.replaced;
         const std::string detail = replacement->decision.reason + ": " +
@@ -136,6 +171,23 @@ Result<Applied> Apply(Store& store, Random& random, const Candidate& seen_candid
         break;
       }
       case ReconcilerOutcome::kRebroadcast: {
+        if (!seen_candidate.payment.submitted()) {
+          // Never signed (its batch's attempt is gone): signed now, alone, and sent; from here
+          // on it is reconciled as any other.
+          if (!sign) return Status::Ok();  // nothing to sign it with: looked at again later
+          auto nonce = sign->settler.TakeNonce(tx, sign->inputs.pending_nonce);
+          if (!nonce.ok()) return nonce.status();
+          auto signed_payment =
+              sign->settler.SignTogether({seen_candidate.payment}, sign->inputs, *nonce, now);
+          if (!signed_payment.ok()) return signed_payment.status();
+          applied.send = std::move(signed_payment->front());
+          if (Status s = tx.UpdateX402Payment(applied.send); !s.ok()) return s;
+          event_tx = applied.send.tx_hash;
+          r.reason = "never signed, its authorization still unused: signed alone as " +
+                     applied.send.tx_hash + " at relayer nonce " + std::to_string(*nonce);
+          ++report.rebroadcast;
+          break;
+        }
         SettlementRecord record = RecordRebroadcast(ToSettlementRecord(seen_candidate.payment));
         X402PaymentRecord payment = seen_candidate.payment;
         payment.broadcasts = record.broadcasts;
@@ -240,9 +292,11 @@ Result<GapFill> FillRelayerGap(Store& store, Settler& settler, int64_t now,
     std::optional<X402PaymentRecord> stuck;
     int64_t taken = 0;  // the store's next relayer nonce
     Status read = store.Read([&](Transaction& tx) {
-      auto found = tx.FindX402PaymentByRelayerNonce(settler.RelayerHex(), nonce);
+      // A batch's members share the transaction: any one of them stands for it.
+      auto found = tx.ListX402PaymentsAtRelayerNonce(settler.RelayerHex(), nonce);
       if (!found.ok()) return found.status();
-      stuck = std::move(*found);
+      stuck.reset();
+      if (!found->empty()) stuck = std::move(found->front());
       auto next_taken = tx.NextRelayerNonce(settler.RelayerHex());
       if (!next_taken.ok()) return next_taken.status();
       taken = *next_taken;
@@ -403,12 +457,83 @@ Status WatchSettlements(Store& store, Settler& settler, int64_t now, const Recon
   return Status::Ok();
 }
 
+// The decision on what one look saw (Apply), then its broadcast and the reservation's release;
+// adds to `report`. Returns whether the operation is resolved.
+bool Finish(Store& store, Settler& settler, Random& random, const ReconcilerConfig& config,
+            const Candidate& candidate, const ChainObservation& seen, int64_t now,
+            const std::optional<Settler::Replacement>& replacement,
+            const std::optional<SignAlone>& sign, ReconcileReport& report) {
+  ReconcileReport delta;
+  auto applied = Apply(store, random, candidate, seen, settler.config().confirmations, now, config,
+                       replacement, sign, delta);
+  if (!applied.ok()) {
+    ++report.errors;
+    report.decisions.push_back({candidate.op.id, "store_error", applied.status().message()});
+    return false;
+  }
+  for (WorkerDecision& decision : delta.decisions) report.decisions.push_back(std::move(decision));
+  report.settled += delta.settled;
+  report.rebroadcast += delta.rebroadcast;
+  report.voided += delta.voided;
+  report.failed += delta.failed;
+  report.marked_unknown += delta.marked_unknown;
+  report.replaced += delta.replaced;
+  // (A payment never signed has nothing to send: void's filler is for a transaction we signed.)
+  if (applied->broadcast && applied->send.submitted()) {
+    if (Status sent = settler.Broadcast(applied->send); !sent.ok()) {
+      ++report.errors;
+      report.decisions.push_back({candidate.op.id, "broadcast_error", sent.message()});
+    }
+  }
+  // Settled: the chain balance shows it; void or failed: the money did not move through us.
+  if (applied->resolved) settler.reservations().Release(candidate.payment.authorization);
+  return applied->resolved;
+}
+
+// A settling payment never signed: a member of a batch whose attempt went away (a crash, or the
+// batch's decision failed) before it signed. Nothing of ours can be on chain, so the look is the
+// authorization's state and the chain's time (Reconcile's rows for a transaction the node does
+// not know): used (by someone else) is failed, expired unused is void, and still usable is
+// signed alone and sent (Apply's kRebroadcast), with the inputs read first.
+bool LookAtUnsigned(Store& store, Settler& settler, Clock& clock, Random& random,
+                    const ReconcilerConfig& config, const Candidate& candidate,
+                    ReconcileReport& report) {
+  auto seen = settler.ObserveUnsigned(candidate.payment);
+  if (!seen.ok()) {
+    ++report.errors;
+    report.decisions.push_back({candidate.op.id, "chain_error", seen.status().message()});
+    return false;
+  }
+  const int64_t now = clock.NowMs();
+  std::optional<SignAlone> sign;
+  const Reconciliation r =
+      Reconcile(Settlement::kUnknown, ToSettlementRecord(candidate.payment), *seen,
+                config.expiry_buffer_seconds, settler.config().confirmations);
+  if (r.action == ReconcileAction::kRebroadcast) {
+    auto authorization = AuthorizationOf(candidate.payment);
+    auto signature = SignatureOf(candidate.payment);
+    Result<TxInputs> inputs = !authorization.ok() ? Result<TxInputs>(authorization.status())
+                              : !signature.ok()
+                                  ? Result<TxInputs>(signature.status())
+                                  : settler.ReadTxInputs(*authorization, *signature, now);
+    if (!inputs.ok()) {
+      ++report.errors;
+      report.decisions.push_back({candidate.op.id, "chain_error", inputs.status().message()});
+      return false;
+    }
+    sign.emplace(SignAlone{settler, *inputs});
+  }
+  return Finish(store, settler, random, config, candidate, *seen, now, std::nullopt, sign, report);
+}
+
 // Looks at one operation and applies the decision; adds to `report`. Returns whether the
 // operation is resolved (or moved on without us), so that nothing more is owed to it.
 bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
             const ReconcilerConfig& config, const Candidate& candidate, ReconcileReport& report,
             Stuck stuck = Stuck::kUnmined) {
   ++report.examined;
+  if (!candidate.payment.submitted())
+    return LookAtUnsigned(store, settler, clock, random, config, candidate, report);
   auto seen = settler.Observe(candidate.payment);
   if (!seen.ok()) {
     ++report.errors;
@@ -434,30 +559,8 @@ bool LookAt(Store& store, Settler& settler, Clock& clock, Random& random,
     }
     replacement = std::move(*replaced);
   }
-  ReconcileReport delta;
-  auto applied = Apply(store, random, candidate, *seen, settler.config().confirmations, now, config,
-                       replacement, delta);
-  if (!applied.ok()) {
-    ++report.errors;
-    report.decisions.push_back({candidate.op.id, "store_error", applied.status().message()});
-    return false;
-  }
-  for (WorkerDecision& decision : delta.decisions) report.decisions.push_back(std::move(decision));
-  report.settled += delta.settled;
-  report.rebroadcast += delta.rebroadcast;
-  report.voided += delta.voided;
-  report.failed += delta.failed;
-  report.marked_unknown += delta.marked_unknown;
-  report.replaced += delta.replaced;
-  if (applied->broadcast) {
-    if (Status sent = settler.Broadcast(applied->send); !sent.ok()) {
-      ++report.errors;
-      report.decisions.push_back({candidate.op.id, "broadcast_error", sent.message()});
-    }
-  }
-  // Settled: the chain balance shows it; void or failed: the money did not move through us.
-  if (applied->resolved) settler.reservations().Release(candidate.payment.authorization);
-  return applied->resolved;
+  return Finish(store, settler, random, config, candidate, *seen, now, replacement, std::nullopt,
+                report);
 }
 
 // The chain calls one look at this payment may make (reconciler.h): the replaced transactions'

@@ -268,6 +268,33 @@ TEST_F(ServeConfigTest, ChainThreadsAreAKnobWithARange) {
   }
 }
 
+TEST_F(ServeConfigTest, SettlementBatchingIsOffByDefaultAndBounded) {
+  auto plain = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1"});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->settle_batch_max, 1u);  // one transaction per payment
+  EXPECT_EQ(plain->settle_batch_window_ms, 10);
+  auto batched = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", "--settle-batch-max",
+                          "64", "--settle-batch-window-ms", "0"});
+  ASSERT_TRUE(batched.ok()) << batched.status().ToString();
+  EXPECT_EQ(batched->settle_batch_max, 64u);
+  EXPECT_EQ(batched->settle_batch_window_ms, 0);
+  auto file = ResolveFile(
+      "settle_batch_max = 16\nsettle_batch_window_ms = 25\nupstream = \"http://127.0.0.1:9\"\n"
+      "price = \"1\"\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->settle_batch_max, 16u);
+  EXPECT_EQ(file->settle_batch_window_ms, 25);
+  for (const auto& [flag, bad] :
+       {std::pair{"--settle-batch-max", "0"}, std::pair{"--settle-batch-max", "65"},
+        std::pair{"--settle-batch-window-ms", "-1"},
+        std::pair{"--settle-batch-window-ms", "1001"}}) {
+    auto refused = Resolve({"--upstream", "http://127.0.0.1:9", "--price", "1", flag, bad});
+    ASSERT_FALSE(refused.ok()) << flag << " " << bad;
+    EXPECT_NE(refused.status().message().find(flag), std::string::npos)
+        << refused.status().message();
+  }
+}
+
 TEST_F(ServeConfigTest, TheFacilitatorNeedsItsSellersAndNeedsNoRoute) {
   for (const std::vector<std::string>& half :
        {std::vector<std::string>{"--facilitator-listen", "127.0.0.1:8407"},

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
 
 #include "chain/devnet.h"
 #include "chain/eip712.h"
@@ -137,6 +139,8 @@ class X402GatewayTest : public ::testing::Test {
     config.admin_token = "admin-secret";
     config.public_url = kPublicUrl;
     config.min_idempotency_key_bits = min_key_bits_;
+    config.settle_batch_max = batch_max_;
+    config.settle_batch_window_ms = batch_window_ms_;
     config_ = config;
     gateway_ = std::make_unique<Gateway>(config, *store_, clock_, random_, timers_, upstream_,
                                          settler_.get());
@@ -159,6 +163,42 @@ class X402GatewayTest : public ::testing::Test {
   // These tests name their keys for the reader (`lost-1`): every key proves the payer unless a
   // test asks for the default of --min-idempotency-key-bits (T25).
   int64_t min_key_bits_ = 0;
+  // Batched settlement, for the tests that turn it on (MakeGateway reads them).
+  size_t batch_max_ = 1;
+  int64_t batch_window_ms_ = 10;
+
+  // Waits (up to 10 s) until `count` operations are stored: the payments in flight have made their
+  // arrival decisions.
+  void WaitForOperations(size_t count) {
+    for (int waited = 0; waited < 1000; ++waited) {
+      size_t stored = 0;
+      ASSERT_TRUE(store_
+                      ->Read([&](Transaction& tx) {
+                        OperationFilter filter;
+                        filter.limit = 1000;
+                        auto ops = tx.ListOperations(filter);
+                        if (!ops.ok()) return ops.status();
+                        stored = ops->size();
+                        return Status::Ok();
+                      })
+                      .ok());
+      if (stored >= count) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL() << "fewer than " << count << " operations stored";
+  }
+  std::optional<X402PaymentRecord> StoredPayment(const std::string& op_id) {
+    std::optional<X402PaymentRecord> found;
+    EXPECT_TRUE(store_
+                    ->Read([&](Transaction& tx) {
+                      auto payment = tx.FindX402Payment(op_id);
+                      if (!payment.ok()) return payment.status();
+                      found = std::move(*payment);
+                      return Status::Ok();
+                    })
+                    .ok());
+    return found;
+  }
 
   struct Signed {
     std::string header;
@@ -1380,6 +1420,146 @@ TEST_F(X402GatewayTest, FeesAboveTheCapBroadcastNothingAndTheSamePaymentSettlesL
   EXPECT_TRUE(NonceUsed(payment.nonce));
   EXPECT_EQ(Transfers(), 1);
   EXPECT_EQ(upstream_.calls(), 1);
+}
+
+}  // namespace
+}  // namespace agentpay
+
+namespace agentpay {
+namespace {
+
+// Issue 38 item 3: with --settle-batch-max, the payments settled within the window share one
+// relayer transaction (Multicall3 aggregate3), and each is settled, served and counted on its own.
+TEST_F(X402GatewayTest, PaymentsSettledTogetherShareOneTransactionAndEachIsPaidOnce) {
+  batch_max_ = 8;
+  batch_window_ms_ = 1000;
+  MakeGateway(SettleTiming::kBefore);
+  constexpr int kPayments = 6;
+  std::vector<Signed> payments;
+  for (int i = 0; i < kPayments; ++i) payments.push_back(Sign());
+  std::vector<std::future<HttpResponse>> answers;
+  for (int i = 0; i < kPayments; ++i) {
+    answers.push_back(std::async(std::launch::async, [&, i] {
+      return Pay(payments[i].header, "batched-" + std::to_string(i));
+    }));
+  }
+  std::set<std::string> hashes;
+  for (auto& answer : answers) {
+    HttpResponse response = answer.get();
+    EXPECT_EQ(response.status, 200) << response.body;
+    EXPECT_EQ(SettleResponse(response)["success"], true);
+    hashes.insert(SettleResponse(response)["transaction"].get<std::string>());
+  }
+  // The window held the first until the others were signed with it: one transaction, one nonce.
+  EXPECT_EQ(hashes.size(), 1u);
+  EXPECT_EQ(RelayerTransactions(), 1u);
+  EXPECT_EQ(Transfers(), kPayments);
+  EXPECT_EQ(upstream_.calls(), kPayments);
+  for (const Signed& payment : payments) EXPECT_TRUE(NonceUsed(payment.nonce));
+  // A retry of each is the stored answer, nothing sent again.
+  for (int i = 0; i < kPayments; ++i) {
+    EXPECT_EQ(Pay(payments[i].header, "batched-" + std::to_string(i)).status, 200);
+  }
+  EXPECT_EQ(RelayerTransactions(), 1u);
+  EXPECT_EQ(upstream_.calls(), kPayments);
+}
+
+// A member whose authorization another relayer spent before the batch was mined: its call fails
+// inside the batch (allowFailure), it is failed with an alert and never a 402, and the others of
+// the same transaction settle.
+TEST_F(X402GatewayTest, ABatchMemberSpentElsewhereFailsAloneAndTheOthersSettle) {
+  batch_max_ = 8;
+  batch_window_ms_ = 1500;
+  MakeGateway(SettleTiming::kBefore);
+  Signed kept = Sign(), spent = Sign();
+  auto first = std::async(std::launch::async, [&] { return Pay(kept.header, "member-kept"); });
+  auto second = std::async(std::launch::async, [&] { return Pay(spent.header, "member-spent"); });
+  ASSERT_NO_FATAL_FAILURE(WaitForOperations(2));
+  // Within the window, someone else relays the second authorization with a transaction of theirs.
+  auto theirs =
+      chain::BuildTransferWithAuthorizationTx(spent.authorization, spent.signature, token_,
+                                              kChainId, 0, *devnet_->Fees(), 200000, Key(0x77));
+  ASSERT_TRUE(theirs.ok());
+  ASSERT_TRUE(devnet_->SendRawTransaction(theirs->raw).ok());
+  ASSERT_TRUE(NonceUsed(spent.nonce));
+  stranger_paid_ = kPrice;
+  HttpResponse paid = first.get(), refused = second.get();
+  EXPECT_EQ(paid.status, 200) << paid.body;
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_EQ(Code(refused), "settlement_failed");
+  EXPECT_EQ(OperationJson(refused)["tx_hash"], OperationJson(paid)["tx_hash"]);
+  EXPECT_EQ(RelayerTransactions(), 1u);
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(TokenBalance(pay_to_), 2 * kPrice);  // ours once, theirs once
+}
+
+// What a crash between a payment's arrival decision and its batch's decision leaves: the
+// operation `submitted`, its payment unsigned, no attempt alive. The reconciler signs it alone
+// while its authorization can be paid (and it settles once), fails it once someone else spent it,
+// voids it once it expired unused; each from the store as the arrival decision wrote it.
+TEST_F(X402GatewayTest, AnUnsignedBatchMemberLeftByACrashIsSignedAloneOrClosedByTheReconciler) {
+  struct Left {
+    std::string op_id;
+    Signed payment;
+  };
+  auto leave_unsigned = [&](int64_t valid_for_s) {
+    Left left{"op_unsigned_" + std::to_string(nonces_ + 1),
+              Sign(kPrice, 0x01, "USD Coin", valid_for_s)};
+    const int64_t now = clock_.NowMs();
+    X402PaymentRecord payment;
+    payment.operation_id = left.op_id;
+    payment.authorization = {chain::ToLowerHex(buyer()), chain::Hex(left.payment.nonce), 0,
+                             left.payment.authorization.valid_before.ToInt64(), kPrice};
+    payment.pay_to = chain::ToLowerHex(pay_to_);
+    payment.signature_hex = chain::Hex(left.payment.signature.bytes);
+    Operation op =
+        NewX402Operation({left.op_id, "payer:" + chain::ToLowerHex(buyer()), left.op_id, "fp", "/",
+                          kPrice, SettleOrder::kBeforeUpstream, 2000, "dead-instance"},
+                         now);
+    EXPECT_TRUE(store_
+                    ->Write([&](Transaction& tx) -> Status {
+                      auto inserted = tx.InsertX402Payment(payment);
+                      if (!inserted.ok()) return inserted.status();
+                      return tx.InsertOperation(op);
+                    })
+                    .ok());
+    return left;
+  };
+  Left payable = leave_unsigned(600);
+  Left spent = leave_unsigned(600);
+  auto theirs = chain::BuildTransferWithAuthorizationTx(spent.payment.authorization,
+                                                        spent.payment.signature, token_, kChainId,
+                                                        0, *devnet_->Fees(), 200000, Key(0x77));
+  ASSERT_TRUE(theirs.ok());
+  ASSERT_TRUE(devnet_->SendRawTransaction(theirs->raw).ok());
+  stranger_paid_ = kPrice;
+  // While the attempt's claim lasts, the reconciler leaves them alone.
+  EXPECT_EQ(Reconcile().examined, 0);
+  EXPECT_FALSE(StoredPayment(payable.op_id)->submitted());
+  clock_.Advance(3000);  // the claim lapsed: the attempt is gone
+  ReconcileReport first = Reconcile();
+  EXPECT_EQ(first.failed, 1);       // spent by someone else: failed, with an alert
+  EXPECT_EQ(first.rebroadcast, 1);  // the other signed alone and sent
+  EXPECT_TRUE(StoredPayment(payable.op_id)->submitted());
+  EXPECT_EQ(RelayerTransactions(), 1u);
+  // Mined at once (automine): the next look settles it, and a second pass changes nothing.
+  EXPECT_EQ(Reconcile().settled, 1);
+  EXPECT_EQ(Reconcile().examined, 0);
+  EXPECT_EQ(Transfers(), 2);  // ours, signed alone, and the stranger's
+  HttpResponse settled = Get("/v1/operations/" + payable.op_id);
+  EXPECT_EQ(nlohmann::json::parse(settled.body)["settlement"], "settled") << settled.body;
+  HttpResponse failed = Get("/v1/operations/" + spent.op_id);
+  EXPECT_EQ(nlohmann::json::parse(failed.body)["settlement"], "failed") << failed.body;
+  // Expired before anything was signed: void, nothing sent.
+  Left late = leave_unsigned(1);
+  clock_.Advance(3000 + 10'000);
+  ASSERT_TRUE(devnet_->Mine().ok());  // a block past its validBefore and the buffer
+  ReconcileReport third = Reconcile();
+  EXPECT_EQ(third.voided, 1);
+  EXPECT_EQ(RelayerTransactions(), 1u);
+  EXPECT_FALSE(NonceUsed(late.payment.nonce));
+  HttpResponse voided = Get("/v1/operations/" + late.op_id);
+  EXPECT_EQ(nlohmann::json::parse(voided.body)["settlement"], "void") << voided.body;
 }
 
 }  // namespace

@@ -1755,9 +1755,43 @@ TEST_P(StoreConformance, X402PaymentsAreUniquePerAuthorization) {
                 auto found = tx.FindX402Payment("op_x1");
                 EXPECT_TRUE(found.ok() && found->has_value());
                 EXPECT_EQ(**found, replaced);
-                auto by_nonce = tx.FindX402PaymentByRelayerNonce("", 7);
-                EXPECT_TRUE(by_nonce.ok() && by_nonce->has_value());
-                EXPECT_EQ((*by_nonce)->replaced_raw_txs, replaced.replaced_raw_txs);
+                auto by_nonce = tx.ListX402PaymentsAtRelayerNonce("", 7);
+                EXPECT_TRUE(by_nonce.ok() && by_nonce->size() == 1);
+                EXPECT_EQ(by_nonce->at(0).replaced_raw_txs, replaced.replaced_raw_txs);
+                return Status::Ok();
+              }).ok());
+}
+
+// A batch's members (--settle-batch-max) share one transaction: its bytes and relayer nonce. The
+// audit lists a transaction as shared only when its payments disagree on those, or there are more
+// than a batch holds; and the payments at one relayer nonce are all of the batch's members.
+TEST_P(StoreConformance, ABatchsMembersShareTheirTransactionWithoutAViolation) {
+  const std::string hash = "0x" + std::string(64, 'f');
+  ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                for (int i = 0; i < 3; ++i) {
+                  const std::string id = "op_b" + std::to_string(i);
+                  X402PaymentRecord payment =
+                      SamplePayment(id, "0x" + std::string(63, '0') + std::to_string(i + 1));
+                  auto inserted = tx.InsertX402Payment(payment);
+                  if (!inserted.ok()) return inserted.status();
+                  payment.tx_hash = hash;
+                  payment.relayer_nonce = 9;
+                  payment.submitted_ms = 100 + i;
+                  if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
+                }
+                return Status::Ok();
+              }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                auto shared = tx.ListSharedPayments(10);
+                EXPECT_TRUE(shared.ok());
+                EXPECT_TRUE(shared->empty()) << (*shared)[0].what;
+                auto members = tx.ListX402PaymentsAtRelayerNonce("", 9);
+                EXPECT_TRUE(members.ok());
+                EXPECT_EQ(members->size(), 3u);
+                for (size_t i = 0; i < members->size(); ++i) {
+                  EXPECT_EQ((*members)[i].operation_id, "op_b" + std::to_string(i));
+                }
+                EXPECT_TRUE(tx.ListX402PaymentsAtRelayerNonce("", 10)->empty());
                 return Status::Ok();
               }).ok());
 }
@@ -1802,7 +1836,8 @@ TEST_P(StoreConformance, AuditReadsTheBooks) {
                     !s.ok()) {
                   return s;
                 }
-                // x402: op_x1 settled, op_x2 not, both naming one transaction.
+                // x402: op_x1 settled, op_x2 not, both naming one transaction hash with
+                // different bytes (no batch: a batch's members share its bytes and nonce).
                 for (const char* id : {"op_x1", "op_x2"}) {
                   Operation op = wallet_op(id, id, 40);
                   op.principal = "x402:0x" + std::string(40, 'a');
@@ -1814,6 +1849,7 @@ TEST_P(StoreConformance, AuditReadsTheBooks) {
                   auto inserted = tx.InsertX402Payment(payment);
                   if (!inserted.ok()) return inserted.status();
                   payment.tx_hash = "0x" + std::string(64, 'd');
+                  if (std::string(id) == "op_x2") payment.raw_tx_hex = "0x02ff";
                   if (Status s = tx.UpdateX402Payment(payment); !s.ok()) return s;
                 }
                 return Status::Ok();
