@@ -18,7 +18,9 @@ authorization is used twice, and payTo's and the buyers' balances match those Tr
     settles it once mined, and the status query (GET /settlements/{payer}/{nonce}) says so;
   - kill -9 of AgentPay between its broadcast and its answer: started again, the seller's retried
     settle returns the same transaction, and it settles once;
-  - a stranger (no key, or another seller's key) can neither settle, verify nor query.
+  - a stranger (no key, or another seller's key) can neither settle, verify nor query;
+  - with batched settlement (--settle-batch-max), settles at once share one transaction and each
+    is paid once.
 """
 
 import concurrent.futures
@@ -421,6 +423,42 @@ class FacilitatorTwoGatewaysTest(FacilitatorCase):
             pair = {answers[2 * i][1]["transaction"], answers[2 * i + 1][1]["transaction"]}
             self.assertEqual(len(pair), 1, pair)
         self.assertEqual(len(self.chain.transfers_to_pay_to()), before + len(bodies))
+
+
+class FacilitatorBatchedTest(FacilitatorCase):
+    """Batched settlement (--settle-batch-max 8): the settles that arrive within the window share
+    one relayer transaction (Multicall3 aggregate3), and each is still its own settlement."""
+    gateway_args = ("--settle-batch-max", "8", "--settle-batch-window-ms", "300")
+
+    def test_settles_at_once_share_a_transaction_and_each_pays_once(self):
+        before = len(self.chain.transfers_to_pay_to())
+        relayer_before = self.chain.relayer_nonce()
+        bodies = [self.payment_body() for _ in range(8)]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda body: self.post("/settle", body), bodies))
+        for status, answer in answers:
+            self.assertEqual(status, 200, answer)
+            self.assertTrue(answer["success"], answer)
+        transactions = {answer["transaction"] for _, answer in answers}
+        self.assertLess(len(transactions), len(bodies), answers)
+        self.assertEqual(self.chain.relayer_nonce(), relayer_before + len(transactions))
+        self.assertEqual(len(self.chain.transfers_to_pay_to()), before + len(bodies))
+        for body in bodies:
+            auth = body["paymentPayload"]["payload"]["authorization"]
+            self.assertTrue(self.chain.used(BUYER.address, auth["nonce"]))
+        # Asked again, each answers its own settlement, nothing sent.
+        again = [self.post("/settle", body)[1]["transaction"] for body in bodies]
+        self.assertEqual(again, [answer["transaction"] for _, answer in answers])
+        self.assertEqual(self.chain.relayer_nonce(), relayer_before + len(transactions))
+
+    def test_the_official_middleware_is_paid_through_a_batch(self):
+        before = len(self.chain.transfers_to_pay_to())
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            outs = list(pool.map(lambda _: X.run_client(self.chain, 2, self.shop.url + "/report"), range(4)))
+        for out in outs:
+            self.assertEqual(out["status"], 200, out)
+            self.assertTrue(out["payment_response"]["success"], out)
+        self.assertEqual(len(self.chain.transfers_to_pay_to()), before + 4)
 
 
 def start_again(gw):

@@ -2,7 +2,8 @@
 """A settlement transaction stuck in the mempool (issue 14, item 4): Anvil with automine off, the base fee
 raised above the transaction's max fee, so blocks are mined without it (and Anvil evicts it). The reconciler replaces it once,
 with the same relayer nonce, the same calldata and a higher fee within --max-fee-per-gas, never with a
-second authorization; the replacement is mined and the payment settles once. And a cap too low for any
+second authorization; the replacement is mined and the payment settles once. A batch's stuck
+transaction (--settle-batch-max) is replaced the same way, once, for every payment it settles. And a cap too low for any
 replacement the node would take: nothing is replaced, and the transaction waits for the base fee.
 
 The money check (x402_harness.money_violations) runs after every test.
@@ -10,6 +11,7 @@ The money check (x402_harness.money_violations) runs after every test.
 Run:  python3 tests/integration/test_stuck_tx.py --agentpay build/agentpay
 """
 
+import concurrent.futures
 import os
 import sys
 import time
@@ -114,6 +116,50 @@ class StuckTransactionTest(StuckBase):
         self.assertEqual(self.gw.operation(op_id)["tx_hash"], op["tx_hash"])
         self.assertEqual(len(self.chain.transfers(from_=BUYER.address)), transfers + 1)
 
+
+
+class BatchedStuckTransactionTest(StuckBase):
+    gateway_args = StuckBase.gateway_args + ("--settle-batch-max", "8", "--settle-batch-window-ms", "300")
+
+    def test_a_stuck_batch_is_replaced_once_for_every_member_and_each_settles_once(self):
+        relayer_mined = self.chain.relayer_nonce("latest")
+        transfers = len(self.chain.transfers(from_=BUYER.address))
+        self.set_base_fee(GWEI // 10)
+        time.sleep(FEE_REFRESH_S)
+        _, required, _, _ = self.gw.challenge("/report")
+        signed = [X.official_sign_v2(self.chain, required) for _ in range(2)]
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(
+                lambda i: self.gw.pay("/report", v2=signed[i]["value"], key="stuck-batch-%d" % i), range(2)))
+        for r in answers:
+            self.assertProblem(r, 202, "settlement_unknown")
+        ops = [r.operation_id for r in answers]
+        first_hash = self.gw.operation(ops[0])["tx_hash"]
+        self.assertEqual(self.gw.operation(ops[1])["tx_hash"], first_hash, "one transaction for both")
+        first = self.chain.tx(first_hash)
+        self.assertIsNone(first["blockNumber"], first)
+        self.assertTrue(eq_addr(first["to"], X.A.MULTICALL3_ADDRESS), first)
+        self.set_base_fee(2 * int(first["maxFeePerGas"], 16))
+
+        def replaced():
+            hashes = {self.gw.operation(op_id)["tx_hash"] for op_id in ops}
+            return hashes if first_hash not in hashes else None
+        hashes = X.deadline_poll(replaced, 20, what="the reconciler's replacement of the batch")
+        self.assertEqual(len(hashes), 1, "every member took the one replacement")
+        second = self.chain.tx(hashes.pop())
+        self.assertEqual((second["nonce"], second["input"], second["to"]),
+                         (first["nonce"], first["input"], first["to"]))
+        self.assertGreater(int(second["maxFeePerGas"], 16), int(first["maxFeePerGas"], 16))
+        for op_id in ops:
+            self.assertEqual(len(self.replaced_events(op_id)), 1, self.gw.trace(op_id))
+
+        self.chain.rpc.mine()
+        for op_id in ops:
+            self.gw.wait_settlement(op_id, "settled")
+        self.assertEqual(self.chain.relayer_nonce("latest"), relayer_mined + 1, "one relayer nonce used")
+        self.assertEqual(len(self.chain.transfers(from_=BUYER.address)), transfers + 2, "two Transfers")
+        for payment in signed:
+            self.assertTrue(self.chain.used(BUYER.address, payment["payload"]["payload"]["authorization"]["nonce"]))
 
 
 class CappedStuckTransactionTest(StuckBase):

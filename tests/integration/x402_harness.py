@@ -6,8 +6,10 @@ ways: by the official clients (tests/chain_env/x402_client.mjs, also --sign-only
 viem signatures (tests/chain_env/sign_auth.mjs) for the invalid and malformed cases.
 
 The money check (money_violations) reads only the chain and the gateway's operation views:
-  - every settled operation names a mined, successful tx with exactly one Transfer of the token, from the
-    operation's payer to payTo, of exactly the operation's amount; no tx is claimed by two operations;
+  - every settled operation names a mined, successful tx holding its payer's AuthorizationUsed and
+    right after it a Transfer of the token from the operation's payer to payTo, of exactly the
+    operation's amount; no such Transfer is claimed by two operations (a batch's transaction,
+    --settle-batch-max, holds one for each of its payments);
   - Transfers into payTo == the settled operations plus the transfers the tests made themselves;
   - every buyer's loss and payTo's gain match those transfers to the unit;
   - no (authorizer, nonce) was used twice, and every relayer transaction is a successful settlement
@@ -113,6 +115,9 @@ class Chain:
         _chains.add(self)
         self.rpc = self.node.rpc
         self.token = A.deploy_test_usdc(self.rpc, token_name, TOKEN_VERSION)
+        # Multicall3 (as Multicall3Lite) at its canonical address, as public chains have it: batched
+        # settlement (--settle-batch-max) sends through it, and the reference facilitator asks it.
+        A.install_multicall3(self.rpc)
         self.minted = {}
         for acct, amount in ((BUYER, MINT), (BUYER2, MINT), (POOR, PRICE - 1)):
             A.mint(self.rpc, self.token, acct.address, amount)
@@ -433,7 +438,12 @@ def money_violations(chain, gateways):
         for listed in gw.operations("settled"):
             settled.append((gw, gw.operation(listed["id"])))
 
-    claimed = {}
+    # Each settled operation names a mined transaction holding a Transfer of its own: its payer's
+    # AuthorizationUsed followed by the token's Transfer from the payer to payTo of its amount. A
+    # batch's transaction (--settle-batch-max) holds several, one per member; no pair is counted
+    # for two operations.
+    claimed = {}  # (tx hash, index of the Transfer log) -> op id
+    receipts = {}
     for gw, op in settled:
         where = "%s op %s (principal %r, amount %r, tx %r)" % (gw.name, op["id"], op.get("principal"),
                                                                op.get("amount"), op.get("tx_hash"))
@@ -441,29 +451,35 @@ def money_violations(chain, gateways):
         if not isinstance(h, str) or not TX_HASH.match(h):
             errors.append("%s: settled without a tx_hash" % where)
             continue
-        if h.lower() in claimed:
-            errors.append("%s: tx also claimed by op %s (one transfer counted twice)" % (where, claimed[h.lower()]))
-        claimed[h.lower()] = op["id"]
-        receipt = rpc.receipt(h)
+        if h.lower() not in receipts:
+            receipts[h.lower()] = rpc.receipt(h)
+        receipt = receipts[h.lower()]
         if receipt is None or int(receipt["status"], 16) != 1:
             errors.append("%s: settled but the tx is %s" % (where, "not mined" if receipt is None else "reverted"))
             continue
-        logs = [lg for lg in receipt["logs"] if lg["topics"] and lg["topics"][0] == A.TRANSFER_TOPIC
-                and eq_addr(lg["address"], chain.token)]
-        if len(logs) != 1:
-            errors.append("%s: receipt has %d Transfer logs of the token, expected 1" % (where, len(logs)))
-            continue
-        lg = logs[0]
-        frm, to, value = "0x" + lg["topics"][1][-40:], "0x" + lg["topics"][2][-40:], int(lg["data"], 16)
         payer = payer_of(op)
         if payer is None:
             errors.append("%s: the operation's principal names no payer address" % where)
-        elif frm != payer:
-            errors.append("%s: Transfer is from %s, the operation's payer is %s" % (where, frm, payer))
-        if to != pay_to:
-            errors.append("%s: Transfer goes to %s, not payTo %s" % (where, to, pay_to))
-        if str(value) != str(op.get("amount")):
-            errors.append("%s: Transfer of %d, the operation's amount is %r" % (where, value, op.get("amount")))
+            continue
+        logs = receipt["logs"]
+        pairs = []
+        for i, lg in enumerate(logs):
+            if not (lg["topics"] and lg["topics"][0] == A.TRANSFER_TOPIC and eq_addr(lg["address"], chain.token)):
+                continue
+            frm, to, value = "0x" + lg["topics"][1][-40:], "0x" + lg["topics"][2][-40:], int(lg["data"], 16)
+            before = logs[i - 1] if i > 0 else None
+            used_by_payer = (before is not None and before["topics"]
+                             and before["topics"][0] == A.AUTHORIZATION_USED_TOPIC
+                             and eq_addr(before["address"], chain.token)
+                             and "0x" + before["topics"][1][-40:] == payer)
+            if used_by_payer and frm == payer and to == pay_to and str(value) == str(op.get("amount")):
+                pairs.append(i)
+        free = [i for i in pairs if (h.lower(), i) not in claimed]
+        if not free:
+            errors.append("%s: the receipt has no Transfer of its amount from its payer to payTo after the "
+                          "payer's AuthorizationUsed%s" % (where, " left unclaimed (counted twice)" if pairs else ""))
+            continue
+        claimed[(h.lower(), free[0])] = op["id"]
 
     # every transfer into payTo is a settled operation or one of the tests' own transfers
     logs = chain.transfers_to_pay_to()
@@ -510,6 +526,7 @@ def money_violations(chain, gateways):
             h = gw.operation(op["id"]).get("tx_hash")
             if isinstance(h, str):
                 void_txs.add(h.lower())
+    claimed_txs = {h for h, _ in claimed}
     for tx in relayer_txs:
         if is_noop(tx):
             continue  # the reconciler's filler of a relayer nonce gap: moves nothing
@@ -520,7 +537,7 @@ def money_violations(chain, gateways):
                 continue
             errors.append("relayer tx %s reverted (%s): a settlement that could not succeed was submitted" % (
                 tx["hash"], reason))
-        elif tx["hash"].lower() not in claimed:
+        elif tx["hash"].lower() not in claimed_txs:
             errors.append("relayer tx %s succeeded but no settled operation claims it" % tx["hash"])
 
     # Each gateway's own books audit, its chain check against this Anvil, must agree: nothing wrong.
