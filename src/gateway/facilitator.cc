@@ -101,7 +101,9 @@ Facilitator::Facilitator(X402Path& x402, std::function<Respond(Respond)> track,
       track_(std::move(track)),
       metrics_(metrics),
       sellers_(std::move(sellers)),
-      supported_(x402::SupportedBody(chain_id, relayer)) {}
+      supported_(x402::SupportedBody(chain_id, relayer)) {
+  for (size_t i = 0; i < sellers_.size(); ++i) by_key_sha256_.emplace(sellers_[i].key_sha256, i);
+}
 
 // GET /settlements/{payer}/{nonce}: a settle's answer as it is now, for the payee's seller.
 void Facilitator::SettlementStatus(const HttpRequest& request, Respond respond) const {
@@ -128,13 +130,11 @@ void Facilitator::SettlementStatus(const HttpRequest& request, Respond respond) 
 const FacilitatorSeller* Facilitator::Caller(const HttpRequest& request) const {
   auto credential = BearerCredential(request);
   if (!credential) return nullptr;
-  const std::string digest = Sha256Hex(*credential);
-  const FacilitatorSeller* found = nullptr;
-  // Every seller compared, in constant time each: how long this takes says nothing of the key.
-  for (const FacilitatorSeller& seller : sellers_) {
-    if (SecretEquals(seller.key_sha256, digest)) found = &seller;
-  }
-  return found;
+  // Looked up by the key's digest, not the key: how long the lookup takes can at most tell how
+  // much of the caller's own key's digest another key's digest shares, which tells nothing of
+  // that key (SHA-256 is not invertible).
+  auto found = by_key_sha256_.find(Sha256Hex(*credential));
+  return found == by_key_sha256_.end() ? nullptr : &sellers_[found->second];
 }
 
 void Facilitator::Handle(std::shared_ptr<const HttpRequest> request, Respond respond) {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "chain/bytes.h"
@@ -65,6 +66,9 @@ class Facilitator {
   std::function<Respond(Respond)> track_;
   Metrics& metrics_;  // the gateway's: each answer by call and status class
   std::vector<FacilitatorSeller> sellers_;
+  // Each seller's index by the SHA-256 of its key (the file's keys are distinct): a request's key
+  // costs one digest and one lookup, however many sellers there are.
+  std::unordered_map<std::string, size_t> by_key_sha256_;
   std::string supported_;  // GET /supported's body, built once
 };
 
