@@ -115,7 +115,9 @@ void X402Path::SettlementForSeller(std::string payer, std::string nonce,
       },
       [this, found, shared_respond, payees = std::move(payees)](Status read) {
         if (!read.ok()) return (*shared_respond)(StoreProblem(read));
-        const bool theirs = found->payment && found->op && [&] {
+        // A settle's own operation only: an authorization that paid one of the gateway's routes
+        // to the same payee is not a settlement this facilitator was asked for.
+        const bool theirs = found->payment && found->op && found->op->route == kSellerRoute && [&] {
           auto payee = chain::ParseAddress(found->payment->pay_to);
           return payee.ok() && std::find(payees.begin(), payees.end(), *payee) != payees.end();
         }();

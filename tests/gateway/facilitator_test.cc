@@ -512,6 +512,30 @@ TEST_F(FacilitatorTest, TheStatusQueryTellsNothingOfWhatIsNotTheCallers) {
   HttpResponse theirs = Call("GET", path, "", kOtherKey);
   EXPECT_EQ(theirs.status, 404);
   EXPECT_EQ(theirs.body, none.body);
+  // An authorization to the shop's payee that paid one of the gateway's own routes (here as that
+  // route's arrival stores it): not a settle the shop asked for, the same 404.
+  const Signed routed = Sign(shop_);
+  ASSERT_TRUE(store_
+                  ->Write([&](Transaction& tx) -> Status {
+                    X402PaymentRecord payment;
+                    payment.operation_id = "op_routed";
+                    payment.authorization = {chain::ToLowerHex(buyer()), chain::Hex(routed.nonce),
+                                             0, clock_.NowMs() / 1000 + 600, kPrice};
+                    payment.pay_to = chain::ToLowerHex(shop_);
+                    payment.signature_hex = "0x" + std::string(130, '1');
+                    auto inserted = tx.InsertX402Payment(payment);
+                    if (!inserted.ok()) return inserted.status();
+                    return tx.InsertOperation(NewX402Operation(
+                        {"op_routed", "payer:" + chain::ToLowerHex(buyer()), "k", "fp", "/", kPrice,
+                         SettleOrder::kAfterUpstream, 2000, "gw"},
+                        clock_.NowMs()));
+                  })
+                  .ok());
+  HttpResponse routed_answer =
+      Call("GET", "/settlements/" + chain::ToChecksumHex(buyer()) + "/" + chain::Hex(routed.nonce),
+           "", kShopKey);
+  EXPECT_EQ(routed_answer.status, 404) << routed_answer.body;
+  EXPECT_EQ(routed_answer.body, none.body);
 }
 
 TEST(FacilitatorSellers, TheFileIsCheckedLineByLine) {
