@@ -108,6 +108,10 @@ struct Mix {
   // it was before fee spikes existed.
   int64_t fee_cap_multiple = 0;
   int fee_spike = 0;
+  // Batched settlement (--settle-batch-max, --settle-batch-window-ms), settle=before only; from a
+  // stream of its own (Run::batch_random_) for the same reason. batch_max 0: off.
+  int64_t batch_max = 0;
+  int64_t batch_window_ms = 0;
 
   // The part (swarm.h) shapes the draw: kAll draws as the swarm always did; kWallet never pays on
   // chain; kX402 always does, each client alone; kBudget always does, in crowds of 2-5.
@@ -190,6 +194,9 @@ struct Mix {
                        (fee_cap_multiple > 0 ? " fee_cap=" + std::to_string(fee_cap_multiple) +
                                                    "x fee_spike=" + std::to_string(fee_spike)
                                              : "") +
+                       (batch_max > 0 ? " batch=" + std::to_string(batch_max) + "/" +
+                                            std::to_string(batch_window_ms) + "ms"
+                                      : "") +
                        ")"
                  : "");
   }
@@ -268,6 +275,7 @@ class Run {
         world_(seed),
         ids_(seed ^ 0x5eed5eed5eed5eedULL),
         fee_random_(seed ^ 0xfee5fee5fee5fee5ULL),
+        batch_random_(seed ^ 0xba7c4ba7c4ba7c4bULL),
         clock_(scheduler_),
         timers_(scheduler_),
         mix_(Mix::Draw(world_, part)),
@@ -278,6 +286,12 @@ class Run {
       mix_.fee_spike = fee_random_.Chance(300) ? 0 : static_cast<int>(fee_random_.Between(0, 50));
       config_.chain.max_fee_per_gas =
           chain::U256(static_cast<uint64_t>(mix_.fee_cap_multiple) * chain::kDevnetBaseFeePerGas);
+    }
+    if (mix_.x402 && mix_.settle == SettleTiming::kBefore && batch_random_.Chance(500)) {
+      mix_.batch_max = batch_random_.Between(2, 8);
+      mix_.batch_window_ms = batch_random_.Between(0, 100);
+      config_.settle_batch_max = static_cast<size_t>(mix_.batch_max);
+      config_.settle_batch_window_ms = mix_.batch_window_ms;
     }
     outcome_.seed = seed;
     outcome_.mix = mix_.Describe();
@@ -1181,20 +1195,22 @@ class Run {
         auto receipt = devnet_->GetReceipt(hash);
         if (!receipt.ok() || !*receipt)
           return Violate("chain_reads", "receipt " + chain::Hex(hash));
+        // Each Transfer right after the AuthorizationUsed of the authorization it carries out (a
+        // batch's transaction holds one such pair per payment it settled).
         std::optional<chain::TransferAuthorization> used;
         for (const chain::LogEntry& log : (*receipt)->logs) {
-          if (log.topics.size() != 3 || log.topics[0] != kAuthorizationUsed) continue;
-          chain::Address from;
-          std::copy(log.topics[1].end() - 20, log.topics[1].end(), from.bytes.begin());
-          auto found = signed_.find({from, log.topics[2]});
-          if (found == signed_.end()) {
-            return Violate("authorization_integrity",
-                           "transaction " + chain::Hex(hash) + " used an authorization of " +
-                               chain::ToLowerHex(from) + " that no client signed");
+          if (log.topics.size() == 3 && log.topics[0] == kAuthorizationUsed) {
+            chain::Address from;
+            std::copy(log.topics[1].end() - 20, log.topics[1].end(), from.bytes.begin());
+            auto found = signed_.find({from, log.topics[2]});
+            if (found == signed_.end()) {
+              return Violate("authorization_integrity",
+                             "transaction " + chain::Hex(hash) + " used an authorization of " +
+                                 chain::ToLowerHex(from) + " that no client signed");
+            }
+            used = found->second;
+            continue;
           }
-          used = found->second;
-        }
-        for (const chain::LogEntry& log : (*receipt)->logs) {
           auto transfer = chain::DecodeTransferEvent(log.topics, log.data);
           if (!transfer.ok()) continue;
           if (!used || transfer->from != used->from || transfer->to != used->to ||
@@ -1203,6 +1219,7 @@ class Run {
                            "transaction " + chain::Hex(hash) +
                                " moved tokens other than as a signed authorization says");
           }
+          used.reset();  // one Transfer per authorization
         }
       }
       scanned_blocks_.push_back((*block)->hash);
@@ -1420,7 +1437,8 @@ class Run {
   std::vector<WorldEvent> world_events_;  // when tracing
   SeededRandom world_;  // the world's draws: faults, delays, the seller, the clients
   SeededRandom ids_;    // the gateway's randomness (ids, keys)
-  SeededRandom fee_random_;  // the fee cap and its spikes (Mix::fee_cap_multiple)
+  SeededRandom fee_random_;    // the fee cap and its spikes (Mix::fee_cap_multiple)
+  SeededRandom batch_random_;  // batched settlement (Mix::batch_max)
   Scheduler scheduler_;
   SimClock clock_;
   SimTimers timers_;
