@@ -18,6 +18,8 @@ PACKAGES=(
   libhttp-parser-dev
   # PostgreSQL: the server the tests start privately (tests/pg/cluster.sh), Python's client for their checks
   postgresql-15 python3-psycopg2
+  # the Python package (python/, docs/python.md): its venv, its optional httpx and requests, pytest
+  python3-venv python3-httpx python3-requests python3-pytest
   openssl  # the CLI: docs recompute a task key and make the TLS tests' CA with it
   # fault tests: packet loss on loopback (tests/fault; the kernel has no netem qdisc)
   nftables

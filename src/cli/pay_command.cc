@@ -9,6 +9,7 @@
 #include "agentpay/client.h"
 #include "chain/bytes.h"
 #include "cli/serve_config.h"
+#include "client/json_views.h"
 #include "core/money.h"
 #include "x402/wire.h"
 
@@ -45,30 +46,6 @@ constexpr int kUsage = 2;
 
 std::string Dump(const Json& json) {
   return json.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-Json ResultJson(const client::PayResult& r) {
-  Json evidence = {{"payer", r.evidence.payer},
-                   {"nonce", r.evidence.nonce},
-                   {"transaction", r.evidence.transaction}};
-  if (r.evidence.authorization_used)
-    evidence["authorization_used"] = *r.evidence.authorization_used;
-  return Json{
-      {"outcome", client::PayOutcomeName(r.outcome)},
-      {"exit_code", static_cast<int>(r.exit_code)},
-      {"message", r.message},
-      {"key", r.key},
-      {"amount", FormatAmount(r.amount)},
-      {"reservation_state", r.reservation_state},
-      {"http_status", r.http_status},
-      {"replayed", r.replayed},
-      {"attempts", r.attempts},
-      {"operation_id", r.operation_id},
-      {"reason", r.reason},
-      {"body", r.body},
-      {"evidence", evidence},
-      {"budget",
-       {{"total", FormatAmount(r.budget_total)}, {"committed", FormatAmount(r.budget_committed)}}}};
 }
 
 // Reads the secret files and the text flags into the options; false (after saying why) on error.
@@ -114,7 +91,7 @@ int RunPayFlags(PayFlags& flags) {
   if (!Resolve(flags)) return kUsage;
   client::PayResult result = client::Pay(flags.options, Say);
   if (flags.json) {
-    std::printf("%s\n", Dump(ResultJson(result)).c_str());
+    std::printf("%s\n", Dump(client::PayResultJson(result, false)).c_str());
   } else if (result.exit_code == client::ExitCode::kPaid) {
     std::fwrite(result.body.data(), 1, result.body.size(), stdout);
     if (!result.body.empty() && result.body.back() != '\n') std::fputc('\n', stdout);
@@ -131,42 +108,7 @@ int RunBudget(const PayFlags& flags) {
   }
   const client::BudgetAssetView& asset = report.asset;
   if (flags.list_json) {
-    Json asset_json = {{"state", asset.state}};
-    if (asset.state == "bound") {
-      asset_json["network"] = "eip155:" + std::to_string(asset.chain_id);
-      asset_json["address"] = asset.address;
-      asset_json["name"] = asset.name;
-      asset_json["decimals"] = asset.decimals ? Json(*asset.decimals) : Json(nullptr);
-    }
-    Json rows = Json::array();
-    for (const client::Reservation& r : report.reservations) {
-      rows.push_back({{"key", r.key},
-                      {"state", r.state},
-                      {"amount", FormatAmount(r.amount)},
-                      {"method", r.method},
-                      {"url", r.url},
-                      {"scheme", r.scheme},
-                      {"x402_version", r.x402_version},
-                      {"payer", r.payer},
-                      {"nonce", r.nonce},
-                      {"asset", r.asset},
-                      {"pay_to", r.pay_to},
-                      {"chain_id", r.chain_id},
-                      {"valid_before_s", r.valid_before_s},
-                      {"operation_id", r.operation_id},
-                      {"transaction", r.transaction},
-                      {"note", r.note},
-                      {"sends", r.sends},
-                      {"created_ms", r.created_ms},
-                      {"updated_ms", r.updated_ms}});
-    }
-    std::printf("%s\n", Dump(Json{{"asset", asset_json},
-                                  {"total", FormatAmount(report.total)},
-                                  {"committed", FormatAmount(report.committed)},
-                                  {"spent", FormatAmount(report.spent)},
-                                  {"available", FormatAmount(report.total - report.committed)},
-                                  {"reservations", rows}})
-                            .c_str());
+    std::printf("%s\n", Dump(client::BudgetReportJson(report)).c_str());
     return 0;
   }
   std::printf("budget %s: total %lld, committed %lld (spent %lld), available %lld\n",
@@ -196,19 +138,8 @@ int RunReconcile(const PayFlags& flags) {
     Say(report.error);
     return static_cast<int>(client::ExitCode::kError);
   }
-  auto rows = [](const std::vector<client::ReconcileChange>& changes) {
-    Json out = Json::array();
-    for (const auto& c : changes) {
-      out.push_back({{"key", c.key}, {"from", c.from}, {"to", c.to}, {"why", c.why}});
-    }
-    return out;
-  };
   if (flags.reconcile_json) {
-    std::printf("%s\n", Dump(Json{{"changes", rows(report.changes)},
-                                  {"kept", rows(report.kept)},
-                                  {"total", FormatAmount(report.total)},
-                                  {"committed", FormatAmount(report.committed)}})
-                            .c_str());
+    std::printf("%s\n", Dump(client::ReconcileReportJson(report)).c_str());
   }
   Say(std::to_string(report.changes.size()) + " reservation(s) settled, " +
       std::to_string(report.kept.size()) + " still open; committed " +

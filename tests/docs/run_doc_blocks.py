@@ -5,7 +5,7 @@ stops working fails a test (ctest `docs.blocks`).
 Each markdown file gets a fresh scratch directory and ONE bash session; its ```sh blocks run in
 order in that session, so variables, `cd` and background processes carry from block to block, as
 in one terminal. In the scratch directory `build/agentpay` is a symlink to the binary under test
-(docs write ./build/agentpay as users type it), and `web`, `scripts`, `tests` link to the source
+(docs write ./build/agentpay as users type it), `build/python` to the wheel's directory beside it, and `web`, `scripts`, `tests` link to the source
 tree's directories of those names (read them, do not write into them).
 
 Rules a block runs under:
@@ -202,6 +202,9 @@ def make_scratch(base: Path, root: Path, agentpay: Path, index: int) -> Path:
     scratch = base / f"file{index}"
     (scratch / "build").mkdir(parents=True)
     (scratch / "build" / "agentpay").symlink_to(agentpay)
+    # The Python wheel the build made beside the binary (build/python/agentpay-*.whl).
+    if (agentpay.parent / "python").is_dir():
+        (scratch / "build" / "python").symlink_to(agentpay.parent / "python")
     for name in ("web", "scripts", "tests"):
         if (root / name).exists():
             (scratch / name).symlink_to(root / name)
