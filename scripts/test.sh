@@ -27,7 +27,7 @@ phase bootstrap bash scripts/bootstrap.sh
 if [ $sanitizers = 1 ]; then
   # What the script suites run (tests/CMakeLists.txt: agentpay_script_tests), and the benchmarks so
   # that they keep compiling; the C++ suites are built and run by the sanitizer phase.
-  phase build bash scripts/build.sh agentpay_script_tests sim_bench verify_bench
+  phase build bash scripts/build.sh agentpay_script_tests sim_bench verify_bench client_pay_bench
   set -- -L script
 else
   phase build bash scripts/build.sh

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/admin_command.h"
+#include "cli/mcp_command.h"
 #include "cli/pay_command.h"
 #include "cli/seller.h"
 #include "cli/serve.h"
@@ -36,6 +37,10 @@ int main(int argc, char** argv) {
   CLI::App* pay = app.add_subcommand("pay", "the agent client: pay for one request");
   auto run_pay = agentpay::AddPayCommand(*pay);
 
+  CLI::App* mcp = app.add_subcommand(
+      "mcp", "the agent client as an MCP server: tools pay_request, budget, reconcile");
+  auto run_mcp = agentpay::AddMcpCommand(*mcp);
+
   CLI::App* sim = app.add_subcommand("sim", "run the request/effect model (docs/request-effect-model.md)");
   auto run_sim = agentpay::AddSimCommand(*sim);
 
@@ -50,6 +55,7 @@ int main(int argc, char** argv) {
   if (seller->parsed()) return agentpay::RunSeller(seller_listen, seller_fault);
   if (admin->parsed()) return run_admin();
   if (pay->parsed()) return run_pay();
+  if (mcp->parsed()) return run_mcp();
   if (sim->parsed()) return run_sim();
   return 2;
 }

@@ -8,6 +8,7 @@
 
 #include "agentpay/client.h"
 #include "chain/bytes.h"
+#include "cli/payment_flags.h"
 #include "cli/serve_config.h"
 #include "client/json_views.h"
 #include "core/money.h"
@@ -19,11 +20,9 @@ namespace {
 using Json = nlohmann::json;
 
 struct PayFlags {
-  client::PayOptions options;
-  std::string budget_text;
-  std::string max_amount_text;
+  PaymentFlags payment;  // how it pays (shared with `agentpay mcp`)
+  client::PayOptions& options = payment.options;
   std::vector<std::string> headers;
-  std::string api_key_file, buyer_key_file;
   bool json = false;
   CLI::Option* method = nullptr;
   CLI::Option* data = nullptr;
@@ -51,18 +50,7 @@ std::string Dump(const Json& json) {
 // Reads the secret files and the text flags into the options; false (after saying why) on error.
 bool Resolve(PayFlags& flags) {
   client::PayOptions& o = flags.options;
-  if (!flags.budget_text.empty()) {
-    auto amount = ParseAmount(flags.budget_text);
-    if (!amount) return Fail("--budget must be a whole number of atomic units");
-    o.budget = *amount;
-  }
-  if (!flags.max_amount_text.empty()) {
-    auto amount = ParseAmount(flags.max_amount_text);
-    if (!amount || *amount <= 0) {
-      return Fail("--max-amount must be a positive whole number of atomic units");
-    }
-    o.max_amount = *amount;
-  }
+  if (Status s = ResolvePaymentFlags(flags.payment); !s.ok()) return Fail(s.message());
   for (const std::string& header : flags.headers) {
     auto colon = header.find(':');
     if (colon == std::string::npos || colon == 0) {
@@ -72,18 +60,8 @@ bool Resolve(PayFlags& flags) {
     value.erase(0, value.find_first_not_of(' '));
     o.headers.emplace_back(header.substr(0, colon), value);
   }
-  for (auto [file, target] : {std::pair{&flags.api_key_file, &o.api_key},
-                              std::pair{&flags.buyer_key_file, &o.buyer_key}}) {
-    if (file->empty()) continue;
-    auto secret = ReadSecretFile(*file);
-    if (!secret.ok()) return Fail(secret.status().message());
-    *target = *secret;
-  }
   // Like curl: a request with a body is a POST unless --method says otherwise.
   if (flags.data->count() > 0 && flags.method->count() == 0) o.method = "POST";
-  if (o.max_attempts < 1 || o.timeout_ms < 1 || o.attempt_timeout_ms < 1) {
-    return Fail("--max-attempts, --timeout-ms and --attempt-timeout-ms must be positive");
-  }
   return true;
 }
 
@@ -148,37 +126,13 @@ int RunReconcile(const PayFlags& flags) {
   return report.kept.empty() ? 0 : static_cast<int>(client::ExitCode::kUnknown);
 }
 
-// Flag checks: a bad spend control is a usage error, found before anything is sent.
-CLI::Validator AddressCheck() {
-  return CLI::Validator(
-      [](std::string& value) -> std::string {
-        return chain::ParseAddress(value).ok() ? "" : "not an address (0x + 40 hex digits)";
-      },
-      "ADDRESS");
-}
-
-CLI::Validator NetworkCheck() {
-  return CLI::Validator(
-      [](std::string& value) -> std::string {
-        return x402::ChainIdForNetwork(value) ? "" : "not a network: give eip155:<chain id>";
-      },
-      "NETWORK");
-}
-
 void AddPayFlags(CLI::App& pay, PayFlags& f) {
   client::PayOptions& o = f.options;
   pay.add_option("url", o.url, "the paid URL (http:// or https://HOST[:PORT]/PATH)");
   f.method = pay.add_option("--method,-X", o.method, "HTTP method (default GET, POST with --data)");
   f.data = pay.add_option("--data,-d", o.body, "request body");
   pay.add_option("--header,-H", f.headers, "extra request header 'Name: value' (repeatable)");
-  auto* api_key =
-      pay.add_option("--api-key", o.api_key, "pay from a wallet: the account's API key");
-  auto* api_key_file =
-      pay.add_option("--api-key-file", f.api_key_file, "file holding the wallet API key");
-  auto* buyer = pay.add_option("--buyer-key-file", f.buyer_key_file,
-                               "pay with x402: file holding the buyer's private key (0x + 64 hex)");
-  api_key->excludes(api_key_file)->excludes(buyer);
-  api_key_file->excludes(buyer);
+  AddPaymentFlags(pay, f.payment, /*with_api_key_flag=*/true);
   auto* task = pay.add_option("--task", o.task, "the agent's task name (key derivation)");
   auto* step = pay.add_option("--step", o.step, "the step number within the task (key derivation)");
   auto* key = pay.add_option("--idempotency-key", o.idempotency_key,
@@ -186,43 +140,6 @@ void AddPayFlags(CLI::App& pay, PayFlags& f) {
   task->needs(step);
   step->needs(task);
   key->excludes(task)->excludes(step);
-  pay.add_option("--budget-db", o.budget_db, "the budget file (shared by concurrent runs)")
-      ->capture_default_str();
-  pay.add_option(
-      "--budget", f.budget_text,
-      "total of the budget file in atomic units; required to create it, must match after");
-  pay.add_option("--max-attempts", o.max_attempts, "paid sends at most, the first included")
-      ->capture_default_str();
-  pay.add_option("--timeout-ms", o.timeout_ms, "deadline of the whole run, polling included")
-      ->capture_default_str();
-  pay.add_option("--attempt-timeout-ms", o.attempt_timeout_ms, "deadline of one HTTP exchange")
-      ->capture_default_str();
-  pay.add_option("--x402-version", o.x402_version,
-                 "1 or 2 (default: 2 when the server offers it, else 1); a version that cannot "
-                 "name the offered network is refused before anything is signed")
-      ->check(CLI::IsMember({1, 2}));
-  pay.add_option("--asset", o.assets,
-                 "pay only an offer in this token, 0x + 40 hex (repeatable; default: any); others "
-                 "are refused before anything is reserved")
-      ->check(AddressCheck());
-  pay.add_option("--payee", o.payees,
-                 "x402: pay only this address (the offer's payTo), 0x + 40 hex (repeatable; "
-                 "default: any)")
-      ->check(AddressCheck());
-  pay.add_option("--max-amount", f.max_amount_text,
-                 "the most one payment may cost, in atomic units (default " +
-                     std::to_string(client::kDefaultMaxAmount) +
-                     ": 1.00 of a 6-decimal token); a dearer offer is refused");
-  pay.add_option("--network", o.networks,
-                 "pay only an offer on this network, eip155:<chain id> (repeatable; default: any); "
-                 "others are refused before anything is reserved")
-      ->check(NetworkCheck());
-  pay.add_option("--chain-rpc", o.chain_rpc,
-                 "EVM JSON-RPC URL: evidence on chain when a paid answer was lost; when given, "
-                 "only an offer on the chain it serves is paid");
-  pay.add_option("--ca-file", o.ca_file,
-                 "PEM file of CA certificates trusted for https URLs besides the system's store; "
-                 "a server whose certificate does not verify is never paid");
   pay.add_flag("--json", f.json, "print one JSON object on stdout instead of the body");
 }
 
