@@ -240,8 +240,10 @@ int RunHttp(const client::McpServerConfig& config, const std::string& listen,
       std::to_string((*server)->port()) +
       "/mcp (Authorization: Bearer <the token of --token-file>)");
   signals.Wait();
-  (*server)->Stop();
+  // The calls under way answer first (each within --timeout-ms): a call's answer goes through
+  // its connection, which Stop closes.
   calls->WaitAll();
+  (*server)->Stop();
   return 0;
 }
 
