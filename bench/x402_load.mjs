@@ -68,6 +68,20 @@ const noteError = (e) => {
 const { privateKeyToAccount } = require("viem/accounts");
 const viem = require("viem");
 
+// A paid answer: 200 with a successful PAYMENT-RESPONSE (settled on chain and served).
+async function countAnswer(response, began) {
+  await response.arrayBuffer();
+  const settle = response.headers.get("payment-response");
+  const ok = response.status === 200 && settle &&
+    JSON.parse(Buffer.from(settle, "base64").toString("utf8")).success === true;
+  if (ok) {
+    settled += 1;
+    latencies.push(performance.now() - began);
+  } else {
+    noteError("HTTP " + response.status);
+  }
+}
+
 async function gatewayWorker(key) {
   const { x402Client, wrapFetchWithPayment } = require("@x402/fetch");
   const { ExactEvmScheme } = require("@x402/evm/exact/client");
@@ -77,17 +91,8 @@ async function gatewayWorker(key) {
   while (Date.now() < deadline) {
     const began = performance.now();
     try {
-      const response = await pay(opt.url, { headers: { "Idempotency-Key": randomBytes(16).toString("hex") } });
-      await response.arrayBuffer();
-      const settle = response.headers.get("payment-response");
-      const ok = response.status === 200 && settle &&
-        JSON.parse(Buffer.from(settle, "base64").toString("utf8")).success === true;
-      if (ok) {
-        settled += 1;
-        latencies.push(performance.now() - began);
-      } else {
-        noteError("HTTP " + response.status);
-      }
+      await countAnswer(await pay(opt.url, { headers: { "Idempotency-Key": randomBytes(16).toString("hex") } }),
+                        began);
     } catch (e) {
       noteError(e);
     }
@@ -241,18 +246,8 @@ async function gatewayPresignedWorker(_key, w) {
     const headers = mine.shift();
     const began = performance.now();
     try {
-      const response = await fetch(opt.url, {
-        headers: { ...headers, "Idempotency-Key": randomBytes(16).toString("hex") } });
-      await response.arrayBuffer();
-      const settle = response.headers.get("payment-response");
-      const ok = response.status === 200 && settle &&
-        JSON.parse(Buffer.from(settle, "base64").toString("utf8")).success === true;
-      if (ok) {
-        settled += 1;
-        latencies.push(performance.now() - began);
-      } else {
-        noteError("HTTP " + response.status);
-      }
+      await countAnswer(await fetch(opt.url, {
+        headers: { ...headers, "Idempotency-Key": randomBytes(16).toString("hex") } }), began);
     } catch (e) {
       noteError(e);
     }

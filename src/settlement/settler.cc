@@ -326,9 +326,15 @@ Result<X402PaymentRecord> Settler::Sign(X402PaymentRecord record, const TxInputs
       *authorization, *signature, config_.token, config_.chain_id,
       static_cast<uint64_t>(relayer_nonce), inputs.fees, inputs.gas_limit, relayer_key_);
   if (!signed_tx.ok()) return signed_tx.status();
+  return WithTransaction(std::move(record), *signed_tx, relayer_nonce, now_ms);
+}
+
+X402PaymentRecord Settler::WithTransaction(X402PaymentRecord record,
+                                           const chain::SignedTransaction& signed_tx,
+                                           int64_t relayer_nonce, int64_t now_ms) const {
   SettlementRecord settlement =
-      NewSettlementRecord(record.operation_id, record.authorization, chain::Hex(signed_tx->hash),
-                          chain::Hex(signed_tx->raw), now_ms);
+      NewSettlementRecord(record.operation_id, record.authorization, chain::Hex(signed_tx.hash),
+                          chain::Hex(signed_tx.raw), now_ms);
   record.tx_hash = settlement.tx_hash;
   record.raw_tx_hex = settlement.raw_tx_hex;
   record.relayer = RelayerHex();
@@ -388,16 +394,8 @@ Result<std::vector<X402PaymentRecord>> Settler::SignTogether(std::vector<X402Pay
   batch.data = chain::EncodeAggregate3(calls);
   auto signed_tx = chain::SignEip1559(batch, relayer_key_);
   if (!signed_tx.ok()) return signed_tx.status();
-  const std::string hash = chain::Hex(signed_tx->hash), raw = chain::Hex(signed_tx->raw);
   for (X402PaymentRecord& record : records) {
-    SettlementRecord settlement =
-        NewSettlementRecord(record.operation_id, record.authorization, hash, raw, now_ms);
-    record.tx_hash = settlement.tx_hash;
-    record.raw_tx_hex = settlement.raw_tx_hex;
-    record.relayer = RelayerHex();
-    record.relayer_nonce = relayer_nonce;
-    record.submitted_ms = settlement.submitted_ms;
-    record.broadcasts = settlement.broadcasts;
+    record = WithTransaction(std::move(record), *signed_tx, relayer_nonce, now_ms);
   }
   return records;
 }

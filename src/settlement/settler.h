@@ -194,6 +194,11 @@ class Settler {
   Result<ChainObservation> ObserveUnsigned(const X402PaymentRecord& record);
 
  private:
+  // The record with `signed_tx` as its transaction, signed now with `relayer_nonce`: what Sign and
+  // SignTogether write into each record (its first broadcast counted, NewSettlementRecord).
+  X402PaymentRecord WithTransaction(X402PaymentRecord record,
+                                    const chain::SignedTransaction& signed_tx,
+                                    int64_t relayer_nonce, int64_t now_ms) const;
   Result<x402::Failure> DiagnoseInvalidSignature();
   // The balance read and the reservation, retried when a release made the read stale.
   // Precondition: value and validBefore fit in int64 (Check refuses others first).

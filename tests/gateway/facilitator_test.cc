@@ -26,7 +26,9 @@ using testing_support::CountingRandom;
 using testing_support::FreshTestDir;
 using testing_support::Key;
 using testing_support::ManualClock;
+using testing_support::OpenTestDevnet;
 using testing_support::ScriptedUpstream;
+using testing_support::TestSettlerConfig;
 
 constexpr int64_t kPrice = 1000;
 constexpr uint64_t kChainId = 1337;
@@ -44,21 +46,11 @@ class FacilitatorTest : public ::testing::Test {
     token_ = *chain::ParseAddress("0xa6e0000000000000000000000000000000000402");
     shop_ = *chain::ParseAddress("0x5e11e50000000000000000000000000000000001");
     other_shop_ = *chain::ParseAddress("0x5e11e50000000000000000000000000000000002");
-    chain::DevnetConfig devnet;
-    devnet.chain_id = kChainId;
-    devnet.token = token_;
-    devnet.token_name = "USD Coin";
-    devnet.token_version = "2";
-    auto opened = chain::Devnet::Open(devnet, clock_);
+    auto opened = OpenTestDevnet(clock_, token_, kChainId);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     devnet_ = std::move(*opened);
     ASSERT_TRUE(devnet_->Mint(buyer(), chain::U256(kFunding)).ok());
-    SettlerConfig settler;
-    settler.chain_id = kChainId;
-    settler.token = token_;
-    settler.asset_name = "USD Coin";
-    settler.asset_version = "2";
-    settler_ = std::make_unique<Settler>(*devnet_, settler, Key(0x99));
+    settler_ = std::make_unique<Settler>(*devnet_, TestSettlerConfig(token_, kChainId), Key(0x99));
     MakeGateway(300, 2000);
   }
 

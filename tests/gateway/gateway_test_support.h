@@ -3,7 +3,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <array>
@@ -15,10 +14,12 @@
 #include <string>
 #include <string_view>
 
+#include "chain/devnet.h"
 #include "chain/secp256k1.h"
 #include "core/world.h"
 #include "gateway/upstream.h"
 #include "http/worker_pool.h"
+#include "settlement/settler.h"
 
 namespace agentpay::testing_support {
 
@@ -39,6 +40,28 @@ inline std::filesystem::path FreshTestDir(std::string_view prefix) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// The x402 tests' chain: the built-in devnet with the token "USD Coin", version 2, at `token`.
+inline Result<std::unique_ptr<chain::Devnet>> OpenTestDevnet(Clock& clock,
+                                                             const chain::Address& token,
+                                                             uint64_t chain_id) {
+  chain::DevnetConfig devnet;
+  devnet.chain_id = chain_id;
+  devnet.token = token;
+  devnet.token_name = "USD Coin";
+  devnet.token_version = "2";
+  return chain::Devnet::Open(devnet, clock);
+}
+
+// The settler of that token on that chain.
+inline SettlerConfig TestSettlerConfig(const chain::Address& token, uint64_t chain_id) {
+  SettlerConfig settler;
+  settler.chain_id = chain_id;
+  settler.token = token;
+  settler.asset_name = "USD Coin";
+  settler.asset_version = "2";
+  return settler;
 }
 
 class ManualClock final : public Clock {

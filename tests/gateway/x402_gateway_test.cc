@@ -30,7 +30,9 @@ using testing_support::CountingRandom;
 using testing_support::FreshTestDir;
 using testing_support::Key;
 using testing_support::ManualClock;
+using testing_support::OpenTestDevnet;
 using testing_support::ScriptedUpstream;
+using testing_support::TestSettlerConfig;
 using x402::Base64Decode;
 using x402::Base64Encode;
 
@@ -101,22 +103,12 @@ class X402GatewayTest : public ::testing::Test {
     store_ = std::move(*store);
     token_ = *chain::ParseAddress("0xa6e0000000000000000000000000000000000402");
     pay_to_ = *chain::ParseAddress("0x9a7e000000000000000000000000000000000402");
-    chain::DevnetConfig devnet;
-    devnet.chain_id = kChainId;
-    devnet.token = token_;
-    devnet.token_name = "USD Coin";
-    devnet.token_version = "2";
-    auto opened = chain::Devnet::Open(devnet, clock_);
+    auto opened = OpenTestDevnet(clock_, token_, kChainId);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     devnet_ = std::move(*opened);
     ASSERT_TRUE(devnet_->Mint(buyer(), chain::U256(kFunding)).ok());
-    SettlerConfig settler;
-    settler.chain_id = kChainId;
-    settler.token = token_;
-    settler.asset_name = "USD Coin";
-    settler.asset_version = "2";
     counted_ = std::make_unique<CountingChain>(*devnet_);
-    settler_ = std::make_unique<Settler>(*counted_, settler, Key(0x99));
+    settler_ = std::make_unique<Settler>(*counted_, TestSettlerConfig(token_, kChainId), Key(0x99));
     MakeGateway(SettleTiming::kBefore);
   }
 

@@ -342,26 +342,8 @@ class AgentClientTest(ClientTestCase):
             self.assertTrue(rpc.revert(snapshot))
 
     def test_reference_server_lost_response_costs_one_payment_and_reports_paid_not_delivered(self):
-        log = open(os.path.join(self.workdir, "reference-%d.log" % self.n), "w")
-        self.addCleanup(log.close)
-        proc = subprocess.Popen(["node", "reference_server.mjs", "--rpc", self.chain.url, "--asset", self.chain.token,
-                                 "--pay-to", STRANGER.address, "--amount", str(PRICE), "--name", "USDC",
-                                 "--version", "2"], cwd=X.CHAIN_ENV, stdout=subprocess.PIPE, stderr=log, text=True,
-                                preexec_fn=harness._die_with_parent)
-
-        def stop():
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
-        self.addCleanup(stop)
-        line = proc.stdout.readline()
-        self.assertTrue(line, "reference server did not start")
-        info = json.loads(line)
-        proxy = fault_proxy(self, info["port"], "drop_response", count=1)
+        port = X.start_reference_server(self, STRANGER.address, "reference-%d.log" % self.n)
+        proxy = fault_proxy(self, port, "drop_response", count=1)
         before = tx_hashes(buyer_transfers(self.chain, BUYER2, to=STRANGER))
         r = run_pay(proxy_url(proxy, "/paid"), self.db, "--buyer-key-file", self.buyer2_key, "--budget", 3 * PRICE,
                     "--task", "reference", "--step", 1, "--max-attempts", 4, "--chain-rpc", self.chain.url)

@@ -602,6 +602,32 @@ class ExampleSeller:
 
 # ----------------------------------------------------------------------------------------------- base class
 
+def start_reference_server(test, pay_to, log_name="reference.log"):
+    """The official @x402/express server with the reference facilitator (tests/chain_env/
+    reference_server.mjs) on the test's chain, charging PRICE to `pay_to` for /paid; stopped when
+    the test ends. Returns its port. (Its settlements are the test's own: account for them in
+    chain.direct for the money check.)"""
+    log = open(os.path.join(test.workdir, log_name), "w")
+    test.addCleanup(log.close)
+    proc = subprocess.Popen(["node", "reference_server.mjs", "--rpc", test.chain.url, "--asset", test.chain.token,
+                             "--pay-to", pay_to, "--amount", str(PRICE), "--name", "USDC", "--version", "2"],
+                            cwd=CHAIN_ENV, stdout=subprocess.PIPE, stderr=log, text=True,
+                            preexec_fn=harness._die_with_parent)
+
+    def stop():
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    test.addCleanup(stop)
+    line = proc.stdout.readline()
+    test.assertTrue(line, "reference server did not start")
+    return json.loads(line)["port"]
+
+
 class CountingProxy:
     """A JSON-RPC proxy on a free port that forwards to `upstream` and records (monotonic time,
     method, params) of every call (batches counted per call), and in `requests` (monotonic time,

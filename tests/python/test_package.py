@@ -176,27 +176,11 @@ class PackageTest(PackageCase):
             self.assertTrue(issubclass(kind, agentpay.AgentPayError))
 
     def test_the_official_x402_express_server_is_paid(self):
-        log = open(os.path.join(self.workdir, "reference.log"), "w")
-        self.addCleanup(log.close)
-        proc = subprocess.Popen(["node", "reference_server.mjs", "--rpc", self.chain.url, "--asset", self.chain.token,
-                                 "--pay-to", STRANGER.address, "--amount", str(PRICE), "--name", "USDC",
-                                 "--version", "2"], cwd=X.CHAIN_ENV, stdout=subprocess.PIPE, stderr=log, text=True,
-                                preexec_fn=harness._die_with_parent)
-
-        def stop():
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
-        self.addCleanup(stop)
-        info = json.loads(proc.stdout.readline())
+        port = X.start_reference_server(self, STRANGER.address)
         before = transfers(self.chain, BUYER2, to=STRANGER)
         with httpx.Client(transport=agentpay.Transport(budget_db=self.db, budget=3 * PRICE, task="express",
                                                        buyer_key_file=self.buyer2_key)) as client:
-            r = client.get("http://127.0.0.1:%d/paid" % info["port"])
+            r = client.get("http://127.0.0.1:%d/paid" % port)
         new = transfers(self.chain, BUYER2, to=STRANGER) - before
         for _ in new:  # the reference server settled it: accounted for in the money check
             self.chain.direct.append((BUYER2.address.lower(), STRANGER.address.lower(), PRICE))

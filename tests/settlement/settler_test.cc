@@ -65,21 +65,12 @@ class SettlerBatchTest : public ::testing::Test {
   void SetUp() override {
     token_ = *chain::ParseAddress("0xa6e0000000000000000000000000000000000402");
     pay_to_ = *chain::ParseAddress("0x9a7e000000000000000000000000000000000402");
-    chain::DevnetConfig devnet;
-    devnet.chain_id = kChainId;
-    devnet.token = token_;
-    devnet.token_name = "USD Coin";
-    devnet.token_version = "2";
-    auto opened = chain::Devnet::Open(devnet, clock_);
+    auto opened = testing_support::OpenTestDevnet(clock_, token_, kChainId);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     devnet_ = std::move(*opened);
     ASSERT_TRUE(devnet_->Mint(chain::AddressOf(Key(0x01)), chain::U256(1'000'000)).ok());
-    SettlerConfig config;
-    config.chain_id = kChainId;
-    config.token = token_;
-    config.asset_name = "USD Coin";
-    config.asset_version = "2";
-    settler_ = std::make_unique<Settler>(*devnet_, config, Key(0x99));
+    settler_ = std::make_unique<Settler>(
+        *devnet_, testing_support::TestSettlerConfig(token_, kChainId), Key(0x99));
   }
 
   // A payment of `value` signed by Key(0x01), stored as the gateway stores it (unsigned).
