@@ -44,6 +44,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 bash "$(dirname "$0")/../tests/chain_env/install.sh"
+bash "$(dirname "$0")/../tests/mcp_conformance/install.sh"
 # nginx-light's package starts a system nginx on port 80; the benchmark runs its own instance. Only
 # an nginx this very run installed is stopped, by the pid its package wrote: an nginx the machine
 # already had is the owner's, and is left alone (never a kill by name).

@@ -19,6 +19,7 @@
 #include "client/mcp.h"
 #include "gateway/hashing.h"
 #include "http/browser_guard.h"
+#include "http/origin.h"
 #include "http/server.h"
 #include "http/worker_pool.h"
 
@@ -43,7 +44,9 @@ struct McpFlags {
   PaymentFlags payment;
   std::string listen;  // empty: stdio
   std::string token_file;
+  std::vector<std::string> origins;  // --origin: where browsers reach the listener besides itself
 };
+constexpr size_t kMaxOrigins = 16;
 
 void Say(const std::string& line) { std::fprintf(stderr, "agentpay mcp: %s\n", line.c_str()); }
 
@@ -158,7 +161,7 @@ HttpResponse PlainAnswer(int status, std::string text, std::vector<HttpHeader> h
 }
 
 int RunHttp(const client::McpServerConfig& config, const std::string& listen,
-            const std::string& token) {
+            const std::string& token, std::vector<WebOrigin> origins) {
   auto address = ParseListenAddress(listen);
   if (!address.ok()) {
     Say("--listen " + listen + ": " + address.status().message());
@@ -172,7 +175,7 @@ int RunHttp(const client::McpServerConfig& config, const std::string& listen,
     return 2;
   }
   TerminationSignals signals;
-  auto guard = std::make_shared<BrowserGuard>(host, /*tls=*/false, std::vector<WebOrigin>{});
+  auto guard = std::make_shared<BrowserGuard>(host, /*tls=*/false, std::move(origins));
   auto effects = std::make_shared<const client::McpEffects>(Effects(config));
   auto calls = std::make_shared<Calls>();
   AsyncHandler handler = [config, token, guard, effects, calls](
@@ -261,6 +264,9 @@ std::function<int()> AddMcpCommand(CLI::App& mcp) {
   mcp.add_option("--listen", flags->listen,
                  "serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST: 127.0.0.1 "
                  "or [::1])");
+  mcp.add_option("--origin", flags->origins,
+                 "with --listen: an origin browsers reach the listener at besides its own address "
+                 "(e.g. a TLS proxy's https://mcp.example.com), repeatable");
   mcp.add_option("--token-file", flags->token_file,
                  "with --listen: file holding the token every request must carry (Authorization: "
                  "Bearer), at least 32 characters");
@@ -282,8 +288,9 @@ std::function<int()> AddMcpCommand(CLI::App& mcp) {
     config.reconcile.api_key = o.api_key;
     config.version = AGENTPAY_VERSION;
     if (flags->listen.empty()) {
-      if (!flags->token_file.empty()) {
-        Say("--token-file goes with --listen (stdio needs no token: its caller started it)");
+      if (!flags->token_file.empty() || !flags->origins.empty()) {
+        Say("--token-file and --origin go with --listen (stdio needs neither: its caller started "
+            "it)");
         return 2;
       }
       return RunStdio(config);
@@ -301,7 +308,20 @@ std::function<int()> AddMcpCommand(CLI::App& mcp) {
       Say("--token-file: the token must be at least 32 characters (e.g. openssl rand -hex 32)");
       return 2;
     }
-    return RunHttp(config, flags->listen, *token);
+    if (flags->origins.size() > kMaxOrigins) {
+      Say("--origin: at most " + std::to_string(kMaxOrigins) + " origins");
+      return 2;
+    }
+    std::vector<WebOrigin> origins;
+    for (const std::string& text : flags->origins) {
+      auto origin = ParseWebOrigin(text);
+      if (!origin.ok()) {
+        Say("--origin " + text + ": " + origin.status().message());
+        return 2;
+      }
+      origins.push_back(*origin);
+    }
+    return RunHttp(config, flags->listen, *token, std::move(origins));
   };
 }
 
