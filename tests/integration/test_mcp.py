@@ -3,7 +3,8 @@
 tests/chain_env/mcp_client.mjs) on a real Anvil (issue 39 item 2): over stdio and over streamable
 HTTP, tools/list, paid calls through the gateway, a call refused by the budget (nothing signed),
 a lost answer retried by the host with the same task and step (one payment), and strangers of the
-HTTP listener refused. After every test the harness's money check reads the chain.
+HTTP listener refused; every test over both transports. After every test the harness's money
+check reads the chain.
 
 Run:  python3 tests/integration/test_mcp.py --agentpay build/agentpay
 """
@@ -59,10 +60,34 @@ class McpTest(X.X402TestCase):
         return [harness.binary(), "mcp", "--buyer-key-file", self.key_file, "--budget-db", self.db,
                 "--budget", str(2 * PRICE), "--max-amount", str(PRICE)] + list(extra)
 
-    def test_stdio_lists_the_tools_pays_replays_and_stops_at_the_budget(self):
+    def transport(self, *extra):
+        """mcp_client.mjs's flags to reach a server started with `extra`: here over stdio (the
+        client starts it); McpOverHttpTest starts it with --listen instead."""
+        return ["--stdio", json.dumps(self.server_argv(*extra))]
+
+    def start_listener(self, *extra):
+        """`agentpay mcp --listen` with a token, stopped when the test ends: (endpoint, token)."""
+        token_file = os.path.join(self.workdir, "mcp.token")
+        token = "t" * 40
+        harness.write_secret(token_file, token + "\n")
+        port = harness.free_port()
+        log = open(os.path.join(self.workdir, "mcp-http-%d.log" % port), "w")
+        self.addCleanup(log.close)
+        proc = subprocess.Popen(self.server_argv("--listen", "127.0.0.1:%d" % port, "--token-file", token_file,
+                                                 *extra),
+                                stdout=log, stderr=log, preexec_fn=harness._die_with_parent)
+
+        def stop():
+            proc.terminate()
+            proc.wait(timeout=10)
+        self.addCleanup(stop)
+        harness.wait_port(port, 20)
+        return "http://127.0.0.1:%d/mcp" % port, token
+
+    def test_lists_the_tools_pays_replays_and_stops_at_the_budget(self):
         before = transfers(self.chain)
         url = self.gw.url("/report")
-        out = host(["--stdio", json.dumps(self.server_argv())], [
+        out = host(self.transport(), [
             {"tool": "budget"},
             {"tool": "pay_request", "arguments": {"url": url, "task": "mcp-report", "step": 0}},
             {"tool": "pay_request", "arguments": {"url": url, "task": "mcp-report", "step": 0}},
@@ -101,8 +126,7 @@ class McpTest(X.X402TestCase):
         before = transfers(self.chain)
         url = "http://127.0.0.1:%d/lost" % proxy.port
         call = {"tool": "pay_request", "arguments": {"url": url, "task": "mcp-lost", "step": 7}}
-        out = host(["--stdio", json.dumps(self.server_argv("--max-attempts", "1", "--chain-rpc", self.chain.url))],
-                   [call, call])
+        out = host(self.transport("--max-attempts", "1", "--chain-rpc", self.chain.url), [call, call])
         lost, retried = out["results"]
         self.assertIn(structured(lost)["outcome"], ("unknown", "paid_not_delivered"), structured(lost))
         self.assertTrue(lost["result"]["isError"])
@@ -115,21 +139,7 @@ class McpTest(X.X402TestCase):
         self.assertEqual(len(transfers(self.chain) - before), 1, "one payment on chain")
 
     def test_streamable_http_serves_the_official_client_and_refuses_strangers(self):
-        token_file = os.path.join(self.workdir, "mcp.token")
-        token = "t" * 40
-        harness.write_secret(token_file, token + "\n")
-        port = harness.free_port()
-        log = open(os.path.join(self.workdir, "mcp-http.log"), "w")
-        self.addCleanup(log.close)
-        proc = subprocess.Popen(self.server_argv("--listen", "127.0.0.1:%d" % port, "--token-file", token_file),
-                                stdout=log, stderr=log, preexec_fn=harness._die_with_parent)
-
-        def stop():
-            proc.terminate()
-            proc.wait(timeout=10)
-        self.addCleanup(stop)
-        harness.wait_port(port, 20)
-        endpoint = "http://127.0.0.1:%d/mcp" % port
+        endpoint, token = self.start_listener()
         before = transfers(self.chain)
 
         def post(headers, body=b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay_request",'
@@ -153,6 +163,14 @@ class McpTest(X.X402TestCase):
         self.assertEqual(structured(paid)["outcome"], "paid")
         self.assertEqual(structured(budget)["spent"], str(PRICE))
         self.assertEqual(len(transfers(self.chain) - before), 1)
+
+
+class McpOverHttpTest(McpTest):
+    """The same tests with the server on streamable HTTP (--listen, a token) instead of stdio."""
+
+    def transport(self, *extra):
+        endpoint, token = self.start_listener(*extra)
+        return ["--http", endpoint, "--token", token]
 
 
 if __name__ == "__main__":
