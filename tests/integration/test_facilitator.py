@@ -462,6 +462,17 @@ class FacilitatorBatchedTest(FacilitatorCase):
         self.assertEqual(again, [answer["transaction"] for _, answer in answers])
         self.assertEqual(self.chain.relayer_nonce(), relayer_before + len(transactions))
 
+    def test_a_node_without_multicall3_is_refused_at_start(self):
+        code = self.chain.rpc.call("eth_getCode", X.A.MULTICALL3_ADDRESS, "latest")
+        self.chain.rpc.call("anvil_setCode", X.A.MULTICALL3_ADDRESS, "0x")
+        try:
+            with self.assertRaises(X.harness.ProcessError) as refused:
+                X.X402Gateway(self.workdir, self.chain, self.seller.url, name="no-multicall3",
+                              extra_args=("--settle-batch-max", "4")).start()
+            self.assertIn("needs Multicall3 at 0xcA11bde05977b3631167028862bE2a173976CA11", str(refused.exception))
+        finally:
+            self.chain.rpc.call("anvil_setCode", X.A.MULTICALL3_ADDRESS, code)
+
     def test_the_official_middleware_is_paid_through_a_batch(self):
         before = len(self.chain.transfers_to_pay_to())
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
