@@ -2,7 +2,7 @@
 # A/B of two agentpay binaries on bench/wallet_vs_nginx.sh: runs alternate between them (A B B A A B
 # ...), so drift of the machine over the session falls on both alike, and each run's figures are
 # ratios against the nginx baseline measured in that same run. Prints every run and, per binary, the
-# median of paid/nginx, replay/nginx and the store's ms/commit; then B's medians over A's.
+# median of paid/nginx proxy_pass, replay/nginx static and the store's ms/commit; then B's medians over A's.
 #
 # Usage: bench/ab.sh A_BIN B_BIN [RUNS_EACH]     (RUNS_EACH default 5; every wallet_vs_nginx.sh
 #        setting, e.g. BENCH_DURATION, passes through; BENCH_FLOOR defaults to 0 here)
@@ -33,7 +33,7 @@ done
 
 declare -A paid replay commit
 failed=0
-printf '%-4s %-6s %10s %12s %10s\n' run binary paid/nginx replay/nginx ms/commit
+printf '%-4s %-6s %10s %12s %10s\n' run binary paid/proxy replay/static ms/commit
 n=0
 for which in "${order[@]}"; do
   n=$((n + 1))
@@ -46,8 +46,8 @@ for which in "${order[@]}"; do
     failed=1
     continue
   fi
-  p=$(sed -n 's/^paid\/nginx = \([0-9.]*\).*/\1/p' "$out")
-  r=$(sed -n 's/^replay\/nginx = \([0-9.]*\).*/\1/p' "$out")
+  p=$(sed -n 's/^BENCH_SUMMARY .* paid_ratio=\([0-9.]*\).*/\1/p' "$out")
+  r=$(sed -n 's/^BENCH_SUMMARY .* replay_ratio=\([0-9.]*\).*/\1/p' "$out")
   c=$(sed -n 's/.* \([0-9.]*\) ms\/commit.*/\1/p' "$out" | head -1)
   paid[$which]+="$p "
   replay[$which]+="$r "
@@ -57,7 +57,7 @@ done
 
 median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2]+v[NR/2+1])/2}'; }
 echo
-printf '%-34s %10s %12s %10s\n' "median of $RUNS runs" paid/nginx replay/nginx ms/commit
+printf '%-34s %10s %12s %10s\n' "median of $RUNS runs" paid/proxy replay/static ms/commit
 for which in A B; do
   bin=$A_BIN
   [[ $which == B ]] && bin=$B_BIN

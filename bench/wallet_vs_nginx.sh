@@ -149,24 +149,36 @@ cpu_ticks() {  # user+system clock ticks of a process and all its threads
 }
 CLK_TCK=$(getconf CLK_TCK)
 
+ctx_switches() {  # voluntary + involuntary context switches of every live thread of the processes
+  local pid total=0 t
+  for pid in "$@"; do
+    t=$(cat /proc/"$pid"/task/*/status 2>/dev/null |
+      awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ { n += $2 } END { print n + 0 }')
+    total=$((total + t))
+  done
+  echo "$total"
+}
+
 # result_field NAME FILE: a k=v field of the BENCH_RESULT line
 result_field() {
   grep -m1 '^BENCH_RESULT ' "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'
 }
 
 # run_wrk NAME URL MODE KEY_PREFIX [PID...]: runs wrk, stores results in $TMP/wrk-NAME.out and
-# prints nothing; PIDs are the server-side processes whose CPU time is reported.
+# prints nothing; PIDs are the server-side processes whose CPU time is reported. WRK_PATH (default
+# $REQ_PATH) is the path requested.
 run_wrk() {
   local name=$1 url=$2 mode=$3 prefix=$4
   shift 4
-  local out=$TMP/wrk-$name.out before_srv before_seller
+  local out=$TMP/wrk-$name.out before_srv before_seller before_ctx path=${WRK_PATH:-$REQ_PATH}
   before_srv=$(cpu_ticks "$@")
   before_seller=$(cpu_ticks "$SELLER_PID")
-  log "wrk $name: -t$THREADS -c$CONNECTIONS -d$DURATION POST $url$REQ_PATH ($mode keys)"
+  before_ctx=$(ctx_switches "$@")
+  log "wrk $name: -t$THREADS -c$CONNECTIONS -d$DURATION POST $url$path ($mode keys)"
   local TIMEFORMAT='%U %S'
   {
     time BENCH_MODE=$mode BENCH_API_KEY=$API_KEY BENCH_KEY_PREFIX=$prefix \
-      BENCH_REPLAY_KEYS=$REPLAY_KEYS BENCH_PATH=$REQ_PATH BENCH_BODY=$REQ_BODY \
+      BENCH_REPLAY_KEYS=$REPLAY_KEYS BENCH_PATH=$path BENCH_BODY=$REQ_BODY \
       "$WRK_BIN" -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 10s -s "$LUA" "$url" \
       >"$out" 2>&1
   } 2>"$TMP/wrk-$name.time" || { cat "$out" >&2; die "wrk failed for $name"; }
@@ -178,6 +190,15 @@ run_wrk() {
   srv_cpu=$(awk -v a="$before_srv" -v b="$(cpu_ticks "$@")" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) / hz }')
   seller_cpu=$(awk -v a="$before_seller" -v b="$(cpu_ticks "$SELLER_PID")" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) / hz }')
   echo "$wrk_cpu $srv_cpu $seller_cpu" >"$TMP/cpu-$name"
+  # Per answer: CPU microseconds of wrk, the front and the seller, and the front's context switches.
+  local n ticks_srv ticks_seller
+  n=$(result_field requests "$out")
+  ticks_srv=$(( $(cpu_ticks "$@") - before_srv ))
+  ticks_seller=$(( $(cpu_ticks "$SELLER_PID") - before_seller ))
+  awk -v n="$n" -v w="$wrk_cpu" -v s="$ticks_srv" -v l="$ticks_seller" -v hz="$CLK_TCK" \
+    -v c="$(( $(ctx_switches "$@") - before_ctx ))" 'BEGIN { if (n < 1) n = 1;
+      printf "%.0f/%.0f/%.0f %.2f", w * 1e6 / n, s * 1e6 / hz / n, l * 1e6 / hz / n, c / n }' \
+    >"$TMP/per-request-$name"
 }
 
 # With BENCH_TLS=1: a throwaway CA and a certificate for localhost and 127.0.0.1; curl trusts it.
@@ -207,9 +228,14 @@ seller_executed() { get_field "$SELLER/_seller/stats" executed; }
 
 # --- 2. nginx proxy_pass to the seller -----------------------------------------------------------
 NGINX_DIR=$TMP/nginx
-mkdir -p "$NGINX_DIR"
+mkdir -p "$NGINX_DIR/static"
 chmod 711 "$TMP"
-chmod 755 "$NGINX_DIR"
+chmod 755 "$NGINX_DIR" "$NGINX_DIR/static"
+# The static baseline's file: the seller's answer to the benchmark's request, as a replay returns it.
+curl -sf -X POST -H 'Content-Type: application/json' --data-binary "$REQ_BODY" "$SELLER$REQ_PATH" \
+  >"$NGINX_DIR/static/static.json" || die "the seller did not answer $REQ_PATH"
+chmod 644 "$NGINX_DIR/static/static.json"
+STATIC_PATH=/static.json
 NGINX_PID=
 TEMPLATE=$BENCH_DIR/nginx.conf.template
 [[ $TLS == 1 ]] && TEMPLATE=$BENCH_DIR/nginx-tls.conf.template
@@ -313,6 +339,7 @@ mapfile -t NGINX_PIDS < <(nginx_pids)
 L0=$(log_lines)
 run_wrk nginx1 "$NGINX" unique "nginx-$RUN_ID" "${NGINX_PIDS[@]}"
 L1=$(log_lines)
+WRK_PATH=$STATIC_PATH run_wrk static1 "$NGINX" unique "static-$RUN_ID" "${NGINX_PIDS[@]}"
 
 # --- 4b. paid requests, unique keys --------------------------------------------------------------
 quiesce
@@ -391,8 +418,18 @@ REPLAY_MONEY=ok
 ((R_REPLAYED == R_TOTAL)) || FAILURES+=("replay: only $R_REPLAYED of $R_TOTAL responses said Idempotent-Replayed: true")
 R_COMMITS=$(( $(metric agentpay_store_commits_total <<<"$M3") - $(metric agentpay_store_commits_total <<<"$M2") ))
 
-# --- 4d. nginx baseline (after) ------------------------------------------------------------------
+# --- 4d. unpaid requests: the 402 challenge ------------------------------------------------------
+M4=$(gateway_metrics)
+EXECUTED4=$(seller_executed)
+run_wrk unpaid "$GATEWAY" unpaid "unpaid-$RUN_ID" "$GATEWAY_PID"
+M5=$(gateway_metrics)
+EXECUTED5=$(seller_executed)
+U_COMMITS=$(( $(metric agentpay_store_commits_total <<<"$M5") - $(metric agentpay_store_commits_total <<<"$M4") ))
+((EXECUTED5 == EXECUTED4)) || FAILURES+=("unpaid: the seller executed $((EXECUTED5 - EXECUTED4)) requests")
+
+# --- 4e. nginx baselines (after) -----------------------------------------------------------------
 run_wrk nginx2 "$NGINX" unique "nginx2-$RUN_ID" "${NGINX_PIDS[@]}"
+WRK_PATH=$STATIC_PATH run_wrk static2 "$NGINX" unique "static2-$RUN_ID" "${NGINX_PIDS[@]}"
 
 # --- 5. report -----------------------------------------------------------------------------------
 rate() {  # 2xx responses per second of a scenario
@@ -400,7 +437,8 @@ rate() {  # 2xx responses per second of a scenario
     'BEGIN { printf "%.1f", n * 1e6 / us }'
 }
 NGINX_RATE=$(awk -v a="$(rate nginx1)" -v b="$(rate nginx2)" 'BEGIN { printf "%.1f", (a + b) / 2 }')
-ratio() { awk -v a="$1" -v b="$NGINX_RATE" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+STATIC_RATE=$(awk -v a="$(rate static1)" -v b="$(rate static2)" 'BEGIN { printf "%.1f", (a + b) / 2 }')
+ratio() { awk -v a="$1" -v b="${2:-$NGINX_RATE}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 echo
 TRANSPORT="plain HTTP"
@@ -410,26 +448,31 @@ echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, POST $REQ_PATH ${#REQ_BODY}-byt
 echo "gateway $BIN_INFO (tree at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo ' + uncommitted src changes')), SQLite WAL synchronous=FULL on $FS_TYPE"
 echo "load average before/after: $LOAD_BEFORE / $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews every row)"
 echo
-printf '%-22s %12s %9s %8s %8s %8s %8s  %s\n' scenario 'requests/s' 'vs nginx' non-2xx sock-err 'p50 ms' 'p99 ms' 'CPU s: wrk/server/seller'
-row() {  # row LABEL NAME
+printf '%-22s %12s %9s %8s %8s %8s %8s  %-24s %s\n' scenario 'requests/s' 'vs base' non-2xx sock-err 'p50 ms' 'p99 ms' 'CPU s: wrk/server/seller' 'per request: CPU us wrk/server/seller, server context switches'
+row() {  # row LABEL NAME [BASE_RATE]
   local f=$TMP/wrk-$2.out r errs
   r=$(rate "$2")
   errs=$(( $(result_field sock_connect "$f") + $(result_field sock_read "$f") + $(result_field sock_write "$f") + $(result_field sock_timeout "$f") ))
-  printf '%-22s %12s %9s %8s %8s %8s %8s  %s\n' "$1" "$r" "$(ratio "$r")x" "$(result_field non2xx "$f")" "$errs" \
+  printf '%-22s %12s %9s %8s %8s %8s %8s  %-24s %s\n' "$1" "$r" "$(ratio "$r" "${3:-}")x" "$(result_field non2xx "$f")" "$errs" \
     "$(awk -v u="$(result_field lat_p50_us "$f")" 'BEGIN { printf "%.2f", u / 1000 }')" \
     "$(awk -v u="$(result_field lat_p99_us "$f")" 'BEGIN { printf "%.2f", u / 1000 }')" \
-    "$(tr ' ' '/' <"$TMP/cpu-$2")"
+    "$(tr ' ' '/' <"$TMP/cpu-$2")" "$(cat "$TMP/per-request-$2")"
   if (( $(result_field non2xx "$f") > 0 || errs > 0 )); then
     FAILURES+=("$1: $(result_field non2xx "$f") non-2xx responses (by status: $(result_field statuses "$f")), $errs socket errors")
   fi
 }
 row 'nginx -> seller (1st)' nginx1
 row 'nginx -> seller (2nd)' nginx2
-printf '%-22s %12s %9s\n' 'nginx baseline (mean)' "$NGINX_RATE" '1.00x'
+printf '%-22s %12s %9s\n' 'nginx proxy (mean)' "$NGINX_RATE" '1.00x'
+row 'nginx static (1st)' static1 "$STATIC_RATE"
+row 'nginx static (2nd)' static2 "$STATIC_RATE"
+printf '%-22s %12s %9s\n' 'nginx static (mean)' "$STATIC_RATE" '1.00x'
 row 'gateway paid' paid
-row 'gateway replay' replay
+row 'gateway replay' replay "$STATIC_RATE"
+row 'gateway unpaid 402' unpaid "$STATIC_RATE"
 echo
 echo "money check (paid):   $PAID_MONEY: captured +$CAPTURED_DELTA = $GW_2XX 2xx paid responses x price $PRICE; seller executed $EXECUTED_DELTA; held $HELD1 after the run (wrk read $P_2XX of those 2xx; $IN_FLIGHT were in flight when wrk stopped)"
+echo "unpaid (402):         ok: seller executed +$((EXECUTED5 - EXECUTED4)) over $(result_field requests "$TMP/wrk-unpaid.out") challenges; $U_COMMITS commits (the rate limits' exchange with other gateways, every --rate-limit-sync-ms)"
 echo "money check (replay): $REPLAY_MONEY: captured +$((CAPTURED3 - CAPTURED2)), seller executed +$((EXECUTED3 - EXECUTED2)) over $R_TOTAL replays ($R_REPLAYED marked Idempotent-Replayed: true) of $REPLAY_KEYS keys"
 MID_QUEUE='?'
 [[ -s $TMP/metrics-mid-paid ]] && MID_QUEUE=$(metric agentpay_store_write_queue <"$TMP/metrics-mid-paid")
@@ -445,9 +488,12 @@ if [[ $TLS == 1 ]]; then
   echo "TLS handshakes per request (keep-alive): gateway listener $G_HS for $GW_2XX paid requests ($(per "$G_HS" "$GW_2XX")); gateway -> upstream $G_NEW new connections ($G_RES resumed) for $G_REQ requests ($(per "$G_NEW" "$G_REQ")); nginx -> upstream $N_NEW ($N_RES resumed) for $N_REQ ($(per "$N_NEW" "$N_REQ"))"
 fi
 PAID_RATIO=$(ratio "$(rate paid)")
-echo "BENCH_SUMMARY tls=$TLS paid_rps=$(rate paid) replay_rps=$(rate replay) nginx_rps=$NGINX_RATE paid_ratio=$PAID_RATIO"
-echo "paid/nginx = $PAID_RATIO (floor $FLOOR)"
-echo "replay/nginx = $(ratio "$(rate replay)")"
+REPLAY_RATIO=$(ratio "$(rate replay)" "$STATIC_RATE")
+UNPAID_RATIO=$(ratio "$(rate unpaid)" "$STATIC_RATE")
+echo "BENCH_SUMMARY tls=$TLS paid_rps=$(rate paid) replay_rps=$(rate replay) unpaid_rps=$(rate unpaid) nginx_rps=$NGINX_RATE static_rps=$STATIC_RATE paid_ratio=$PAID_RATIO replay_ratio=$REPLAY_RATIO unpaid_ratio=$UNPAID_RATIO"
+echo "paid/nginx proxy_pass = $PAID_RATIO (floor $FLOOR)"
+echo "replay/nginx static   = $REPLAY_RATIO"
+echo "unpaid 402/nginx static = $UNPAID_RATIO"
 awk -v r="$PAID_RATIO" -v f="$FLOOR" 'BEGIN { exit !(r + 0 < f + 0) }' &&
   FAILURES+=("paid/nginx $PAID_RATIO is below the floor $FLOOR")
 

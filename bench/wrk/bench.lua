@@ -6,6 +6,8 @@
 --   BENCH_MODE=unique  key = $BENCH_KEY_PREFIX-t<thread>-<n>: never repeats (paid, and the nginx run)
 --   BENCH_MODE=replay  key = $BENCH_KEY_PREFIX-r-<i>, i cycling over 0..$BENCH_REPLAY_KEYS-1: keys
 --                      the script paid for beforehand, so every answer should be a replay
+--   BENCH_MODE=unpaid  as unique, but without the Authorization header: every answer should be the
+--                      402 challenge (counted as the expected answer, like a 2xx)
 -- BENCH_API_KEYS (comma-separated), when set, replaces BENCH_API_KEY: request n of a thread pays
 -- with key n mod count, so the load spreads over several accounts (bench/postgres_vs_sqlite.py).
 -- The response hook counts 2xx / non-2xx (by status) and the Idempotent-Replayed header; done()
@@ -20,8 +22,13 @@ local replay_keys = tonumber(os.getenv("BENCH_REPLAY_KEYS") or "100")
 local path = os.getenv("BENCH_PATH") or "/bench"
 local body = os.getenv("BENCH_BODY") or '{"query":"bench"}'
 
-if mode ~= "unique" and mode ~= "replay" then
-  error("BENCH_MODE must be unique or replay, got " .. mode)
+if mode ~= "unique" and mode ~= "replay" and mode ~= "unpaid" then
+  error("BENCH_MODE must be unique, replay or unpaid, got " .. mode)
+end
+-- The answer a scenario expects: a 2xx, or (unpaid) exactly 402; ok2xx counts those.
+local function expected(status)
+  if mode == "unpaid" then return status == 402 end
+  return status >= 200 and status < 300
 end
 
 -- Main state: remember the threads so done() can collect their counters.
@@ -46,6 +53,7 @@ function init(args)
     ["Content-Type"] = "application/json",
     ["Authorization"] = "Bearer " .. api_key,
   }
+  if mode == "unpaid" then headers["Authorization"] = nil end
   key_base = prefix .. "-t" .. thread_id .. "-"
 end
 
@@ -56,7 +64,7 @@ function request()
   else
     key = key_base .. counter
   end
-  if #api_keys > 0 then
+  if #api_keys > 0 and mode ~= "unpaid" then
     headers["Authorization"] = "Bearer " .. api_keys[(counter % #api_keys) + 1]
   end
   counter = counter + 1
@@ -65,7 +73,7 @@ function request()
 end
 
 function response(status, hdrs, resp_body)
-  if status >= 200 and status < 300 then
+  if expected(status) then
     ok2xx = ok2xx + 1
   else
     non2xx = non2xx + 1
