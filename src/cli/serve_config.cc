@@ -75,6 +75,10 @@ std::vector<Flag> Flags(ServeOptions& o) {
       {"sweep-interval-ms", &o.sweep_interval_ms, "hold sweeper period"},
       {"receipt-timeout-ms", &o.receipt_timeout_ms, "x402: wait for a receipt before 202"},
       {"attach-wait-ms", &o.attach_wait_ms, "how long a duplicate waits for the one in flight"},
+      {"answer-cache-mb", &o.answer_cache_mb,
+       "MiB of memory for final answers, so that a wallet route's replays (and refused key reuses, "
+       "422) are answered without reading the database; it answers a key only until a minute "
+       "before its retention ends (0: off)"},
       {"min-idempotency-key-bits", &o.min_idempotency_key_bits,
        "x402: the estimated bits (docs/protocol.md 5a) an Idempotency-Key or payment-identifier "
        "id needs to prove the payer with the payment's public authorization; a weaker key still "
@@ -665,6 +669,7 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
         Range{"rate-limit-sync-ms", options.rate_limit_sync_ms, 10, 60000},
         Range{"receipt-timeout-ms", options.receipt_timeout_ms, 1, kMaxTimeoutMs},
         Range{"attach-wait-ms", options.attach_wait_ms, 0, kMaxTimeoutMs},
+        Range{"answer-cache-mb", options.answer_cache_mb, 0, 65536},
         Range{"min-idempotency-key-bits", options.min_idempotency_key_bits, 0, 1024},
         Range{"max-body-bytes", options.max_body_bytes, 1, kMaxBodyLimit},
         Range{"max-body-bytes-in-flight", options.max_body_bytes_in_flight, options.max_body_bytes,
@@ -742,6 +747,7 @@ Result<GatewayConfig> ValidateServeOptions(const CLI::App& command, ServeOptions
   config.rate_limit_sync_ms = options.rate_limit_sync_ms;
   config.receipt_timeout_ms = options.receipt_timeout_ms;
   config.attach_wait_ms = options.attach_wait_ms;
+  config.answer_cache_bytes = static_cast<uint64_t>(options.answer_cache_mb) << 20;
   config.min_idempotency_key_bits = options.min_idempotency_key_bits;
   config.max_body_bytes = static_cast<uint64_t>(options.max_body_bytes);
   auto rate_limit = ParseRateLimit(options.rate_limit, "rate-limit");

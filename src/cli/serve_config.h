@@ -37,6 +37,7 @@ struct ServeOptions {
   int64_t rate_limit_sync_ms = 200;
   int64_t receipt_timeout_ms = 5000;
   int64_t attach_wait_ms = 5000;
+  int64_t answer_cache_mb = 64;
   int64_t min_idempotency_key_bits = 96;
   int64_t max_body_bytes = 1048576;
   // Request body bytes the public listener holds at once (a quarter of it per client address).

@@ -1,4 +1,4 @@
-// The wallet payment's state machine; see wallet_payment.h for its table (rows W1–W19).
+// The wallet payment's state machine; see wallet_payment.h for its table (rows W1–W21).
 #include "core/wallet_payment.h"
 
 #include "core/check.h"
@@ -79,16 +79,25 @@ WalletTransition Begin(WalletPayment payment, bool presume_new) {
   return {payment, {WalletEffectKind::kBegin, presume_new}};
 }
 
-WalletTransition Reply(WalletPayment payment, WalletAnswer answer, bool when_durable = false) {
+WalletTransition Reply(WalletPayment payment, WalletAnswer answer, bool when_durable = false,
+                       bool record_arrival = false) {
   payment.phase = WalletPhase::kDone;
   WalletEffect effect{when_durable ? WalletEffectKind::kReplyWhenDurable
                                    : WalletEffectKind::kReply};
-  effect.record_arrival = when_durable;
+  effect.record_arrival = when_durable || record_arrival;
   effect.answer = answer;
   return {payment, effect};
 }
 
 WalletTransition Started(WalletPayment payment, const WalletStarted& started) {
+  if (started.cached) {
+    // Only a final operation's arrivals are answered from the cache.
+    AGENTPAY_CHECK(*started.cached == ArrivalOutcome::kReplay ||
+                   *started.cached == ArrivalOutcome::kMismatch);
+    const bool replay = *started.cached == ArrivalOutcome::kReplay;
+    return Reply(payment, replay ? WalletAnswer::kReplay : WalletAnswer::kMismatch, false,
+                 true);  // W20, W21
+  }
   if (started.reads_remote) return Begin(payment, true);  // W2
   return Look(payment, false);                            // W1
 }

@@ -54,7 +54,7 @@ struct WalletEffect {
   WalletEffectKind kind = WalletEffectKind::kReply;
   // kBegin: reserve the key as new (a key found taken fails the decision with kKeyTaken).
   bool presume_new = false;
-  // kReplyWhenDurable: write the trace's record of this repeated arrival (best effort).
+  // kReply, kReplyWhenDurable: write the trace's record of this repeated arrival (best effort).
   bool record_arrival = false;
   WalletAnswer answer = WalletAnswer::kNone;  // kReply, kReplyWhenDurable
   bool operator==(const WalletEffect&) const = default;
@@ -66,6 +66,9 @@ enum class BeginOutcome { kProceed, kReplay, kMismatch, kAttach, kInsufficientFu
 // The events, one per effect finished.
 struct WalletStarted {
   bool reads_remote = false;  // a read is a round trip to a database server (Store::ReadsAreRemote)
+  // DecideArrival on the key's final operation as the answer cache holds it (AnswerCache): only
+  // kReplay or kMismatch; nullopt: the cache does not hold the key.
+  std::optional<ArrivalOutcome> cached;
 };
 struct WalletLooked {
   ReadResult read = ReadResult::kOk;
@@ -105,6 +108,8 @@ struct WalletTransition {
 //  ----+-----------+-----------------------------------------------+------------------------------
 //  W1  | start     | started, reads local                          | look (looking)
 //  W2  | start     | started, reads remote                         | begin, presume new (a)
+//  W20 | start     | started, the cache holds it, arrival replay   | reply replay now (f)
+//  W21 | start     | started, the cache holds it, arrival mismatch | reply 422 now (f)
 //  W3  | looking   | read overloaded (no reader free)              | begin, as it is (b)
 //  W4  | looking   | read failed                                   | reply store problem
 //  W5  | looking   | found, arrival replay                         | reply replay when durable (c)
@@ -135,6 +140,9 @@ struct WalletTransition {
 // (d) After a conflict the key is decided as it is, whatever the second look sees (W8): never a
 //     second presumption, so a key is looked at no more than twice.
 // (e) The hold stays until a retry with the same key completes it, without a second charge.
+// (f) The answer cache holds only final operations that a durable decision wrote or a durable
+//     read found, and a final operation never changes: nothing to read, nothing to wait for. The
+//     arrival is recorded as W5/W6 record it. A cache that does not hold the key is W1 or W2.
 // A client that goes away changes nothing: the payment runs to its end and its answer is kept for
 // the retry (the reply goes nowhere).
 WalletTransition Step(const WalletPayment& payment, const WalletEvent& event);

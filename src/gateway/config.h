@@ -89,6 +89,11 @@ struct GatewayConfig {
   // (--reorg-watch-ms; 0: not watched).
   int64_t reorg_watch_ms = 900000;
   int64_t attach_wait_ms = 5000;
+  // The answer cache's bound in bytes (gateway/answer_cache.h; --answer-cache-mb); 0: off.
+  uint64_t answer_cache_bytes = 64ull << 20;
+  // How long before a final answer's retention ends the cache stops answering it: more than the
+  // clock difference between the gateways of one database can be.
+  int64_t answer_cache_margin_ms = 60000;
   // x402: an Idempotency-Key or payment-identifier id proves the payer (with the payment's public
   // authorization) only if EstimateKeyBits gives it at least this many bits; a weaker one still
   // deduplicates (core/payer_proof.h, T25). --min-idempotency-key-bits.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/world.h"
+#include "gateway/answer_cache.h"
 #include "gateway/attachments.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
@@ -27,6 +28,7 @@ struct GatewayContext {
   const std::string& instance_id;  // stamped on every claim an attempt takes
   RateLimiters& rate_limiters;     // per account and per payer (the client's is the gateway's)
   Executor& readers;  // the paid path's reads (Store::ReadAsync): few threads, short reads
+  AnswerCache& answer_cache;  // final answers for replays, without a read (wallet routes)
 };
 
 }  // namespace agentpay

@@ -166,6 +166,7 @@ class Gateway {
   Executor& readers_;
   Attachments attachments_;
   RateLimiters rate_limiters_;
+  AnswerCache answer_cache_;
   const GatewayContext context_;
   ApiKeys api_keys_;
   WalletPath wallet_;

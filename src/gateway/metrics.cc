@@ -48,7 +48,8 @@ void Metrics::CountUpstream(int64_t latency_ms, bool answered) {
   upstream_latency_ms_sum_ += static_cast<uint64_t>(latency_ms < 0 ? 0 : latency_ms);
 }
 
-std::string Metrics::Render(const StoreStats& store, const ServerStats* server) const {
+std::string Metrics::Render(const StoreStats& store, const ServerStats* server,
+                            const AnswerCache::Stats& answer_cache) const {
   std::string out;
   for (size_t i = 1; i < responses_by_class_.size(); ++i) {
     Counter(out, "agentpay_paid_responses_total", "Responses on paid routes by status class",
@@ -126,6 +127,17 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server) 
           store.decisions_rolled_back);
   Counter(out, "agentpay_store_write_queue", "Decisions waiting for the writer",
           store.write_queue_depth, "", true, "gauge");
+  Counter(out, "agentpay_answer_cache_hits_total",
+          "Repeated arrivals answered from the answer cache (no read)", answer_cache.hits);
+  Counter(out, "agentpay_answer_cache_misses_total",
+          "Arrivals the answer cache did not hold (a new key, most of them)", answer_cache.misses);
+  Counter(out, "agentpay_answer_cache_evictions_total",
+          "Answers dropped from the cache to keep it within --answer-cache-mb",
+          answer_cache.evictions);
+  Counter(out, "agentpay_answer_cache_entries", "Final answers the cache holds",
+          answer_cache.entries, "", true, "gauge");
+  Counter(out, "agentpay_answer_cache_bytes", "The cache's estimate of the memory it holds",
+          answer_cache.bytes, "", true, "gauge");
   if (server != nullptr) {
     Counter(out, "agentpay_http_requests_total", "HTTP requests read", server->requests);
     Counter(out, "agentpay_http_rejected_total", "Requests refused at a limit (503)",

@@ -9,6 +9,7 @@
 
 #include "core/idempotency.h"
 #include "core/operation.h"
+#include "gateway/answer_cache.h"
 #include "settlement/events.h"
 
 namespace agentpay {
@@ -57,7 +58,8 @@ class Metrics final : public SettlementCounter {
     if (failed) ++sweep_failures_;
   }
 
-  std::string Render(const StoreStats& store, const ServerStats* server) const;
+  std::string Render(const StoreStats& store, const ServerStats* server,
+                     const AnswerCache::Stats& answer_cache) const;
 
  private:
   std::array<std::atomic<uint64_t>, 6> responses_by_class_{};  // index = status / 100

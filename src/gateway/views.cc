@@ -25,7 +25,8 @@ HttpResponse Views::Metrics(const HttpServer* server) {
   std::optional<ServerStats> server_stats;
   if (server != nullptr) server_stats = server->Stats();
   HttpResponse response;
-  response.body = ctx_.metrics.Render(ctx_.store.Stats(), server_stats ? &*server_stats : nullptr);
+  response.body = ctx_.metrics.Render(ctx_.store.Stats(), server_stats ? &*server_stats : nullptr,
+                                      ctx_.answer_cache.stats());
   response.SetHeader("Content-Type", "text/plain; version=0.0.4");
   return response;
 }

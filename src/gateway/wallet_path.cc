@@ -29,6 +29,8 @@ struct WalletPath::PaidRequest {
   Begin begin;
   // What the look found of a repeated arrival answered from it (RecordLookedArrival).
   std::optional<KeyRecord> looked_record;
+  // The answer cache's entry the arrival was answered from (W20, W21).
+  std::shared_ptr<AnswerCache::Entry> cached;
   ArrivalOutcome looked_arrival = ArrivalOutcome::kNew;
   int64_t looked_ms = 0;
   Status failure;              // the store's error behind kStoreProblem and kOutcomeUnrecorded
@@ -83,7 +85,21 @@ void WalletPath::Authenticated(std::shared_ptr<const HttpRequest> request, const
   paid->fingerprint =
       Sha256Hex(FingerprintMaterial(request->method, request->Path(), request->Query(),
                                     request->Header("Content-Type").value_or(""), request->body));
-  Advance(std::move(paid), WalletStarted{ctx_.store.ReadsAreRemote()});
+  WalletStarted started{ctx_.store.ReadsAreRemote(), std::nullopt};
+  if (ctx_.answer_cache.enabled()) {
+    const int64_t now = ctx_.clock.NowMs();
+    if (auto entry = ctx_.answer_cache.Find(paid->principal(), paid->key, now)) {
+      // The same decision a look would make, on what a look would find (answer_cache.h).
+      started.cached = DecideArrival(&entry->record, &entry->op, paid->fingerprint, now,
+                                     attempts_.ViewOf(entry->op))
+                           .outcome;
+      paid->looked_ms = now;
+      paid->looked_arrival = *started.cached;
+      paid->begin.op = entry->op;
+      paid->cached = std::move(entry);
+    }
+  }
+  Advance(std::move(paid), started);
 }
 
 void WalletPath::Advance(std::shared_ptr<PaidRequest> paid, const WalletEvent& event) {
@@ -103,12 +119,17 @@ void WalletPath::Advance(std::shared_ptr<PaidRequest> paid, const WalletEvent& e
       return ctx_.attachments.Attach(paid->begin.op, WalletAnswerWhenDone,
                                      std::move(paid->respond));
     case WalletEffectKind::kReply:
+      if (effect.record_arrival) RecordLookedArrival(*paid);
       return paid->respond(Answer(*paid, effect.answer));
     case WalletEffectKind::kReplyWhenDurable: {
       HttpResponse answer = Answer(*paid, effect.answer);
       if (effect.record_arrival) RecordLookedArrival(*paid);
-      ctx_.store.WhenDurable(
-          [paid, answer = std::move(answer)]() mutable { paid->respond(std::move(answer)); });
+      ctx_.store.WhenDurable([this, paid, answer = std::move(answer)]() mutable {
+        // What the look found is durable now: a final operation is kept for the next replay.
+        ctx_.answer_cache.Remember(paid->begin.op, paid->looked_record->arrivals_recorded,
+                                   ctx_.clock.NowMs());
+        paid->respond(std::move(answer));
+      });
       return;
     }
   }
@@ -162,11 +183,14 @@ void WalletPath::Look(std::shared_ptr<PaidRequest> paid) {
 
 void WalletPath::RecordLookedArrival(const PaidRequest& paid) {
   ctx_.metrics.CountArrival(paid.looked_arrival);
-  AGENTPAY_CHECK(paid.looked_record.has_value());
-  auto event =
-      ArrivalEvent(*paid.looked_record, paid.begin.op, paid.looked_arrival, paid.looked_ms);
-  if (!event || ctx_.store.Stats().write_queue_depth >= kMaxQueueForArrivalRecords) return;
-  ctx_.store.WriteAsync([record = *paid.looked_record, event = std::move(*event)](
+  AGENTPAY_CHECK(paid.looked_record.has_value() || paid.cached != nullptr);
+  if (ctx_.store.Stats().write_queue_depth >= kMaxQueueForArrivalRecords) return;
+  std::optional<KeyRecord> record = paid.looked_record;
+  if (paid.cached) record = paid.cached->TakeArrivalRecord();  // nullopt: the trace has its fill
+  if (!record) return;
+  auto event = ArrivalEvent(*record, paid.begin.op, paid.looked_arrival, paid.looked_ms);
+  if (!event) return;
+  ctx_.store.WriteAsync([record = std::move(*record), event = std::move(*event)](
                             Transaction& tx) { return tx.RecordArrival(record, event).status(); },
                         [](Status) {});
 }
@@ -189,6 +213,11 @@ void WalletPath::QueueBegin(std::shared_ptr<PaidRequest> paid, bool presume_new)
         if (!status.ok()) DropAttempt(*paid);
         if (status.ok() || IsRollback(status)) {
           if (paid->begin.new_key) ctx_.metrics.CountArrival(ArrivalOutcome::kNew);
+          if (status.ok() && (paid->begin.kind == BeginOutcome::kReplay ||
+                              paid->begin.kind == BeginOutcome::kMismatch)) {
+            // Found final by a decision now durable: kept for the next replay.
+            ctx_.answer_cache.Remember(paid->begin.op, 0, ctx_.clock.NowMs());
+          }
           return Advance(paid, WalletBegun{CommitResult::kOk, paid->begin.kind});
         }
         // The key was there (a retry, or a concurrent request reserved it after the read that
@@ -225,7 +254,11 @@ void WalletPath::Finish(std::shared_ptr<PaidRequest> paid) {
         // Recorded or not, this attempt is over: not recorded, a retry here takes it over.
         DropAttempt(*paid);
         ctx_.attachments.Completed(paid->begin.op.id);
-        if (status.ok()) return Advance(paid, WalletFinished{CommitResult::kOk});
+        if (status.ok()) {
+          // Durable: a final answer (capture, release) is kept for the replays to come.
+          ctx_.answer_cache.Remember(paid->completion->next, 0, ctx_.clock.NowMs());
+          return Advance(paid, WalletFinished{CommitResult::kOk});
+        }
         // A later attempt took the claim over (the lease ran out, or recovery): nothing written.
         if (status.error() == ErrorCode::kStoreClaimLost) {
           return Advance(paid, WalletFinished{CommitResult::kClaimLost});

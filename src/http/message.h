@@ -15,6 +15,7 @@ namespace agentpay {
 struct HttpHeader {
   std::string name;
   std::string value;
+  bool operator==(const HttpHeader&) const = default;
 };
 
 // Case-insensitive ASCII comparison, as HTTP header names require.

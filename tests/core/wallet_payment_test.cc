@@ -1,4 +1,4 @@
-// The wallet payment's state machine: every row of the table in core/wallet_payment.h (W1–W19),
+// The wallet payment's state machine: every row of the table in core/wallet_payment.h (W1–W21),
 // the events it refuses, and a walk over every course a payment can take.
 #include "core/wallet_payment.h"
 
@@ -36,15 +36,29 @@ void ExpectStep(const WalletPayment& from, const WalletEvent& event, WalletPhase
 }
 
 TEST(WalletPayment, W1AStartWhereReadsAreLocalLooksFirst) {
-  ExpectStep(In(WalletPhase::kStart), WalletStarted{false}, WalletPhase::kLooking,
+  ExpectStep(In(WalletPhase::kStart), WalletStarted{false, std::nullopt}, WalletPhase::kLooking,
              Effect(WalletEffectKind::kLook));
-  EXPECT_FALSE(Step(In(WalletPhase::kStart), WalletStarted{false}).next.after_conflict);
+  EXPECT_FALSE(
+      Step(In(WalletPhase::kStart), WalletStarted{false, std::nullopt}).next.after_conflict);
 }
 
 TEST(WalletPayment, W2AStartWhereReadsAreRemoteBeginsPresumingTheKeyNew) {
-  WalletTransition t = Step(In(WalletPhase::kStart), WalletStarted{true});
+  WalletTransition t = Step(In(WalletPhase::kStart), WalletStarted{true, std::nullopt});
   EXPECT_EQ(t.next, In(WalletPhase::kBeginning, true));
   EXPECT_EQ(t.effect, BeginEffect(true));
+}
+
+TEST(WalletPayment, W20W21AKeyTheAnswerCacheHoldsIsAnsweredAtOnceWhereverReadsAre) {
+  for (bool remote : {false, true}) {
+    WalletEffect replay = ReplyEffect(WalletAnswer::kReplay);
+    replay.record_arrival = true;
+    ExpectStep(In(WalletPhase::kStart), WalletStarted{remote, ArrivalOutcome::kReplay},
+               WalletPhase::kDone, replay);
+    WalletEffect mismatch = ReplyEffect(WalletAnswer::kMismatch);
+    mismatch.record_arrival = true;
+    ExpectStep(In(WalletPhase::kStart), WalletStarted{remote, ArrivalOutcome::kMismatch},
+               WalletPhase::kDone, mismatch);
+  }
 }
 
 TEST(WalletPayment, W3AReadNoReaderTookIsDecidedByTheWriterAsTheKeyIs) {
@@ -154,6 +168,9 @@ TEST(WalletPaymentDeathTest, AnEventOutOfItsPhaseAborts) {
   EXPECT_DEATH(Step(In(WalletPhase::kStart), WalletUpstreamAnswered{}), "holds_alternative");
   EXPECT_DEATH(Step(In(WalletPhase::kLooking), WalletFinished{}), "holds_alternative");
   EXPECT_DEATH(Step(In(WalletPhase::kDone), WalletStarted{}), "false");
+  // The cache answers only a final operation's arrivals.
+  EXPECT_DEATH(Step(In(WalletPhase::kStart), WalletStarted{false, ArrivalOutcome::kAttach}),
+               "kReplay");
   // Only a key reserved as new can be found taken; a begin decision has no claim to lose.
   EXPECT_DEATH(Step(In(WalletPhase::kBeginning, false), WalletBegun{CommitResult::kKeyTaken, {}}),
                "presumed_new");
@@ -169,7 +186,9 @@ TEST(WalletPayment, EveryCourseEndsWithOneAnswerAndBoundedWork) {
   auto events_for = [](const WalletPayment& p) -> std::vector<WalletEvent> {
     switch (p.phase) {
       case WalletPhase::kStart:
-        return {WalletStarted{false}, WalletStarted{true}};
+        return {WalletStarted{false, std::nullopt}, WalletStarted{true, std::nullopt},
+                WalletStarted{false, ArrivalOutcome::kReplay},
+                WalletStarted{true, ArrivalOutcome::kMismatch}};
       case WalletPhase::kLooking: {
         std::vector<WalletEvent> all = {WalletLooked{ReadResult::kOverloaded, std::nullopt},
                                         WalletLooked{ReadResult::kFailed, std::nullopt},

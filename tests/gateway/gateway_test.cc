@@ -123,6 +123,16 @@ class GatewayTest : public ::testing::Test {
     return events;
   }
 
+  // A counter or gauge of the fixture's gateway's /metrics (0 when absent).
+  uint64_t MetricOf(const std::string& name) {
+    HttpResponse metrics = Admin("GET", "/metrics", "");
+    EXPECT_EQ(metrics.status, 200);
+    const std::string prefix = "\n" + name + " ";
+    size_t at = ("\n" + metrics.body).find(prefix);
+    if (at == std::string::npos) return 0;
+    return std::stoull(metrics.body.substr(at + prefix.size() - 1));
+  }
+
   Balances BalancesOf(const std::string& account_id) {
     Balances balances;
     EXPECT_TRUE(store_->Read([&](Transaction& tx) {
@@ -481,6 +491,72 @@ TEST_F(GatewayTest, ForgottenKeyIsANewAction) {
   EXPECT_EQ(late.status, 200);
   EXPECT_EQ(late.Header("Idempotent-Replayed"), "false");
   EXPECT_NE(late.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 2 * kPrice, 0}));
+}
+
+// Issue 40: what the answer cache answers (a replay, a refused reuse of the key) is what the store
+// answers, byte for byte: a second gateway on the same database without a cache answers from the
+// store, and the two agree on every header and the body.
+TEST_F(GatewayTest, AnAnswerFromTheAnswerCacheIsTheStoredAnswer) {
+  auto [id, key] = Account(1000);
+  HttpResponse first = Pay(key, "k1", R"({"a":1})");
+  ASSERT_EQ(first.status, 200);
+  const uint64_t hits = MetricOf("agentpay_answer_cache_hits_total");
+  HttpResponse cached = Pay(key, "k1", R"({"a":1})");
+  HttpResponse cached_refusal = Pay(key, "k1", R"({"a":2})");
+  EXPECT_EQ(MetricOf("agentpay_answer_cache_hits_total"), hits + 2);
+  auto second_store = OpenSecondStore();
+  ASSERT_NE(second_store, nullptr);
+  GatewayConfig without_cache = gateway_->config();
+  without_cache.answer_cache_bytes = 0;
+  Gateway second(without_cache, *second_store, clock_, random_, timers_, upstream_);
+  HttpResponse stored = Pay(key, "k1", R"({"a":1})", &second);
+  HttpResponse stored_refusal = Pay(key, "k1", R"({"a":2})", &second);
+  EXPECT_EQ(cached.status, 200);
+  EXPECT_EQ(cached.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(cached_refusal.status, 422);
+  for (auto [from_cache, from_store] :
+       {std::pair{&cached, &stored}, std::pair{&cached_refusal, &stored_refusal}}) {
+    EXPECT_EQ(from_cache->status, from_store->status);
+    EXPECT_EQ(from_cache->headers, from_store->headers);
+    EXPECT_EQ(from_cache->body, from_store->body);
+  }
+  EXPECT_EQ(cached.body, first.body);
+  EXPECT_EQ(upstream_.calls(), 1);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
+}
+
+// A key is forgotten once its retention ends, and then it is a new action on whichever gateway it
+// arrives first. The cache stops answering it a margin (a minute) before, so a gateway whose cache
+// held the old answer never gives it for the key's new operation.
+TEST_F(GatewayTest, TheAnswerCacheLetsAKeyGoBeforeItsRetentionEnds) {
+  GatewayConfig config;
+  config.retention_ms = 180000;
+  MakeGateway(config);
+  auto [id, key] = Account(1000);
+  HttpResponse first = Pay(key, "k1", "{}");
+  ASSERT_EQ(first.status, 200);
+  const uint64_t hits = MetricOf("agentpay_answer_cache_hits_total");
+  EXPECT_EQ(Pay(key, "k1", "{}").Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(MetricOf("agentpay_answer_cache_hits_total"), hits + 1);
+  clock_.Advance(config.retention_ms - config.answer_cache_margin_ms);
+  // Still replayed, from the store now, and not cached again this close to the end.
+  EXPECT_EQ(Pay(key, "k1", "{}").Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(Pay(key, "k1", "{}").Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(MetricOf("agentpay_answer_cache_hits_total"), hits + 1);
+  EXPECT_EQ(MetricOf("agentpay_answer_cache_entries"), 0u);
+  clock_.Advance(config.answer_cache_margin_ms);
+  auto second_store = OpenSecondStore();
+  ASSERT_NE(second_store, nullptr);
+  Gateway second(gateway_->config(), *second_store, clock_, random_, timers_, upstream_);
+  HttpResponse again = Pay(key, "k1", "{}", &second);
+  ASSERT_EQ(again.status, 200);
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "false");
+  ASSERT_NE(again.Header("AgentPay-Operation-Id"), first.Header("AgentPay-Operation-Id"));
+  HttpResponse replay = Pay(key, "k1", "{}");
+  EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(replay.Header("AgentPay-Operation-Id"), again.Header("AgentPay-Operation-Id"));
+  EXPECT_EQ(upstream_.calls(), 2);
   EXPECT_EQ(BalancesOf(id), (Balances{1000, 2 * kPrice, 0}));
 }
 
