@@ -559,12 +559,32 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         request_->head_note = std::move(decision.note);
         return ReadBodyWithin();
       case HeadDecision::Kind::kAnswer:
+        if (ConsumeBufferedBody()) return Send(std::move(decision.answer), /*keep_alive=*/true);
         return SendAndLinger(std::move(decision.answer));
       case HeadDecision::Kind::kLater:
         // Nothing is read until the decision arrives, within the time a body has.
         Lowest().expires_after(std::chrono::milliseconds(shared_->limits.read_timeout_ms));
         return;
     }
+  }
+
+  // Whether the request whose head was answered (a 402, say) came with its whole body already in
+  // the read buffer, as most clients send a small body: then the parser takes it from there, the
+  // next request starts where it ends, and the connection is kept. Reads nothing from the socket;
+  // anything else (a chunked body, one not all arrived, one the client holds back for "Expect:
+  // 100-continue", Connection: close) is left unread, and the answer closes the connection.
+  bool ConsumeBufferedBody() {
+    if (!parser_->keep_alive() || parser_->chunked()) return false;
+    const auto length = parser_->content_length();
+    if (!length || *length > buffer_.size()) return false;
+    // The parser's body limit is unset here (ReadRequest): the length is at most what is buffered.
+    beast::error_code ec;
+    while (!parser_->is_done()) {
+      const size_t used = parser_->put(buffer_.data(), ec);
+      if (ec || used == 0) return false;
+      buffer_.consume(used);
+    }
+    return true;
   }
 
   // The body, within the limits: its own size, then the listener's bytes in flight.

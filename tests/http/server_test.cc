@@ -138,9 +138,11 @@ TEST(HttpServerHead, ALaterDecisionReadsNoBodyUntilItComesAndAnAnswerClosesTheCo
     }
     return false;
   };
-  // One after the other, so that pending[0] is the first connection's.
+  // One after the other, so that pending[0] is the first connection's. The refused one's body is
+  // not all there (a whole small body would be taken from the read buffer and the connection kept:
+  // the next test).
   Socket refused(server->port());
-  refused.Send(Post("secret body"));
+  refused.Send("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nsecret body");
   ASSERT_TRUE(heads_pending(1));
   Socket accepted(server->port());
   accepted.Send(Post("good body"));
@@ -155,6 +157,50 @@ TEST(HttpServerHead, ALaterDecisionReadsNoBodyUntilItComesAndAnAnswerClosesTheCo
   answer = accepted.Read("read good body");
   EXPECT_NE(answer.find("HTTP/1.1 200"), std::string::npos) << answer;
   EXPECT_EQ(handled.load(), 1);
+}
+
+// An answer from the head keeps the connection when the request's whole body came with its head
+// (as clients send a small body: an unpaid request and its 402, then the paid retry on the same
+// connection): the body is taken from the read buffer, and the next request starts right after it,
+// even when both came in one send. A body not all there, or chunked, is not waited for: closed.
+TEST(HttpServerHead, AnEarlyAnswerKeepsTheConnectionWhenTheWholeBodyCameWithTheHead) {
+  std::atomic<int> heads{0};
+  auto started = HttpServer::StartAsync(
+      "127.0.0.1", 0, ServerLimits{},
+      [](std::shared_ptr<const HttpRequest> request, Respond respond) {
+        HttpResponse response;
+        response.body = "read " + request->body;
+        respond(std::move(response));
+      },
+      HeadHooks([&](const HttpRequest& head, HeadDone) {
+        ++heads;
+        if (head.Header("X-Paid")) return HeadDecision::ReadBody();
+        return HeadDecision::Answer(ProblemResponse(402, ProblemCode::kPaymentRequired, "pay"));
+      }));
+  ASSERT_TRUE(started.ok());
+  Socket client((*started)->port());
+  client.Send(Post("unpaid body") + Post("paid body", "X-Paid: 1\r\n"));
+  std::string answers = client.Read("read paid body");
+  EXPECT_NE(answers.find("HTTP/1.1 402"), std::string::npos) << answers;
+  EXPECT_EQ(answers.find("Connection: close"), std::string::npos) << answers;
+  EXPECT_NE(answers.find("HTTP/1.1 200"), std::string::npos) << answers;
+  EXPECT_FALSE(client.closed());
+  EXPECT_EQ(heads.load(), 2);
+  // Again on the same connection, then a body that is not all there: answered, and closed.
+  client.Send(Post("unpaid again"));
+  std::string again = client.Read("payment_required\"}");
+  EXPECT_NE(again.find("HTTP/1.1 402"), std::string::npos) << again;
+  EXPECT_FALSE(client.closed());
+  client.Send("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nhalf");
+  std::string last = client.Read();
+  EXPECT_NE(last.find("Connection: close"), std::string::npos) << last;
+  Socket chunked((*started)->port());
+  chunked.Send(
+      "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n");
+  last = chunked.Read();
+  EXPECT_NE(last.find("HTTP/1.1 402"), std::string::npos) << last;
+  EXPECT_NE(last.find("Connection: close"), std::string::npos) << last;
+  EXPECT_TRUE(chunked.closed());
 }
 
 // After an answer from the head, what the client still sends is discarded for kLingerMs at most,
