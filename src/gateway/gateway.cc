@@ -167,7 +167,7 @@ HeadDecision Gateway::AnswerHead(const HttpRequest& head, HeadDone done) {
   };
   if (!OffersPayment(head)) {
     return HeadDecision::Answer(
-        AnswerFromHead(head, RouteChallenge(x402_offers_, normal(), *route)));
+        AnswerFromHead(head, RouteChallenge(x402_offers_, destination.target, *route)));
   }
   // Called once, last, on the paths that let the body in: it moves the target out of `destination`.
   auto make_verdict = [this, &destination, route] {
@@ -312,7 +312,7 @@ void Gateway::HandlePaid(std::shared_ptr<const HttpRequest> request, const Route
     respond(std::move(response));
   });
   bool has_wallet = request->Header("Authorization").has_value();
-  if (!OffersPayment(*request)) return answer(RouteChallenge(x402_offers_, *request, route));
+  if (!OffersPayment(*request)) return answer(RouteChallenge(x402_offers_, request->target, route));
   if (has_wallet) {
     return wallet_.Pay(std::move(request), route, std::move(account), std::move(answer));
   }

@@ -156,7 +156,7 @@ HttpResponse X402Path::PayerLimited(const Settler::Preflight& preflight) const {
 HttpResponse X402Path::Challenge(const Payment& p, std::string_view code,
                                  std::string_view detail) const {
   if (p.sold) return SellerRefusal(p, code, detail);
-  return RouteChallenge(offers_, *p.request, *p.route, code, detail);
+  return RouteChallenge(offers_, p.request->target, *p.route, code, detail);
 }
 
 // The answer for an operation nobody is working on right now, from its state.

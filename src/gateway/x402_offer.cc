@@ -126,10 +126,38 @@ HttpResponse X402Challenge(const x402::Requirements& requirements, std::string r
   return response;
 }
 
-HttpResponse RouteChallenge(const X402Offers& offers, const HttpRequest& request,
+HttpResponse X402Offers::PaymentRequired(const RouteConfig& route, std::string_view target) const {
+  AGENTPAY_CHECK(target.starts_with('/'));
+  auto url = public_url_.load();
+  std::string key;
+  key.reserve(route.prefix.size() + 1 + target.size());
+  key.append(route.prefix).push_back('\0');  // a prefix is a path: it holds no NUL
+  key.append(target);
+  std::lock_guard lock(challenges_.mu);
+  if (challenges_.public_url != url) {
+    challenges_.by_route_and_target.clear();
+    challenges_.public_url = url;
+  }
+  if (auto found = challenges_.by_route_and_target.find(key);
+      found != challenges_.by_route_and_target.end()) {
+    return found->second;
+  }
+  HttpResponse built = X402Challenge(For(route), *url + std::string(target),
+                                     ProblemCodeName(ProblemCode::kPaymentRequired), "");
+  if (challenges_.by_route_and_target.size() >= kMaxRememberedChallenges) {
+    challenges_.by_route_and_target.clear();
+  }
+  challenges_.by_route_and_target.emplace(std::move(key), built);
+  return built;
+}
+
+HttpResponse RouteChallenge(const X402Offers& offers, std::string_view target,
                             const RouteConfig& route, std::string_view code,
                             std::string_view detail) {
-  return X402Challenge(offers.For(route), offers.ResourceUrl(request.target), code, detail);
+  if (code == ProblemCodeName(ProblemCode::kPaymentRequired) && detail.empty()) {
+    return offers.PaymentRequired(route, target);
+  }
+  return X402Challenge(offers.For(route), offers.ResourceUrl(target), code, detail);
 }
 
 }  // namespace agentpay

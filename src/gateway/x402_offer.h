@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,11 +54,25 @@ class X402Offers {
   // Replaces the public URL: for a listener whose port is known only once bound. Thread-safe.
   void SetPublicUrl(std::string public_url);
 
+  // The 402 challenge (code payment_required) of `route` at `target`: X402Challenge's answer for
+  // For(route) at ResourceUrl(target), which depends on nothing else, so it is built once and
+  // copied after: kMaxRememberedChallenges (route, target) pairs are kept, all forgotten when
+  // that many are (a client naming new targets costs what building costs) or when the public URL
+  // changes. Thread-safe.
+  HttpResponse PaymentRequired(const RouteConfig& route, std::string_view target) const;
+  static constexpr size_t kMaxRememberedChallenges = 1024;
+
  private:
   x402::Requirements common_;  // chain, asset, domain and cap; no amount, payee of the config
   std::unordered_map<std::string, x402::Requirements> by_prefix_;
   std::string v2_network_, v1_network_;
   std::atomic<std::shared_ptr<const std::string>> public_url_;
+  struct Remembered {
+    std::mutex mu;
+    std::shared_ptr<const std::string> public_url;  // the URL the challenges were built for
+    std::unordered_map<std::string, HttpResponse> by_route_and_target;
+  };
+  mutable Remembered challenges_;
 };
 
 // The 402 challenge for `requirements` at `resource_url`: the PAYMENT-REQUIRED header and the v1
@@ -67,9 +82,10 @@ class X402Offers {
 HttpResponse X402Challenge(const x402::Requirements& requirements, std::string resource_url,
                            std::string_view code, std::string_view detail);
 
-// The 402 challenge of `route` for `request`, whose normalised target names the resource under the
-// public URL (X402Offers::ResourceUrl).
-HttpResponse RouteChallenge(const X402Offers& offers, const HttpRequest& request,
+// The 402 challenge of `route` for a request whose normalised target `target` names the resource
+// under the public URL (X402Offers::ResourceUrl); the usual one (payment_required, no detail)
+// remembered (X402Offers::PaymentRequired).
+HttpResponse RouteChallenge(const X402Offers& offers, std::string_view target,
                             const RouteConfig& route, std::string_view code = "payment_required",
                             std::string_view detail = "");
 
