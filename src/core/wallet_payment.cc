@@ -98,7 +98,7 @@ WalletTransition Started(WalletPayment payment, const WalletStarted& started) {
     return Reply(payment, replay ? WalletAnswer::kReplay : WalletAnswer::kMismatch, false,
                  true);  // W20, W21
   }
-  if (started.reads_remote) return Begin(payment, true);  // W2
+  if (started.presume_new) return Begin(payment, true);   // W2
   return Look(payment, false);                            // W1
 }
 

@@ -65,7 +65,10 @@ enum class BeginOutcome { kProceed, kReplay, kMismatch, kAttach, kInsufficientFu
 
 // The events, one per effect finished.
 struct WalletStarted {
-  bool reads_remote = false;  // a read is a round trip to a database server (Store::ReadsAreRemote)
+  // Begin at once, presuming the key new, rather than look first: where a read is a round trip to
+  // a database server (Store::ReadsAreRemote), or where the answer cache answers the keys that
+  // come again, most keys that reach the store are new.
+  bool presume_new = false;
   // DecideArrival on the key's final operation as the answer cache holds it (AnswerCache): only
   // kReplay or kMismatch; nullopt: the cache does not hold the key.
   std::optional<ArrivalOutcome> cached;
@@ -106,8 +109,8 @@ struct WalletTransition {
 // clang-format off
 //  row | phase     | event                                         | effect (phase after)
 //  ----+-----------+-----------------------------------------------+------------------------------
-//  W1  | start     | started, reads local                          | look (looking)
-//  W2  | start     | started, reads remote                         | begin, presume new (a)
+//  W1  | start     | started, look first                           | look (looking)
+//  W2  | start     | started, presume new                          | begin, presume new (a)
 //  W20 | start     | started, the cache holds it, arrival replay   | reply replay now (f)
 //  W21 | start     | started, the cache holds it, arrival mismatch | reply 422 now (f)
 //  W3  | looking   | read overloaded (no reader free)              | begin, as it is (b)
@@ -132,8 +135,9 @@ struct WalletTransition {
 // clang-format on
 //
 // Any other event in a phase is the shell's bug: Step aborts (AGENTPAY_CHECK).
-// (a) Where a read is a round trip to the database server it costs more than it spares the
-//     writer: most keys are new, and only a key found taken is looked at (W9).
+// (a) Where a read is a round trip to the database server, or where the answer cache answers the
+//     replays, a look costs more than it spares the writer: most keys are new, and only a key
+//     found taken is looked at (W9). Looking first is for a local store without the cache.
 // (b) The writer decides against the key as it is, reading it itself: the money path needs no look.
 // (c) A final operation never changes, so a replay or a mismatch needs no decision; the answer
 //     waits until what the unsynced read saw is durable (a crash cannot take back an answer given).

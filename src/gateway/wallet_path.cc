@@ -85,7 +85,7 @@ void WalletPath::Authenticated(std::shared_ptr<const HttpRequest> request, const
   paid->fingerprint =
       Sha256Hex(FingerprintMaterial(request->method, request->Path(), request->Query(),
                                     request->Header("Content-Type").value_or(""), request->body));
-  WalletStarted started{ctx_.store.ReadsAreRemote(), std::nullopt};
+  WalletStarted started{ctx_.store.ReadsAreRemote() || ctx_.answer_cache.enabled(), std::nullopt};
   if (ctx_.answer_cache.enabled()) {
     const int64_t now = ctx_.clock.NowMs();
     if (auto entry = ctx_.answer_cache.Find(paid->principal(), paid->key, now)) {

@@ -35,14 +35,14 @@ void ExpectStep(const WalletPayment& from, const WalletEvent& event, WalletPhase
                               << WalletAnswerName(t.effect.answer);
 }
 
-TEST(WalletPayment, W1AStartWhereReadsAreLocalLooksFirst) {
+TEST(WalletPayment, W1AStartThatLooksFirstLooks) {
   ExpectStep(In(WalletPhase::kStart), WalletStarted{false, std::nullopt}, WalletPhase::kLooking,
              Effect(WalletEffectKind::kLook));
   EXPECT_FALSE(
       Step(In(WalletPhase::kStart), WalletStarted{false, std::nullopt}).next.after_conflict);
 }
 
-TEST(WalletPayment, W2AStartWhereReadsAreRemoteBeginsPresumingTheKeyNew) {
+TEST(WalletPayment, W2AStartThatPresumesTheKeyNewBeginsAtOnce) {
   WalletTransition t = Step(In(WalletPhase::kStart), WalletStarted{true, std::nullopt});
   EXPECT_EQ(t.next, In(WalletPhase::kBeginning, true));
   EXPECT_EQ(t.effect, BeginEffect(true));

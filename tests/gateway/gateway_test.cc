@@ -815,8 +815,8 @@ class FlakyStore final : public Store {
   bool remote_reads_ = false;
 };
 
-// Each test twice: reading the key before the begin decision (SQLite), and presuming it new
-// (PostgreSQL's way, played here on SQLite).
+// Each test twice: reading the key before the begin decision (SQLite without the answer cache),
+// and presuming it new (PostgreSQL's way, and SQLite's with the cache).
 class OutcomeNotRecordedTest : public GatewayTest, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
@@ -824,8 +824,10 @@ class OutcomeNotRecordedTest : public GatewayTest, public ::testing::WithParamIn
     GatewayTest::SetUp();
     flaky_ = std::make_unique<FlakyStore>(*store_);
     flaky_->SetRemoteReads(GetParam());
+    GatewayConfig config = gateway_->config();
+    if (!GetParam()) config.answer_cache_bytes = 0;  // else the key is presumed new anyway
     flaky_gateway_ =
-        std::make_unique<Gateway>(gateway_->config(), *flaky_, clock_, random_, timers_, upstream_);
+        std::make_unique<Gateway>(config, *flaky_, clock_, random_, timers_, upstream_);
   }
   void TearDown() override {
     flaky_gateway_.reset();
