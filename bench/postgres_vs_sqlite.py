@@ -10,9 +10,12 @@ capture committed), each twice: one hot account (every request charges the same 
   pg x3    3 gateways on one PostgreSQL database, behind nginx as the load balancer
 PostgreSQL is a private cluster (tests/pg/cluster.sh) on this machine, fsync on, started for the run
 and removed after. Prints requests/s per scenario and each as a ratio to sqlite with the same
-accounts; exits 1 when 1 gateway on PostgreSQL is below --floor (0.5) of SQLite, or a money check
-fails: every account's captured sum equals the gateways' own count of 2xx paid answers x price,
-nothing stays held, and no answer was anything but 2xx.
+accounts, and per paid request what travels to another machine better than requests/s: the CPU
+microseconds of the gateways (all of them together), of PostgreSQL (every process of the cluster),
+and of the seller, the database round trips per decision and the decisions per commit; then the
+3 gateways' CPU per paid request over 1 gateway's. Exits 1 when 1 gateway on PostgreSQL is below
+--floor (0.5) of SQLite, or a money check fails: every account's captured sum equals the gateways'
+own count of 2xx paid answers x price, nothing stays held, and no answer was anything but 2xx.
 
 Run:  python3 bench/postgres_vs_sqlite.py --agentpay build/agentpay [--duration 10s] [--connections 32]
 Needs wrk, nginx (Debian nginx-light), PostgreSQL 15 server binaries and psql (scripts/bootstrap.sh).
@@ -77,6 +80,10 @@ class Cluster:
         with open(os.path.join(self.state, "url")) as f:
             self.url = f.read().strip()
 
+    def data_dir(self):
+        with open(os.path.join(self.state, "data_dir")) as f:
+            return f.read().strip()
+
     def fresh_database(self):
         name = "bench_" + secrets.token_hex(6)
         subprocess.run(["psql", self.url, "-qc", "CREATE DATABASE " + name], check=True)
@@ -100,6 +107,45 @@ def paid_2xx(gw):
     return int(m.group(1)) if m else 0
 
 
+def store_counters(gws):
+    """Decisions, commits and round trips (writer + readers) of the gateways' stores, summed."""
+    totals = {"decisions": 0, "commits": 0, "round_trips": 0}
+    for gw in gws:
+        text = gw.metrics()
+        for key, pattern in (("decisions", r"^agentpay_store_decisions_total (\d+)"),
+                             ("commits", r"^agentpay_store_commits_total (\d+)"),
+                             ("round_trips", r"^agentpay_store_round_trips_total\{[^}]*\} (\d+)")):
+            totals[key] += sum(int(v) for v in re.findall(pattern, text, re.M))
+    return totals
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids):
+    """User + system CPU seconds of the processes (all their threads), dead ones counting 0."""
+    total = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / CLK_TCK
+
+
+def cluster_pids(cluster):
+    """The postmaster and every process it started (backends, WAL writer, checkpointer...)."""
+    if cluster is None:
+        return []
+    with open(os.path.join(cluster.data_dir(), "data", "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(postmaster)], capture_output=True,
+                              text=True).stdout.split()
+    return [postmaster] + [int(p) for p in children]
+
+
 def run_wrk(url, keys, duration, connections):
     env = dict(os.environ, BENCH_MODE="unique", BENCH_KEY_PREFIX="b-" + secrets.token_hex(4),
                BENCH_API_KEY=keys[0], BENCH_API_KEYS=",".join(keys), BENCH_PATH="/bench")
@@ -111,8 +157,9 @@ def run_wrk(url, keys, duration, connections):
     return fields
 
 
-def scenario(name, args, workdir, seller, db, gateways, accounts):
-    """Starts `gateways` gateways on `db` (None: a fresh SQLite file), loads them, checks the money."""
+def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
+    """Starts `gateways` gateways on `db` (None: a fresh SQLite file), loads them, checks the money;
+    returns the rate, the problems and the per-request costs."""
     scratch = tempfile.mkdtemp(prefix="scenario-", dir=workdir)
     store = (db, db) if db else harness.fresh_store(scratch)
     gws, nginx = [], None
@@ -138,8 +185,16 @@ def scenario(name, args, workdir, seller, db, gateways, accounts):
                 if time.monotonic() > deadline or nginx.poll() is not None:
                     raise RuntimeError("nginx did not start")
                 time.sleep(0.05)
+        # Backends of the cluster come and go (each gateway's connections): counted at the end.
+        gw_pids = [gw.popen.pid for gw in gws]
+        pg_pids = cluster_pids(cluster if db else None)
+        before = (cpu_seconds(gw_pids), cpu_seconds(pg_pids), cpu_seconds([seller.popen.pid]),
+                  store_counters(gws), sum(paid_2xx(gw) for gw in gws))
         result = run_wrk("http://127.0.0.1:%d/bench" % target, [a.api_key for a in accts],
                          args.duration, args.connections)
+        pg_pids = cluster_pids(cluster if db else None)
+        after = (cpu_seconds(gw_pids), cpu_seconds(pg_pids), cpu_seconds([seller.popen.pid]),
+                 store_counters(gws), sum(paid_2xx(gw) for gw in gws))
         # Money: once nothing is held and the gateways answer nothing more (requests wrk left in
         # flight finish after it stops: one not begun yet holds nothing either), the accounts'
         # captures are the gateways' 2xx answers x price.
@@ -160,10 +215,24 @@ def scenario(name, args, workdir, seller, db, gateways, accounts):
         if int(result["non2xx"]) or int(result["sock_timeout"]) or int(result["sock_read"]):
             problems.append("non-2xx or socket errors: %r" % result)
         rate = int(result["ok2xx"]) / (int(result["duration_us"]) / 1e6)
+        paid = max(1, after[4] - before[4])
+        decisions = max(1, after[3]["decisions"] - before[3]["decisions"])
+        costs = {
+            "gateway_us": (after[0] - before[0]) * 1e6 / paid,
+            # Backends that ended during the run are not counted; the gateways keep theirs open.
+            "postgres_us": max(0.0, after[1] - before[1]) * 1e6 / paid,
+            "seller_us": (after[2] - before[2]) * 1e6 / paid,
+            "round_trips": (after[3]["round_trips"] - before[3]["round_trips"]) / decisions,
+            "per_commit": decisions / max(1, after[3]["commits"] - before[3]["commits"]),
+        }
         log("%-8s %-6s %8.0f paid requests/s  (2xx %s, p99 %.1f ms)%s" % (
             name, "hot" if accounts == 1 else "%d acc" % accounts, rate, result["ok2xx"],
             int(result["lat_p99_us"]) / 1000, "  MONEY CHECK FAILED: " + "; ".join(problems) if problems else ""))
-        return rate, problems
+        log("         per paid request: CPU us gateways %.0f, PostgreSQL %.0f, seller %.0f; %.2f round "
+            "trips per decision, %.1f decisions per commit" % (
+                costs["gateway_us"], costs["postgres_us"], costs["seller_us"], costs["round_trips"],
+                costs["per_commit"]))
+        return rate, problems, costs
     finally:
         if nginx is not None:
             nginx.terminate()
@@ -189,6 +258,7 @@ def main():
     cluster = None
     failed = []
     rates = {}
+    costs = {}
     try:
         seller.start()
         cluster = Cluster(workdir)
@@ -199,8 +269,10 @@ def main():
         for accounts in (1, args.accounts):
             for name, gateways in (("sqlite", 1), ("pg", 1), ("pg x3", 3)):
                 db = None if name == "sqlite" else cluster.fresh_database()
-                rate, problems = scenario(name, args, workdir, seller, db, gateways, accounts)
+                rate, problems, cost = scenario(name, args, workdir, seller, db, gateways, accounts,
+                                                cluster)
                 rates[(name, accounts)] = rate
+                costs[(name, accounts)] = cost
                 failed += problems
     finally:
         if cluster:
@@ -213,6 +285,14 @@ def main():
         pg1, pg3 = rates[("pg", accounts)] / base, rates[("pg x3", accounts)] / base
         print("BENCH_SUMMARY postgres %s: 1 gateway %.2fx sqlite, 3 gateways behind nginx %.2fx sqlite "
               "(sqlite %.0f/s; floor %.2f for 1 gateway)" % (label, pg1, pg3, base, args.floor), flush=True)
+        one, three = costs[("pg", accounts)], costs[("pg x3", accounts)]
+        print("BENCH_COSTS postgres %s, per paid request: 1 gateway %.0f us + PostgreSQL %.0f us, "
+              "%.2f round trips per decision; 3 gateways %.0f us (%.2fx 1 gateway's) + PostgreSQL "
+              "%.0f us (%.2fx), %.2f round trips per decision; sqlite gateway %.0f us" % (
+                  label, one["gateway_us"], one["postgres_us"], one["round_trips"],
+                  three["gateway_us"], three["gateway_us"] / max(1.0, one["gateway_us"]),
+                  three["postgres_us"], three["postgres_us"] / max(1.0, one["postgres_us"]),
+                  three["round_trips"], costs[("sqlite", accounts)]["gateway_us"]), flush=True)
         if pg1 < args.floor:
             failed.append("1 gateway on PostgreSQL (%s) at %.2fx sqlite, below the floor %.2f" % (
                 label, pg1, args.floor))

@@ -127,6 +127,11 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server,
           store.decisions_rolled_back);
   Counter(out, "agentpay_store_write_queue", "Decisions waiting for the writer",
           store.write_queue_depth, "", true, "gauge");
+  Counter(out, "agentpay_store_round_trips_total",
+          "Waits for the database server's answers (PostgreSQL), by connection",
+          store.writer_round_trips, "connection=\"writer\"");
+  Counter(out, "agentpay_store_round_trips_total", "", store.reader_round_trips,
+          "connection=\"reader\"", false);
   Counter(out, "agentpay_answer_cache_hits_total",
           "Repeated arrivals answered from the answer cache (no read)", answer_cache.hits);
   Counter(out, "agentpay_answer_cache_misses_total",

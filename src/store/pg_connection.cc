@@ -213,6 +213,7 @@ Result<Rows> Connection::Query(std::string_view sql, Params params) {
   if (!name.ok()) return name.status();
   if (!pipeline_) {
     if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
+    ++round_trips_;
     PGresult* result = NextResult();
     const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
@@ -385,6 +386,7 @@ Result<std::optional<Rows>> Connection::Collect() {
   }
   std::vector<Queued> queued = std::move(queued_);
   queued_.clear();
+  ++round_trips_;
   AwaitAnswer();
   Status first_failure;
   size_t failed_at = queued.size();
@@ -481,6 +483,7 @@ Status Connection::EnterPipelineMode() {
 
 Status Connection::Run(const std::string& sql) {
   AGENTPAY_CHECK(!pipeline_);
+  ++round_trips_;
   PGresult* result = PQexec(conn_, sql.c_str());
   const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {

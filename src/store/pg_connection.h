@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -114,6 +115,8 @@ class Connection {
   size_t held_units() const { return held_.size(); }
   // Statements were sent whose answers were not read yet.
   bool pending() const { return !queued_.empty(); }
+  // The round trips (waits for the server's answers) since the last call: for /metrics.
+  uint64_t TakeRoundTrips() { return std::exchange(round_trips_, 0); }
   // Pipeline mode, for a read-only connection whose session defaults are the transaction it wants
   // (the store's readers: repeatable read, read only): from now on a round trip asks the server
   // to flush its answers (PQsendFlushRequest) instead of ending the pipeline with a Sync, so every
@@ -203,6 +206,7 @@ class Connection {
   int sleeps_before_spin_ = 0;  // AwaitAnswer: round trips left that do not poll first
   std::vector<HeldUnit> held_;  // oldest first; their statements are the first of queued_
   bool tail_ = false;           // StartTail until the round trip ends
+  uint64_t round_trips_ = 0;    // TakeRoundTrips
   bool tail_dropped_ = false;
 };
 

@@ -395,19 +395,41 @@ class PostgresStore final : public Store {
     }
   }
 
-  // BEGIN, the writers' lock (see the top of this file), then the batch's number: one past this
-  // writer's last batch when no other gateway's batch ran since, and the cache of balances holds.
+  // BEGIN, the writers' lock (see the top of this file), then the batch's number and, in the same
+  // round trip, the accounts whose balances other gateways' batches wrote since this writer's last
+  // one (each row carries the batch that last wrote it): the cache of balances takes them and
+  // holds for the rest. Only when more than kRefreshRows changed is it forgotten instead.
+  static constexpr int64_t kRefreshRows = 256;
   Status Begin() {
     static const std::string kLock = LockSql("pg_advisory_xact_lock", kWriterLock);
+    static const std::string kNumberAndChanged =
+        "WITH b AS (SELECT nextval('writer_batches') AS batch) SELECT b.batch, a.id, a.deposited, "
+        "a.captured, a.held FROM b LEFT JOIN (SELECT id, deposited, captured, held FROM accounts "
+        "WHERE written_batch > $1 LIMIT " +
+        std::to_string(kRefreshRows + 1) + ") a ON true";
     auto begin = [&]() -> Status {
       Status begun = writer_->Defer("BEGIN");
       if (begun.ok()) begun = writer_->Defer(kLock);
       if (!begun.ok()) return begun;
-      auto number = writer_->Query("SELECT nextval('writer_batches')");
+      // Before this writer's first batch it keeps nothing: nothing to refresh.
+      auto number = writer_->Query(kNumberAndChanged,
+                                   pg::Params().Add(last_batch_ < 0 ? INT64_MAX : last_batch_));
       if (!number.ok()) return number.status();
       const int64_t batch = number->Int(0, 0);
-      if (batch != last_batch_ + 1) balances_.Clear();
+      if (batch != last_batch_ + 1) {
+        if (number->size() > kRefreshRows) {
+          balances_.Clear();
+        } else {
+          for (int row = 0; row < number->size(); ++row) {
+            if (number->IsNull(row, 1)) continue;  // nothing changed
+            balances_.Refresh(
+                number->Text(row, 1),
+                Balances{number->Int(row, 2), number->Int(row, 3), number->Int(row, 4)});
+          }
+        }
+      }
       last_batch_ = batch;
+      balances_.SetBatch(batch);
       return Status::Ok();
     };
     Status begun = EnsureWriter();
@@ -478,6 +500,7 @@ class PostgresStore final : public Store {
         stats_.decisions += batch.size() - run.rolled_back;
       }
       stats_.decisions_rolled_back += committed.ok() ? run.rolled_back : batch.size();
+      if (writer_) stats_.writer_round_trips += writer_->TakeRoundTrips();
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!committed.ok()) {
@@ -520,6 +543,10 @@ class PostgresStore final : public Store {
   // next reader; closes any other.
   void ReleaseReader(std::unique_ptr<pg::Connection> conn) {
     const bool ended = conn->EndImplicitTransaction().ok();
+    {
+      std::lock_guard lock(mutex_);
+      stats_.reader_round_trips += conn->TakeRoundTrips();
+    }
     std::lock_guard lock(reader_mutex_);
     if (ended && conn->healthy() &&
         (conn->transaction_status() == PQTRANS_IDLE || conn->ending())) {

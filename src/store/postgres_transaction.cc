@@ -747,6 +747,12 @@ UnconfirmedGains BalanceCache::GainsAtRisk(std::string_view account_id) const {
   return gains;
 }
 
+void BalanceCache::Refresh(std::string_view account_id, const Balances& row) {
+  AGENTPAY_CHECK(unwritten_.empty() && journal_.empty() && held_.empty());
+  auto found = accounts_.find(account_id);
+  if (found != accounts_.end()) found->second = Entry{row, row};
+}
+
 void BalanceCache::Clear() {
   accounts_.clear();
   unwritten_.clear();
@@ -771,8 +777,8 @@ Status WriteBalances(pg::Connection& conn, BalanceCache& cache) {
     // planned again each time, its rows unknown until then, which costs more than a few rows.)
     for (const auto& [account_id, entry] : unwritten) {
       if (Status written = conn.Defer(
-              "UPDATE accounts SET deposited = $2, captured = $3, held = $4 WHERE id = $1 AND "
-              "deposited = $5 AND captured = $6 AND held = $7",
+              "UPDATE accounts SET deposited = $2, captured = $3, held = $4, written_batch = $8 "
+              "WHERE id = $1 AND deposited = $5 AND captured = $6 AND held = $7",
               pg::Params()
                   .Add(account_id)
                   .Add(entry.current.deposited)
@@ -780,7 +786,8 @@ Status WriteBalances(pg::Connection& conn, BalanceCache& cache) {
                   .Add(entry.current.held)
                   .Add(entry.stored.deposited)
                   .Add(entry.stored.captured)
-                  .Add(entry.stored.held),
+                  .Add(entry.stored.held)
+                  .Add(cache.batch()),
               pg::Connection::Expect{1, changed_under_us});
           !written.ok()) {
         return written;
@@ -801,7 +808,8 @@ Status WriteBalances(pg::Connection& conn, BalanceCache& cache) {
     }
     if (Status written = conn.Defer(
             "UPDATE accounts AS a SET deposited = v.deposited, captured = v.captured, held = "
-            "v.held FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], "
+            "v.held, written_batch = $8 FROM unnest($1::text[], $2::bigint[], $3::bigint[], "
+            "$4::bigint[], "
             "$5::bigint[], $6::bigint[], $7::bigint[]) AS v(id, deposited, captured, held, "
             "was_deposited, was_captured, was_held) WHERE a.id = v.id AND a.deposited = "
             "v.was_deposited AND a.captured = v.was_captured AND a.held = v.was_held",
@@ -812,7 +820,8 @@ Status WriteBalances(pg::Connection& conn, BalanceCache& cache) {
                 .AddArray(held)
                 .AddArray(was_deposited)
                 .AddArray(was_captured)
-                .AddArray(was_held),
+                .AddArray(was_held)
+                .Add(cache.batch()),
             pg::Connection::Expect{static_cast<int64_t>(ids.size()), changed_under_us});
         !written.ok()) {
       return written;

@@ -87,6 +87,13 @@ class BalanceCache {
   UnconfirmedGains GainsAtRisk(std::string_view account_id) const;
   // Forgets everything: only where nothing is unwritten, or the transaction is rolled back.
   void Clear();
+  // The writers' batch the balances are written in (WriteBalances stamps each row with it, so
+  // that another gateway's writer finds the rows changed since its own last batch).
+  void SetBatch(int64_t batch) { batch_ = batch; }
+  int64_t batch() const { return batch_; }
+  // What a row holds now, read at a batch's start: a kept entry for it is replaced (nothing may be
+  // unwritten or journaled then); an account not kept stays unkept.
+  void Refresh(std::string_view account_id, const Balances& row);
 
  private:
   struct Hash {
@@ -102,6 +109,7 @@ class BalanceCache {
   std::unordered_map<std::string, Entry, Hash, std::equal_to<>> accounts_;
   std::unordered_set<std::string, Hash, std::equal_to<>> unwritten_;  // current != stored
   Journal journal_;
+  int64_t batch_ = 0;
   std::deque<std::pair<uint64_t, Journal>> held_;  // oldest first
   uint64_t next_held_ = 0;
 };

@@ -439,6 +439,17 @@ CREATE TABLE rate_usage (
 );
 CREATE INDEX rate_usage_updated ON rate_usage (updated_ms);
 )sql"},
+      {14, "the writers' batch that last wrote an account's balances (PostgreSQL)",
+       R"sql(
+-- SQLite has one writer per file at a time and keeps no balances between its batches: nothing here.
+)sql",
+       R"sql(
+-- Each writer's batch stamps the balances it writes with its number (writer_batches), so that the
+-- next batch of another gateway reads only the accounts changed since its own last batch instead
+-- of forgetting every balance it keeps (postgres_store.cc, Begin).
+ALTER TABLE accounts ADD COLUMN written_batch BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX accounts_written_batch ON accounts (written_batch);
+)sql"},
   };
   return kMigrations;
 }

@@ -349,6 +349,10 @@ struct StoreStats {
   // Syncs that made commits durable before they were acknowledged (one may cover several
   // commits, never fewer than one per acknowledged write that waited for it).
   uint64_t durability_syncs = 0;
+  // Waits for a database server's answers (PostgreSQL; SQLite has none): of the writer's
+  // connection, and of the readers' together.
+  uint64_t writer_round_trips = 0;
+  uint64_t reader_round_trips = 0;
 };
 
 struct StoreOptions {
