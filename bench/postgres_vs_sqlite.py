@@ -7,7 +7,8 @@ capture committed), each twice: one hot account (every request charges the same 
 --accounts accounts (request n of wrk's thread charges account n mod count):
   sqlite   1 gateway on a SQLite file (the baseline)
   pg       1 gateway on a PostgreSQL database
-  pg x3    3 gateways on one PostgreSQL database, behind nginx as the load balancer
+  pg x3    3 gateways on one PostgreSQL database, behind nginx as the load balancer, with 3x the
+           connections (--x3-connections): each gateway has the load one gateway has alone
 PostgreSQL is a private cluster (tests/pg/cluster.sh) on this machine, fsync on, started for the run
 and removed after. Prints requests/s per scenario and each as a ratio to sqlite with the same
 accounts, and per paid request what travels to another machine better than requests/s: the CPU
@@ -190,8 +191,11 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
         pg_pids = cluster_pids(cluster if db else None)
         before = (cpu_seconds(gw_pids), cpu_seconds(pg_pids), cpu_seconds([seller.popen.pid]),
                   store_counters(gws), sum(paid_2xx(gw) for gw in gws))
+        connections = args.connections
+        if gateways > 1:
+            connections = args.x3_connections or args.connections * gateways
         result = run_wrk("http://127.0.0.1:%d/bench" % target, [a.api_key for a in accts],
-                         args.duration, args.connections)
+                         args.duration, connections)
         pg_pids = cluster_pids(cluster if db else None)
         after = (cpu_seconds(gw_pids), cpu_seconds(pg_pids), cpu_seconds([seller.popen.pid]),
                  store_counters(gws), sum(paid_2xx(gw) for gw in gws))
@@ -225,8 +229,8 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
             "round_trips": (after[3]["round_trips"] - before[3]["round_trips"]) / decisions,
             "per_commit": decisions / max(1, after[3]["commits"] - before[3]["commits"]),
         }
-        log("%-8s %-6s %8.0f paid requests/s  (2xx %s, p99 %.1f ms)%s" % (
-            name, "hot" if accounts == 1 else "%d acc" % accounts, rate, result["ok2xx"],
+        log("%-8s %-6s %8.0f paid requests/s  (%d connections, 2xx %s, p99 %.1f ms)%s" % (
+            name, "hot" if accounts == 1 else "%d acc" % accounts, rate, connections, result["ok2xx"],
             int(result["lat_p99_us"]) / 1000, "  MONEY CHECK FAILED: " + "; ".join(problems) if problems else ""))
         log("         per paid request: CPU us gateways %.0f, PostgreSQL %.0f, seller %.0f; %.2f round "
             "trips per decision, %.1f decisions per commit" % (
@@ -246,6 +250,9 @@ def main():
     parser.add_argument("--agentpay", required=True)
     parser.add_argument("--duration", default="10s")
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--x3-connections", type=int, default=0,
+                        help="wrk connections of the 3-gateway scenario (default: 3 x --connections, "
+                             "so each gateway has the load one gateway has alone)")
     parser.add_argument("--accounts", type=int, default=32)
     parser.add_argument("--floor", type=float, default=0.5)
     args = parser.parse_args()
