@@ -22,6 +22,7 @@ struct WalletPath::PaidRequest {
   Respond respond;
   std::string account_id;
   std::string key;
+  bool key_generated = false;  // no Idempotency-Key came: nobody can ask for this one again
   std::string fingerprint;
   WalletPayment payment;  // where the state machine is
   // The operation answered about: as the look found it (begin.op), then as the begin decision
@@ -81,6 +82,7 @@ void WalletPath::Authenticated(std::shared_ptr<const HttpRequest> request, const
   } else {
     // Without a key every request is a new business action.
     paid->key = "auto:" + RandomHex(ctx_.random, 16);
+    paid->key_generated = true;
   }
   paid->fingerprint =
       Sha256Hex(FingerprintMaterial(request->method, request->Path(), request->Query(),
@@ -255,8 +257,11 @@ void WalletPath::Finish(std::shared_ptr<PaidRequest> paid) {
         DropAttempt(*paid);
         ctx_.attachments.Completed(paid->begin.op.id);
         if (status.ok()) {
-          // Durable: a final answer (capture, release) is kept for the replays to come.
-          ctx_.answer_cache.Remember(paid->completion->next, 0, ctx_.clock.NowMs());
+          // Durable: a final answer (capture, release) is kept for the replays to come (none come
+          // for a key the gateway made up).
+          if (!paid->key_generated) {
+            ctx_.answer_cache.Remember(paid->completion->next, 0, ctx_.clock.NowMs());
+          }
           return Advance(paid, WalletFinished{CommitResult::kOk});
         }
         // A later attempt took the claim over (the lease ran out, or recovery): nothing written.

@@ -129,21 +129,35 @@ HttpResponse X402Challenge(const x402::Requirements& requirements, std::string r
 HttpResponse X402Offers::PaymentRequired(const RouteConfig& route, std::string_view target) const {
   AGENTPAY_CHECK(target.starts_with('/'));
   auto url = public_url_.load();
+  auto build = [&] {
+    return X402Challenge(For(route), *url + std::string(target),
+                         ProblemCodeName(ProblemCode::kPaymentRequired), "");
+  };
+  // A long target (a query of up to the header's size) is stored three times over (the key, the
+  // body, the base64 header): at most 1,024 short ones are kept, about 2 KiB each.
+  if (target.size() > kMaxRememberedTarget) return build();
   std::string key;
   key.reserve(route.prefix.size() + 1 + target.size());
   key.append(route.prefix).push_back('\0');  // a prefix is a path: it holds no NUL
   key.append(target);
+  {
+    std::lock_guard lock(challenges_.mu);
+    if (challenges_.public_url == url) {
+      if (auto found = challenges_.by_route_and_target.find(key);
+          found != challenges_.by_route_and_target.end()) {
+        return found->second;
+      }
+    }
+  }
+  HttpResponse built = build();
   std::lock_guard lock(challenges_.mu);
   if (challenges_.public_url != url) {
+    // The first challenge for another public URL (or one changed while this was built: then
+    // this one is not kept, and the next request builds it for the new URL).
+    if (public_url_.load() != url) return built;
     challenges_.by_route_and_target.clear();
     challenges_.public_url = url;
   }
-  if (auto found = challenges_.by_route_and_target.find(key);
-      found != challenges_.by_route_and_target.end()) {
-    return found->second;
-  }
-  HttpResponse built = X402Challenge(For(route), *url + std::string(target),
-                                     ProblemCodeName(ProblemCode::kPaymentRequired), "");
   if (challenges_.by_route_and_target.size() >= kMaxRememberedChallenges) {
     challenges_.by_route_and_target.clear();
   }

@@ -56,11 +56,13 @@ class X402Offers {
 
   // The 402 challenge (code payment_required) of `route` at `target`: X402Challenge's answer for
   // For(route) at ResourceUrl(target), which depends on nothing else, so it is built once and
-  // copied after: kMaxRememberedChallenges (route, target) pairs are kept, all forgotten when
-  // that many are (a client naming new targets costs what building costs) or when the public URL
-  // changes. Thread-safe.
+  // copied after: kMaxRememberedChallenges (route, target) pairs of targets up to
+  // kMaxRememberedTarget bytes are kept (a longer target's is built each time), all forgotten
+  // when that many are (a client naming new targets costs what building costs) or when the public
+  // URL changes. Thread-safe; built outside the lock.
   HttpResponse PaymentRequired(const RouteConfig& route, std::string_view target) const;
   static constexpr size_t kMaxRememberedChallenges = 1024;
+  static constexpr size_t kMaxRememberedTarget = 256;
 
  private:
   x402::Requirements common_;  // chain, asset, domain and cap; no amount, payee of the config

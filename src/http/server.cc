@@ -584,6 +584,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       if (ec || used == 0) return false;
       buffer_.consume(used);
     }
+    // A request read whole, as OnRead counts one: the next one's head has header_timeout_ms from
+    // its own first byte, not from the connection's accept.
+    ++shared_->requests;
+    ++requests_read_;
     return true;
   }
 

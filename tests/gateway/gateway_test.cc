@@ -526,6 +526,16 @@ TEST_F(GatewayTest, AnAnswerFromTheAnswerCacheIsTheStoredAnswer) {
   EXPECT_EQ(BalancesOf(id), (Balances{1000, kPrice, 0}));
 }
 
+// A payment without an Idempotency-Key gets a key nobody can send again: its answer is not kept.
+TEST_F(GatewayTest, TheAnswerCacheKeepsNothingOfAPaymentWithoutAKey) {
+  auto [id, key] = Account(1000);
+  ASSERT_EQ(Pay(key, "", "{}").status, 200);
+  EXPECT_EQ(MetricOf("agentpay_answer_cache_entries"), 0u);
+  ASSERT_EQ(Pay(key, "k1", "{}").status, 200);
+  EXPECT_EQ(MetricOf("agentpay_answer_cache_entries"), 1u);
+  EXPECT_EQ(BalancesOf(id), (Balances{1000, 2 * kPrice, 0}));
+}
+
 // A key is forgotten once its retention ends, and then it is a new action on whichever gateway it
 // arrives first. The cache stops answering it a margin (a minute) before, so a gateway whose cache
 // held the old answer never gives it for the key's new operation.

@@ -28,9 +28,11 @@ TEST(X402Offers, TheRememberedChallengeIsTheOneBuiltForThatRouteAndTarget) {
   const RouteConfig cheap = Route("/", 5), dear = Route("/dear", 700);
   X402Offers offers(ChainConfig{}, {cheap, dear}, "https://pay.example");
   const char* code = "payment_required";
-  for (int round = 0; round < 2; ++round) {  // built, then remembered
+  const std::string long_target = "/a?" + std::string(X402Offers::kMaxRememberedTarget, 'q');
+  for (int round = 0; round < 2; ++round) {  // built, then remembered (a long target: built again)
     for (const auto& [route, target] :
-         {std::pair{&cheap, "/a"}, std::pair{&cheap, "/b?x=1"}, std::pair{&dear, "/dear/a"}}) {
+         {std::pair{&cheap, "/a"}, std::pair{&cheap, "/b?x=1"}, std::pair{&dear, "/dear/a"},
+          std::pair{&cheap, long_target.c_str()}}) {
       SCOPED_TRACE(target);
       HttpResponse fresh = X402Challenge(offers.For(*route), offers.ResourceUrl(target), code, "");
       ExpectSame(offers.PaymentRequired(*route, target), fresh);

@@ -203,6 +203,36 @@ TEST(HttpServerHead, AnEarlyAnswerKeepsTheConnectionWhenTheWholeBodyCameWithTheH
   EXPECT_TRUE(chunked.closed());
 }
 
+// The request answered on its head counts as the connection's first: the next one's head has
+// header_timeout_ms from its own first byte (it once kept the connection's first deadline, and a
+// paid retry sent after it, its head in two reads, was dropped unanswered).
+TEST(HttpServerHead, TheRequestAfterAnEarlyAnswerHasAHeaderDeadlineOfItsOwn) {
+  ServerLimits limits;
+  limits.header_timeout_ms = 300;
+  auto started = HttpServer::StartAsync(
+      "127.0.0.1", 0, limits,
+      [](std::shared_ptr<const HttpRequest> request, Respond respond) {
+        HttpResponse response;
+        response.body = "read " + request->body;
+        respond(std::move(response));
+      },
+      HeadHooks([](const HttpRequest& head, HeadDone) {
+        if (head.Header("X-Paid")) return HeadDecision::ReadBody();
+        return HeadDecision::Answer(ProblemResponse(402, ProblemCode::kPaymentRequired, "pay"));
+      }));
+  ASSERT_TRUE(started.ok());
+  Socket client((*started)->port());
+  client.Send(Post("unpaid"));
+  EXPECT_NE(client.Read("payment_required\"}").find("HTTP/1.1 402"), std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // past the first deadline
+  client.Send("POST /x HTTP/1.1\r\nHost: a\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  client.Send("X-Paid: 1\r\nContent-Length: 4\r\n\r\npaid");
+  std::string answer = client.Read("read paid");
+  EXPECT_NE(answer.find("HTTP/1.1 200"), std::string::npos) << answer;
+  EXPECT_EQ((*started)->Stats().requests, 2u);
+}
+
 // After an answer from the head, what the client still sends is discarded for kLingerMs at most,
 // even when it never stops sending (Beast's own timer fires only while a read waits: a client that
 // kept sending held its connection, found by security.body_memory).
