@@ -2,7 +2,8 @@
 # A/B of two agentpay binaries on bench/wallet_vs_nginx.sh: runs alternate between them (A B B A A B
 # ...), so drift of the machine over the session falls on both alike, and each run's figures are
 # ratios against the nginx baseline measured in that same run. Prints every run and, per binary, the
-# median of paid/nginx proxy_pass, replay/nginx static and the store's ms/commit; then B's medians over A's.
+# median of paid/nginx proxy_pass, replay/nginx static, the store's ms/commit and the store writer's
+# CPU us per paid request; then B's medians over A's.
 #
 # Usage: bench/ab.sh A_BIN B_BIN [RUNS_EACH]     (RUNS_EACH default 5; every wallet_vs_nginx.sh
 #        setting, e.g. BENCH_DURATION, passes through; BENCH_FLOOR defaults to 0 here)
@@ -31,9 +32,9 @@ for ((i = 0; i < RUNS; i++)); do
   if ((i % 2 == 0)); then order+=(A B); else order+=(B A); fi
 done
 
-declare -A paid replay commit
+declare -A paid replay commit writer
 failed=0
-printf '%-4s %-6s %10s %12s %10s\n' run binary paid/proxy replay/static ms/commit
+printf '%-4s %-6s %10s %12s %10s %10s\n' run binary paid/proxy replay/static ms/commit writer-us
 n=0
 for which in "${order[@]}"; do
   n=$((n + 1))
@@ -49,20 +50,23 @@ for which in "${order[@]}"; do
   p=$(sed -n 's/^BENCH_SUMMARY .* paid_ratio=\([0-9.]*\).*/\1/p' "$out")
   r=$(sed -n 's/^BENCH_SUMMARY .* replay_ratio=\([0-9.]*\).*/\1/p' "$out")
   c=$(sed -n 's/.* \([0-9.]*\) ms\/commit.*/\1/p' "$out" | head -1)
+  w=$(sed -n 's/^BENCH_SUMMARY .* writer_us_per_paid=\([0-9.]*\).*/\1/p' "$out")
   paid[$which]+="$p "
   replay[$which]+="$r "
   commit[$which]+="$c "
-  printf '%-4s %-6s %10s %12s %10s\n' "$n" "$which" "$p" "$r" "$c"
+  writer[$which]+="$w "
+  printf '%-4s %-6s %10s %12s %10s %10s\n' "$n" "$which" "$p" "$r" "$c" "$w"
 done
 
 median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2]+v[NR/2+1])/2}'; }
 echo
-printf '%-34s %10s %12s %10s\n' "median of $RUNS runs" paid/proxy replay/static ms/commit
+printf '%-34s %10s %12s %10s %10s\n' "median of $RUNS runs" paid/proxy replay/static ms/commit writer-us
 for which in A B; do
   bin=$A_BIN
   [[ $which == B ]] && bin=$B_BIN
-  printf '%-34s %10s %12s %10s\n' "$which $(basename "$bin")" \
-    "$(median <<<"${paid[$which]:-}")" "$(median <<<"${replay[$which]:-}")" "$(median <<<"${commit[$which]:-}")"
+  printf '%-34s %10s %12s %10s %10s\n' "$which $(basename "$bin")" \
+    "$(median <<<"${paid[$which]:-}")" "$(median <<<"${replay[$which]:-}")" "$(median <<<"${commit[$which]:-}")" \
+    "$(median <<<"${writer[$which]:-}")"
 done
 pa=$(median <<<"${paid[A]:-}"); pb=$(median <<<"${paid[B]:-}")
 ra=$(median <<<"${replay[A]:-}"); rb=$(median <<<"${replay[B]:-}")

@@ -159,6 +159,13 @@ ctx_switches() {  # voluntary + involuntary context switches of every live threa
   echo "$total"
 }
 
+thread_ticks() {  # "name ticks" of each thread of a process, summed by thread name
+  local pid=$1 task
+  for task in /proc/"$pid"/task/*; do
+    printf '%s %s\n' "$(cat "$task/comm" 2>/dev/null)" "$(awk '{ print $14 + $15 }' "$task/stat" 2>/dev/null)"
+  done | awk 'NF == 2 { t[$1] += $2 } END { for (n in t) print n, t[n] }' | sort
+}
+
 # result_field NAME FILE: a k=v field of the BENCH_RESULT line
 result_field() {
   grep -m1 '^BENCH_RESULT ' "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'
@@ -174,6 +181,7 @@ run_wrk() {
   before_srv=$(cpu_ticks "$@")
   before_seller=$(cpu_ticks "$SELLER_PID")
   before_ctx=$(ctx_switches "$@")
+  [[ $1 == "${GATEWAY_PID:-}" ]] && thread_ticks "$1" >"$TMP/threads-before-$name"
   log "wrk $name: -t$THREADS -c$CONNECTIONS -d$DURATION POST $url$path ($mode keys)"
   local TIMEFORMAT='%U %S'
   {
@@ -199,6 +207,13 @@ run_wrk() {
     -v c="$(( $(ctx_switches "$@") - before_ctx ))" 'BEGIN { if (n < 1) n = 1;
       printf "%.0f/%.0f/%.0f %.2f", w * 1e6 / n, s * 1e6 / hz / n, l * 1e6 / hz / n, c / n }' \
     >"$TMP/per-request-$name"
+  # The gateway's threads apart: the store's writer runs every decision one after another, so its
+  # CPU per request bounds what one gateway can serve.
+  if [[ -e $TMP/threads-before-$name ]]; then
+    thread_ticks "$1" | awk -v n="$n" -v hz="$CLK_TCK" 'NR == FNR { b[$1] = $2; next }
+      { d = $2 - b[$1]; if (d * 1e6 / hz / (n < 1 ? 1 : n) >= 0.5) printf "%s%s %.0f", (k++ ? ", " : ""), $1, d * 1e6 / hz / (n < 1 ? 1 : n) }
+      END { print "" }' "$TMP/threads-before-$name" - >"$TMP/threads-$name"
+  fi
 }
 
 # With BENCH_TLS=1: a throwaway CA and a certificate for localhost and 127.0.0.1; curl trusts it.
@@ -479,6 +494,14 @@ MID_QUEUE='?'
 P_US=$(result_field duration_us "$TMP/wrk-paid.out")
 echo "group commit (paid):  $DECISIONS decisions in $COMMITS commits: $(awk -v d="$DECISIONS" -v c="$COMMITS" -v us="$P_US" \
   'BEGIN { printf "%.1f decisions/commit, %.0f commits/s, %.2f ms/commit", (c > 0 ? d / c : 0), c * 1e6 / us, (c > 0 ? us / c / 1000 : 0) }'); $ROLLBACKS rolled back; write queue mid-run $MID_QUEUE; replay run: $R_COMMITS commits"
+W_DECIDE=$(delta 'agentpay_store_writer_microseconds_total{phase="decide"}')
+W_COMMIT=$(delta 'agentpay_store_writer_microseconds_total{phase="commit"}')
+W_SYNC=$(delta 'agentpay_store_writer_microseconds_total{phase="sync"}')
+W_COMPLETE=$(delta 'agentpay_store_writer_microseconds_total{phase="complete"}')
+echo "store writer (paid):  per commit $(awk -v c="$COMMITS" -v a="$W_DECIDE" -v b="$W_COMMIT" -v s="$W_SYNC" -v d="$W_COMPLETE" -v us="$P_US" \
+  'BEGIN { if (c < 1) c = 1; printf "%.2f ms deciding, %.2f committing, %.2f syncing, %.2f completing; busy %.0f%% of the run", a / c / 1000, b / c / 1000, s / c / 1000, d / c / 1000, (a + b + s + d) * 100 / us }')"
+echo "gateway threads, CPU us per request: paid: $(cat "$TMP/threads-paid"); replay: $(cat "$TMP/threads-replay"); unpaid 402: $(cat "$TMP/threads-unpaid")"
+WRITER_US=$(tr ',' '\n' <"$TMP/threads-paid" | awk '$1 == "store-writer" { print $2 }')
 echo
 if [[ $TLS == 1 ]]; then
   read -r N_REQ N_NEW N_RES <<<"$(upstream_tls "$L0" "$L1")"
@@ -490,7 +513,7 @@ fi
 PAID_RATIO=$(ratio "$(rate paid)")
 REPLAY_RATIO=$(ratio "$(rate replay)" "$STATIC_RATE")
 UNPAID_RATIO=$(ratio "$(rate unpaid)" "$STATIC_RATE")
-echo "BENCH_SUMMARY tls=$TLS paid_rps=$(rate paid) replay_rps=$(rate replay) unpaid_rps=$(rate unpaid) nginx_rps=$NGINX_RATE static_rps=$STATIC_RATE paid_ratio=$PAID_RATIO replay_ratio=$REPLAY_RATIO unpaid_ratio=$UNPAID_RATIO"
+echo "BENCH_SUMMARY tls=$TLS paid_rps=$(rate paid) replay_rps=$(rate replay) unpaid_rps=$(rate unpaid) nginx_rps=$NGINX_RATE static_rps=$STATIC_RATE paid_ratio=$PAID_RATIO replay_ratio=$REPLAY_RATIO unpaid_ratio=$UNPAID_RATIO writer_us_per_paid=${WRITER_US:-0}"
 echo "paid/nginx proxy_pass = $PAID_RATIO (floor $FLOOR)"
 echo "replay/nginx static   = $REPLAY_RATIO"
 echo "unpaid 402/nginx static = $UNPAID_RATIO"

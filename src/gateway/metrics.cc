@@ -132,6 +132,15 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server,
           store.writer_round_trips, "connection=\"writer\"");
   Counter(out, "agentpay_store_round_trips_total", "", store.reader_round_trips,
           "connection=\"reader\"", false);
+  Counter(out, "agentpay_store_writer_microseconds_total",
+          "The store writer's wall time by phase (the rest it waited for decisions)",
+          store.writer_decide_us, "phase=\"decide\"");
+  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_commit_us,
+          "phase=\"commit\"", false);
+  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_sync_us,
+          "phase=\"sync\"", false);
+  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_complete_us,
+          "phase=\"complete\"", false);
   Counter(out, "agentpay_answer_cache_hits_total",
           "Repeated arrivals answered from the answer cache (no read)", answer_cache.hits);
   Counter(out, "agentpay_answer_cache_misses_total",

@@ -4,6 +4,7 @@
 
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include <boost/asio/connect.hpp>
@@ -481,6 +482,7 @@ struct AsyncHttpClient::Impl {
   net::executor_work_guard<net::io_context::executor_type> work = net::make_work_guard(ioc);
   IdlePool pool;  // touched only on the client's thread
   std::thread thread{[this] {
+    pthread_setname_np(pthread_self(), "upstream-client");  // for top -H and bench/
     MarkEventThread("upstream-client");
     ioc.run();
   }};

@@ -3,6 +3,8 @@
 // answer.
 #include "http/server.h"
 
+#include <pthread.h>
+
 #include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
@@ -795,6 +797,7 @@ class BeastServer final : public HttpServer {
     Accept();
     for (size_t i = 0; i < shared_->limits.io_threads; ++i) {
       threads_.emplace_back([this] {
+        pthread_setname_np(pthread_self(), "http-io");  // for top -H and bench/
         MarkEventThread("http-io");
         shared_->ioc.run();
       });

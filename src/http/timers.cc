@@ -1,6 +1,8 @@
 // AsioTimers: one io_context on one thread; each After is a steady_timer waiting on it.
 #include "http/timers.h"
 
+#include <pthread.h>
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -17,6 +19,7 @@ struct AsioTimers::Impl {
   net::io_context ioc{1};
   net::executor_work_guard<net::io_context::executor_type> work = net::make_work_guard(ioc);
   std::thread thread{[this] {
+    pthread_setname_np(pthread_self(), "timers");
     MarkEventThread("timers");
     ioc.run();
   }};

@@ -4,6 +4,7 @@
 // next one (group commit). When each batch commits is the backend's business.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -46,5 +47,21 @@ class WriteQueue {
 
 // Runs one decision: its status, or internal_error if it threw (no exception leaves the store).
 Status RunDecision(const TransactionFn& fn, Transaction& tx);
+
+// The wall time of a writer's phases (StoreStats::writer_*_us): each Lap is the microseconds since
+// the one before it (or since construction). For the metrics only: nothing decides by it.
+class WriterLaps {
+ public:
+  WriterLaps() : last_(std::chrono::steady_clock::now()) {}
+  uint64_t Lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - last_).count();
+    last_ = now;
+    return us > 0 ? static_cast<uint64_t>(us) : 0;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_;
+};
 
 }  // namespace agentpay

@@ -494,6 +494,22 @@ TEST_F(GatewayTest, ForgottenKeyIsANewAction) {
   EXPECT_EQ(BalancesOf(id), (Balances{1000, 2 * kPrice, 0}));
 }
 
+// Issue 40: /metrics shows where the store writer's time goes, phase by phase (bench/ reads it to
+// say how busy the writer is).
+TEST_F(GatewayTest, MetricsSayWhereTheStoreWritersTimeGoes) {
+  auto [id, key] = Account(1000);
+  const uint64_t decided = MetricOf(R"(agentpay_store_writer_microseconds_total{phase="decide"})");
+  ASSERT_EQ(Pay(key, "w1", R"({"a":1})").status, 200);
+  EXPECT_GT(MetricOf(R"(agentpay_store_writer_microseconds_total{phase="decide"})"), decided);
+  HttpResponse metrics = Admin("GET", "/metrics", "");
+  for (const char* phase : {"decide", "commit", "sync", "complete"}) {
+    EXPECT_NE(metrics.body.find(std::string("agentpay_store_writer_microseconds_total{phase=\"") +
+                                phase + "\"} "),
+              std::string::npos)
+        << phase;
+  }
+}
+
 // Issue 40: what the answer cache answers (a replay, a refused reuse of the key) is what the store
 // answers, byte for byte: a second gateway on the same database without a cache answers from the
 // store, and the two agree on every header and the body.

@@ -1437,6 +1437,40 @@ TEST_P(StoreConformance, AWriterKeepsBalancesAnotherGatewayChangedWithoutReading
   EXPECT_EQ(BalancesOf("acct_k"), (Balances{1000, 0, 115}));
 }
 
+// Issue 40: the writer says where its time went (agentpay_store_writer_microseconds_total): running
+// decisions, committing, syncing (SQLite only: PostgreSQL's server syncs inside COMMIT), running
+// completions. Each phase is a part of the writer's own time, so together they never exceed the
+// time that passed.
+TEST_P(StoreConformance, TheWriterSaysWhereItsTimeWent) {
+  AddAccount("acct_w", 1000);
+  const StoreStats before = store_->Stats();
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(store_
+                    ->Write([&](Transaction& tx) -> Status {
+                      auto moved =
+                          tx.Move("acct_w", MoveKind::kHold, 5, "op_w" + std::to_string(i), 7);
+                      return moved.ok() ? Status::Ok() : moved.status();
+                    })
+                    .ok());
+  }
+  const auto elapsed_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::steady_clock::now() - started)
+                              .count();
+  const StoreStats after = store_->Stats();
+  const uint64_t decide = after.writer_decide_us - before.writer_decide_us;
+  const uint64_t commit = after.writer_commit_us - before.writer_commit_us;
+  const uint64_t sync = after.writer_sync_us - before.writer_sync_us;
+  const uint64_t complete = after.writer_complete_us - before.writer_complete_us;
+  EXPECT_GT(decide, 0u);
+  EXPECT_GT(commit + sync, 0u);
+  if (GetParam().name == "postgres") {
+    EXPECT_EQ(sync, 0u);
+  }
+  EXPECT_LE(decide + commit + sync + complete, static_cast<uint64_t>(elapsed_us));
+  EXPECT_EQ(BalancesOf("acct_w"), (Balances{1000, 0, 50}));
+}
+
 TEST_P(StoreConformance, FailedDecisionRollsBackOnlyItself) {
   AddAccount("acct_r", 100);
   std::vector<std::thread> threads;
