@@ -108,14 +108,23 @@ def paid_2xx(gw):
     return int(m.group(1)) if m else 0
 
 
+# Where each store writer's time goes (agentpay_store_writer_microseconds_total).
+WRITER_PHASES = ("decide", "commit", "sync", "complete")
+
+
 def store_counters(gws):
-    """Decisions, commits and round trips (writer + readers) of the gateways' stores, summed."""
+    """Decisions, commits, round trips (writer + readers) and the writers' microseconds by phase
+    of the gateways' stores, summed."""
     totals = {"decisions": 0, "commits": 0, "round_trips": 0}
+    patterns = [("decisions", r"^agentpay_store_decisions_total (\d+)"),
+                ("commits", r"^agentpay_store_commits_total (\d+)"),
+                ("round_trips", r"^agentpay_store_round_trips_total\{[^}]*\} (\d+)")]
+    for phase in WRITER_PHASES:
+        totals[phase] = 0
+        patterns.append((phase, r'^agentpay_store_writer_microseconds_total\{phase="%s"\} (\d+)' % phase))
     for gw in gws:
         text = gw.metrics()
-        for key, pattern in (("decisions", r"^agentpay_store_decisions_total (\d+)"),
-                             ("commits", r"^agentpay_store_commits_total (\d+)"),
-                             ("round_trips", r"^agentpay_store_round_trips_total\{[^}]*\} (\d+)")):
+        for key, pattern in patterns:
             totals[key] += sum(int(v) for v in re.findall(pattern, text, re.M))
     return totals
 
@@ -229,13 +238,20 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
             "round_trips": (after[3]["round_trips"] - before[3]["round_trips"]) / decisions,
             "per_commit": decisions / max(1, after[3]["commits"] - before[3]["commits"]),
         }
+        commits = max(1, after[3]["commits"] - before[3]["commits"])
+        phases = {p: after[3][p] - before[3][p] for p in WRITER_PHASES}
+        writer = "" if not any(phases.values()) else "; the writer%s per commit %s ms, busy %.0f%% of the run" % (
+            "s" if gateways > 1 else "",
+            "/".join("%.2f" % (phases[p] / commits / 1000) for p in WRITER_PHASES),
+            100.0 * sum(phases.values()) / (gateways * int(result["duration_us"]))) + \
+            " (deciding/committing/syncing/completing)"
         log("%-8s %-6s %8.0f paid requests/s  (%d connections, 2xx %s, p99 %.1f ms)%s" % (
             name, "hot" if accounts == 1 else "%d acc" % accounts, rate, connections, result["ok2xx"],
             int(result["lat_p99_us"]) / 1000, "  MONEY CHECK FAILED: " + "; ".join(problems) if problems else ""))
         log("         per paid request: CPU us gateways %.0f, PostgreSQL %.0f, seller %.0f; %.2f round "
-            "trips per decision, %.1f decisions per commit" % (
+            "trips per decision, %.1f decisions per commit%s" % (
                 costs["gateway_us"], costs["postgres_us"], costs["seller_us"], costs["round_trips"],
-                costs["per_commit"]))
+                costs["per_commit"], writer))
         return rate, problems, costs
     finally:
         if nginx is not None:
