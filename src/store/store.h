@@ -354,7 +354,8 @@ struct StoreStats {
   uint64_t writer_round_trips = 0;
   uint64_t reader_round_trips = 0;
   // Where the writer's wall time went, in microseconds: running the decisions of its batches
-  // (PostgreSQL: with their round trips), committing them (PostgreSQL: the round trip in which the
+  // (PostgreSQL: with their round trips, the batch's start and its wait for the writers' lock
+  // among them), committing them (PostgreSQL: the round trip in which the
   // server makes the commit durable), syncing the commit to the disk (SQLite's fdatasync), running
   // the decisions' completions. The rest of the time it waited for decisions. One writer serves
   // every decision in turn: its busy share says how near a gateway is to the most it can commit.
