@@ -134,12 +134,12 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server,
           "connection=\"reader\"", false);
   Counter(out, "agentpay_store_writer_microseconds_total",
           "The store writer's wall time by phase (the rest it waited for decisions)",
-          store.writer_decide_us, "phase=\"decide\"");
-  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_commit_us,
+          store.writer_decide_ns / 1000, "phase=\"decide\"");
+  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_commit_ns / 1000,
           "phase=\"commit\"", false);
-  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_sync_us,
+  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_sync_ns / 1000,
           "phase=\"sync\"", false);
-  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_complete_us,
+  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_complete_ns / 1000,
           "phase=\"complete\"", false);
   Counter(out, "agentpay_answer_cache_hits_total",
           "Repeated arrivals answered from the answer cache (no read)", answer_cache.hits);

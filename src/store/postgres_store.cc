@@ -482,7 +482,7 @@ class PostgresStore final : public Store {
     }
     BatchRun run;
     RunDecisions(batch, run);
-    const uint64_t decide_us = laps.Lap();
+    const uint64_t decide_ns = laps.Lap();
     Status committed = run.broken;
     if (committed.ok()) committed = WriteAndCommit();
     balances_.ConfirmHeld();  // the last decisions are settled, one way or the other
@@ -503,8 +503,8 @@ class PostgresStore final : public Store {
       }
       stats_.decisions_rolled_back += committed.ok() ? run.rolled_back : batch.size();
       if (writer_) stats_.writer_round_trips += writer_->TakeRoundTrips();
-      stats_.writer_decide_us += decide_us;
-      stats_.writer_commit_us += laps.Lap();  // the server synced before it answered the COMMIT
+      stats_.writer_decide_ns += decide_ns;
+      stats_.writer_commit_ns += laps.Lap();  // the server synced before it answered the COMMIT
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!committed.ok()) {
@@ -513,9 +513,9 @@ class PostgresStore final : public Store {
       }
       batch[i]->done(std::move(run.results[i]));
     }
-    const uint64_t complete_us = laps.Lap();
+    const uint64_t complete_ns = laps.Lap();
     std::lock_guard lock(mutex_);
-    stats_.writer_complete_us += complete_us;
+    stats_.writer_complete_ns += complete_ns;
   }
 
   Result<std::unique_ptr<pg::Connection>> AcquireReader() {

@@ -274,7 +274,7 @@ class SqliteStore final : public Store {
       return;
     }
     BatchRun run = RunDecisions(db, batch);
-    const uint64_t decide_us = laps.Lap();
+    const uint64_t decide_ns = laps.Lap();
     // Numbered before COMMIT: a reader that can see this commit also sees its number, and waits
     // for the sync that makes it durable (see Read).
     const uint64_t sequence = commits_started_.fetch_add(1, std::memory_order_acq_rel) + 1;
@@ -292,9 +292,9 @@ class SqliteStore final : public Store {
       std::fprintf(stderr, "agentpay store: %s; stopping\n", written.message().c_str());
       std::abort();
     }
-    const uint64_t commit_us = laps.Lap();
+    const uint64_t commit_ns = laps.Lap();
     SyncWal(sequence);  // with the answers that waited for it (WhenDurable)
-    const uint64_t sync_us = laps.Lap();
+    const uint64_t sync_ns = laps.Lap();
     {
       std::lock_guard lock(mutex_);
       if (committed.ok()) {
@@ -302,9 +302,9 @@ class SqliteStore final : public Store {
         stats_.decisions += batch.size() - run.rolled_back;
       }
       stats_.decisions_rolled_back += run.broken.ok() ? run.rolled_back : batch.size();
-      stats_.writer_decide_us += decide_us;
-      stats_.writer_commit_us += commit_us;
-      stats_.writer_sync_us += sync_us;
+      stats_.writer_decide_ns += decide_ns;
+      stats_.writer_commit_ns += commit_ns;
+      stats_.writer_sync_ns += sync_ns;
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!run.broken.ok()) {
@@ -314,9 +314,9 @@ class SqliteStore final : public Store {
       const Status& result = run.results[i];
       batch[i]->done(result.ok() && !committed.ok() ? committed : result);
     }
-    const uint64_t complete_us = laps.Lap();
+    const uint64_t complete_ns = laps.Lap();
     std::lock_guard lock(mutex_);
-    stats_.writer_complete_us += complete_us;
+    stats_.writer_complete_ns += complete_ns;
   }
 
   // Checkpoint once the WAL has this many pages (40 MiB at 4 KiB pages). The same hot pages (the

@@ -353,16 +353,16 @@ struct StoreStats {
   // connection, and of the readers' together.
   uint64_t writer_round_trips = 0;
   uint64_t reader_round_trips = 0;
-  // Where the writer's wall time went, in microseconds: running the decisions of its batches
+  // Where the writer's wall time went, in nanoseconds: running the decisions of its batches
   // (PostgreSQL: with their round trips, the batch's start and its wait for the writers' lock
   // among them), committing them (PostgreSQL: the round trip in which the
   // server makes the commit durable), syncing the commit to the disk (SQLite's fdatasync), running
   // the decisions' completions. The rest of the time it waited for decisions. One writer serves
   // every decision in turn: its busy share says how near a gateway is to the most it can commit.
-  uint64_t writer_decide_us = 0;
-  uint64_t writer_commit_us = 0;
-  uint64_t writer_sync_us = 0;
-  uint64_t writer_complete_us = 0;
+  uint64_t writer_decide_ns = 0;
+  uint64_t writer_commit_ns = 0;
+  uint64_t writer_sync_ns = 0;
+  uint64_t writer_complete_ns = 0;
 };
 
 struct StoreOptions {

@@ -48,16 +48,17 @@ class WriteQueue {
 // Runs one decision: its status, or internal_error if it threw (no exception leaves the store).
 Status RunDecision(const TransactionFn& fn, Transaction& tx);
 
-// The wall time of a writer's phases (StoreStats::writer_*_us): each Lap is the microseconds since
-// the one before it (or since construction). For the metrics only: nothing decides by it.
+// The wall time of a writer's phases (StoreStats::writer_*_ns): each Lap is the nanoseconds since
+// the one before it (or since construction); nanoseconds, so that short phases summed over many
+// batches are not lost to rounding. For the metrics only: nothing decides by it.
 class WriterLaps {
  public:
   WriterLaps() : last_(std::chrono::steady_clock::now()) {}
   uint64_t Lap() {
     const auto now = std::chrono::steady_clock::now();
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - last_).count();
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_).count();
     last_ = now;
-    return us > 0 ? static_cast<uint64_t>(us) : 0;
+    return ns > 0 ? static_cast<uint64_t>(ns) : 0;
   }
 
  private:

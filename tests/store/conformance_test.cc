@@ -1454,20 +1454,20 @@ TEST_P(StoreConformance, TheWriterSaysWhereItsTimeWent) {
                     })
                     .ok());
   }
-  const auto elapsed_us = std::chrono::duration_cast<std::chrono::microseconds>(
+  const auto elapsed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                               std::chrono::steady_clock::now() - started)
                               .count();
   const StoreStats after = store_->Stats();
-  const uint64_t decide = after.writer_decide_us - before.writer_decide_us;
-  const uint64_t commit = after.writer_commit_us - before.writer_commit_us;
-  const uint64_t sync = after.writer_sync_us - before.writer_sync_us;
-  const uint64_t complete = after.writer_complete_us - before.writer_complete_us;
+  const uint64_t decide = after.writer_decide_ns - before.writer_decide_ns;
+  const uint64_t commit = after.writer_commit_ns - before.writer_commit_ns;
+  const uint64_t sync = after.writer_sync_ns - before.writer_sync_ns;
+  const uint64_t complete = after.writer_complete_ns - before.writer_complete_ns;
   EXPECT_GT(decide, 0u);
   EXPECT_GT(commit + sync, 0u);
   if (GetParam().name == "postgres") {
     EXPECT_EQ(sync, 0u);
   }
-  EXPECT_LE(decide + commit + sync + complete, static_cast<uint64_t>(elapsed_us));
+  EXPECT_LE(decide + commit + sync + complete, static_cast<uint64_t>(elapsed_ns));
   EXPECT_EQ(BalancesOf("acct_w"), (Balances{1000, 0, 50}));
 }
 
