@@ -211,7 +211,7 @@ run_wrk() {
   # CPU per request bounds what one gateway can serve.
   if [[ -e $TMP/threads-before-$name ]]; then
     thread_ticks "$1" | awk -v n="$n" -v hz="$CLK_TCK" 'NR == FNR { b[$1] = $2; next }
-      { d = $2 - b[$1]; if (d * 1e6 / hz / (n < 1 ? 1 : n) >= 0.5) printf "%s%s %.0f", (k++ ? ", " : ""), $1, d * 1e6 / hz / (n < 1 ? 1 : n) }
+      { us = ($2 - b[$1]) * 1e6 / hz / (n < 1 ? 1 : n); if (us >= 0.5) printf "%s%s %.0f", (k++ ? ", " : ""), $1, us }
       END { print "" }' "$TMP/threads-before-$name" - >"$TMP/threads-$name"
   fi
 }

@@ -1,6 +1,8 @@
 // See metrics.h.
 #include "gateway/metrics.h"
 
+#include <utility>
+
 #include "http/server.h"
 #include "store/store.h"
 
@@ -132,15 +134,15 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server,
           store.writer_round_trips, "connection=\"writer\"");
   Counter(out, "agentpay_store_round_trips_total", "", store.reader_round_trips,
           "connection=\"reader\"", false);
-  Counter(out, "agentpay_store_writer_microseconds_total",
-          "The store writer's wall time by phase (the rest it waited for decisions)",
-          store.writer_decide_ns / 1000, "phase=\"decide\"");
-  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_commit_ns / 1000,
-          "phase=\"commit\"", false);
-  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_sync_ns / 1000,
-          "phase=\"sync\"", false);
-  Counter(out, "agentpay_store_writer_microseconds_total", "", store.writer_complete_ns / 1000,
-          "phase=\"complete\"", false);
+  const std::pair<const char*, uint64_t> writer_phases[] = {{"decide", store.writer_decide_ns},
+                                                            {"commit", store.writer_commit_ns},
+                                                            {"sync", store.writer_sync_ns},
+                                                            {"complete", store.writer_complete_ns}};
+  for (const auto& [phase, ns] : writer_phases) {
+    Counter(out, "agentpay_store_writer_microseconds_total",
+            "The store writer's wall time by phase (the rest it waited for decisions)", ns / 1000,
+            "phase=\"" + std::string(phase) + "\"", phase == writer_phases[0].first);
+  }
   Counter(out, "agentpay_answer_cache_hits_total",
           "Repeated arrivals answered from the answer cache (no read)", answer_cache.hits);
   Counter(out, "agentpay_answer_cache_misses_total",
