@@ -320,6 +320,32 @@ Result<std::optional<Rows>> Connection::RoundTrip() {
   return rows;
 }
 
+Connection::CommitAndStart Connection::CommitThenStart(std::string_view commit,
+                                                       const std::vector<std::string>& start,
+                                                       std::string_view query, Params params) {
+  AGENTPAY_CHECK(pipeline_ && !implicit_ && tail_);
+  // A statement that cannot be sent leaves the commit's fate unknown: a failure, as a lost
+  // answer to a Sync would be.
+  if (Status sent = Defer(commit); !sent.ok()) return {sent, std::nullopt};
+  const size_t after_commit = queued_.size();
+  for (const std::string& sql : start) {
+    if (Status sent = Defer(sql); !sent.ok()) return {sent, std::nullopt};
+  }
+  auto name = PreparedName(query);
+  if (!name.ok()) return {name.status(), std::nullopt};
+  if (Status sent = SendPrepared(*name, params); !sent.ok()) return {sent, std::nullopt};
+  queued_.push_back({Queued::Kind::kQuery, "", *name, std::nullopt, std::move(params), tail_});
+  auto rows = RoundTrip();
+  // A held-over unit failed: the commit and the start were dropped with the tail, never run.
+  if (tail_dropped_) return {rows.status(), std::nullopt};
+  if (rows.ok()) {
+    AGENTPAY_CHECK(rows->has_value());
+    return {Status::Ok(), Result<Rows>(std::move(**rows))};
+  }
+  if (failed_at_ >= after_commit) return {Status::Ok(), Result<Rows>(rows.status())};
+  return {rows.status(), std::nullopt};
+}
+
 Status Connection::HoldOver(std::string_view end, std::vector<std::string> undo,
                             std::function<void(const Status&)> on_failure) {
   AGENTPAY_CHECK(pipeline_ && !implicit_);
@@ -415,6 +441,7 @@ Result<std::optional<Rows>> Connection::Collect() {
     }
     if (result) PQclear(result);
   }
+  failed_at_ = failed_at;
   if (!implicit_) SkipToSync();  // the Sync's own result ends the pipeline
   if (!healthy() && first_failure.ok()) first_failure = Failure(nullptr, "PostgreSQL");
   if (!held.empty()) {

@@ -110,6 +110,17 @@ class Connection {
   // trip: the caller writes it again from what is left. No unit is held over within a tail.
   void StartTail();
   bool tail_dropped() const { return tail_dropped_; }
+  // Pipeline mode, ending a tail: `commit` deferred and, behind it in the same round trip, the
+  // start of the next transaction (`start` deferred, then `query`), for a writer that has more
+  // work waiting and need not spend a round trip on beginning it. The statements after the commit
+  // cannot undo it: `committed` is what Sync after `commit` would have said, and whatever became
+  // of the start shows only in `next` (present when committed and the tail was not dropped).
+  struct CommitAndStart {
+    Status committed;
+    std::optional<Result<Rows>> next;
+  };
+  CommitAndStart CommitThenStart(std::string_view commit, const std::vector<std::string>& start,
+                                 std::string_view query, Params params = {});
   // Units are held over and not yet confirmed.
   bool holding_over() const { return !held_.empty(); }
   size_t held_units() const { return held_.size(); }
@@ -208,6 +219,9 @@ class Connection {
   bool tail_ = false;           // StartTail until the round trip ends
   uint64_t round_trips_ = 0;    // TakeRoundTrips
   bool tail_dropped_ = false;
+  // Collect: where in its round trip the first failure was (the number of statements, when none
+  // failed). For CommitThenStart, which must tell a failed commit from a failed start after it.
+  size_t failed_at_ = 0;
 };
 
 }  // namespace agentpay::pg

@@ -17,8 +17,12 @@
 #include <cstdio>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "core/check.h"
 #include "core/event_threads.h"
@@ -49,6 +53,9 @@ constexpr auto kReconnectPause = std::chrono::milliseconds(500);
 // How often a registration whose session was lost is taken again: until then other gateways see
 // this one dead and may take over its operations in flight.
 constexpr auto kLivenessCheck = std::chrono::milliseconds(200);
+// How long a batch begun behind the last COMMIT waits for its decisions (WriteAndCommit) before
+// the writer ends it, and with it the writers' lock it may hold.
+constexpr auto kLingerAhead = std::chrono::microseconds(1000);
 
 // Session settings every connection of ours starts with: commits durable before COMMIT returns
 // (whatever the server's default), and bounded statements.
@@ -297,7 +304,9 @@ class PostgresStore final : public Store {
   }
 
   void WriterLoop() {
-    queue_.Serve([this](auto& batch) { CommitBatch(batch); });
+    const WriteQueue::Ahead ahead{[this] { return next_start_.has_value(); }, kLingerAhead,
+                                  [this] { LetGoOfTheNextStart(); }};
+    queue_.Serve([this](auto& batch) { CommitBatch(batch); }, &ahead);
   }
 
   // The writer's connection, reopened if the last one was lost; an error while the server is
@@ -399,38 +408,63 @@ class PostgresStore final : public Store {
   // round trip, the accounts whose balances other gateways' batches wrote since this writer's last
   // one (each row carries the batch that last wrote it): the cache of balances takes them and
   // holds for the rest. Only when more than kRefreshRows changed is it forgotten instead.
+  //
+  // When decisions were waiting as the last batch committed, its COMMIT's round trip began this
+  // one already (WriteAndCommit): BEGIN, the lock if nobody held it, and the number. Otherwise, or
+  // when another gateway's batch held the lock, what is missing goes in a round trip here.
   static constexpr int64_t kRefreshRows = 256;
-  Status Begin() {
-    static const std::string kLock = LockSql("pg_advisory_xact_lock", kWriterLock);
-    static const std::string kNumberAndChanged =
-        "WITH b AS (SELECT nextval('writer_batches') AS batch) SELECT b.batch, a.id, a.deposited, "
-        "a.captured, a.held FROM b LEFT JOIN (SELECT id, deposited, captured, held FROM accounts "
-        "WHERE written_batch > $1 LIMIT " +
-        std::to_string(kRefreshRows + 1) + ") a ON true";
-    auto begin = [&]() -> Status {
-      Status begun = writer_->Defer("BEGIN");
-      if (begun.ok()) begun = writer_->Defer(kLock);
-      if (!begun.ok()) return begun;
-      // Before this writer's first batch it keeps nothing: nothing to refresh.
-      auto number = writer_->Query(kNumberAndChanged,
-                                   pg::Params().Add(last_batch_ < 0 ? INT64_MAX : last_batch_));
-      if (!number.ok()) return number.status();
-      const int64_t batch = number->Int(0, 0);
-      if (batch != last_batch_ + 1) {
-        if (number->size() > kRefreshRows) {
-          balances_.Clear();
-        } else {
-          for (int row = 0; row < number->size(); ++row) {
-            if (number->IsNull(row, 1)) continue;  // nothing changed
-            balances_.Refresh(
-                number->Text(row, 1),
-                Balances{number->Int(row, 2), number->Int(row, 3), number->Int(row, 4)});
-          }
+  static std::string NumberAndChanged(std::string_view guard) {
+    return "WITH b AS (SELECT nextval('writer_batches') AS batch" + std::string(guard) +
+           ") SELECT b.batch, a.id, a.deposited, a.captured, a.held FROM b LEFT JOIN (SELECT id, "
+           "deposited, captured, held FROM accounts WHERE written_batch > $1 LIMIT " +
+           std::to_string(kRefreshRows + 1) + ") a ON true";
+  }
+  pg::Params SinceLastBatch() const {
+    // Before this writer's first batch it keeps nothing: nothing to refresh.
+    return pg::Params().Add(last_batch_ < 0 ? INT64_MAX : last_batch_);
+  }
+  // Takes the batch's number and the balances changed since the last (NumberAndChanged's rows).
+  void TakeNumber(const pg::Rows& number) {
+    const int64_t batch = number.Int(0, 0);
+    if (batch != last_batch_ + 1) {
+      if (number.size() > kRefreshRows) {
+        balances_.Clear();
+      } else {
+        for (int row = 0; row < number.size(); ++row) {
+          if (number.IsNull(row, 1)) continue;  // nothing changed
+          balances_.Refresh(number.Text(row, 1),
+                            Balances{number.Int(row, 2), number.Int(row, 3), number.Int(row, 4)});
         }
       }
-      last_batch_ = batch;
-      balances_.SetBatch(batch);
+    }
+    last_batch_ = batch;
+    balances_.SetBatch(batch);
+  }
+  Status Begin() {
+    static const std::string kLock = LockSql("pg_advisory_xact_lock", kWriterLock);
+    static const std::string kNumberAndChanged = NumberAndChanged("");
+    // The lock, when the batch began without it.
+    auto lock = [&]() -> Status {
+      Status locked = writer_->Defer(kLock);
+      if (!locked.ok()) return locked;
+      auto number = writer_->Query(kNumberAndChanged, SinceLastBatch());
+      if (!number.ok()) return number.status();
+      TakeNumber(*number);
       return Status::Ok();
+    };
+    if (auto started = std::exchange(next_start_, std::nullopt)) {
+      if (started->ok()) {
+        if ((*started)->empty()) return lock();  // begun; another gateway's batch held the lock
+        TakeNumber(**started);                   // begun and locked
+        return Status::Ok();
+      }
+      // The start failed, after the last batch's COMMIT (which stands): whatever it left is
+      // undone, and this batch begins as if nothing had been sent.
+      RollBack();
+    }
+    auto begin = [&]() -> Status {
+      Status begun = writer_->Defer("BEGIN");
+      return begun.ok() ? lock() : begun;
     };
     Status begun = EnsureWriter();
     if (begun.ok()) begun = begin();
@@ -447,24 +481,67 @@ class PostgresStore final : public Store {
   // (the server rolls back whatever it held).
   void RollBack() {
     balances_.Clear();
+    next_start_.reset();
     if (!writer_) return;
     Status rolled_back = writer_->Defer("ROLLBACK");
     if (rolled_back.ok()) rolled_back = writer_->Sync();
     if (!rolled_back.ok() || writer_->transaction_status() != PQTRANS_IDLE) writer_.reset();
   }
 
+  // A batch begun behind the last COMMIT for decisions that did not come within kLingerAhead: its
+  // transaction ends, and with it the writers' lock if it took it. What the writer keeps of the
+  // balances stays right (the transaction wrote nothing; the batch's number it took is skipped,
+  // so the next batch brings what other gateways wrote since the last one).
+  void LetGoOfTheNextStart() {
+    next_start_.reset();
+    if (!writer_) return;
+    Status ended = writer_->Defer("ROLLBACK");
+    if (ended.ok()) ended = writer_->Sync();
+    {
+      std::lock_guard lock(mutex_);
+      stats_.writer_round_trips += writer_->TakeRoundTrips();
+    }
+    if (!ended.ok() || writer_->transaction_status() != PQTRANS_IDLE) {
+      writer_.reset();
+      balances_.Clear();
+    }
+  }
+
   // The balances the batch moved and the COMMIT go in one round trip with the last decisions held
   // over. Should one of those fail there, its moves go back, the connection drops the balances
   // written with them and the COMMIT (pg::Connection::StartTail), and both go once more, written
   // from what is left (no decision is held over then: at most twice).
-  Status WriteAndCommit() {
+  //
+  // With `start_next` (a next batch is likely: see CommitBatch) it begins in the same round trip,
+  // behind the COMMIT: BEGIN, the writers' lock only if nobody holds it (a lock to wait for would
+  // hold back the COMMIT's answer, and with it every completion of this batch), and, if taken,
+  // the batch's number (pg::Connection::CommitThenStart; Begin takes it from there). A writer
+  // alone on its database then pays one round trip a batch instead of two; several gateways hand
+  // the lock on at each COMMIT as before, since a batch waiting for it takes it first. Should no
+  // decision come within kLingerAhead, the writer lets go of it (LetGoOfTheNextStart): an idle
+  // gateway never keeps the lock from the others longer than that.
+  Status WriteAndCommit(bool start_next) {
+    static const std::vector<std::string> kStart = {
+        "BEGIN", "SELECT set_config('agentpay.writer_locked', pg_try_advisory_xact_lock(" +
+                     std::to_string(kLockClass) + ", " + std::to_string(kWriterLock) +
+                     ")::text, true)"};
+    // No rows (and no number taken) unless the lock was: read in a statement after the one that
+    // took it, so that what it reads was committed before.
+    static const std::string kNumberIfLocked =
+        NumberAndChanged(" WHERE current_setting('agentpay.writer_locked') = 'true'");
     for (int round = 0;; ++round) {
       AGENTPAY_CHECK(round < 2);
       writer_->StartTail();
       Status committed = WriteBalances(*writer_, balances_);
       const BalanceCache::Journal written = balances_.EndDecision();
-      if (committed.ok()) committed = writer_->Defer("COMMIT");
-      if (committed.ok()) committed = writer_->Sync();
+      if (committed.ok() && start_next) {
+        auto ended = writer_->CommitThenStart("COMMIT", kStart, kNumberIfLocked, SinceLastBatch());
+        committed = std::move(ended.committed);
+        next_start_ = std::move(ended.next);
+      } else {
+        if (committed.ok()) committed = writer_->Defer("COMMIT");
+        if (committed.ok()) committed = writer_->Sync();
+      }
       if (!committed.ok() || !writer_->tail_dropped()) return committed;
       balances_.Undo(written);  // not written after all
     }
@@ -484,7 +561,9 @@ class PostgresStore final : public Store {
     RunDecisions(batch, run);
     const uint64_t decide_ns = laps.Lap();
     Status committed = run.broken;
-    if (committed.ok()) committed = WriteAndCommit();
+    // A next batch is likely when decisions wait already, or when this batch's callers were
+    // several: under load their next decisions follow the completions below.
+    if (committed.ok()) committed = WriteAndCommit(batch.size() > 1 || queue_.depth() > 0);
     balances_.ConfirmHeld();  // the last decisions are settled, one way or the other
     if (!committed.ok()) {
       // Lost with the connection, or failed: nothing of the batch may be reported as done. (A
@@ -570,6 +649,9 @@ class PostgresStore final : public Store {
   std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone, as are the three below
   BalanceCache balances_;
   int64_t last_batch_ = -1;  // the number of this writer's last batch (Begin)
+  // The next batch's start, sent behind the last COMMIT (WriteAndCommit): its number's rows (none
+  // when the lock was not taken), or how it failed. Empty: the next batch begins from nothing.
+  std::optional<Result<pg::Rows>> next_start_;
   std::chrono::steady_clock::time_point next_connect_{};
   std::string last_connect_error_;
   bool unreachable_ = false;  // the last connection attempt failed

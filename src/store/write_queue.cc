@@ -20,8 +20,18 @@ void WriteQueue::Push(TransactionFn fn, WriteDone done) {
 }
 
 void WriteQueue::Serve(
-    const std::function<void(std::vector<std::unique_ptr<QueuedDecision>>&)>& commit) {
+    const std::function<void(std::vector<std::unique_ptr<QueuedDecision>>&)>& commit,
+    const Ahead* ahead) {
   for (;;) {
+    if (ahead != nullptr && ahead->holding()) {
+      auto batch = TakeBatchWithin(ahead->linger);
+      if (batch.empty()) {
+        ahead->let_go();  // nothing came, or the store stops: let go, then wait as usual
+        continue;
+      }
+      commit(batch);
+      continue;
+    }
     auto batch = TakeBatch();
     if (batch.empty()) return;
     commit(batch);
@@ -29,9 +39,20 @@ void WriteQueue::Serve(
 }
 
 std::vector<std::unique_ptr<QueuedDecision>> WriteQueue::TakeBatch() {
-  std::vector<std::unique_ptr<QueuedDecision>> batch;
   std::unique_lock lock(mutex_);
   ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+  return TakeQueued();
+}
+
+std::vector<std::unique_ptr<QueuedDecision>> WriteQueue::TakeBatchWithin(
+    std::chrono::microseconds wait) {
+  std::unique_lock lock(mutex_);
+  ready_.wait_for(lock, wait, [this] { return stopping_ || !queue_.empty(); });
+  return TakeQueued();
+}
+
+std::vector<std::unique_ptr<QueuedDecision>> WriteQueue::TakeQueued() {
+  std::vector<std::unique_ptr<QueuedDecision>> batch;
   while (!queue_.empty() && batch.size() < options_.max_batch) {
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();

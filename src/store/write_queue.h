@@ -29,15 +29,29 @@ class WriteQueue {
   // Waits for queued decisions and takes up to max_batch of them, oldest first; empty once Stop()
   // was called and nothing is left.
   std::vector<std::unique_ptr<QueuedDecision>> TakeBatch();
+  // TakeBatch, waiting at most `wait`: empty also when nothing came by then.
+  std::vector<std::unique_ptr<QueuedDecision>> TakeBatchWithin(std::chrono::microseconds wait);
   // The writer's loop: takes batch after batch and gives each to `commit`, until Stop() and
   // nothing is left. A batch is destroyed before the next wait: its closures hold what the
   // decisions' callers hold (a request and its body, a connection), and an idle store must not
   // keep the last batch's alive until the next decision comes.
-  void Serve(const std::function<void(std::vector<std::unique_ptr<QueuedDecision>>&)>& commit);
+  //
+  // `ahead`, if given, is what a backend holds for its next batch between batches (PostgreSQL's
+  // writer: a transaction begun behind the last COMMIT): while `holding()`, the loop waits at most
+  // `linger` for a decision, and then calls `let_go()` before it waits on.
+  struct Ahead {
+    std::function<bool()> holding;
+    std::chrono::microseconds linger;
+    std::function<void()> let_go;
+  };
+  void Serve(const std::function<void(std::vector<std::unique_ptr<QueuedDecision>>&)>& commit,
+             const Ahead* ahead = nullptr);
   void Stop();
   size_t depth();
 
  private:
+  // Takes up to max_batch queued decisions (the caller holds mutex_).
+  std::vector<std::unique_ptr<QueuedDecision>> TakeQueued();
   const StoreOptions options_;
   std::mutex mutex_;
   std::condition_variable ready_;

@@ -191,6 +191,39 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
     return outcomes;
   }
 
+  // A decision that holds 10 on `account` for operation `op`; fails when refused.
+  static TransactionFn HoldTen(const std::string& account, const std::string& op) {
+    return [account, op](Transaction& tx) -> Status {
+      auto moved = tx.Move(account, MoveKind::kHold, 10, op, 7);
+      if (!moved.ok()) return moved.status();
+      return *moved == MoveOutcome::kOk ? Status::Ok()
+                                        : Status::Error(ErrorCode::kStoreError, "refused");
+    };
+  }
+
+  // Queues `decide` on `store`; its outcome comes with the future.
+  static std::future<Status> Queue(Store& store, TransactionFn decide) {
+    auto done = std::make_shared<std::promise<Status>>();
+    std::future<Status> outcome = done->get_future();
+    store.WriteAsync(std::move(decide), [done](Status status) { done->set_value(status); });
+    return outcome;
+  }
+
+  // Queues `decide` to run once `go` is set, and returns once it runs: its batch is open until
+  // then, and the decisions queued meanwhile wait for the next one.
+  std::future<Status> QueueHeldOpen(TransactionFn decide, std::shared_future<void> go) {
+    auto running = std::make_shared<std::promise<void>>();
+    std::future<void> ran = running->get_future();
+    std::future<Status> outcome =
+        Queue(*store_, [running, go, decide = std::move(decide)](Transaction& tx) {
+          running->set_value();
+          go.wait();
+          return decide(tx);
+        });
+    ran.wait();
+    return outcome;
+  }
+
   static Operation SampleOperation(const std::string& id) {
     Operation op =
         NewWalletOperation({id, "account:a", "key-" + id, "fp", "/r", 7, 1000, 500, "gw_t"}, 10);
@@ -1435,6 +1468,118 @@ TEST_P(StoreConformance, AWriterKeepsBalancesAnotherGatewayChangedWithoutReading
   EXPECT_EQ(BalancesOf("acct_m7"), (Balances{100, 0, 15}));
   ASSERT_TRUE(hold(*store_, "acct_k", "op_k22").ok());
   EXPECT_EQ(BalancesOf("acct_k"), (Balances{1000, 0, 115}));
+}
+
+// Issue 40: a PostgreSQL writer whose next batch is likely (decisions wait already, or the batch
+// had several) begins it in its COMMIT's round trip (BEGIN, the writers' lock if free, the
+// batch's number), so alone on its database it pays one round trip a batch, not two. Here
+// decision A holds its batch open until B and C are queued: A's batch is its start and its commit
+// (two round trips), B and C's only its commit; the batch it begins behind that, for decisions
+// that never come, it lets go within a millisecond (a ROLLBACK, the fourth round trip), lock and
+// all. Tests below: the lock held by another gateway, and a start that fails after its COMMIT.
+TEST_P(StoreConformance, AWriterBeginsItsNextBatchInItsCommitsRoundTrip) {
+  if (GetParam().name != "postgres") GTEST_SKIP() << "PostgreSQL's writer only";
+  AddAccount("acct_p", 1000);
+  auto hold = [](const std::string& op) { return HoldTen("acct_p", op); };
+  const StoreStats before = store_->Stats();
+  std::promise<void> queued;
+  auto a = QueueHeldOpen(hold("op_pa"), queued.get_future().share());
+  auto b = Queue(*store_, hold("op_pb"));
+  auto c = Queue(*store_, hold("op_pc"));
+  queued.set_value();
+  EXPECT_TRUE(a.get().ok());
+  EXPECT_TRUE(b.get().ok());
+  EXPECT_TRUE(c.get().ok());
+  // Until the writer has let go: the writers' lock (advisory key (kLockClass, 1): "APAY", 1) is
+  // free, and the ROLLBACK counted (at most five seconds).
+  auto admin = pg::Connection::Open(url_, 10);
+  ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+  int64_t locks = -1;
+  uint64_t round_trips = 0;
+  for (int tries = 0; tries < 500; ++tries) {
+    auto held = (*admin)->Query(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1095778649 "
+        "AND objid = 1 AND objsubid = 2");
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    locks = held->Int(0, 0);
+    round_trips = store_->Stats().writer_round_trips - before.writer_round_trips;
+    if (locks == 0 && round_trips == 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(locks, 0);
+  EXPECT_EQ(round_trips, 4u);
+  EXPECT_EQ(store_->Stats().commits - before.commits, 2u);
+  EXPECT_EQ(BalancesOf("acct_p"), (Balances{1000, 0, 30}));
+  // The writer is idle and holds nothing: another gateway's batch goes at once.
+  auto other = OpenStore(url_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_TRUE((*other)->Write(hold("op_pd")).ok());
+  EXPECT_EQ(BalancesOf("acct_p"), (Balances{1000, 0, 40}));
+}
+
+// The next batch begun behind a COMMIT takes the writers' lock only if it is free: a gateway whose
+// batch waits for it gets it first (PostgreSQL grants a released lock to its waiter), and the next
+// batch then waits for it in a round trip of its own, and reads the balances that gateway wrote
+// in a statement after the lock, never before: its moves start from them, and the sums hold.
+TEST_P(StoreConformance, ABatchBegunBehindACommitLetsAWaitingGatewayGoFirst) {
+  if (GetParam().name != "postgres") GTEST_SKIP() << "PostgreSQL's writer only";
+  AddAccount("acct_q", 1000);
+  auto other = OpenStore(url_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  auto hold = [](const std::string& op) { return HoldTen("acct_q", op); };
+  // Both writers keep acct_q's balances.
+  ASSERT_TRUE(store_->Write(hold("op_q0")).ok());
+  ASSERT_TRUE((*other)->Write(hold("op_q1")).ok());
+  auto admin = pg::Connection::Open(url_, 10);
+  ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+  const StoreStats before = store_->Stats();
+  std::promise<void> go;
+  auto a = QueueHeldOpen(hold("op_qa"), go.get_future().share());
+  auto b = Queue(*store_, hold("op_qb"));
+  auto d = Queue(**other, hold("op_qd"));
+  // Until the other gateway's writer waits for the lock A's batch holds.
+  for (int tries = 0;; ++tries) {
+    ASSERT_LT(tries, 1000) << "the other writer never waited for the lock";
+    auto waiting = (*admin)->Query(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+    ASSERT_TRUE(waiting.ok()) << waiting.status().ToString();
+    if (waiting->Int(0, 0) == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  go.set_value();
+  EXPECT_TRUE(a.get().ok());
+  EXPECT_TRUE(d.get().ok());
+  EXPECT_TRUE(b.get().ok());
+  // A's batch two round trips; B's began without the lock: one to wait for it, one to commit.
+  EXPECT_EQ(store_->Stats().writer_round_trips - before.writer_round_trips, 4u);
+  EXPECT_EQ(BalancesOf("acct_q"), (Balances{1000, 0, 50}));
+}
+
+// What follows a COMMIT in its round trip cannot undo it: when the next batch's start fails there
+// (here the batches' sequence has run out), the committed batch is reported done, the next batch
+// begins again from nothing (and fails the same way, changing nothing), and once the sequence is
+// back every decision after it goes through.
+TEST_P(StoreConformance, AStartThatFailsBehindACommitLeavesTheCommitStanding) {
+  if (GetParam().name != "postgres") GTEST_SKIP() << "PostgreSQL's writer only";
+  AddAccount("acct_s", 1000);
+  auto hold = [](const std::string& op) { return HoldTen("acct_s", op); };
+  // The sequence gives one more number: A's batch's.
+  ASSERT_TRUE(RunBehindTheStore("DO $$ BEGIN EXECUTE format('ALTER SEQUENCE writer_batches "
+                                "MAXVALUE %s', (SELECT last_value + 1 FROM writer_batches)); "
+                                "END $$")
+                  .ok());
+  std::promise<void> queued;
+  auto a = QueueHeldOpen(hold("op_sa"), queued.get_future().share());
+  auto b = Queue(*store_, hold("op_sb"));
+  queued.set_value();
+  Status committed = a.get();
+  EXPECT_TRUE(committed.ok()) << committed.ToString();
+  Status refused = b.get();
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(BalancesOf("acct_s"), (Balances{1000, 0, 10}));  // A's hold, nothing of B's
+  ASSERT_TRUE(RunBehindTheStore("ALTER SEQUENCE writer_batches NO MAXVALUE").ok());
+  EXPECT_TRUE(Write(hold("op_sc")).ok());
+  EXPECT_EQ(BalancesOf("acct_s"), (Balances{1000, 0, 20}));
 }
 
 // Issue 40: the writer says where its time went (agentpay_store_writer_microseconds_total): running
