@@ -326,8 +326,9 @@ Connection::CommitAndStart Connection::CommitThenStart(std::string_view commit,
   AGENTPAY_CHECK(pipeline_ && !implicit_ && tail_);
   // A statement that cannot be sent leaves the commit's fate unknown: a failure, as a lost
   // answer to a Sync would be.
+  watched_ok_ = false;
   if (Status sent = Defer(commit); !sent.ok()) return {sent, std::nullopt};
-  const size_t after_commit = queued_.size();
+  queued_.back().watched = true;  // Defer queued the commit last (after its Parse, if any)
   for (const std::string& sql : start) {
     if (Status sent = Defer(sql); !sent.ok()) return {sent, std::nullopt};
   }
@@ -338,12 +339,15 @@ Connection::CommitAndStart Connection::CommitThenStart(std::string_view commit,
   auto rows = RoundTrip();
   // A held-over unit failed: the commit and the start were dropped with the tail, never run.
   if (tail_dropped_) return {rows.status(), std::nullopt};
-  if (rows.ok()) {
-    AGENTPAY_CHECK(rows->has_value());
-    return {Status::Ok(), Result<Rows>(std::move(**rows))};
+  if (!watched_ok_ || !healthy()) {
+    // Not answered, failed, or answered on a connection lost since (its held-over units were
+    // told they failed): the batch fails, as a Sync after the commit would have said.
+    if (rows.ok()) return {Failure(nullptr, "PostgreSQL"), std::nullopt};
+    return {rows.status(), std::nullopt};
   }
-  if (failed_at_ >= after_commit) return {Status::Ok(), Result<Rows>(rows.status())};
-  return {rows.status(), std::nullopt};
+  if (!rows.ok()) return {Status::Ok(), Result<Rows>(rows.status())};
+  AGENTPAY_CHECK(rows->has_value());
+  return {Status::Ok(), Result<Rows>(std::move(**rows))};
 }
 
 Status Connection::HoldOver(std::string_view end, std::vector<std::string> undo,
@@ -435,13 +439,13 @@ Result<std::optional<Rows>> Connection::Collect() {
       }
     }
     if (ok && entry.kind == Queued::Kind::kPrepare) prepared_.emplace(entry.sql, entry.name);
+    if (ok && entry.watched) watched_ok_ = true;
     if (ok && entry.kind == Queued::Kind::kQuery && result != nullptr) {
       last_rows.emplace(result);
       result = nullptr;
     }
     if (result) PQclear(result);
   }
-  failed_at_ = failed_at;
   if (!implicit_) SkipToSync();  // the Sync's own result ends the pipeline
   if (!healthy() && first_failure.ok()) first_failure = Failure(nullptr, "PostgreSQL");
   if (!held.empty()) {

@@ -113,8 +113,10 @@ class Connection {
   // Pipeline mode, ending a tail: `commit` deferred and, behind it in the same round trip, the
   // start of the next transaction (`start` deferred, then `query`), for a writer that has more
   // work waiting and need not spend a round trip on beginning it. The statements after the commit
-  // cannot undo it: `committed` is what Sync after `commit` would have said, and whatever became
-  // of the start shows only in `next` (present when committed and the tail was not dropped).
+  // cannot undo it: `committed` is Ok when the server answered `commit` itself with success and
+  // the connection still stands (lost after that answer, the held-over units were told they
+  // failed: a failure then, as Sync would have said), and whatever became of the start shows
+  // only in `next` (present when committed and the tail was not dropped).
   struct CommitAndStart {
     Status committed;
     std::optional<Result<Rows>> next;
@@ -166,6 +168,7 @@ class Connection {
     std::optional<Expect> expect;
     Params params;  // kDeferred, kQuery: sent again when a held-over unit before it failed
     bool tail = false;  // deferred after StartTail: dropped, not sent again, after such a failure
+    bool watched = false;  // CommitThenStart's commit: its own answer is kept in watched_ok_
   };
   // A unit held over (HoldOver): where it ends in queued_ (one past its `end` statement), its
   // undo and its callback.
@@ -219,9 +222,9 @@ class Connection {
   bool tail_ = false;           // StartTail until the round trip ends
   uint64_t round_trips_ = 0;    // TakeRoundTrips
   bool tail_dropped_ = false;
-  // Collect: where in its round trip the first failure was (the number of statements, when none
-  // failed). For CommitThenStart, which must tell a failed commit from a failed start after it.
-  size_t failed_at_ = 0;
+  // Collect: the server answered the watched statement with success (CommitThenStart, which must
+  // tell a failed commit from a failed start after it).
+  bool watched_ok_ = false;
 };
 
 }  // namespace agentpay::pg

@@ -453,13 +453,14 @@ class PostgresStore final : public Store {
       return Status::Ok();
     };
     if (auto started = std::exchange(next_start_, std::nullopt)) {
-      if (started->ok()) {
+      if (started->ok() && writer_ && writer_->LooksAlive()) {
         if ((*started)->empty()) return lock();  // begun; another gateway's batch held the lock
         TakeNumber(**started);                   // begun and locked
         return Status::Ok();
       }
-      // The start failed, after the last batch's COMMIT (which stands): whatever it left is
-      // undone, and this batch begins as if nothing had been sent.
+      // The start failed, after the last batch's COMMIT (which stands), or its connection was
+      // lost while it waited (the server restarted): whatever it left is undone, and this batch
+      // begins as if nothing had been sent, on a new connection if need be.
       RollBack();
     }
     auto begin = [&]() -> Status {
@@ -519,7 +520,8 @@ class PostgresStore final : public Store {
   // alone on its database then pays one round trip a batch instead of two; several gateways hand
   // the lock on at each COMMIT as before, since a batch waiting for it takes it first. Should no
   // decision come within kLingerAhead, the writer lets go of it (LetGoOfTheNextStart): an idle
-  // gateway never keeps the lock from the others longer than that.
+  // gateway keeps the lock from the others no longer than this batch's completions (which run
+  // on this thread, and were always to be short) and that.
   Status WriteAndCommit(bool start_next) {
     static const std::vector<std::string> kStart = {
         "BEGIN", "SELECT set_config('agentpay.writer_locked', pg_try_advisory_xact_lock(" +
