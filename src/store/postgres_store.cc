@@ -56,6 +56,11 @@ constexpr auto kLivenessCheck = std::chrono::milliseconds(200);
 // How long a batch begun behind the last COMMIT waits for its decisions (WriteAndCommit) before
 // the writer ends it, and with it the writers' lock it may hold.
 constexpr auto kLingerAhead = std::chrono::microseconds(1000);
+// A writer counts itself alone on its database after this many batches in a row numbered one
+// after another (no other gateway's batch in between): only then does it begin a next batch for
+// decisions that are not queued yet (WriteAndCommit), since a lock it holds while it waits for
+// them is a lock other gateways would wait for.
+constexpr uint64_t kAloneAfterBatches = 32;
 
 // Session settings every connection of ours starts with: commits durable before COMMIT returns
 // (whatever the server's default), and bounded statements.
@@ -426,6 +431,14 @@ class PostgresStore final : public Store {
   // Takes the batch's number and the balances changed since the last (NumberAndChanged's rows).
   void TakeNumber(const pg::Rows& number) {
     const int64_t batch = number.Int(0, 0);
+    ++batches_;
+    // Another gateway's batch ran since this writer's last, unless the only number skipped is
+    // the one a start it let go of took (LetGoOfTheNextStart).
+    const bool only_mine_skipped = skipped_batch_ == last_batch_ + 1 && batch == last_batch_ + 2;
+    if (last_batch_ >= 0 && batch != last_batch_ + 1 && !only_mine_skipped) {
+      others_seen_at_ = batches_;
+    }
+    skipped_batch_ = -1;
     if (batch != last_batch_ + 1) {
       if (number.size() > kRefreshRows) {
         balances_.Clear();
@@ -494,6 +507,9 @@ class PostgresStore final : public Store {
   // balances stays right (the transaction wrote nothing; the batch's number it took is skipped,
   // so the next batch brings what other gateways wrote since the last one).
   void LetGoOfTheNextStart() {
+    if (next_start_ && next_start_->ok() && !(*next_start_)->empty()) {
+      skipped_batch_ = (*next_start_)->Int(0, 0);  // taken with the lock, never used
+    }
     next_start_.reset();
     if (!writer_) return;
     Status ended = writer_->Defer("ROLLBACK");
@@ -563,9 +579,14 @@ class PostgresStore final : public Store {
     RunDecisions(batch, run);
     const uint64_t decide_ns = laps.Lap();
     Status committed = run.broken;
-    // A next batch is likely when decisions wait already, or when this batch's callers were
-    // several: under load their next decisions follow the completions below.
-    if (committed.ok()) committed = WriteAndCommit(batch.size() > 1 || queue_.depth() > 0);
+    // A next batch is certain when decisions wait already, and likely when this batch's callers
+    // were several (under load their next decisions follow the completions below): on that guess
+    // only a writer alone on its database begins it, as a lock held for decisions that may not
+    // come keeps other gateways waiting.
+    const bool alone = batches_ - others_seen_at_ > kAloneAfterBatches;
+    if (committed.ok()) {
+      committed = WriteAndCommit(queue_.depth() > 0 || (alone && batch.size() > 1));
+    }
     balances_.ConfirmHeld();  // the last decisions are settled, one way or the other
     if (!committed.ok()) {
       // Lost with the connection, or failed: nothing of the batch may be reported as done. (A
@@ -648,12 +669,18 @@ class PostgresStore final : public Store {
 
   const std::string url_;
   const StoreOptions options_;
-  std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone, as are the three below
+  std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone, as is all up to mutex_
   BalanceCache balances_;
   int64_t last_batch_ = -1;  // the number of this writer's last batch (Begin)
   // The next batch's start, sent behind the last COMMIT (WriteAndCommit): its number's rows (none
   // when the lock was not taken), or how it failed. Empty: the next batch begins from nothing.
   std::optional<Result<pg::Rows>> next_start_;
+  // Whether another gateway's batches run beside this writer's (TakeNumber): the batches this
+  // writer began, the count when it last saw another's in between, and the number a start it let
+  // go of took (-1: none since its last batch).
+  uint64_t batches_ = 0;
+  uint64_t others_seen_at_ = 0;
+  int64_t skipped_batch_ = -1;
   std::chrono::steady_clock::time_point next_connect_{};
   std::string last_connect_error_;
   bool unreachable_ = false;  // the last connection attempt failed
