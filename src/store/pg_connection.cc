@@ -223,12 +223,17 @@ Result<Rows> Connection::Query(std::string_view sql, Params params) {
     }
     return Rows(result);
   }
-  if (Status sent = SendPrepared(*name, params); !sent.ok()) return sent;
-  queued_.push_back({Queued::Kind::kQuery, "", *name, std::nullopt, std::move(params), tail_});
+  if (Status sent = SendQuery(*name, std::move(params)); !sent.ok()) return sent;
   auto rows = RoundTrip();
   if (!rows.ok()) return rows.status();
   AGENTPAY_CHECK(rows->has_value());
   return std::move(**rows);
+}
+
+Status Connection::SendQuery(const std::string& name, Params params) {
+  if (Status sent = SendPrepared(name, params); !sent.ok()) return sent;
+  queued_.push_back({Queued::Kind::kQuery, "", name, std::nullopt, std::move(params), tail_});
+  return Status::Ok();
 }
 
 Status Connection::Defer(std::string_view sql, Params params, std::optional<Expect> expect) {
@@ -334,8 +339,7 @@ Connection::CommitAndStart Connection::CommitThenStart(std::string_view commit,
   }
   auto name = PreparedName(query);
   if (!name.ok()) return {name.status(), std::nullopt};
-  if (Status sent = SendPrepared(*name, params); !sent.ok()) return {sent, std::nullopt};
-  queued_.push_back({Queued::Kind::kQuery, "", *name, std::nullopt, std::move(params), tail_});
+  if (Status sent = SendQuery(*name, std::move(params)); !sent.ok()) return {sent, std::nullopt};
   auto rows = RoundTrip();
   // A held-over unit failed: the commit and the start were dropped with the tail, never run.
   if (tail_dropped_) return {rows.status(), std::nullopt};

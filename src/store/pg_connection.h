@@ -184,6 +184,9 @@ class Connection {
   // queued; the name is kept only once the server has taken it).
   Result<std::string> PreparedName(std::string_view sql);
   Status SendPrepared(const std::string& name, const Params& params);
+  // Pipeline mode: sends prepared statement `name` as a query whose rows the next round trip
+  // returns (Query, CommitThenStart).
+  Status SendQuery(const std::string& name, Params params);
   // Held-over unit `failed` of `held` failed (see HoldOver), and the server skipped `after`, all
   // that was queued after it: undoes it, and sends `after` again with the units after it still
   // held over.

@@ -23,17 +23,13 @@ void WriteQueue::Serve(
     const std::function<void(std::vector<std::unique_ptr<QueuedDecision>>&)>& commit,
     const Ahead* ahead) {
   for (;;) {
-    if (ahead != nullptr && ahead->holding()) {
-      auto batch = TakeBatchWithin(ahead->linger);
-      if (batch.empty()) {
-        ahead->let_go();  // nothing came, or the store stops: let go, then wait as usual
-        continue;
-      }
-      commit(batch);
+    const bool holding = ahead != nullptr && ahead->holding();
+    auto batch = holding ? TakeBatchWithin(ahead->linger) : TakeBatch();
+    if (batch.empty()) {
+      if (!holding) return;
+      ahead->let_go();  // nothing came, or the store stops: let go, then wait as usual
       continue;
     }
-    auto batch = TakeBatch();
-    if (batch.empty()) return;
     commit(batch);
   }
 }

@@ -191,10 +191,10 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
     return outcomes;
   }
 
-  // A decision that holds 10 on `account` for operation `op`; fails when refused.
-  static TransactionFn HoldTen(const std::string& account, const std::string& op) {
-    return [account, op](Transaction& tx) -> Status {
-      auto moved = tx.Move(account, MoveKind::kHold, 10, op, 7);
+  // A decision that holds `amount` on `account` for operation `op`; fails when refused.
+  static TransactionFn Hold(const std::string& account, int64_t amount, const std::string& op) {
+    return [account, amount, op](Transaction& tx) -> Status {
+      auto moved = tx.Move(account, MoveKind::kHold, amount, op, 7);
       if (!moved.ok()) return moved.status();
       return *moved == MoveOutcome::kOk ? Status::Ok()
                                         : Status::Error(ErrorCode::kStoreError, "refused");
@@ -1449,13 +1449,8 @@ TEST_P(StoreConformance, AWriterKeepsBalancesAnotherGatewayChangedWithoutReading
   AddAccount("acct_k", 1000);
   auto other = OpenStore(url_);
   ASSERT_TRUE(other.ok()) << other.status().ToString();
-  auto hold = [&](Store& store, const std::string& account, const std::string& op) {
-    return store.Write([&](Transaction& tx) -> Status {
-      auto moved = tx.Move(account, MoveKind::kHold, 5, op, 7);
-      if (!moved.ok()) return moved.status();
-      return *moved == MoveOutcome::kOk ? Status::Ok()
-                                        : Status::Error(ErrorCode::kStoreError, "refused");
-    });
+  auto hold = [](Store& store, const std::string& account, const std::string& op) {
+    return store.Write(Hold(account, 5, op));
   };
   // Both writers keep acct_k's balances once they have moved money on it.
   ASSERT_TRUE(hold(*store_, "acct_k", "op_k0").ok());
@@ -1491,7 +1486,7 @@ TEST_P(StoreConformance, AWriterKeepsBalancesAnotherGatewayChangedWithoutReading
 TEST_P(StoreConformance, AWriterBeginsItsNextBatchInItsCommitsRoundTrip) {
   if (GetParam().name != "postgres") GTEST_SKIP() << "PostgreSQL's writer only";
   AddAccount("acct_p", 1000);
-  auto hold = [](const std::string& op) { return HoldTen("acct_p", op); };
+  auto hold = [](const std::string& op) { return Hold("acct_p", 10, op); };
   const StoreStats before = store_->Stats();
   std::promise<void> a_go, b_go;
   HeldOpen a = QueueHeldOpen(hold("op_pa"), a_go.get_future().share());
@@ -1519,7 +1514,7 @@ TEST_P(StoreConformance, AWriterBeginsItsNextBatchInItsCommitsRoundTrip) {
 TEST_P(StoreConformance, AWriterLetsGoOfABatchNoDecisionCameFor) {
   if (GetParam().name != "postgres") GTEST_SKIP() << "PostgreSQL's writer only";
   AddAccount("acct_g", 1000);
-  auto hold = [](const std::string& op) { return HoldTen("acct_g", op); };
+  auto hold = [](const std::string& op) { return Hold("acct_g", 10, op); };
   for (int i = 0; i < 40; ++i) ASSERT_TRUE(Write(hold("op_w" + std::to_string(i))).ok()) << i;
   auto admin = pg::Connection::Open(url_, 10);
   ASSERT_TRUE(admin.ok()) << admin.status().ToString();
@@ -1568,7 +1563,7 @@ TEST_P(StoreConformance, AWriterLetsGoOfABatchNoDecisionCameFor) {
 TEST_P(StoreConformance, BesideAnotherGatewayAWriterBeginsOnlyBatchesAlreadyQueued) {
   if (GetParam().name != "postgres") GTEST_SKIP() << "PostgreSQL's writer only";
   AddAccount("acct_n", 1000);
-  auto hold = [](const std::string& op) { return HoldTen("acct_n", op); };
+  auto hold = [](const std::string& op) { return Hold("acct_n", 10, op); };
   auto other = OpenStore(url_);
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   for (int i = 0; i < 40; ++i) {
@@ -1599,7 +1594,7 @@ TEST_P(StoreConformance, ABatchBegunBehindACommitLetsAWaitingGatewayGoFirst) {
   AddAccount("acct_q", 1000);
   auto other = OpenStore(url_);
   ASSERT_TRUE(other.ok()) << other.status().ToString();
-  auto hold = [](const std::string& op) { return HoldTen("acct_q", op); };
+  auto hold = [](const std::string& op) { return Hold("acct_q", 10, op); };
   // Both writers keep acct_q's balances.
   ASSERT_TRUE(store_->Write(hold("op_q0")).ok());
   ASSERT_TRUE((*other)->Write(hold("op_q1")).ok());
@@ -1636,7 +1631,7 @@ TEST_P(StoreConformance, ABatchBegunBehindACommitLetsAWaitingGatewayGoFirst) {
 TEST_P(StoreConformance, AStartThatFailsBehindACommitLeavesTheCommitStanding) {
   if (GetParam().name != "postgres") GTEST_SKIP() << "PostgreSQL's writer only";
   AddAccount("acct_s", 1000);
-  auto hold = [](const std::string& op) { return HoldTen("acct_s", op); };
+  auto hold = [](const std::string& op) { return Hold("acct_s", 10, op); };
   // The sequence gives one more number: A's batch's.
   ASSERT_TRUE(RunBehindTheStore("DO $$ BEGIN EXECUTE format('ALTER SEQUENCE writer_batches "
                                 "MAXVALUE %s', (SELECT last_value + 1 FROM writer_batches)); "
