@@ -17,6 +17,10 @@ and of the seller, the database round trips per decision and the decisions per c
 3 gateways' CPU per paid request over 1 gateway's. Exits 1 when 1 gateway on PostgreSQL is below
 --floor (0.5) of SQLite, or a money check fails: every account's captured sum equals the gateways'
 own count of 2xx paid answers x price, nothing stays held, and no answer was anything but 2xx.
+With --statements N the cluster runs pg_stat_statements, and each PostgreSQL scenario also prints
+the statements the server ran per paid request and the time it spent planning and running them,
+and its N costliest statements (calls and microseconds per paid request; the extension's own bookkeeping
+costs the server a little, so the rates of such a run are not compared with others).
 
 Run:  python3 bench/postgres_vs_sqlite.py --agentpay build/agentpay [--duration 10s] [--connections 32]
 Needs wrk, nginx (Debian nginx-light), PostgreSQL 15 server binaries and psql (scripts/bootstrap.sh).
@@ -74,12 +78,23 @@ def log(message):
 
 
 class Cluster:
-    def __init__(self, workdir):
+    def __init__(self, workdir, statements):
         self.state = os.path.join(workdir, "pg")
+        self.statements = statements
+        env = dict(os.environ)
+        if statements:
+            env["AGENTPAY_PG_SERVER_OPTIONS"] = ("-c shared_preload_libraries=pg_stat_statements "
+                                                 "-c pg_stat_statements.track_planning=on")
         subprocess.run(["bash", os.path.join(ROOT, "tests", "pg", "cluster.sh"), "start", self.state],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, env=env)
         with open(os.path.join(self.state, "url")) as f:
             self.url = f.read().strip()
+        if statements:
+            self.psql("CREATE EXTENSION pg_stat_statements")
+
+    def psql(self, sql, url=None):
+        return subprocess.run(["psql", url or self.url, "-XAtqc", sql], check=True,
+                              capture_output=True, text=True).stdout
 
     def data_dir(self):
         with open(os.path.join(self.state, "data_dir")) as f:
@@ -156,6 +171,21 @@ def cluster_pids(cluster):
     return [postmaster] + [int(p) for p in children]
 
 
+def statement_rows(cluster, db):
+    """(calls, planning + execution ms, query) of every statement run in `db` since the last
+    reset, the costliest first."""
+    name = db[db.rindex("/") + 1:]
+    out = cluster.psql("SELECT calls, total_exec_time + total_plan_time, "
+                       "regexp_replace(query, '\\s+', ' ', 'g') "
+                       "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE "
+                       "datname = '%s') ORDER BY 2 DESC" % name)
+    rows = []
+    for line in out.splitlines():
+        calls, ms, query = line.split("|", 2)
+        rows.append((int(calls), float(ms), query))
+    return rows
+
+
 def run_wrk(url, keys, duration, connections):
     env = dict(os.environ, BENCH_MODE="unique", BENCH_KEY_PREFIX="b-" + secrets.token_hex(4),
                BENCH_API_KEY=keys[0], BENCH_API_KEYS=",".join(keys), BENCH_PATH="/bench")
@@ -200,12 +230,15 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
         pg_pids = cluster_pids(cluster if db else None)
         before = (cpu_seconds(gw_pids), cpu_seconds(pg_pids), cpu_seconds([seller.popen.pid]),
                   store_counters(gws), sum(paid_2xx(gw) for gw in gws))
+        if db and cluster.statements:
+            cluster.psql("SELECT pg_stat_statements_reset()")
         connections = args.connections
         if gateways > 1:
             connections = args.x3_connections or args.connections * gateways
         result = run_wrk("http://127.0.0.1:%d/bench" % target, [a.api_key for a in accts],
                          args.duration, connections)
         pg_pids = cluster_pids(cluster if db else None)
+        statements = statement_rows(cluster, db) if db and cluster.statements else []
         after = (cpu_seconds(gw_pids), cpu_seconds(pg_pids), cpu_seconds([seller.popen.pid]),
                  store_counters(gws), sum(paid_2xx(gw) for gw in gws))
         # Money: once nothing is held and the gateways answer nothing more (requests wrk left in
@@ -252,6 +285,14 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
             "trips per decision, %.1f decisions per commit%s" % (
                 costs["gateway_us"], costs["postgres_us"], costs["seller_us"], costs["round_trips"],
                 costs["per_commit"], writer))
+        if statements:
+            calls = sum(r[0] for r in statements)
+            ms_total = sum(r[1] for r in statements)
+            log("         PostgreSQL ran %.1f statements per paid request, %.0f us planning and running "
+                "them; the costliest (calls and us per paid request):" % (
+                    calls / paid, ms_total * 1000 / paid))
+            for c, ms, query in statements[:cluster.statements]:
+                log("           %5.2f %6.1f  %s" % (c / paid, ms * 1000 / paid, query[:110]))
         return rate, problems, costs
     finally:
         if nginx is not None:
@@ -271,6 +312,9 @@ def main():
                              "so each gateway has the load one gateway has alone)")
     parser.add_argument("--accounts", type=int, default=32)
     parser.add_argument("--floor", type=float, default=0.5)
+    parser.add_argument("--statements", type=int, default=0, metavar="N",
+                        help="run pg_stat_statements and print the statements PostgreSQL ran per "
+                             "paid request, and the N costliest")
     args = parser.parse_args()
     harness._binary = os.path.abspath(args.agentpay)
     for tool in ("wrk", "nginx", "psql"):
@@ -284,7 +328,7 @@ def main():
     costs = {}
     try:
         seller.start()
-        cluster = Cluster(workdir)
+        cluster = Cluster(workdir, args.statements)
         log("1 thread, %d connections, %s per scenario, price %d; PostgreSQL %s" % (
             args.connections, args.duration, PRICE,
             subprocess.run(["psql", cluster.url, "-Atc", "SHOW server_version"], capture_output=True,

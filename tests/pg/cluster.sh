@@ -9,6 +9,9 @@
 #                                         no shutdown checkpoint, recovery from the WAL on start)
 #   tests/pg/cluster.sh stop STATE_DIR    stops it (immediate) and removes its files
 #
+# AGENTPAY_PG_SERVER_OPTIONS, if set, goes to the server's command line on start (e.g.
+# "-c shared_preload_libraries=pg_stat_statements": bench/postgres_vs_sqlite.py --statements).
+#
 # PostgreSQL refuses to run as root: as root, the cluster belongs to the unprivileged system user
 # "postgres" (Debian's packages create it) and runs as that user (runuser); otherwise as the caller.
 # The data directory is made under $TMPDIR (default /tmp), where that user can reach it.
@@ -80,7 +83,7 @@ case $action in
     # as a crash replays the WAL written since the last one, and with the defaults (5 min, 1 GB)
     # the suites before the restart test can leave more than a busy 2-core machine replays in 60 s.
     if ! "${as_owner[@]}" "$bindir/pg_ctl" -D "$data/data" -l "$data/server.log" -w -t 60 \
-      -o "-p $port -c listen_addresses=127.0.0.1 -k $data -c max_connections=300 -c checkpoint_timeout=30s -c max_wal_size=64MB" \
+      -o "-p $port -c listen_addresses=127.0.0.1 -k $data -c max_connections=300 -c checkpoint_timeout=30s -c max_wal_size=64MB ${AGENTPAY_PG_SERVER_OPTIONS:-}" \
       start >/dev/null; then
       cat "$data/server.log" >&2
       exit 1
