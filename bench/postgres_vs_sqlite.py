@@ -18,9 +18,9 @@ and of the seller, the database round trips per decision and the decisions per c
 --floor (0.5) of SQLite, or a money check fails: every account's captured sum equals the gateways'
 own count of 2xx paid answers x price, nothing stays held, and no answer was anything but 2xx.
 With --statements N the cluster runs pg_stat_statements, and each PostgreSQL scenario also prints
-the statements the server ran per paid request and the time it spent planning and running them,
-and its N costliest statements (calls and microseconds per paid request; the extension's own bookkeeping
-costs the server a little, so the rates of such a run are not compared with others).
+the statements the server ran per paid request, the time it spent planning and running them, and
+the N costliest (calls and microseconds per paid request). The extension's own bookkeeping costs
+the server a little: the rates of such a run are not compared with others'.
 
 Run:  python3 bench/postgres_vs_sqlite.py --agentpay build/agentpay [--duration 10s] [--connections 32]
 Needs wrk, nginx (Debian nginx-light), PostgreSQL 15 server binaries and psql (scripts/bootstrap.sh).
