@@ -226,6 +226,20 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
             })};
   }
 
+  // Decision `first` alone in a batch held open until `b` and `c` are queued behind it (so that
+  // they share the next batch); each decision succeeds.
+  void BatchBehindAHeldOpenOne(TransactionFn first, TransactionFn b, TransactionFn c) {
+    std::promise<void> queued;
+    HeldOpen a = QueueHeldOpen(std::move(first), queued.get_future().share());
+    a.running.wait();
+    auto b_done = Queue(*store_, std::move(b));
+    auto c_done = Queue(*store_, std::move(c));
+    queued.set_value();
+    EXPECT_TRUE(a.outcome.get().ok());
+    EXPECT_TRUE(b_done.get().ok());
+    EXPECT_TRUE(c_done.get().ok());
+  }
+
   // The writers' lock (advisory key (kLockClass, 1): "APAY", 1) is held by some session.
   bool WritersLockHeld(pg::Connection& admin) {
     auto held = admin.Query(
@@ -1525,15 +1539,7 @@ TEST_P(StoreConformance, AWriterLetsGoOfABatchNoDecisionCameFor) {
   };
   const int64_t numbers_before = numbers_taken();
   const StoreStats before = store_->Stats();
-  std::promise<void> queued;
-  HeldOpen a = QueueHeldOpen(hold("op_ga"), queued.get_future().share());
-  a.running.wait();
-  auto b = Queue(*store_, hold("op_gb"));
-  auto c = Queue(*store_, hold("op_gc"));
-  queued.set_value();
-  EXPECT_TRUE(a.outcome.get().ok());
-  EXPECT_TRUE(b.get().ok());
-  EXPECT_TRUE(c.get().ok());
+  BatchBehindAHeldOpenOne(hold("op_ga"), hold("op_gb"), hold("op_gc"));
   // Until the writer let go: the lock free and the ROLLBACK counted (at most five seconds).
   bool held = true;
   uint64_t round_trips = 0;
@@ -1571,15 +1577,7 @@ TEST_P(StoreConformance, BesideAnotherGatewayAWriterBeginsOnlyBatchesAlreadyQueu
     ASSERT_TRUE(store.Write(hold("op_n" + std::to_string(i))).ok()) << i;
   }
   const StoreStats before = store_->Stats();
-  std::promise<void> queued;
-  HeldOpen a = QueueHeldOpen(hold("op_na"), queued.get_future().share());
-  a.running.wait();
-  auto b = Queue(*store_, hold("op_nb"));
-  auto c = Queue(*store_, hold("op_nc"));
-  queued.set_value();
-  EXPECT_TRUE(a.outcome.get().ok());
-  EXPECT_TRUE(b.get().ok());
-  EXPECT_TRUE(c.get().ok());
+  BatchBehindAHeldOpenOne(hold("op_na"), hold("op_nb"), hold("op_nc"));
   EXPECT_TRUE(Write(hold("op_nd")).ok());
   EXPECT_EQ(store_->Stats().writer_round_trips - before.writer_round_trips, 5u);
   EXPECT_EQ(BalancesOf("acct_n"), (Balances{1000, 0, 440}));
