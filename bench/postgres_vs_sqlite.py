@@ -13,8 +13,10 @@ PostgreSQL is a private cluster (tests/pg/cluster.sh) on this machine, fsync on,
 and removed after. Prints requests/s per scenario and each as a ratio to sqlite with the same
 accounts, and per paid request what travels to another machine better than requests/s: the CPU
 microseconds of the gateways (all of them together), of PostgreSQL (every process of the cluster),
-and of the seller, the database round trips per decision and the decisions per commit; then the
-3 gateways' CPU per paid request over 1 gateway's. Exits 1 when 1 gateway on PostgreSQL is below
+and of the seller, the database round trips per decision and the decisions per commit, and on
+PostgreSQL what the cluster wrote to its WAL (pg_walinspect over the load's WAL: bytes, records,
+rows inserted, updated, updated in place (HOT) and deleted, index entries); then the 3 gateways'
+CPU per paid request over 1 gateway's. Exits 1 when 1 gateway on PostgreSQL is below
 --floor (0.5) of SQLite, or a money check fails: every account's captured sum equals the gateways'
 own count of 2xx paid answers x price, nothing stays held, and no answer was anything but 2xx.
 With --statements N the cluster runs pg_stat_statements, and each PostgreSQL scenario also prints
@@ -82,15 +84,18 @@ class Cluster:
         self.state = os.path.join(workdir, "pg")
         self.statements = statements
         env = dict(os.environ)
+        # A scenario's WAL is read back after its load (pg_walinspect, wal_written): kept until then.
+        env["AGENTPAY_PG_SERVER_OPTIONS"] = "-c wal_keep_size=4GB"
         if statements:
-            env["AGENTPAY_PG_SERVER_OPTIONS"] = ("-c shared_preload_libraries=pg_stat_statements "
-                                                 "-c pg_stat_statements.track_planning=on")
+            env["AGENTPAY_PG_SERVER_OPTIONS"] += (" -c shared_preload_libraries=pg_stat_statements "
+                                                  "-c pg_stat_statements.track_planning=on")
         subprocess.run(["bash", os.path.join(ROOT, "tests", "pg", "cluster.sh"), "start", self.state],
                        check=True, stdout=subprocess.DEVNULL, env=env)
         with open(os.path.join(self.state, "url")) as f:
             self.url = f.read().strip()
         if statements:
             self.psql("CREATE EXTENSION pg_stat_statements")
+        self.psql("CREATE EXTENSION pg_walinspect")
 
     def psql(self, sql, url=None):
         return subprocess.run(["psql", url or self.url, "-XAtqc", sql], check=True,
@@ -186,6 +191,32 @@ def statement_rows(cluster, db):
     return rows
 
 
+def wal_position(cluster):
+    return cluster.psql("SELECT pg_current_wal_lsn()").strip()
+
+
+# pg_walinspect's record types (resource manager/record), counted per paid request.
+INDEX_ENTRY_RECORDS = ("Btree/INSERT_LEAF", "Btree/INSERT_UPPER", "Btree/INSERT_POST")
+ROW_RECORDS = {"inserted": ("Heap/INSERT", "Heap/INSERT+INIT"),
+               "updated": ("Heap/UPDATE", "Heap/UPDATE+INIT"),
+               "updated in place (HOT)": ("Heap/HOT_UPDATE", "Heap/HOT_UPDATE+INIT"),
+               "deleted": ("Heap/DELETE",)}
+
+
+def wal_written(cluster, start, end):
+    """What the cluster wrote to its WAL between two positions: bytes, records, the bytes of
+    full-page images among them, and records by type (pg_walinspect)."""
+    out = cluster.psql("SELECT pg_wal_lsn_diff('%s', '%s')" % (end, start))
+    written = {"bytes": int(float(out.strip())), "records": 0, "fpi_bytes": 0, "types": {}}
+    for line in cluster.psql("SELECT \"resource_manager/record_type\", count, fpi_size FROM "
+                             "pg_get_wal_stats('%s', '%s', true) WHERE count > 0" % (start, end)).splitlines():
+        kind, count, fpi = line.split("|")
+        written["types"][kind] = int(count)
+        written["records"] += int(count)
+        written["fpi_bytes"] += int(fpi)
+    return written
+
+
 def run_wrk(url, keys, duration, connections):
     env = dict(os.environ, BENCH_MODE="unique", BENCH_KEY_PREFIX="b-" + secrets.token_hex(4),
                BENCH_API_KEY=keys[0], BENCH_API_KEYS=",".join(keys), BENCH_PATH="/bench")
@@ -229,7 +260,8 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
         gw_pids = [gw.popen.pid for gw in gws]
         pg_pids = cluster_pids(cluster if db else None)
         before = (cpu_seconds(gw_pids), cpu_seconds(pg_pids), cpu_seconds([seller.popen.pid]),
-                  store_counters(gws), sum(paid_2xx(gw) for gw in gws))
+                  store_counters(gws), sum(paid_2xx(gw) for gw in gws),
+                  wal_position(cluster) if db else None)
         if db and cluster.statements:
             cluster.psql("SELECT pg_stat_statements_reset()")
         connections = args.connections
@@ -240,7 +272,9 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
         pg_pids = cluster_pids(cluster if db else None)
         statements = statement_rows(cluster, db) if db and cluster.statements else []
         after = (cpu_seconds(gw_pids), cpu_seconds(pg_pids), cpu_seconds([seller.popen.pid]),
-                 store_counters(gws), sum(paid_2xx(gw) for gw in gws))
+                 store_counters(gws), sum(paid_2xx(gw) for gw in gws),
+                 wal_position(cluster) if db else None)
+        wal = wal_written(cluster, before[5], after[5]) if db else None
         # Money: once nothing is held and the gateways answer nothing more (requests wrk left in
         # flight finish after it stops: one not begun yet holds nothing either), the accounts'
         # captures are the gateways' 2xx answers x price.
@@ -271,6 +305,9 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
             "round_trips": (after[3]["round_trips"] - before[3]["round_trips"]) / decisions,
             "per_commit": decisions / max(1, after[3]["commits"] - before[3]["commits"]),
         }
+        if wal:
+            costs["wal_bytes"] = wal["bytes"] / paid
+            costs["index_entries"] = sum(wal["types"].get(t, 0) for t in INDEX_ENTRY_RECORDS) / paid
         commits = max(1, after[3]["commits"] - before[3]["commits"])
         phases = {p: after[3][p] - before[3][p] for p in WRITER_PHASES}
         writer = "" if not any(phases.values()) else "; the writer%s per commit %s ms, busy %.0f%% of the run" % (
@@ -285,6 +322,13 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
             "trips per decision, %.1f decisions per commit%s" % (
                 costs["gateway_us"], costs["postgres_us"], costs["seller_us"], costs["round_trips"],
                 costs["per_commit"], writer))
+        if wal:
+            rows = ", ".join("%.1f %s" % (sum(wal["types"].get(t, 0) for t in types) / paid, what)
+                             for what, types in ROW_RECORDS.items())
+            log("         written per paid request: WAL %.0f bytes in %.1f records (%.0f bytes of "
+                "full-page images; rows: %s; %.1f index entries)" % (
+                    costs["wal_bytes"], wal["records"] / paid, wal["fpi_bytes"] / paid, rows,
+                    costs["index_entries"]))
         if statements:
             calls = sum(r[0] for r in statements)
             ms_total = sum(r[1] for r in statements)
@@ -354,12 +398,15 @@ def main():
               "(sqlite %.0f/s; floor %.2f for 1 gateway)" % (label, pg1, pg3, base, args.floor), flush=True)
         one, three = costs[("pg", accounts)], costs[("pg x3", accounts)]
         print("BENCH_COSTS postgres %s, per paid request: 1 gateway %.0f us + PostgreSQL %.0f us, "
-              "%.2f round trips per decision; 3 gateways %.0f us (%.2fx 1 gateway's) + PostgreSQL "
-              "%.0f us (%.2fx), %.2f round trips per decision; sqlite gateway %.0f us" % (
+              "%.2f round trips per decision, WAL %.0f bytes, %.1f index entries; 3 gateways %.0f us "
+              "(%.2fx 1 gateway's) + PostgreSQL %.0f us (%.2fx), %.2f round trips per decision, WAL "
+              "%.0f bytes, %.1f index entries; sqlite gateway %.0f us" % (
                   label, one["gateway_us"], one["postgres_us"], one["round_trips"],
+                  one["wal_bytes"], one["index_entries"],
                   three["gateway_us"], three["gateway_us"] / max(1.0, one["gateway_us"]),
                   three["postgres_us"], three["postgres_us"] / max(1.0, one["postgres_us"]),
-                  three["round_trips"], costs[("sqlite", accounts)]["gateway_us"]), flush=True)
+                  three["round_trips"], three["wal_bytes"], three["index_entries"],
+                  costs[("sqlite", accounts)]["gateway_us"]), flush=True)
         if pg1 < args.floor:
             failed.append("1 gateway on PostgreSQL (%s) at %.2fx sqlite, below the floor %.2f" % (
                 label, pg1, args.floor))
