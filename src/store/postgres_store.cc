@@ -411,8 +411,9 @@ class PostgresStore final : public Store {
 
   // BEGIN, the writers' lock (see the top of this file), then the batch's number and, in the same
   // round trip, the accounts whose balances other gateways' batches wrote since this writer's last
-  // one (each row carries the batch that last wrote it): the cache of balances takes them and
-  // holds for the rest. Only when more than kRefreshRows changed is it forgotten instead.
+  // one (each batch logs the accounts it wrote in accounts_written): the cache of balances takes
+  // them and holds for the rest. Only when more than kRefreshRows changed, or the log no longer
+  // reaches back to this writer's last batch (kLogKept), is it forgotten instead.
   //
   // When decisions were waiting as the last batch committed, its COMMIT's round trip began this
   // one already (WriteAndCommit): BEGIN, the lock if nobody held it, and the number. Otherwise, or
@@ -421,9 +422,15 @@ class PostgresStore final : public Store {
   static std::string NumberAndChanged(std::string_view guard) {
     return "WITH b AS (SELECT nextval('writer_batches') AS batch" + std::string(guard) +
            ") SELECT b.batch, a.id, a.deposited, a.captured, a.held FROM b LEFT JOIN (SELECT id, "
-           "deposited, captured, held FROM accounts WHERE written_batch > $1 LIMIT " +
+           "deposited, captured, held FROM accounts WHERE id IN (SELECT unnest(account_ids) FROM "
+           "accounts_written WHERE batch > $1) LIMIT " +
            std::to_string(kRefreshRows + 1) + ") a ON true";
   }
+  // The log keeps the batches of the last kLogKept numbers: each writer's batch that reaches a
+  // multiple of kLogPruneEvery past its own last one deletes what is older (PruneTheLog). A
+  // writer whose last batch is further back than that forgets every balance it keeps.
+  static constexpr int64_t kLogKept = 4096;
+  static constexpr int64_t kLogPruneEvery = 256;
   pg::Params SinceLastBatch() const {
     // Before this writer's first batch it keeps nothing: nothing to refresh.
     return pg::Params().Add(last_batch_ < 0 ? INT64_MAX : last_batch_);
@@ -440,7 +447,7 @@ class PostgresStore final : public Store {
     }
     skipped_batch_ = -1;
     if (batch != last_batch_ + 1) {
-      if (number.size() > kRefreshRows) {
+      if (number.size() > kRefreshRows || batch - last_batch_ > kLogKept) {
         balances_.Clear();
       } else {
         for (int row = 0; row < number.size(); ++row) {
@@ -547,10 +554,20 @@ class PostgresStore final : public Store {
     // took it, so that what it reads was committed before.
     static const std::string kNumberIfLocked =
         NumberAndChanged(" WHERE current_setting('agentpay.writer_locked') = 'true'");
+    // Deletes from the log of accounts written what no writer reads any more (kLogKept), once
+    // this writer's numbers have moved kLogPruneEvery past its own last deletion.
+    const int64_t prune_below = last_batch_ - kLogKept;
+    const bool prune = prune_below >= pruned_below_ + kLogPruneEvery;
+    if (prune) pruned_below_ = prune_below;  // tried once: a failed one goes with the next
     for (int round = 0;; ++round) {
       AGENTPAY_CHECK(round < 2);
       writer_->StartTail();
-      Status committed = WriteBalances(*writer_, balances_);
+      Status committed = Status::Ok();
+      if (prune) {
+        committed = writer_->Defer("DELETE FROM accounts_written WHERE batch < $1",
+                                   pg::Params().Add(prune_below));
+      }
+      if (committed.ok()) committed = WriteBalances(*writer_, balances_);
       const BalanceCache::Journal written = balances_.EndDecision();
       if (committed.ok() && start_next) {
         auto ended = writer_->CommitThenStart("COMMIT", kStart, kNumberIfLocked, SinceLastBatch());
@@ -672,6 +689,7 @@ class PostgresStore final : public Store {
   std::unique_ptr<pg::Connection> writer_;  // the writer thread's alone, as is all up to mutex_
   BalanceCache balances_;
   int64_t last_batch_ = -1;  // the number of this writer's last batch (Begin)
+  int64_t pruned_below_ = 0;  // what this writer last deleted the log below (WriteAndCommit)
   // The next batch's start, sent behind the last COMMIT (WriteAndCommit): its number's rows (none
   // when the lock was not taken), or how it failed. Empty: the next batch begins from nothing.
   std::optional<Result<pg::Rows>> next_start_;

@@ -770,8 +770,12 @@ Status WriteBalances(pg::Connection& conn, BalanceCache& cache) {
   if (unwritten.empty()) return Status::Ok();
   // Each row a compare-and-set against what it held when it was read or last written, so that a
   // row changed any other way fails the statement (and the rest of the transaction with it).
+  // (written_batch is for gateways from before migration 15 still running beside this one.)
   const Status changed_under_us =
       Status::Error(ErrorCode::kStoreNotFound, "an account's balances changed under the writer");
+  std::vector<std::string> ids;
+  ids.reserve(unwritten.size());
+  for (const auto& [account_id, entry] : unwritten) ids.push_back(account_id);
   if (unwritten.size() <= kBalanceRowsOneByOne) {
     // A statement per row: the server keeps one plan for it. (The statement for many rows below is
     // planned again each time, its rows unknown until then, which costs more than a few rows.)
@@ -795,10 +799,8 @@ Status WriteBalances(pg::Connection& conn, BalanceCache& cache) {
     }
   } else {
     // One statement for all of them (a statement's start costs the server more than a row).
-    std::vector<std::string> ids;
     std::vector<int64_t> deposited, captured, held, was_deposited, was_captured, was_held;
     for (const auto& [account_id, entry] : unwritten) {
-      ids.push_back(account_id);
       deposited.push_back(entry.current.deposited);
       captured.push_back(entry.current.captured);
       held.push_back(entry.current.held);
@@ -826,6 +828,14 @@ Status WriteBalances(pg::Connection& conn, BalanceCache& cache) {
         !written.ok()) {
       return written;
     }
+  }
+  // The accounts this batch wrote, for other gateways' next batches (postgres_store.cc, Begin).
+  // A batch that writes balances twice (WriteKeptBalances) logs twice: the log is read as a set.
+  if (Status logged =
+          conn.Defer("INSERT INTO accounts_written (batch, account_ids) VALUES ($1, $2)",
+                     pg::Params().Add(cache.batch()).AddArray(ids));
+      !logged.ok()) {
+    return logged;
   }
   for (const auto& [account_id, entry] : unwritten) {
     cache.Set(account_id, {entry.current, entry.current});

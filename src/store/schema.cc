@@ -450,6 +450,24 @@ CREATE INDEX rate_usage_updated ON rate_usage (updated_ms);
 ALTER TABLE accounts ADD COLUMN written_batch BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX accounts_written_batch ON accounts (written_batch);
 )sql"},
+      {15, "the accounts each writers' batch wrote, logged apart from the balances (PostgreSQL)",
+       R"sql(
+-- SQLite has one writer per file at a time and keeps no balances between its batches: nothing here.
+)sql",
+       R"sql(
+-- An update that changes an indexed column is never made in place (a heap-only tuple, HOT): with
+-- the index on written_batch, every balance write was a new row version with a new entry in each
+-- of the table's three indexes. A batch now logs the accounts it wrote in one row here instead,
+-- which the next batch of another gateway reads (postgres_store.cc, Begin), and the balance
+-- writes touch no index. written_batch is still stamped, for gateways from before this
+-- migration that still run beside newer ones (without its index they read the whole table).
+DROP INDEX accounts_written_batch;
+CREATE TABLE accounts_written (
+  batch BIGINT NOT NULL,
+  account_ids TEXT[] COLLATE "C" NOT NULL
+);
+CREATE INDEX accounts_written_batch ON accounts_written (batch);
+)sql"},
   };
   return kMigrations;
 }

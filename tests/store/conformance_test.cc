@@ -1490,6 +1490,40 @@ TEST_P(StoreConformance, AWriterKeepsBalancesAnotherGatewayChangedWithoutReading
   EXPECT_EQ(BalancesOf("acct_k"), (Balances{1000, 0, 115}));
 }
 
+// Each PostgreSQL batch logs the accounts whose balances it wrote (accounts_written, migration 15:
+// the balance rows themselves are updated in place, touching no index), and another gateway's
+// next batch reads the log since its own last batch. The log keeps the last 4096 batch numbers;
+// a writer whose last batch is further back forgets every balance it keeps, since what another
+// gateway wrote in between may be deleted from the log. Here the other store moves money on
+// acct_f, 5,000 numbers go by, and its next batch deletes acct_f's entries from the log: this
+// store's next hold on acct_f must still start from the balances in the database.
+TEST_P(StoreConformance, AWriterFurtherBehindThanTheLogOfWrittenAccountsForgetsWhatItKept) {
+  if (GetParam().name != "postgres") GTEST_SKIP() << "only PostgreSQL's writer keeps balances";
+  AddAccount("acct_f", 1000);
+  AddAccount("acct_e", 1000);
+  auto other = OpenStore(url_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  auto admin = pg::Connection::Open(url_, 10);
+  ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+  auto logged = [&](const std::string& account) -> int64_t {
+    auto rows = (*admin)->Query("SELECT count(*) FROM accounts_written WHERE $1 = ANY(account_ids)",
+                                pg::Params().Add(account));
+    return rows.ok() ? rows->Int(0, 0) : -1;
+  };
+  ASSERT_TRUE(store_->Write(Hold("acct_f", 5, "op_f0")).ok());  // kept here from now on
+  ASSERT_TRUE((*other)->Write(Hold("acct_f", 5, "op_f1")).ok());
+  EXPECT_EQ(logged("acct_f"), 3);  // its deposit, then both holds
+  ASSERT_TRUE(RunBehindTheStore("SELECT setval('writer_batches', "
+                                "(SELECT last_value FROM writer_batches) + 5000)")
+                  .ok());
+  ASSERT_TRUE((*other)->Write(Hold("acct_e", 5, "op_e0")).ok());
+  EXPECT_EQ(logged("acct_f"), 0);  // deleted: older than the log keeps
+  EXPECT_EQ(logged("acct_e"), 1);  // the hold (its deposit is older than the log keeps)
+  ASSERT_TRUE(store_->Write(Hold("acct_f", 5, "op_f2")).ok());
+  EXPECT_EQ(BalancesOf("acct_f"), (Balances{1000, 0, 15}));
+  ExpectConserved();
+}
+
 // Issue 40: a PostgreSQL writer whose next batch is likely (decisions wait already, or the batch
 // had several) begins it in its COMMIT's round trip (BEGIN, the writers' lock if free, the
 // batch's number), so alone on its database it pays one round trip a batch, not two. Here
