@@ -88,18 +88,9 @@ const std::string& PaymentSelect() {
   return kSql;
 }
 
-constexpr char kOperationAssignments[] =
-    "principal = $2, idempotency_key = $3, fingerprint = $4, route = $5, amount = $6, "
-    "intent = $7, settlement = $8, fulfillment = $9, hold_expires_ms = $10, "
-    "lease_expires_ms = $11, attempts = $12, response_status = $13, "
-    "response_content_type = $14, response_body = $15, retained_until_ms = $16, "
-    "created_ms = $17, updated_ms = $18, claimed_by = $19";
-
 // The compare-and-set of a claimed attempt: in progress, with the claim's attempt number.
 const std::string& UpdateClaimedSql() {
-  static const std::string kSql = std::string("UPDATE operations SET ") + kOperationAssignments +
-                                  " WHERE id = $1 AND fulfillment = 'in_progress' AND "
-                                  "attempts = $20";
+  static const std::string kSql = OperationUpdateSql(PostgresPlaceholder, /*claimed=*/true);
   return kSql;
 }
 
@@ -175,13 +166,13 @@ Status PostgresTransaction::InsertOperation(const Operation& op) {
 }
 
 Status PostgresTransaction::UpdateOperation(const Operation& op) {
-  static const std::string kSql =
-      std::string("UPDATE operations SET ") + kOperationAssignments + " WHERE id = $1";
+  static const std::string kSql = OperationUpdateSql(PostgresPlaceholder, /*claimed=*/false);
   pg::Params params;
   WriteOperation(params, op);
   Status updated = conn_.Defer(
       kSql, params,
-      pg::Connection::Expect{1, Status::Error(ErrorCode::kStoreNotFound, "no operation " + op.id)});
+      pg::Connection::Expect{1, Status::Error(ErrorCode::kStoreNotFound,
+                                              "no operation " + op.id + " of this identity")});
   if (updated.ok() && ReleasesPayerReservation(op)) return ReleasePayerReservation(op.id);
   return updated;
 }

@@ -57,6 +57,20 @@ LedgerAudit LedgerAuditBuilder::Finish() && {
   return std::move(audit_);
 }
 
+std::string OperationUpdateSql(Placeholder p, bool claimed) {
+  std::string sql = "UPDATE operations SET intent = " + p(7) + ", settlement = " + p(8) +
+                    ", fulfillment = " + p(9) + ", hold_expires_ms = " + p(10) +
+                    ", lease_expires_ms = " + p(11) + ", attempts = " + p(12) +
+                    ", response_status = " + p(13) + ", response_content_type = " + p(14) +
+                    ", response_body = " + p(15) + ", retained_until_ms = " + p(16) +
+                    ", updated_ms = " + p(18) + ", claimed_by = " + p(19) + " WHERE id = " + p(1) +
+                    " AND principal = " + p(2) + " AND idempotency_key = " + p(3) +
+                    " AND fingerprint = " + p(4) + " AND route = " + p(5) +
+                    " AND amount = " + p(6) + " AND created_ms = " + p(17);
+  if (claimed) sql += " AND fulfillment = 'in_progress' AND attempts = " + p(20);
+  return sql;
+}
+
 std::string OperationBooksSql(Placeholder p) {
   auto postings = [](MoveKind kind) {
     return std::string(

@@ -224,6 +224,11 @@ inline constexpr char kLedgerSumsSql[] =
 // The audit's queries (store.h: ListOperationBooks, …), one text for both backends. `placeholder`
 // names the n-th parameter: "?1" on SQLite, "$1" on PostgreSQL.
 using Placeholder = std::string (*)(int n);
+// The UPDATE of an operation from WriteOperation's 19 values: its state columns set, its identity
+// (principal, key, fingerprint, route, amount, created) required unchanged, so that an index on
+// those is not rewritten (SQLite rewrites an index whose column is assigned, even to its value).
+// With `claimed`, also in progress at attempt number placeholder(20) (UpdateClaimedOperation).
+std::string OperationUpdateSql(Placeholder placeholder, bool claimed);
 std::string OperationBooksSql(Placeholder placeholder);   // after_id, limit
 std::string RepeatedChargesSql(Placeholder placeholder);  // limit
 // Payments one relayer transaction may settle (a batch: chain::kMaxAggregate3Calls). The audit

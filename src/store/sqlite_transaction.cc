@@ -154,17 +154,12 @@ Status SqliteTransaction::InsertOperation(const Operation& op) {
 }
 
 Status SqliteTransaction::UpdateOperation(const Operation& op) {
-  AGENTPAY_PREPARE(stmt, db_,
-                   "UPDATE operations SET principal = ?2, idempotency_key = ?3, fingerprint = ?4, "
-                   "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
-                   "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
-                   "response_status = ?13, response_content_type = ?14, response_body = ?15, "
-                   "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18, claimed_by = ?19 "
-                   "WHERE id = ?1");
+  static const std::string kSql = OperationUpdateSql(SqlitePlaceholder, /*claimed=*/false);
+  AGENTPAY_PREPARE(stmt, db_, kSql);
   BindOperation(stmt, op);
   Status status = stmt.Run();
   if (status.ok() && db_.Changes() != 1) {
-    return Status::Error(ErrorCode::kStoreNotFound, "no operation " + op.id);
+    return Status::Error(ErrorCode::kStoreNotFound, "no operation " + op.id + " of this identity");
   }
   if (status.ok() && ReleasesPayerReservation(op)) return ReleasePayerReservation(op.id);
   return status;
@@ -172,14 +167,8 @@ Status SqliteTransaction::UpdateOperation(const Operation& op) {
 
 Result<bool> SqliteTransaction::UpdateClaimedOperation(const Operation& op,
                                                        int32_t expected_attempts) {
-  AGENTPAY_PREPARE(stmt, db_,
-                   "UPDATE operations SET principal = ?2, idempotency_key = ?3, fingerprint = ?4, "
-                   "route = ?5, amount = ?6, intent = ?7, settlement = ?8, fulfillment = ?9, "
-                   "hold_expires_ms = ?10, lease_expires_ms = ?11, attempts = ?12, "
-                   "response_status = ?13, response_content_type = ?14, response_body = ?15, "
-                   "retained_until_ms = ?16, created_ms = ?17, updated_ms = ?18, "
-                   "claimed_by = ?19 "
-                   "WHERE id = ?1 AND fulfillment = 'in_progress' AND attempts = ?20");
+  static const std::string kSql = OperationUpdateSql(SqlitePlaceholder, /*claimed=*/true);
+  AGENTPAY_PREPARE(stmt, db_, kSql);
   BindOperation(stmt, op);
   stmt.Bind(20, static_cast<int64_t>(expected_attempts));
   auto updated = RunChangingOneRow(stmt);

@@ -19,6 +19,7 @@
 #include "gateway/hashing.h"
 #include "gateway_test_support.h"
 #include "http/timers.h"
+#include "sqlite/sqlite_db.h"
 #include "workers/reconciler.h"
 #include "x402/base64.h"
 #include "x402/wire.h"
@@ -1187,12 +1188,16 @@ TEST_F(X402GatewayTest, AnOperationUnderTheOlderKeyDigestStaysItsPayers) {
                     older.key = LegacyKeyDigest("legacy-1");
                     if (Status s = tx.DeleteKey(older.principal, (*record)->key); !s.ok()) return s;
                     auto inserted = tx.InsertKey(older);
-                    if (!inserted.ok()) return inserted.status();
-                    auto op = tx.FindOperation(id);
-                    if (!op.ok()) return op.status();
-                    (*op)->idempotency_key = older.key;
-                    return tx.UpdateOperation(**op);
+                    return inserted.ok() ? Status::Ok() : inserted.status();
                   })
+                  .ok());
+  // The operation's row as an older gateway wrote it (an update never changes an operation's
+  // key: in SQL, then).
+  auto db = sqlite::Database::Open((dir_ / "gw.db").string(), /*read_only=*/false);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_TRUE((*db)
+                  ->Exec("UPDATE operations SET idempotency_key = '" + LegacyKeyDigest("legacy-1") +
+                         "' WHERE id = '" + id + "'")
                   .ok());
   Signed fresh = Sign();
   HttpResponse again = Pay(fresh.header, "legacy-1");

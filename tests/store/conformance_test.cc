@@ -338,6 +338,48 @@ TEST_P(StoreConformance, OperationsRoundTrip) {
   EXPECT_FALSE(Write([&](Transaction& tx) { return tx.InsertOperation(op); }).ok());
 }
 
+// An update writes an operation's state, never its identity (whose payer, for which key and
+// payload, on which route, for how much, since when): an update whose identity differs from the
+// stored one finds no operation, changes nothing, and a claimed one is not won. (The update leaves
+// those columns alone so that SQLite does not rewrite their indexes: bench/README.md.)
+TEST_P(StoreConformance, AnUpdateNeverChangesAnOperationsIdentity) {
+  const Operation stored = SampleOperation("op_ident");  // in progress, attempt 1
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.InsertOperation(stored); }).ok());
+  const std::vector<std::function<void(Operation&)>> changes = {
+      [](Operation& op) { op.principal = "account:acct_other"; },
+      [](Operation& op) { op.idempotency_key += "-other"; },
+      [](Operation& op) { op.fingerprint = "f-other"; },
+      [](Operation& op) { op.route = "/other"; },
+      [](Operation& op) { op.amount += 1; },
+      [](Operation& op) { op.created_ms += 1; },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    Operation changed = stored;
+    changes[i](changed);
+    changed.fulfillment = Fulfillment::kSucceeded;
+    changed.response = StoredResponse{200, "", "ok"};
+    Status update = Write([&](Transaction& tx) { return tx.UpdateOperation(changed); });
+    EXPECT_EQ(update.error(), ErrorCode::kStoreNotFound) << i;
+    ASSERT_TRUE(Write([&](Transaction& tx) -> Status {
+                  auto claimed = tx.UpdateClaimedOperation(changed, 1);
+                  EXPECT_TRUE(claimed.ok() && !*claimed) << i;
+                  return Status::Ok();
+                }).ok());
+    ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                  EXPECT_EQ(**tx.FindOperation("op_ident"), stored) << i;
+                  return Status::Ok();
+                }).ok());
+  }
+  Operation finished = stored;
+  finished.fulfillment = Fulfillment::kSucceeded;
+  finished.response = StoredResponse{200, "", "ok"};
+  ASSERT_TRUE(Write([&](Transaction& tx) { return tx.UpdateOperation(finished); }).ok());
+  ASSERT_TRUE(Read([&](Transaction& tx) -> Status {
+                EXPECT_EQ(**tx.FindOperation("op_ident"), finished);
+                return Status::Ok();
+              }).ok());
+}
+
 TEST_P(StoreConformance, ClaimedUpdateIsACompareAndSet) {
   Operation op = SampleOperation("op_claim");  // in progress, attempt 1
   ASSERT_TRUE(Write([&](Transaction& tx) { return tx.InsertOperation(op); }).ok());
