@@ -13,10 +13,11 @@ PostgreSQL is a private cluster (tests/pg/cluster.sh) on this machine, fsync on,
 and removed after. Prints requests/s per scenario and each as a ratio to sqlite with the same
 accounts, and per paid request what travels to another machine better than requests/s: the CPU
 microseconds of the gateways (all of them together), of PostgreSQL (every process of the cluster),
-and of the seller, the database round trips per decision and the decisions per commit, and on
-PostgreSQL what the cluster wrote to its WAL (pg_walinspect over the load's WAL: bytes, records,
-rows inserted, updated, updated in place (HOT) and deleted, index entries); then the 3 gateways'
-CPU per paid request over 1 gateway's. Exits 1 when 1 gateway on PostgreSQL is below
+and of the seller, the database round trips per decision and the decisions per commit, and what
+each store wrote to its WAL: on PostgreSQL the cluster's (pg_walinspect over the load's WAL:
+bytes, records, rows inserted, updated, updated in place (HOT) and deleted, index entries), on
+SQLite the gateway's (agentpay_store_wal_bytes_total); then the 3 gateways' CPU per paid request
+over 1 gateway's. Exits 1 when 1 gateway on PostgreSQL is below
 --floor (0.5) of SQLite, or a money check fails: every account's captured sum equals the gateways'
 own count of 2xx paid answers x price, nothing stays held, and no answer was anything but 2xx.
 With --statements N the cluster runs pg_stat_statements, and each PostgreSQL scenario also prints
@@ -135,8 +136,9 @@ WRITER_PHASES = ("decide", "commit", "sync", "complete")
 def store_counters(gws):
     """Decisions, commits, round trips (writer + readers) and the writers' microseconds by phase
     of the gateways' stores, summed."""
-    totals = {"decisions": 0, "commits": 0, "round_trips": 0}
+    totals = {"decisions": 0, "commits": 0, "round_trips": 0, "wal_bytes": 0}
     patterns = [("decisions", r"^agentpay_store_decisions_total (\d+)"),
+                ("wal_bytes", r"^agentpay_store_wal_bytes_total (\d+)"),
                 ("commits", r"^agentpay_store_commits_total (\d+)"),
                 ("round_trips", r"^agentpay_store_round_trips_total\{[^}]*\} (\d+)")]
     for phase in WRITER_PHASES:
@@ -308,6 +310,8 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
         if wal:
             costs["wal_bytes"] = wal["bytes"] / paid
             costs["index_entries"] = sum(wal["types"].get(t, 0) for t in INDEX_ENTRY_RECORDS) / paid
+        else:  # SQLite: what the gateway's writer wrote to the WAL (its /metrics)
+            costs["wal_bytes"] = (after[3]["wal_bytes"] - before[3]["wal_bytes"]) / paid
         commits = max(1, after[3]["commits"] - before[3]["commits"])
         phases = {p: after[3][p] - before[3][p] for p in WRITER_PHASES}
         writer = "" if not any(phases.values()) else "; the writer%s per commit %s ms, busy %.0f%% of the run" % (
@@ -329,6 +333,9 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
                 "full-page images; rows: %s; %.1f index entries)" % (
                     costs["wal_bytes"], wal["records"] / paid, wal["fpi_bytes"] / paid, rows,
                     costs["index_entries"]))
+        else:
+            log("         written per paid request: WAL %.0f bytes (whole pages: SQLite writes each page "
+                "a commit changed)" % costs["wal_bytes"])
         if statements:
             calls = sum(r[0] for r in statements)
             ms_total = sum(r[1] for r in statements)
@@ -400,13 +407,14 @@ def main():
         print("BENCH_COSTS postgres %s, per paid request: 1 gateway %.0f us + PostgreSQL %.0f us, "
               "%.2f round trips per decision, WAL %.0f bytes, %.1f index entries; 3 gateways %.0f us "
               "(%.2fx 1 gateway's) + PostgreSQL %.0f us (%.2fx), %.2f round trips per decision, WAL "
-              "%.0f bytes, %.1f index entries; sqlite gateway %.0f us" % (
+              "%.0f bytes, %.1f index entries; sqlite gateway %.0f us, WAL %.0f bytes" % (
                   label, one["gateway_us"], one["postgres_us"], one["round_trips"],
                   one["wal_bytes"], one["index_entries"],
                   three["gateway_us"], three["gateway_us"] / max(1.0, one["gateway_us"]),
                   three["postgres_us"], three["postgres_us"] / max(1.0, one["postgres_us"]),
                   three["round_trips"], three["wal_bytes"], three["index_entries"],
-                  costs[("sqlite", accounts)]["gateway_us"]), flush=True)
+                  costs[("sqlite", accounts)]["gateway_us"],
+                  costs[("sqlite", accounts)]["wal_bytes"]), flush=True)
         if pg1 < args.floor:
             failed.append("1 gateway on PostgreSQL (%s) at %.2fx sqlite, below the floor %.2f" % (
                 label, pg1, args.floor))

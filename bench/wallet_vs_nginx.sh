@@ -498,8 +498,10 @@ W_DECIDE=$(delta 'agentpay_store_writer_microseconds_total{phase="decide"}')
 W_COMMIT=$(delta 'agentpay_store_writer_microseconds_total{phase="commit"}')
 W_SYNC=$(delta 'agentpay_store_writer_microseconds_total{phase="sync"}')
 W_COMPLETE=$(delta 'agentpay_store_writer_microseconds_total{phase="complete"}')
+WAL_BYTES=$(delta agentpay_store_wal_bytes_total)
 echo "store writer (paid):  per commit $(awk -v c="$COMMITS" -v a="$W_DECIDE" -v b="$W_COMMIT" -v s="$W_SYNC" -v d="$W_COMPLETE" -v us="$P_US" \
-  'BEGIN { if (c < 1) c = 1; printf "%.2f ms deciding, %.2f committing, %.2f syncing, %.2f completing; busy %.0f%% of the run", a / c / 1000, b / c / 1000, s / c / 1000, d / c / 1000, (a + b + s + d) * 100 / us }')"
+  'BEGIN { if (c < 1) c = 1; printf "%.2f ms deciding, %.2f committing, %.2f syncing, %.2f completing; busy %.0f%% of the run", a / c / 1000, b / c / 1000, s / c / 1000, d / c / 1000, (a + b + s + d) * 100 / us }'); WAL written $(awk -v w="$WAL_BYTES" -v c="$COMMITS" -v p="$GW_2XX" \
+  'BEGIN { printf "%.0f KiB a commit, %.0f bytes a paid request", (c > 0 ? w / c / 1024 : 0), (p > 0 ? w / p : 0) }')"
 echo "gateway threads, CPU us per request: paid: $(cat "$TMP/threads-paid"); replay: $(cat "$TMP/threads-replay"); unpaid 402: $(cat "$TMP/threads-unpaid")"
 WRITER_US=$(tr ',' '\n' <"$TMP/threads-paid" | awk '$1 == "store-writer" { print $2 }')
 echo
@@ -513,7 +515,7 @@ fi
 PAID_RATIO=$(ratio "$(rate paid)")
 REPLAY_RATIO=$(ratio "$(rate replay)" "$STATIC_RATE")
 UNPAID_RATIO=$(ratio "$(rate unpaid)" "$STATIC_RATE")
-echo "BENCH_SUMMARY tls=$TLS paid_rps=$(rate paid) replay_rps=$(rate replay) unpaid_rps=$(rate unpaid) nginx_rps=$NGINX_RATE static_rps=$STATIC_RATE paid_ratio=$PAID_RATIO replay_ratio=$REPLAY_RATIO unpaid_ratio=$UNPAID_RATIO writer_us_per_paid=${WRITER_US:-0}"
+echo "BENCH_SUMMARY tls=$TLS paid_rps=$(rate paid) replay_rps=$(rate replay) unpaid_rps=$(rate unpaid) nginx_rps=$NGINX_RATE static_rps=$STATIC_RATE paid_ratio=$PAID_RATIO replay_ratio=$REPLAY_RATIO unpaid_ratio=$UNPAID_RATIO writer_us_per_paid=${WRITER_US:-0} wal_bytes_per_paid=$(awk -v w="$WAL_BYTES" -v p="$GW_2XX" 'BEGIN { printf "%.0f", (p > 0 ? w / p : 0) }')"
 echo "paid/nginx proxy_pass = $PAID_RATIO (floor $FLOOR)"
 echo "replay/nginx static   = $REPLAY_RATIO"
 echo "unpaid 402/nginx static = $UNPAID_RATIO"

@@ -134,6 +134,9 @@ std::string Metrics::Render(const StoreStats& store, const ServerStats* server,
           store.writer_round_trips, "connection=\"writer\"");
   Counter(out, "agentpay_store_round_trips_total", "", store.reader_round_trips,
           "connection=\"reader\"", false);
+  Counter(out, "agentpay_store_wal_bytes_total",
+          "Bytes the store writer's commits wrote to SQLite's WAL (PostgreSQL: 0, see pg_stat_wal)",
+          store.wal_bytes);
   const std::pair<const char*, uint64_t> writer_phases[] = {{"decide", store.writer_decide_ns},
                                                             {"commit", store.writer_commit_ns},
                                                             {"sync", store.writer_sync_ns},

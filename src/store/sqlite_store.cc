@@ -305,6 +305,7 @@ class SqliteStore final : public Store {
       stats_.writer_decide_ns += decide_ns;
       stats_.writer_commit_ns += commit_ns;
       stats_.writer_sync_ns += sync_ns;
+      stats_.wal_bytes = wal_vfs_->wal_bytes();
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!run.broken.ok()) {

@@ -363,6 +363,9 @@ struct StoreStats {
   uint64_t writer_commit_ns = 0;
   uint64_t writer_sync_ns = 0;
   uint64_t writer_complete_ns = 0;
+  // SQLite: the bytes the writer's commits wrote to the WAL (each changed page in full, with its
+  // frame header). PostgreSQL: 0 (the server counts its own, pg_stat_wal).
+  uint64_t wal_bytes = 0;
 };
 
 struct StoreOptions {

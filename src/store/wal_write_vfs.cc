@@ -76,6 +76,7 @@ struct WalWriteVfsAccess {
     File* file = AsFile(f);
     if (!file->is_wal) return RealMethods(file)->xWrite(file->real, data, amount, offset);
     const auto size = static_cast<size_t>(amount);
+    file->owner->wal_bytes_ += size;
     if (!file->pending.empty() &&
         offset == file->pending_offset + static_cast<sqlite3_int64>(file->pending.size()) &&
         file->pending.size() + size <= kMaxPendingBytes) {

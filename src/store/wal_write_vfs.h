@@ -13,6 +13,7 @@
 
 #include <sqlite3.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,9 @@ class WalWriteVfs {
   // Writes what is gathered. The store calls it before it syncs the WAL through a descriptor of
   // its own. Must be called from the thread that uses the connection.
   Status Flush();
+  // The bytes SQLite has written to the WAL through this VFS (frames and headers), gathered or
+  // not. Read it from the thread that uses the connection.
+  uint64_t wal_bytes() const { return wal_bytes_; }
 
  private:
   struct File;  // the wrapped file (in the .cc, with the C callbacks)
@@ -44,6 +48,7 @@ class WalWriteVfs {
   sqlite3_vfs vfs_{};
   sqlite3_vfs* real_ = nullptr;
   File* wal_ = nullptr;  // the open WAL file, if any (one writer connection per VFS)
+  uint64_t wal_bytes_ = 0;
 
   friend struct WalWriteVfsAccess;
 };

@@ -495,12 +495,15 @@ TEST_F(GatewayTest, ForgottenKeyIsANewAction) {
 }
 
 // Issue 40: /metrics shows where the store writer's time goes, phase by phase (bench/ reads it to
-// say how busy the writer is).
+// say how busy the writer is), and what its commits wrote to SQLite's WAL (a paid request's two
+// decisions: at least a page each).
 TEST_F(GatewayTest, MetricsSayWhereTheStoreWritersTimeGoes) {
   auto [id, key] = Account(1000);
   const uint64_t decided = MetricOf(R"(agentpay_store_writer_microseconds_total{phase="decide"})");
+  const uint64_t wal = MetricOf("agentpay_store_wal_bytes_total");
   ASSERT_EQ(Pay(key, "w1", R"({"a":1})").status, 200);
   EXPECT_GT(MetricOf(R"(agentpay_store_writer_microseconds_total{phase="decide"})"), decided);
+  EXPECT_GE(MetricOf("agentpay_store_wal_bytes_total") - wal, 2u * (4096 + 24));
   HttpResponse metrics = Admin("GET", "/metrics", "");
   for (const char* phase : {"decide", "commit", "sync", "complete"}) {
     EXPECT_NE(metrics.body.find(std::string("agentpay_store_writer_microseconds_total{phase=\"") +

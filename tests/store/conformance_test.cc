@@ -1729,7 +1729,8 @@ TEST_P(StoreConformance, AStartThatFailsBehindACommitLeavesTheCommitStanding) {
 // Issue 40: the writer says where its time went (agentpay_store_writer_microseconds_total): running
 // decisions, committing, syncing (SQLite only: PostgreSQL's server syncs inside COMMIT), running
 // completions. Each phase is a part of the writer's own time, so together they never exceed the
-// time that passed.
+// time that passed. It also says what its commits wrote to the WAL
+// (agentpay_store_wal_bytes_total).
 TEST_P(StoreConformance, TheWriterSaysWhereItsTimeWent) {
   AddAccount("acct_w", 1000);
   const StoreStats before = store_->Stats();
@@ -1758,6 +1759,17 @@ TEST_P(StoreConformance, TheWriterSaysWhereItsTimeWent) {
   }
   EXPECT_LE(decide + commit + sync + complete, static_cast<uint64_t>(elapsed_ns));
   EXPECT_EQ(BalancesOf("acct_w"), (Balances{1000, 0, 50}));
+  // And what its commits wrote to SQLite's WAL: every page a commit changed in full, with its
+  // 24-byte frame header (4 KiB pages), so at least a frame each and no more than 16 (an account
+  // row, a posting, and the index pages above them). PostgreSQL counts its WAL itself: 0 here.
+  const uint64_t wal = after.wal_bytes - before.wal_bytes;
+  constexpr uint64_t kFrame = 4096 + 24;
+  if (GetParam().name == "postgres") {
+    EXPECT_EQ(wal, 0u);
+  } else {
+    EXPECT_GE(wal, 10 * kFrame);
+    EXPECT_LE(wal, 10 * 16 * kFrame + 32);  // (+ the WAL's header, had it started again)
+  }
 }
 
 TEST_P(StoreConformance, FailedDecisionRollsBackOnlyItself) {
