@@ -426,9 +426,9 @@ class PostgresStore final : public Store {
            "accounts_written WHERE batch > $1) LIMIT " +
            std::to_string(kRefreshRows + 1) + ") a ON true";
   }
-  // The log keeps the batches of the last kLogKept numbers: each writer's batch that reaches a
-  // multiple of kLogPruneEvery past its own last one deletes what is older (PruneTheLog). A
-  // writer whose last batch is further back than that forgets every balance it keeps.
+  // The log keeps the batches of the last kLogKept numbers: a writer deletes what is older in the
+  // tail of a batch, once its numbers have moved kLogPruneEvery past its own last deletion
+  // (WriteAndCommit). A writer whose last batch is further back forgets every balance it keeps.
   static constexpr int64_t kLogKept = 4096;
   static constexpr int64_t kLogPruneEvery = 256;
   pg::Params SinceLastBatch() const {
@@ -446,8 +446,13 @@ class PostgresStore final : public Store {
       others_seen_at_ = batches_;
     }
     skipped_batch_ = -1;
+    if (batch <= last_batch_) {
+      // The numbers went back (the database was restored, or failed over to a standby that was
+      // behind): the log since this writer's last batch says nothing, and its deletions start over.
+      pruned_below_ = 0;
+    }
     if (batch != last_batch_ + 1) {
-      if (number.size() > kRefreshRows || batch - last_batch_ > kLogKept) {
+      if (number.size() > kRefreshRows || batch - last_batch_ > kLogKept || batch <= last_batch_) {
         balances_.Clear();
       } else {
         for (int row = 0; row < number.size(); ++row) {

@@ -87,8 +87,9 @@ class BalanceCache {
   UnconfirmedGains GainsAtRisk(std::string_view account_id) const;
   // Forgets everything: only where nothing is unwritten, or the transaction is rolled back.
   void Clear();
-  // The writers' batch the balances are written in (WriteBalances stamps each row with it, so
-  // that another gateway's writer finds the rows changed since its own last batch).
+  // The writers' batch the balances are written in (WriteBalances logs the accounts it wrote
+  // under it in accounts_written, so that another gateway's writer finds the rows changed since
+  // its own last batch, and stamps each row with it for gateways from before migration 15).
   void SetBatch(int64_t batch) { batch_ = batch; }
   int64_t batch() const { return batch_; }
   // What a row holds now, read at a batch's start: a kept entry for it is replaced (nothing may be

@@ -1566,6 +1566,26 @@ TEST_P(StoreConformance, AWriterFurtherBehindThanTheLogOfWrittenAccountsForgetsW
   ExpectConserved();
 }
 
+// Batch numbers that go back (a database restored, or failed over to a standby that was behind,
+// while the gateways ran on) say nothing of what changed since a writer's last batch: it forgets
+// what it kept. Here the sequence is set back behind the stores' backs, the other store moves
+// money on acct_b in a batch numbered below this store's last, and this store's next hold on
+// acct_b must start from the database.
+TEST_P(StoreConformance, AWriterWhoseBatchNumbersWentBackForgetsWhatItKept) {
+  if (GetParam().name != "postgres") GTEST_SKIP() << "only PostgreSQL's writer keeps balances";
+  AddAccount("acct_b", 1000);
+  auto other = OpenStore(url_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store_->Write(Hold("acct_b", 5, "op_b" + std::to_string(i))).ok());
+  }
+  ASSERT_TRUE(RunBehindTheStore("SELECT setval('writer_batches', 1)").ok());
+  ASSERT_TRUE((*other)->Write(Hold("acct_b", 5, "op_b_other")).ok());
+  ASSERT_TRUE(store_->Write(Hold("acct_b", 5, "op_b5")).ok());
+  EXPECT_EQ(BalancesOf("acct_b"), (Balances{1000, 0, 35}));
+  ExpectConserved();
+}
+
 // Issue 40: a PostgreSQL writer whose next batch is likely (decisions wait already, or the batch
 // had several) begins it in its COMMIT's round trip (BEGIN, the writers' lock if free, the
 // batch's number), so alone on its database it pays one round trip a batch, not two. Here
