@@ -197,8 +197,10 @@ def wal_position(cluster):
     return cluster.psql("SELECT pg_current_wal_lsn()").strip()
 
 
-# pg_walinspect's record types (resource manager/record), counted per paid request.
-INDEX_ENTRY_RECORDS = ("Btree/INSERT_LEAF", "Btree/INSERT_UPPER", "Btree/INSERT_POST")
+# pg_walinspect's record types (resource manager/record), counted per paid request. An index
+# entry goes into a leaf page (INSERT_LEAF; INSERT_POST into a posting list) or, when the leaf is
+# full, with its split (SPLIT_L/R; the parent's new downlink, INSERT_UPPER, is not an entry).
+INDEX_ENTRY_RECORDS = ("Btree/INSERT_LEAF", "Btree/INSERT_POST", "Btree/SPLIT_L", "Btree/SPLIT_R")
 ROW_RECORDS = {"inserted": ("Heap/INSERT", "Heap/INSERT+INIT"),
                "updated": ("Heap/UPDATE", "Heap/UPDATE+INIT"),
                "updated in place (HOT)": ("Heap/HOT_UPDATE", "Heap/HOT_UPDATE+INIT"),

@@ -224,11 +224,6 @@ inline constexpr char kLedgerSumsSql[] =
 // The audit's queries (store.h: ListOperationBooks, …), one text for both backends. `placeholder`
 // names the n-th parameter: "?1" on SQLite, "$1" on PostgreSQL.
 using Placeholder = std::string (*)(int n);
-// The UPDATE of an operation from WriteOperation's 19 values: its state columns set, its identity
-// (principal, key, fingerprint, route, amount, created) required unchanged, so that an index on
-// those is not rewritten (SQLite rewrites an index whose column is assigned, even to its value).
-// With `claimed`, also in progress at attempt number placeholder(20) (UpdateClaimedOperation).
-std::string OperationUpdateSql(Placeholder placeholder, bool claimed);
 std::string OperationBooksSql(Placeholder placeholder);   // after_id, limit
 std::string RepeatedChargesSql(Placeholder placeholder);  // limit
 // Payments one relayer transaction may settle (a batch: chain::kMaxAggregate3Calls). The audit
@@ -238,6 +233,12 @@ std::string RepeatedChargesSql(Placeholder placeholder);  // limit
 inline constexpr int kMaxPaymentsPerTransaction = 64;
 std::string SharedPaymentsSql(Placeholder placeholder);   // limit (of each kind)
 std::string SettledPaymentsSql(Placeholder placeholder);  // after_id, limit
+
+// The UPDATE of an operation from WriteOperation's 19 values: its state columns set, its identity
+// (principal, key, fingerprint, route, amount, created) required unchanged, so that an index on
+// those is not rewritten (SQLite rewrites an index whose column is assigned, even to its value).
+// With `claimed`, also in progress at attempt number placeholder(20) (UpdateClaimedOperation).
+std::string OperationUpdateSql(Placeholder placeholder, bool claimed);
 
 // ListOperations's SQL for `filter` (columns kOperationColumns, newest first) and its parameters in
 // order: text or integers.
