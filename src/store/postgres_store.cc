@@ -446,13 +446,12 @@ class PostgresStore final : public Store {
       others_seen_at_ = batches_;
     }
     skipped_batch_ = -1;
-    if (batch <= last_batch_) {
-      // The numbers went back (the database was restored, or failed over to a standby that was
-      // behind): the log since this writer's last batch says nothing, and its deletions start over.
-      pruned_below_ = 0;
-    }
+    // The numbers went back (the database was restored, or failed over to a standby that was
+    // behind): the log since this writer's last batch says nothing, and its deletions start over.
+    const bool went_back = batch <= last_batch_;
+    if (went_back) pruned_below_ = 0;
     if (batch != last_batch_ + 1) {
-      if (number.size() > kRefreshRows || batch - last_batch_ > kLogKept || batch <= last_batch_) {
+      if (number.size() > kRefreshRows || batch - last_batch_ > kLogKept || went_back) {
         balances_.Clear();
       } else {
         for (int row = 0; row < number.size(); ++row) {
