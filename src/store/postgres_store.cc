@@ -596,6 +596,11 @@ class PostgresStore final : public Store {
       for (auto& job : batch) job->done(begun);
       return;
     }
+    // The decisions that came while the batch began join it: Begin waits for the writers' lock
+    // while other gateways' batches hold it (milliseconds with several gateways under load), and
+    // each turn at the lock should carry every decision waiting for it, not leave those that
+    // came meanwhile to a turn of their own.
+    for (auto& job : queue_.TakeWaiting(batch.size())) batch.push_back(std::move(job));
     BatchRun run;
     RunDecisions(batch, run);
     const uint64_t decide_ns = laps.Lap();

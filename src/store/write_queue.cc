@@ -37,19 +37,24 @@ void WriteQueue::Serve(
 std::vector<std::unique_ptr<QueuedDecision>> WriteQueue::TakeBatch() {
   std::unique_lock lock(mutex_);
   ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-  return TakeQueued();
+  return TakeQueued(options_.max_batch);
 }
 
 std::vector<std::unique_ptr<QueuedDecision>> WriteQueue::TakeBatchWithin(
     std::chrono::microseconds wait) {
   std::unique_lock lock(mutex_);
   ready_.wait_for(lock, wait, [this] { return stopping_ || !queue_.empty(); });
-  return TakeQueued();
+  return TakeQueued(options_.max_batch);
 }
 
-std::vector<std::unique_ptr<QueuedDecision>> WriteQueue::TakeQueued() {
+std::vector<std::unique_ptr<QueuedDecision>> WriteQueue::TakeWaiting(size_t taken) {
+  std::lock_guard lock(mutex_);
+  return TakeQueued(taken < options_.max_batch ? options_.max_batch - taken : 0);
+}
+
+std::vector<std::unique_ptr<QueuedDecision>> WriteQueue::TakeQueued(size_t room) {
   std::vector<std::unique_ptr<QueuedDecision>> batch;
-  while (!queue_.empty() && batch.size() < options_.max_batch) {
+  while (!queue_.empty() && batch.size() < room) {
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }

@@ -31,6 +31,9 @@ class WriteQueue {
   std::vector<std::unique_ptr<QueuedDecision>> TakeBatch();
   // TakeBatch, waiting at most `wait`: empty also when nothing came by then.
   std::vector<std::unique_ptr<QueuedDecision>> TakeBatchWithin(std::chrono::microseconds wait);
+  // Without waiting, what is queued now, as much as a batch of `taken` decisions has room for
+  // (max_batch - taken), oldest first: decisions that came while a batch began join it.
+  std::vector<std::unique_ptr<QueuedDecision>> TakeWaiting(size_t taken);
   // The writer's loop: takes batch after batch and gives each to `commit`, until Stop() and
   // nothing is left. A batch is destroyed before the next wait: its closures hold what the
   // decisions' callers hold (a request and its body, a connection), and an idle store must not
@@ -50,8 +53,8 @@ class WriteQueue {
   size_t depth();
 
  private:
-  // Takes up to max_batch queued decisions (the caller holds mutex_).
-  std::vector<std::unique_ptr<QueuedDecision>> TakeQueued();
+  // Takes up to `room` queued decisions (the caller holds mutex_).
+  std::vector<std::unique_ptr<QueuedDecision>> TakeQueued(size_t room);
   const StoreOptions options_;
   std::mutex mutex_;
   std::condition_variable ready_;

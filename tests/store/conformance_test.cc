@@ -1718,6 +1718,39 @@ TEST_P(StoreConformance, ABatchBegunBehindACommitLetsAWaitingGatewayGoFirst) {
   EXPECT_EQ(BalancesOf("acct_q"), (Balances{1000, 0, 50}));
 }
 
+// A batch that waits for the writers' lock (another gateway's batch holds it) takes, once it has
+// it, the decisions that came while it waited: one turn at the lock for all of them, not one for
+// the first and another for the rest. Here a session of the test's holds the lock, the store's
+// writer begins a batch of one hold and waits, three more holds come; all four commit together.
+TEST_P(StoreConformance, DecisionsThatComeWhileABatchWaitsForTheLockJoinIt) {
+  if (GetParam().name != "postgres") GTEST_SKIP() << "only PostgreSQL's writers share a lock";
+  AddAccount("acct_w", 1000);
+  auto admin = pg::Connection::Open(url_, 10);
+  ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+  ASSERT_TRUE((*admin)->Run("BEGIN").ok());
+  ASSERT_TRUE((*admin)->Query("SELECT pg_advisory_xact_lock(1095778649, 1)").ok());
+  const StoreStats before = store_->Stats();
+  std::vector<std::future<Status>> holds;
+  holds.push_back(Queue(*store_, Hold("acct_w", 10, "op_w0")));
+  for (int tries = 0;; ++tries) {
+    ASSERT_LT(tries, 1000) << "the writer never waited for the lock";
+    auto waiting = (*admin)->Query(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+    ASSERT_TRUE(waiting.ok()) << waiting.status().ToString();
+    if (waiting->Int(0, 0) == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (int i = 1; i < 4; ++i) {
+    holds.push_back(Queue(*store_, Hold("acct_w", 10, "op_w" + std::to_string(i))));
+  }
+  ASSERT_TRUE((*admin)->Run("COMMIT").ok());
+  for (auto& hold : holds) EXPECT_TRUE(hold.get().ok());
+  const StoreStats after = store_->Stats();
+  EXPECT_EQ(after.commits - before.commits, 1u);
+  EXPECT_EQ(after.decisions - before.decisions, 4u);
+  EXPECT_EQ(BalancesOf("acct_w"), (Balances{1000, 0, 40}));
+}
+
 // What follows a COMMIT in its round trip cannot undo it: when the next batch's start fails there
 // (here the batches' sequence has run out), the committed batch is reported done, the next batch
 // begins again from nothing (and fails the same way, changing nothing), and once the sequence is
