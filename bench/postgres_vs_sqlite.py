@@ -221,9 +221,11 @@ def wal_written(cluster, start, end):
     return written
 
 
-def run_wrk(url, keys, duration, connections):
+def run_wrk(url, keys, duration, connections, delay_ms=None):
     env = dict(os.environ, BENCH_MODE="unique", BENCH_KEY_PREFIX="b-" + secrets.token_hex(4),
                BENCH_API_KEY=keys[0], BENCH_API_KEYS=",".join(keys), BENCH_PATH="/bench")
+    if delay_ms is not None:
+        env["BENCH_DELAY_MS"] = str(delay_ms)
     out = subprocess.run(["wrk", "-t1", "-c%d" % connections, "-d" + duration, "--timeout", "10s",
                           "-s", os.path.join(ROOT, "bench", "wrk", "bench.lua"), url],
                          env=env, capture_output=True, text=True, check=True).stdout
@@ -232,9 +234,10 @@ def run_wrk(url, keys, duration, connections):
     return fields
 
 
-def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
+def scenario(name, args, workdir, seller, db, gateways, accounts, cluster, paced=None):
     """Starts `gateways` gateways on `db` (None: a fresh SQLite file), loads them, checks the money;
-    returns the rate, the problems and the per-request costs."""
+    returns the rate, the problems and the per-request costs. `paced`: an offered rate (requests/s)
+    instead of as fast as the gateways answer, the same --connections whatever the gateways."""
     scratch = tempfile.mkdtemp(prefix="scenario-", dir=workdir)
     store = (db, db) if db else harness.fresh_store(scratch)
     gws, nginx = [], None
@@ -271,8 +274,11 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
         connections = args.connections
         if gateways > 1:
             connections = args.x3_connections or args.connections * gateways
+        # Paced, each connection waits as long as --connections of them need to offer `paced`
+        # requests/s: 3 gateways get 3x the connections, so each is offered what 1 gateway is.
+        delay_ms = max(1, round(args.connections * 1000 / paced)) if paced else None
         result = run_wrk("http://127.0.0.1:%d/bench" % target, [a.api_key for a in accts],
-                         args.duration, connections)
+                         args.duration, connections, delay_ms)
         pg_pids = cluster_pids(cluster if db else None)
         statements = statement_rows(cluster, db) if db and cluster.statements else []
         after = (cpu_seconds(gw_pids), cpu_seconds(pg_pids), cpu_seconds([seller.popen.pid]),
@@ -321,8 +327,9 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster):
             "/".join("%.2f" % (phases[p] / commits / 1000) for p in WRITER_PHASES),
             100.0 * sum(phases.values()) / (gateways * int(result["duration_us"]))) + \
             " (deciding/committing/syncing/completing)"
-        log("%-8s %-6s %8.0f paid requests/s  (%d connections, 2xx %s, p99 %.1f ms)%s" % (
-            name, "hot" if accounts == 1 else "%d acc" % accounts, rate, connections, result["ok2xx"],
+        log("%-8s %-6s %8.0f paid requests/s  (%d connections%s, 2xx %s, p99 %.1f ms)%s" % (
+            name, "hot" if accounts == 1 else "%d acc" % accounts, rate, connections,
+            ", each waiting %d ms between requests" % delay_ms if paced else "", result["ok2xx"],
             int(result["lat_p99_us"]) / 1000, "  MONEY CHECK FAILED: " + "; ".join(problems) if problems else ""))
         log("         per paid request: CPU us gateways %.0f, PostgreSQL %.0f, seller %.0f; %.2f round "
             "trips per decision, %.1f decisions per commit%s" % (
@@ -365,10 +372,20 @@ def main():
                              "so each gateway has the load one gateway has alone)")
     parser.add_argument("--accounts", type=int, default=32)
     parser.add_argument("--floor", type=float, default=0.5)
+    parser.add_argument("--paced", default="", metavar="RATE[,RATE...]",
+                        help="also run 1 and 3 gateways on PostgreSQL (over --accounts accounts) "
+                             "with each gateway offered RATE paid requests/s (the 3 together 3x "
+                             "RATE), and compare their CPU per paid request at that load")
     parser.add_argument("--statements", type=int, default=0, metavar="N",
                         help="run pg_stat_statements and print the statements PostgreSQL ran per "
                              "paid request, and the N costliest")
     args = parser.parse_args()
+    try:
+        paced_rates = [int(r) for r in args.paced.split(",") if r]
+    except ValueError:
+        sys.exit("postgres_vs_sqlite: --paced takes rates in paid requests/s, e.g. 500,1000")
+    if any(r <= 0 for r in paced_rates):
+        sys.exit("postgres_vs_sqlite: --paced rates must be positive")
     harness._binary = os.path.abspath(args.agentpay)
     for tool in ("wrk", "nginx", "psql"):
         if shutil.which(tool) is None:
@@ -393,6 +410,14 @@ def main():
                                                 cluster)
                 rates[(name, accounts)] = rate
                 costs[(name, accounts)] = cost
+                failed += problems
+        for offered in paced_rates:
+            for name, gateways in (("pg", 1), ("pg x3", 3)):
+                rate, problems, cost = scenario("%s@%d" % (name, offered), args, workdir, seller,
+                                                cluster.fresh_database(), gateways, args.accounts,
+                                                cluster, paced=offered)
+                rates[(name, offered)] = rate
+                costs[(name, offered)] = cost
                 failed += problems
     finally:
         if cluster:
@@ -420,6 +445,16 @@ def main():
         if pg1 < args.floor:
             failed.append("1 gateway on PostgreSQL (%s) at %.2fx sqlite, below the floor %.2f" % (
                 label, pg1, args.floor))
+    for offered in paced_rates:
+        one, three = costs[("pg", offered)], costs[("pg x3", offered)]
+        print("BENCH_PACED postgres %d accounts, each gateway offered %d/s: 1 gateway %.0f/s, %.0f us + PostgreSQL "
+              "%.0f us per paid request, %.1f decisions per commit; 3 gateways %.0f/s, %.0f us (%.2fx 1 "
+              "gateway's) + PostgreSQL %.0f us (%.2fx), %.1f decisions per commit" % (
+                  args.accounts, offered, rates[("pg", offered)], one["gateway_us"],
+                  one["postgres_us"], one["per_commit"], rates[("pg x3", offered)],
+                  three["gateway_us"], three["gateway_us"] / max(1.0, one["gateway_us"]),
+                  three["postgres_us"], three["postgres_us"] / max(1.0, one["postgres_us"]),
+                  three["per_commit"]), flush=True)
     if failed:
         print("FAILED: " + "; ".join(failed))
         sys.exit(1)

@@ -10,6 +10,9 @@
 --                      402 challenge (counted as the expected answer, like a 2xx)
 -- BENCH_API_KEYS (comma-separated), when set, replaces BENCH_API_KEY: request n of a thread pays
 -- with key n mod count, so the load spreads over several accounts (bench/postgres_vs_sqlite.py).
+-- BENCH_DELAY_MS, when set, paces each connection: it waits that many milliseconds after an answer
+-- before its next request, so C connections offer about C * 1000 / (delay + latency) requests/s
+-- (bench/postgres_vs_sqlite.py --paced compares costs at the same offered load).
 -- The response hook counts 2xx / non-2xx (by status) and the Idempotent-Replayed header; done()
 -- prints one "BENCH_RESULT k=v ..." line that the shell script parses.
 
@@ -21,6 +24,10 @@ local prefix = os.getenv("BENCH_KEY_PREFIX") or "bench"
 local replay_keys = tonumber(os.getenv("BENCH_REPLAY_KEYS") or "100")
 local path = os.getenv("BENCH_PATH") or "/bench"
 local body = os.getenv("BENCH_BODY") or '{"query":"bench"}'
+local delay_ms = tonumber(os.getenv("BENCH_DELAY_MS") or "")
+if delay_ms then
+  function delay() return delay_ms end
+end
 
 if mode ~= "unique" and mode ~= "replay" and mode ~= "unpaid" then
   error("BENCH_MODE must be unique, replay or unpaid, got " .. mode)
