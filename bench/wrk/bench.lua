@@ -10,9 +10,10 @@
 --                      402 challenge (counted as the expected answer, like a 2xx)
 -- BENCH_API_KEYS (comma-separated), when set, replaces BENCH_API_KEY: request n of a thread pays
 -- with key n mod count, so the load spreads over several accounts (bench/postgres_vs_sqlite.py).
--- BENCH_DELAY_MS, when set, paces each connection: it waits that many milliseconds after an answer
--- before its next request, so C connections offer about C * 1000 / (delay + latency) requests/s
--- (bench/postgres_vs_sqlite.py --paced compares costs at the same offered load).
+-- BENCH_DELAY_MS, when set, paces each connection: after an answer it waits a random 0 to 2 x that
+-- many milliseconds (that on average; random, so that the connections do not stay in step and send
+-- their requests in bursts) before its next request, so C connections offer about
+-- C * 1000 / (delay + latency) requests/s (bench/postgres_vs_sqlite.py --paced).
 -- The response hook counts 2xx / non-2xx (by status) and the Idempotent-Replayed header; done()
 -- prints one "BENCH_RESULT k=v ..." line that the shell script parses.
 
@@ -26,7 +27,7 @@ local path = os.getenv("BENCH_PATH") or "/bench"
 local body = os.getenv("BENCH_BODY") or '{"query":"bench"}'
 local delay_ms = tonumber(os.getenv("BENCH_DELAY_MS") or "")
 if delay_ms then
-  function delay() return delay_ms end
+  function delay() return math.random(0, 2 * delay_ms) end
 end
 
 if mode ~= "unique" and mode ~= "replay" and mode ~= "unpaid" then
@@ -50,6 +51,7 @@ end
 
 -- Thread state.
 function init(args)
+  math.randomseed(os.time() + thread_id)
   counter = 0
   ok2xx = 0
   non2xx = 0
