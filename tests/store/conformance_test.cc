@@ -216,10 +216,13 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
     std::future<Status> outcome;
   };
   HeldOpen QueueHeldOpen(TransactionFn decide, std::shared_future<void> go) {
+    return QueueHeldOpen(*store_, std::move(decide), std::move(go));
+  }
+  static HeldOpen QueueHeldOpen(Store& store, TransactionFn decide, std::shared_future<void> go) {
     auto running = std::make_shared<std::promise<void>>();
     std::future<void> ran = running->get_future();
     return {std::move(ran),
-            Queue(*store_, [running, go, decide = std::move(decide)](Transaction& tx) {
+            Queue(store, [running, go, decide = std::move(decide)](Transaction& tx) {
               running->set_value();
               go.wait();
               return decide(tx);
@@ -240,13 +243,29 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
     EXPECT_TRUE(c_done.get().ok());
   }
 
-  // The writers' lock (advisory key (kLockClass, 1): "APAY", 1) is held by some session.
+  // The writers' lock (advisory key (kLockClass, 1): "APAY", 1) of this test's database, as
+  // pg_locks shows it (which lists every database's locks: the tests beside this one have theirs).
+  static constexpr const char* kWritersLock =
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1095778649 AND "
+      "objid = 1 AND objsubid = 2 AND database = (SELECT oid FROM pg_database WHERE datname = "
+      "current_database()) AND ";
+  // The writers' lock is held by some session.
   bool WritersLockHeld(pg::Connection& admin) {
-    auto held = admin.Query(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1095778649 "
-        "AND objid = 1 AND objsubid = 2 AND granted");
+    auto held = admin.Query(std::string(kWritersLock) + "granted");
     EXPECT_TRUE(held.ok()) << held.status().ToString();
     return !held.ok() || held->Int(0, 0) > 0;
+  }
+  // Waits until `count` sessions wait for the writers' lock: false if they never do within 5 s
+  // (half a statement's timeout, so that a lock wait cannot time out first).
+  bool AwaitWritersLockWaiters(pg::Connection& admin, int64_t count) {
+    for (int tries = 0; tries < 500; ++tries) {
+      auto waiting = admin.Query(std::string(kWritersLock) + "NOT granted");
+      EXPECT_TRUE(waiting.ok()) << waiting.status().ToString();
+      if (!waiting.ok()) return false;
+      if (waiting->Int(0, 0) == count) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
   }
 
   static Operation SampleOperation(const std::string& id) {
@@ -1682,7 +1701,9 @@ TEST_P(StoreConformance, BesideAnotherGatewayAWriterBeginsOnlyBatchesAlreadyQueu
 // The next batch begun behind a COMMIT takes the writers' lock only if it is free: a gateway whose
 // batch waits for it gets it first (PostgreSQL grants a released lock to its waiter), and the next
 // batch then waits for it in a round trip of its own, and reads the balances that gateway wrote
-// in a statement after the lock, never before: its moves start from them, and the sums hold.
+// in a statement after the lock, never before: its moves start from them, and the sums hold. The
+// other gateway's batch (D) is held open once it has the lock, so that it cannot have ended, and
+// let the lock go, before the start behind A's COMMIT tries it.
 TEST_P(StoreConformance, ABatchBegunBehindACommitLetsAWaitingGatewayGoFirst) {
   if (GetParam().name != "postgres") GTEST_SKIP() << "PostgreSQL's writer only";
   AddAccount("acct_q", 1000);
@@ -1699,19 +1720,16 @@ TEST_P(StoreConformance, ABatchBegunBehindACommitLetsAWaitingGatewayGoFirst) {
   HeldOpen a = QueueHeldOpen(hold("op_qa"), go.get_future().share());
   a.running.wait();
   auto b = Queue(*store_, hold("op_qb"));
-  auto d = Queue(**other, hold("op_qd"));
-  // Until the other gateway's writer waits for the lock A's batch holds.
-  for (int tries = 0;; ++tries) {
-    ASSERT_LT(tries, 1000) << "the other writer never waited for the lock";
-    auto waiting = (*admin)->Query(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
-    ASSERT_TRUE(waiting.ok()) << waiting.status().ToString();
-    if (waiting->Int(0, 0) == 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  std::promise<void> go_d;
+  HeldOpen d = QueueHeldOpen(**other, hold("op_qd"), go_d.get_future().share());
+  ASSERT_TRUE(AwaitWritersLockWaiters(**admin, 1)) << "the other writer never waited for the lock";
   go.set_value();
   EXPECT_TRUE(a.outcome.get().ok());
-  EXPECT_TRUE(d.get().ok());
+  // D's batch has the lock; B's waits for it.
+  d.running.wait();
+  EXPECT_TRUE(AwaitWritersLockWaiters(**admin, 1)) << "B's batch never waited for the lock";
+  go_d.set_value();
+  EXPECT_TRUE(d.outcome.get().ok());
   EXPECT_TRUE(b.get().ok());
   // A's batch two round trips; B's began without the lock: one to wait for it, one to commit.
   EXPECT_EQ(store_->Stats().writer_round_trips - before.writer_round_trips, 4u);
@@ -1732,14 +1750,7 @@ TEST_P(StoreConformance, DecisionsThatComeWhileABatchWaitsForTheLockJoinIt) {
   const StoreStats before = store_->Stats();
   std::vector<std::future<Status>> holds;
   holds.push_back(Queue(*store_, Hold("acct_w", 10, "op_w0")));
-  for (int tries = 0;; ++tries) {
-    ASSERT_LT(tries, 1000) << "the writer never waited for the lock";
-    auto waiting = (*admin)->Query(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
-    ASSERT_TRUE(waiting.ok()) << waiting.status().ToString();
-    if (waiting->Int(0, 0) == 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(AwaitWritersLockWaiters(**admin, 1)) << "the writer never waited for the lock";
   for (int i = 1; i < 4; ++i) {
     holds.push_back(Queue(*store_, Hold("acct_w", 10, "op_w" + std::to_string(i))));
   }
