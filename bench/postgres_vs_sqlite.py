@@ -236,8 +236,8 @@ def run_wrk(url, keys, duration, connections, delay_ms=None):
 
 def scenario(name, args, workdir, seller, db, gateways, accounts, cluster, paced=None):
     """Starts `gateways` gateways on `db` (None: a fresh SQLite file), loads them, checks the money;
-    returns the rate, the problems and the per-request costs. `paced`: an offered rate (requests/s)
-    instead of as fast as the gateways answer, the same --connections whatever the gateways."""
+    returns the rate, the problems and the per-request costs. `paced`: the paid requests/s offered
+    to each gateway instead of as many as they answer."""
     scratch = tempfile.mkdtemp(prefix="scenario-", dir=workdir)
     store = (db, db) if db else harness.fresh_store(scratch)
     gws, nginx = [], None
@@ -274,9 +274,10 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster, paced
         connections = args.connections
         if gateways > 1:
             connections = args.x3_connections or args.connections * gateways
-        # Paced, each connection waits as long as --connections of them need to offer `paced`
-        # requests/s: 3 gateways get 3x the connections, so each is offered what 1 gateway is.
-        delay_ms = max(1, round(args.connections * 1000 / paced)) if paced else None
+        # Paced, each connection waits on average as long as the connections need to offer each
+        # gateway `paced` requests/s (less the time an answer takes: what they offer is a little
+        # less, and the rate printed is what they got).
+        delay_ms = max(1, round(connections * 1000 / (paced * gateways))) if paced else None
         result = run_wrk("http://127.0.0.1:%d/bench" % target, [a.api_key for a in accts],
                          args.duration, connections, delay_ms)
         pg_pids = cluster_pids(cluster if db else None)
@@ -329,7 +330,8 @@ def scenario(name, args, workdir, seller, db, gateways, accounts, cluster, paced
             " (deciding/committing/syncing/completing)"
         log("%-8s %-6s %8.0f paid requests/s  (%d connections%s, 2xx %s, p99 %.1f ms)%s" % (
             name, "hot" if accounts == 1 else "%d acc" % accounts, rate, connections,
-            ", each waiting %d ms between requests" % delay_ms if paced else "", result["ok2xx"],
+            ", each waiting %d ms on average between requests" % delay_ms if paced else "",
+            result["ok2xx"],
             int(result["lat_p99_us"]) / 1000, "  MONEY CHECK FAILED: " + "; ".join(problems) if problems else ""))
         log("         per paid request: CPU us gateways %.0f, PostgreSQL %.0f, seller %.0f; %.2f round "
             "trips per decision, %.1f decisions per commit%s" % (
@@ -416,8 +418,8 @@ def main():
                 rate, problems, cost = scenario("%s@%d" % (name, offered), args, workdir, seller,
                                                 cluster.fresh_database(), gateways, args.accounts,
                                                 cluster, paced=offered)
-                rates[(name, offered)] = rate
-                costs[(name, offered)] = cost
+                rates[("paced", name, offered)] = rate
+                costs[("paced", name, offered)] = cost
                 failed += problems
     finally:
         if cluster:
@@ -446,15 +448,20 @@ def main():
             failed.append("1 gateway on PostgreSQL (%s) at %.2fx sqlite, below the floor %.2f" % (
                 label, pg1, args.floor))
     for offered in paced_rates:
-        one, three = costs[("pg", offered)], costs[("pg x3", offered)]
-        print("BENCH_PACED postgres %d accounts, each gateway offered %d/s: 1 gateway %.0f/s, %.0f us + PostgreSQL "
-              "%.0f us per paid request, %.1f decisions per commit; 3 gateways %.0f/s, %.0f us (%.2fx 1 "
-              "gateway's) + PostgreSQL %.0f us (%.2fx), %.1f decisions per commit" % (
-                  args.accounts, offered, rates[("pg", offered)], one["gateway_us"],
-                  one["postgres_us"], one["per_commit"], rates[("pg x3", offered)],
-                  three["gateway_us"], three["gateway_us"] / max(1.0, one["gateway_us"]),
-                  three["postgres_us"], three["postgres_us"] / max(1.0, one["postgres_us"]),
-                  three["per_commit"]), flush=True)
+        one, three = costs[("paced", "pg", offered)], costs[("paced", "pg x3", offered)]
+        got = (rates[("paced", "pg", offered)], rates[("paced", "pg x3", offered)] / 3)
+        print("BENCH_PACED postgres %d accounts, each gateway offered %d/s: 1 gateway %.0f/s, %.0f us + "
+              "PostgreSQL %.0f us per paid request, %.1f decisions per commit; 3 gateways %.0f/s each, "
+              "%.0f us (%.2fx 1 gateway's) + PostgreSQL %.0f us (%.2fx), %.1f decisions per commit" % (
+                  args.accounts, offered, got[0], one["gateway_us"], one["postgres_us"],
+                  one["per_commit"], got[1], three["gateway_us"],
+                  three["gateway_us"] / max(1.0, one["gateway_us"]), three["postgres_us"],
+                  three["postgres_us"] / max(1.0, one["postgres_us"]), three["per_commit"]), flush=True)
+        if min(got) < 0.9 * offered:
+            # Not a failure: the costs are right for the load the gateways got, which is not the
+            # one asked for (they, or the machine, could not take it, or the waits dominate).
+            print("BENCH_PACED note: a gateway got under 90%% of the %d/s offered (%.0f/s, %.0f/s "
+                  "each): that run compares another load" % (offered, got[0], got[1]), flush=True)
     if failed:
         print("FAILED: " + "; ".join(failed))
         sys.exit(1)
